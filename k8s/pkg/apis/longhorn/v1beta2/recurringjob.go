@@ -1,0 +1,86 @@
+package v1beta2
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// RecurringJobSpec is a scheduled task applied to every volume that
+// selects the job by label, directly or through one of its groups.
+type RecurringJobSpec struct {
+	// The job's name; equals the object's name.
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9_.-]+$`
+	// +optional
+	Name string `json:"name"`
+	// Groups whose volumes run this job; "default" is every volume that
+	// selects no job and no group of its own.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +listType=set
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+	// The task the job performs on each volume; fixed once created.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="task is immutable"
+	Task RecurringJobType `json:"task"`
+	// The schedule: five cron fields or a descriptor such as @daily.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Cron string `json:"cron"`
+	// How many snapshots or backups of this job each volume keeps.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Retain int `json:"retain"`
+	// How many volumes the job works on at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=10
+	// +optional
+	Concurrency int `json:"concurrency"`
+	// Labels given to every snapshot and backup the job creates.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="labels keys must be valid Kubernetes label keys"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))",message="labels values must be valid Kubernetes label values"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// RecurringJobStatus is the observed state of a recurring job.
+type RecurringJobStatus struct {
+	// The node whose manager reconciles the job.
+	// +optional
+	OwnerID string `json:"ownerID"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lhrj,categories=longhorn
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.name) || self.spec.name == '' || self.spec.name == self.metadata.name",message="spec.name must equal metadata.name"
+// +kubebuilder:printcolumn:name="Groups",type=string,JSONPath=`.spec.groups`,description="Sets groupings to the jobs. When set to \"default\" group will be added to the volume label when no other job label exist in volume"
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.task`,description="Should be one of \"snapshot\", \"snapshot-force-create\", \"snapshot-cleanup\", \"snapshot-delete\", \"backup\" or \"backup-force-create\""
+// +kubebuilder:printcolumn:name="Cron",type=string,JSONPath=`.spec.cron`,description="The cron expression represents recurring job scheduling"
+// +kubebuilder:printcolumn:name="Retain",type=integer,JSONPath=`.spec.retain`,description="The number of snapshots/backups to keep for the volume"
+// +kubebuilder:printcolumn:name="Concurrency",type=integer,JSONPath=`.spec.concurrency`,description="The concurrent job to run by each cron job"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Labels",type=string,JSONPath=`.spec.labels`,description="Specify the labels"
+
+// RecurringJob is a snapshot or backup task run on a cron schedule for the
+// volumes that select it by label.
+type RecurringJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec RecurringJobSpec `json:"spec"`
+	// +optional
+	Status RecurringJobStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// RecurringJobList is a list of RecurringJobs.
+type RecurringJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RecurringJob `json:"items"`
+}

@@ -1,0 +1,72 @@
+package v1beta2
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ReplicaSpec is the desired state of one copy of a volume's data.
+type ReplicaSpec struct {
+	InstanceSpec `json:",inline"`
+	// +optional
+	EngineName string `json:"engineName"`
+	// +optional
+	HealthyAt string `json:"healthyAt"`
+	// +optional
+	FailedAt string `json:"failedAt"`
+	// UUID of the disk that holds the replica's files.
+	// +optional
+	DiskID string `json:"diskID"`
+	// +optional
+	DiskPath string `json:"diskPath"`
+	// +optional
+	DataDirectoryName string `json:"dataDirectoryName"`
+	// +optional
+	BackingImage string `json:"backingImage"`
+	// +optional
+	Active bool `json:"active"`
+	// +optional
+	HardNodeAffinity string `json:"hardNodeAffinity"`
+	// +optional
+	RevisionCounterDisabled bool `json:"revisionCounterDisabled"`
+	// +optional
+	RebuildRetryCount int `json:"rebuildRetryCount"`
+	// +optional
+	EvictionRequested bool `json:"evictionRequested"`
+}
+
+// ReplicaStatus is the observed state of a replica.
+type ReplicaStatus struct {
+	InstanceStatus `json:",inline"`
+	// +optional
+	EvictionRequested bool `json:"evictionRequested"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lhr,categories=longhorn
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.currentState`,description="The current state of the replica"
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeID`,description="The node that the replica is on"
+// +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.spec.diskID`,description="The disk that the replica is on"
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.currentImage`,description="The current image of the replica"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Replica is one copy of a volume's data on one disk.
+type Replica struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec ReplicaSpec `json:"spec,omitempty"`
+	// +optional
+	Status ReplicaStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// ReplicaList is a list of Replicas.
+type ReplicaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Replica `json:"items"`
+}

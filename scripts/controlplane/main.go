@@ -1,0 +1,150 @@
+// Command controlplane runs a real, single-process Kubernetes control plane
+// for local development and integration tests: embedded etcd, kube-apiserver
+// and the parts of kube-controller-manager the manager relies on (garbage
+// collector, namespace, Job and CronJob controllers).
+//
+// It lives in its own Go module because k8s.io/kubernetes pins every
+// k8s.io staging module, and the manager's module must stay free to follow
+// the current client-go.
+//
+// Usage:
+//
+//	controlplane --data-dir .dev/controlplane --kubeconfig .dev/kubeconfig --crd-dir k8s/crds
+//
+// When the control plane is ready it writes the kubeconfig (atomically) and
+// prints one line "ready kubeconfig=<path> server=<url>" on standard output.
+// SIGINT or SIGTERM stops everything; etcd data stays in --data-dir, so the
+// next start sees the same objects.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+type options struct {
+	dataDir       string
+	kubeconfig    string
+	crdDir        string
+	controllers   string
+	noControllers bool
+	verbosity     string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dataDir, "data-dir", ".dev/controlplane", "folder for etcd data and logs; kept across restarts")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
+	flag.StringVar(&o.crdDir, "crd-dir", "", "folder of CustomResourceDefinition YAML files applied before the controllers start")
+	flag.StringVar(&o.controllers, "controllers", "garbagecollector,namespace,job,cronjob", "kube-controller-manager controllers to run")
+	flag.BoolVar(&o.noControllers, "no-controller-manager", false, "run etcd and kube-apiserver only")
+	flag.StringVar(&o.verbosity, "v", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
+	flag.Parse()
+	if o.kubeconfig == "" {
+		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
+	}
+
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) (err error) {
+	// The apiserver's test server reports fatal start-up problems through
+	// its TB; processTB turns those into a panic that ends here as an error.
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("start-up failed: %s", f.msg)
+		}
+	}()
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(o.dataDir, "controlplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log file: %w", err)
+	}
+	defer logFile.Close()
+	if err := quietKlog(logFile, o.verbosity); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	started := time.Now()
+	etcd, err := startEtcd(filepath.Join(o.dataDir, "etcd"))
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+
+	tb := newProcessTB(logFile)
+	defer tb.runCleanups()
+	apiserver, err := startAPIServer(tb, etcd.clientURL)
+	if err != nil {
+		return err
+	}
+	defer apiserver.TearDownFn()
+
+	if err := writeKubeconfig(o.kubeconfig, apiserver.ClientConfig); err != nil {
+		return err
+	}
+	if o.crdDir != "" {
+		if err := applyCRDs(ctx, apiserver.ClientConfig, o.crdDir); err != nil {
+			return err
+		}
+	}
+
+	kcmDone := make(chan error, 1)
+	kcmCtx, stopKCM := context.WithCancel(ctx)
+	defer stopKCM()
+	if !o.noControllers {
+		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), kcmDone); err != nil {
+			return err
+		}
+	}
+
+	fmt.Printf("ready kubeconfig=%s server=%s startup=%s\n", o.kubeconfig, apiserver.ClientConfig.Host, time.Since(started).Round(10*time.Millisecond))
+
+	select {
+	case <-ctx.Done():
+	case err := <-kcmDone:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("kube-controller-manager stopped: %w", err)
+		}
+	}
+	fmt.Println("stopping")
+	stopKCM()
+	return nil
+}
+
+// quietKlog undoes the verbosity that k8s.io/kubernetes' test utilities set
+// when imported (-v=5) and sends component logs to a file, so the terminal
+// shows only what this command itself says.
+func quietKlog(logFile *os.File, verbosity string) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"v": verbosity, "logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("set klog flag %s: %w", name, err)
+		}
+	}
+	klog.SetOutput(logFile)
+	return nil
+}
