@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -28,7 +29,10 @@ func startEtcd(dir string) (*etcdServer, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "controlplane"
 	cfg.Dir = dir
-	cfg.LogLevel = "error"
+	// etcd logs through zap; keep it in a file beside its data, off the
+	// terminal (it reports its own orderly shutdown as errors).
+	cfg.LogLevel = "warn"
+	cfg.LogOutputs = []string{filepath.Join(filepath.Dir(dir), "etcd.log")}
 	cfg.ListenClientUrls = []url.URL{*clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{*clientURL}
 	cfg.ListenPeerUrls = []url.URL{*peerURL}

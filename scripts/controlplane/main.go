@@ -38,18 +38,23 @@ type options struct {
 	crdDir        string
 	controllers   string
 	noControllers bool
+	namespaces    string
 	verbosity     string
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.dataDir, "data-dir", ".dev/controlplane", "folder for etcd data and logs; kept across restarts")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
-	flag.StringVar(&o.crdDir, "crd-dir", "", "folder of CustomResourceDefinition YAML files applied before the controllers start")
-	flag.StringVar(&o.controllers, "controllers", "garbagecollector,namespace,job,cronjob", "kube-controller-manager controllers to run")
-	flag.BoolVar(&o.noControllers, "no-controller-manager", false, "run etcd and kube-apiserver only")
-	flag.StringVar(&o.verbosity, "v", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
-	flag.Parse()
+	// A flag set of its own: the Kubernetes packages register their flags
+	// (klog's -v among them) on the global one.
+	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
+	fs.StringVar(&o.dataDir, "data-dir", ".dev/controlplane", "folder for etcd data and logs; kept across restarts")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
+	fs.StringVar(&o.crdDir, "crd-dir", "", "folder of CustomResourceDefinition YAML files applied before the controllers start")
+	fs.StringVar(&o.controllers, "controllers", "garbagecollector,namespace,job,cronjob", "kube-controller-manager controllers to run")
+	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create when missing")
+	fs.BoolVar(&o.noControllers, "no-controller-manager", false, "run etcd and kube-apiserver only")
+	fs.StringVar(&o.verbosity, "verbosity", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
+	fs.Parse(os.Args[1:])
 	if o.kubeconfig == "" {
 		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
 	}
@@ -107,6 +112,12 @@ func run(o options) (err error) {
 	}
 	if o.crdDir != "" {
 		if err := applyCRDs(ctx, apiserver.ClientConfig, o.crdDir); err != nil {
+			return err
+		}
+	}
+
+	if o.namespaces != "" {
+		if err := ensureNamespaces(ctx, apiserver.ClientConfig, strings.Split(o.namespaces, ",")); err != nil {
 			return err
 		}
 	}

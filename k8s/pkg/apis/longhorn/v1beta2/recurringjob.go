@@ -37,7 +37,6 @@ type RecurringJobSpec struct {
 	// Labels given to every snapshot and backup the job creates.
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="labels keys must be valid Kubernetes label keys"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))",message="labels values must be valid Kubernetes label values"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 }

@@ -1,0 +1,207 @@
+// Package app holds the manager's subcommands, one file each.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/api"
+	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+)
+
+// DaemonOptions configure one manager daemon.
+type DaemonOptions struct {
+	// Namespace holds every Longhorn object the daemon manages.
+	Namespace string
+	// NodeName is this node's name; the Node object carries it.
+	NodeName string
+	// DataDir is this node's default disk.
+	DataDir string
+	// APIAddress is where the HTTP API listens, host:port.
+	APIAddress string
+	// Workers is the number of workers per controller.
+	Workers int
+	// ResyncPeriod is the informers' resync period.
+	ResyncPeriod time.Duration
+	// Clock is the time source; the real clock when nil.
+	Clock clock.WithTicker
+	// OnReady, when set, is called once with the API's address when the
+	// daemon is ready.
+	OnReady func(apiAddress string)
+}
+
+// shutdownTimeout bounds how long a stopping daemon waits for its parts.
+const shutdownTimeout = 5 * time.Second
+
+// RunDaemon runs the manager until ctx ends. It returns an error at once
+// when the API cannot be reached or the CRDs are missing, so a bad
+// configuration fails fast with one clear line.
+func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = 30 * time.Second
+	}
+	if o.NodeName == "" {
+		return errors.New("--node-name (or NODE_NAME) is required")
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %q: %w", o.DataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
+	}
+	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	lhClient, err := lhclientset.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("longhorn client: %w", err)
+	}
+	if err := checkAPI(ctx, cfg, lhClient, o.Namespace); err != nil {
+		return err
+	}
+
+	listener, err := net.Listen("tcp", o.APIAddress)
+	if err != nil {
+		return fmt.Errorf("--api-address %s: %w", o.APIAddress, err)
+	}
+	var readyReason atomic.Value
+	readyReason.Store("starting")
+	server := &http.Server{
+		Handler: api.NewRouter(log.WithField("component", "api"), func() (bool, string) {
+			r := readyReason.Load().(string)
+			return r == "", r
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Serve(listener) }()
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = server.Shutdown(shutdownCtx)
+	}()
+	log.WithField("address", listener.Addr().String()).Info("API listening")
+
+	ds, inf := newDataStore(lhClient, kubeClient, o)
+	if created, err := ds.CreateDefaultSettings(ctx); err != nil {
+		return err
+	} else if len(created) > 0 {
+		log.WithField("settings", created).Info("Created default settings")
+	}
+
+	runCtx, stopControllers := context.WithCancel(ctx)
+	defer stopControllers()
+	recorder := controller.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
+	nodeController := controller.NewNodeController(log, ds, inf, o.NodeName, o.Clock)
+	settingController := controller.NewSettingController(log, ds, inf, recorder)
+
+	if err := nodeController.Register(ctx, dataDir); err != nil {
+		return err
+	}
+	// The first heartbeat goes out before the caches fill, so this node is
+	// never seen as down while it starts.
+	if err := ds.RenewHeartbeat(ctx, o.NodeName, controller.HeartbeatDuration, o.Clock.Now()); err != nil {
+		return fmt.Errorf("node heartbeat: %w", err)
+	}
+
+	inf.Start(runCtx.Done())
+	defer inf.Shutdown()
+	readyReason.Store("waiting for informer caches")
+	if err := ds.WaitForCacheSync(ctx); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil {
+				log.WithError(err).WithField("controller", name).Error("Controller stopped with an error")
+			}
+		}()
+	}
+	run("heartbeat", func(ctx context.Context) error { nodeController.RunHeartbeat(ctx); return nil })
+	run("node", func(ctx context.Context) error { return nodeController.Run(ctx, o.Workers) })
+	run("setting", func(ctx context.Context) error { return settingController.Run(ctx, o.Workers) })
+
+	readyReason.Store("")
+	log.Info("Manager ready")
+	if o.OnReady != nil {
+		o.OnReady(listener.Addr().String())
+	}
+
+	var result error
+	select {
+	case <-ctx.Done():
+		log.Info("Stopping manager")
+	case err := <-serveErr:
+		result = fmt.Errorf("API server stopped: %w", err)
+	}
+	stopControllers()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownTimeout):
+		log.Warn("Controllers did not stop in time")
+	}
+	return result
+}
+
+func newDataStore(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, o DaemonOptions) (*datastore.DataStore, datastore.Informers) {
+	inf := datastore.NewInformers(lhClient, kubeClient, o.Namespace, o.ResyncPeriod)
+	return datastore.New(o.Namespace, lhClient, kubeClient, inf), inf
+}
+
+// checkAPI makes sure the apiserver answers and the Longhorn CRDs are
+// installed, and turns each failure into one line that says what to fix.
+func checkAPI(ctx context.Context, cfg *rest.Config, lhClient lhclientset.Interface, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	// Discovery calls take no context: bound them through the config.
+	probeCfg := rest.CopyConfig(cfg)
+	probeCfg.Timeout = 15 * time.Second
+	probe, err := kubernetes.NewForConfig(probeCfg)
+	if err != nil {
+		return err
+	}
+	if _, err := probe.Discovery().ServerVersion(); err != nil {
+		return fmt.Errorf("cannot reach the Kubernetes API at %s: %v", cfg.Host, err)
+	}
+	_, err = lhClient.LonghornV1beta2().Settings(namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("the Longhorn CRDs are not installed in the cluster at %s (apply package/crds.yaml)", cfg.Host)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot list Longhorn settings in namespace %s: %v", namespace, err)
+	}
+	return nil
+}

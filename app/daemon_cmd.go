@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// DaemonCmd is `longhorn-manager daemon`.
+func DaemonCmd() cli.Command {
+	hostname, _ := os.Hostname()
+	return cli.Command{
+		Name:  "daemon",
+		Usage: "run the manager: controllers, this node's registration and the API",
+		Flags: []cli.Flag{
+			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; the in-cluster config when empty", EnvVar: "KUBECONFIG"},
+			cli.StringFlag{Name: "namespace", Value: "longhorn-system", Usage: "namespace of the Longhorn objects", EnvVar: "POD_NAMESPACE"},
+			cli.StringFlag{Name: "node-name", Value: hostname, Usage: "this node's name", EnvVar: "NODE_NAME"},
+			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
+			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
+			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("daemon takes no arguments, got %q", c.Args())
+			}
+			cfg, err := restConfig(c.String("kubeconfig"))
+			if err != nil {
+				return err
+			}
+			if c.Int("workers") < 1 {
+				return fmt.Errorf("--workers must be at least 1, got %d", c.Int("workers"))
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return RunDaemon(ctx, cfg, DaemonOptions{
+				Namespace:  c.String("namespace"),
+				NodeName:   c.String("node-name"),
+				DataDir:    c.String("data-dir"),
+				APIAddress: c.String("api-address"),
+				Workers:    c.Int("workers"),
+			})
+		},
+	}
+}
+
+// restConfig loads a kubeconfig file, or the in-cluster config when path
+// is empty.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %v", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %v", path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,136 @@
+// Package controller holds the manager's controllers. Each one is a
+// level-triggered loop over one resource, built on baseController: a
+// rate-limited workqueue of namespace/name keys, a number of workers, a wait
+// for the informer caches, and a clean stop.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// maxRetries is how many times a key is retried with backoff before it is
+// dropped; the next informer event or resync brings it back.
+const maxRetries = 15
+
+// syncFunc reconciles the object behind one queue key.
+type syncFunc func(ctx context.Context, key string) error
+
+// baseController is the queue-and-workers machinery every controller shares.
+type baseController struct {
+	name   string
+	logger *logrus.Entry
+	queue  workqueue.TypedRateLimitingInterface[string]
+	sync   syncFunc
+	synced []cache.InformerSynced
+}
+
+func newBaseController(name string, logger *logrus.Entry, sync syncFunc, synced ...cache.InformerSynced) *baseController {
+	return &baseController{
+		name:   name,
+		logger: logger.WithField("controller", name),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name},
+		),
+		sync:   sync,
+		synced: synced,
+	}
+}
+
+// enqueue adds the object's key; it is the usual informer event handler.
+func (c *baseController) enqueue(obj interface{}) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("%s: cannot get key of %#v: %w", c.name, obj, err))
+		return
+	}
+	c.queue.Add(key)
+}
+
+// enqueueAfter adds the object's key once the delay has passed.
+func (c *baseController) enqueueAfter(obj interface{}, delay time.Duration) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("%s: cannot get key of %#v: %w", c.name, obj, err))
+		return
+	}
+	c.queue.AddAfter(key, delay)
+}
+
+// eventHandler enqueues the object on every add, update and delete.
+func (c *baseController) eventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, cur interface{}) { c.enqueue(cur) },
+		DeleteFunc: c.enqueue,
+	}
+}
+
+// Run waits for the caches, starts the workers and blocks until ctx ends
+// and every worker has finished its current item.
+func (c *baseController) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+
+	c.logger.Info("Starting controller")
+	if !cache.WaitForNamedCacheSync(c.name, ctx.Done(), c.synced...) {
+		return fmt.Errorf("%s: caches did not sync before stop", c.name)
+	}
+
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNextWorkItem(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.logger.Info("Stopping controller")
+	// Shutting the queue down makes Get return false once the workers are
+	// done with their current items, so the wait below is bounded by one
+	// sync per worker.
+	c.queue.ShutDownWithDrain()
+	wg.Wait()
+	return nil
+}
+
+func (c *baseController) processNextWorkItem(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	// Done tells the queue this worker no longer holds the key, so another
+	// add of the same key can be processed again (never in parallel).
+	defer c.queue.Done(key)
+
+	err := c.sync(ctx, key)
+	c.handleErr(err, key)
+	return true
+}
+
+func (c *baseController) handleErr(err error, key string) {
+	if err == nil {
+		// Forget resets the key's backoff, so the next failure of a key that
+		// recovered starts with a short delay again.
+		c.queue.Forget(key)
+		return
+	}
+	log := c.logger.WithField("key", key).WithError(err)
+	if c.queue.NumRequeues(key) < maxRetries {
+		log.Warn("Failed to sync, will retry")
+		c.queue.AddRateLimited(key)
+		return
+	}
+	log.Error("Dropping key after too many failed syncs")
+	c.queue.Forget(key)
+}

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// SettingController checks every Setting against its definition. A valid
+// value is marked applied; an invalid one (written with kubectl, which
+// cannot know the rule) is marked not applied, the manager keeps using the
+// default, and a Warning event names the rule.
+type SettingController struct {
+	*baseController
+	ds       *datastore.DataStore
+	recorder record.EventRecorder
+}
+
+// NewSettingController wires the controller to the Setting informer.
+func NewSettingController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, recorder record.EventRecorder) *SettingController {
+	informer := inf.Longhorn.Longhorn().V1beta2().Settings().Informer()
+	c := &SettingController{ds: ds, recorder: recorder}
+	c.baseController = newBaseController("longhorn-setting", logger, c.sync, informer.HasSynced)
+	informer.AddEventHandler(c.eventHandler())
+	return c
+}
+
+func (c *SettingController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	setting, err := c.ds.GetSettingRO(types.SettingName(name))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, known := types.GetSettingDefinition(types.SettingName(name)); !known {
+		// Settings of newer or older managers are left alone.
+		return nil
+	}
+	verr := types.ValidateSetting(types.SettingName(name), setting.Value)
+	applied := verr == nil
+	if setting.Status.Applied == applied {
+		return nil
+	}
+	updated := setting.DeepCopy()
+	updated.Status.Applied = applied
+	if _, err := c.ds.UpdateSettingStatus(ctx, updated); err != nil {
+		return fmt.Errorf("update status of setting %s: %w", name, err)
+	}
+	log := c.logger.WithFields(logrus.Fields{"setting": name, "value": setting.Value})
+	if verr != nil {
+		log.WithError(verr).Warn("Setting has an invalid value; using its default")
+		c.recorder.Event(setting, corev1.EventTypeWarning, "InvalidValue", verr.Error()+"; the default value is used until it is fixed")
+	} else {
+		log.Info("Setting applied")
+	}
+	return nil
+}

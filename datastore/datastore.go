@@ -1,0 +1,118 @@
+// Package datastore is the manager's view of the cluster: reads come from
+// shared-informer listers, writes go through the clientsets. It is split
+// into one file per resource; nothing here keeps state of its own.
+package datastore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions"
+	lhlisters "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/listers/longhorn/v1beta2"
+)
+
+// DataStore reads Longhorn and Kubernetes objects of one namespace from the
+// informer caches and writes them through the API.
+type DataStore struct {
+	namespace string
+
+	lhClient   lhclientset.Interface
+	kubeClient kubernetes.Interface
+
+	settingLister      lhlisters.SettingLister
+	nodeLister         lhlisters.NodeLister
+	volumeLister       lhlisters.VolumeLister
+	engineLister       lhlisters.EngineLister
+	replicaLister      lhlisters.ReplicaLister
+	snapshotLister     lhlisters.SnapshotLister
+	backupLister       lhlisters.BackupLister
+	backupVolumeLister lhlisters.BackupVolumeLister
+	recurringJobLister lhlisters.RecurringJobLister
+	leaseLister        coordinationlisters.LeaseLister
+
+	synced []cache.InformerSynced
+}
+
+// Informers are the shared informer factories the datastore reads from.
+// Controllers register their event handlers on the same factories.
+type Informers struct {
+	Longhorn lhinformers.SharedInformerFactory
+	Kube     informers.SharedInformerFactory
+}
+
+// NewInformers makes factories scoped to the manager's namespace.
+func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, namespace string, resync time.Duration) Informers {
+	return Informers{
+		Longhorn: lhinformers.NewSharedInformerFactoryWithOptions(lhClient, resync, lhinformers.WithNamespace(namespace)),
+		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace)),
+	}
+}
+
+// Start starts every informer requested so far.
+func (i Informers) Start(stop <-chan struct{}) {
+	i.Longhorn.Start(stop)
+	i.Kube.Start(stop)
+}
+
+// Shutdown stops the informers and waits for their goroutines.
+func (i Informers) Shutdown() {
+	i.Longhorn.Shutdown()
+	i.Kube.Shutdown()
+}
+
+// New wires a datastore to the informers' listers.
+func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, inf Informers) *DataStore {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	ds := &DataStore{
+		namespace:          namespace,
+		lhClient:           lhClient,
+		kubeClient:         kubeClient,
+		settingLister:      lh.Settings().Lister(),
+		nodeLister:         lh.Nodes().Lister(),
+		volumeLister:       lh.Volumes().Lister(),
+		engineLister:       lh.Engines().Lister(),
+		replicaLister:      lh.Replicas().Lister(),
+		snapshotLister:     lh.Snapshots().Lister(),
+		backupLister:       lh.Backups().Lister(),
+		backupVolumeLister: lh.BackupVolumes().Lister(),
+		recurringJobLister: lh.RecurringJobs().Lister(),
+		leaseLister:        inf.Kube.Coordination().V1().Leases().Lister(),
+	}
+	ds.synced = []cache.InformerSynced{
+		lh.Settings().Informer().HasSynced,
+		lh.Nodes().Informer().HasSynced,
+		lh.Volumes().Informer().HasSynced,
+		lh.Engines().Informer().HasSynced,
+		lh.Replicas().Informer().HasSynced,
+		lh.Snapshots().Informer().HasSynced,
+		lh.Backups().Informer().HasSynced,
+		lh.BackupVolumes().Informer().HasSynced,
+		lh.RecurringJobs().Informer().HasSynced,
+		inf.Kube.Coordination().V1().Leases().Informer().HasSynced,
+	}
+	return ds
+}
+
+// Namespace is the namespace the manager works in.
+func (ds *DataStore) Namespace() string { return ds.namespace }
+
+// LonghornClient is the clientset for Longhorn objects.
+func (ds *DataStore) LonghornClient() lhclientset.Interface { return ds.lhClient }
+
+// KubeClient is the clientset for Kubernetes objects.
+func (ds *DataStore) KubeClient() kubernetes.Interface { return ds.kubeClient }
+
+// WaitForCacheSync blocks until every informer has listed once.
+func (ds *DataStore) WaitForCacheSync(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), ds.synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package datastore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// GetSettingRO returns the cached Setting; the caller must not modify it.
+func (ds *DataStore) GetSettingRO(name types.SettingName) (*longhorn.Setting, error) {
+	return ds.settingLister.Settings(ds.namespace).Get(string(name))
+}
+
+// ListSettingsRO returns every cached Setting; the caller must not modify them.
+func (ds *DataStore) ListSettingsRO() ([]*longhorn.Setting, error) {
+	return ds.settingLister.Settings(ds.namespace).List(labels.Everything())
+}
+
+// GetSettingValue returns a setting's value, or its default when the
+// object is missing or holds a value that breaks the setting's rule (the
+// setting controller reports those).
+func (ds *DataStore) GetSettingValue(name types.SettingName) (string, error) {
+	def, ok := types.GetSettingDefinition(name)
+	if !ok {
+		return "", fmt.Errorf("unknown setting %q", name)
+	}
+	s, err := ds.GetSettingRO(name)
+	if apierrors.IsNotFound(err) {
+		return def.Default, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := types.ValidateSetting(name, s.Value); err != nil {
+		logrus.WithField("setting", name).WithError(err).Warn("Using the default value in place of an invalid one")
+		return def.Default, nil
+	}
+	return s.Value, nil
+}
+
+// GetSettingAsBool returns a bool setting.
+func (ds *DataStore) GetSettingAsBool(name types.SettingName) (bool, error) {
+	v, err := ds.GetSettingValue(name)
+	if err != nil {
+		return false, err
+	}
+	return strconv.ParseBool(v)
+}
+
+// GetSettingAsInt returns an int setting.
+func (ds *DataStore) GetSettingAsInt(name types.SettingName) (int, error) {
+	v, err := ds.GetSettingValue(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(v)
+}
+
+// CreateDefaultSettings creates every setting that does not exist yet with
+// its default value. Existing settings, and the values users gave them, are
+// left alone. It reads through the API rather than the cache, because it
+// runs before the informers have started.
+func (ds *DataStore) CreateDefaultSettings(ctx context.Context) (created []types.SettingName, err error) {
+	client := ds.lhClient.LonghornV1beta2().Settings(ds.namespace)
+	for _, name := range types.SettingNames() {
+		def, _ := types.GetSettingDefinition(name)
+		setting := &longhorn.Setting{
+			ObjectMeta: metav1.ObjectMeta{Name: string(name)},
+			Value:      def.Default,
+		}
+		_, err := client.Create(ctx, setting, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return created, fmt.Errorf("create default setting %s: %w", name, err)
+		}
+		created = append(created, name)
+	}
+	return created, nil
+}
+
+// UpdateSettingStatus writes a Setting's status.
+func (ds *DataStore) UpdateSettingStatus(ctx context.Context, s *longhorn.Setting) (*longhorn.Setting, error) {
+	return ds.lhClient.LonghornV1beta2().Settings(ds.namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
+}

@@ -1,0 +1,152 @@
+package types
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+)
+
+// SettingName is the name of a manager setting; each is one Setting object.
+type SettingName string
+
+const (
+	SettingNameAllowRecurringJobWhileVolumeDetached SettingName = "allow-recurring-job-while-volume-detached"
+	SettingNameRecurringSuccessfulJobsHistoryLimit  SettingName = "recurring-successful-jobs-history-limit"
+	SettingNameRecurringFailedJobsHistoryLimit      SettingName = "recurring-failed-jobs-history-limit"
+	SettingNameRecurringJobMaxRetention             SettingName = "recurring-job-max-retention"
+	SettingNameBackupTarget                         SettingName = "backup-target"
+)
+
+// SettingType is the kind of value a setting holds.
+type SettingType string
+
+const (
+	SettingTypeBool   SettingType = "bool"
+	SettingTypeInt    SettingType = "int"
+	SettingTypeString SettingType = "string"
+)
+
+// SettingDefinition describes one setting: its meaning, its default and the
+// rule its value must follow.
+type SettingDefinition struct {
+	DisplayName string
+	Description string
+	Category    string
+	Type        SettingType
+	Default     string
+	// Min and Max bound int settings.
+	Min, Max int
+	// Check validates string settings beyond their type; nil accepts any.
+	Check func(value string) error
+}
+
+// settingDefinitions is the one place that knows every setting.
+var settingDefinitions = map[SettingName]SettingDefinition{
+	SettingNameAllowRecurringJobWhileVolumeDetached: {
+		DisplayName: "Allow Recurring Job While Volume Is Detached",
+		Description: "Let recurring jobs attach a detached volume, run, and detach it again. When false, detached volumes are skipped.",
+		Category:    "general",
+		Type:        SettingTypeBool,
+		Default:     "false",
+	},
+	SettingNameRecurringSuccessfulJobsHistoryLimit: {
+		DisplayName: "Cronjob Successful Jobs History Limit",
+		Description: "How many successful recurring-job runs (Jobs) each CronJob keeps. 0 keeps none.",
+		Category:    "backup",
+		Type:        SettingTypeInt,
+		Default:     "1",
+		Min:         0,
+		Max:         100,
+	},
+	SettingNameRecurringFailedJobsHistoryLimit: {
+		DisplayName: "Cronjob Failed Jobs History Limit",
+		Description: "How many failed recurring-job runs (Jobs) each CronJob keeps. 0 keeps none.",
+		Category:    "backup",
+		Type:        SettingTypeInt,
+		Default:     "1",
+		Min:         0,
+		Max:         100,
+	},
+	SettingNameRecurringJobMaxRetention: {
+		DisplayName: "Maximum Retention Number for Recurring Job",
+		Description: "The largest retain a recurring job may ask for.",
+		Category:    "backup",
+		Type:        SettingTypeInt,
+		Default:     "100",
+		Min:         1,
+		Max:         250,
+	},
+	SettingNameBackupTarget: {
+		DisplayName: "Backup Target",
+		Description: "Where backups are stored, as a URL: s3://bucket@region/path, nfs://server:/path, cifs://server/share, azblob://container@endpoint/path, or file:///path. Empty disables backups.",
+		Category:    "backup",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkBackupTarget,
+	},
+}
+
+// SettingNames lists every setting, sorted.
+func SettingNames() []SettingName {
+	names := make([]SettingName, 0, len(settingDefinitions))
+	for name := range settingDefinitions {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}
+
+// GetSettingDefinition returns the definition of a setting.
+func GetSettingDefinition(name SettingName) (SettingDefinition, bool) {
+	def, ok := settingDefinitions[name]
+	return def, ok
+}
+
+// ValidateSetting checks value against the setting's definition and says
+// which rule it breaks.
+func ValidateSetting(name SettingName, value string) error {
+	def, ok := settingDefinitions[name]
+	if !ok {
+		return fmt.Errorf("setting %q: unknown setting", name)
+	}
+	switch def.Type {
+	case SettingTypeBool:
+		if _, err := strconv.ParseBool(value); err != nil {
+			return fmt.Errorf("setting %s: value %q must be true or false", name, value)
+		}
+	case SettingTypeInt:
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return fmt.Errorf("setting %s: value %q must be a whole number", name, value)
+		}
+		if n < def.Min || n > def.Max {
+			return fmt.Errorf("setting %s: value %d must be between %d and %d", name, n, def.Min, def.Max)
+		}
+	}
+	if def.Check != nil {
+		if err := def.Check(value); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+var backupTargetSchemes = map[string]bool{"s3": true, "nfs": true, "cifs": true, "azblob": true, "file": true}
+
+func checkBackupTarget(value string) error {
+	if value == "" {
+		return nil
+	}
+	u, err := url.Parse(value)
+	if err != nil {
+		return fmt.Errorf("value %q is not a URL: %v", value, err)
+	}
+	if !backupTargetSchemes[u.Scheme] {
+		return fmt.Errorf("value %q must start with s3://, nfs://, cifs://, azblob:// or file://", value)
+	}
+	if u.Scheme == "file" && u.Path == "" {
+		return fmt.Errorf("value %q must name an absolute path after file://", value)
+	}
+	return nil
+}

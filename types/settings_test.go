@@ -1,0 +1,47 @@
+package types
+
+import "testing"
+
+func TestValidateSetting(t *testing.T) {
+	cases := []struct {
+		name    string
+		setting SettingName
+		value   string
+		ok      bool
+	}{
+		{"bool setting accepts true", SettingNameAllowRecurringJobWhileVolumeDetached, "true", true},
+		{"bool setting refuses yes-ish words", SettingNameAllowRecurringJobWhileVolumeDetached, "yes", false},
+		{"history limit accepts zero", SettingNameRecurringSuccessfulJobsHistoryLimit, "0", true},
+		{"history limit refuses negatives", SettingNameRecurringFailedJobsHistoryLimit, "-1", false},
+		{"max retention refuses zero", SettingNameRecurringJobMaxRetention, "0", false},
+		{"max retention accepts its default", SettingNameRecurringJobMaxRetention, "100", true},
+		{"max retention refuses beyond its maximum", SettingNameRecurringJobMaxRetention, "251", false},
+		{"int setting refuses words", SettingNameRecurringJobMaxRetention, "many", false},
+		{"empty backup target disables backups", SettingNameBackupTarget, "", true},
+		{"s3 backup target", SettingNameBackupTarget, "s3://bucket@us-east-1/path", true},
+		{"nfs backup target", SettingNameBackupTarget, "nfs://server:/export", true},
+		{"file backup target", SettingNameBackupTarget, "file:///var/backups", true},
+		{"unknown backup target scheme", SettingNameBackupTarget, "ftp://server/path", false},
+		{"unknown setting", SettingName("no-such-setting"), "x", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := ValidateSetting(c.setting, c.value)
+			if c.ok && err != nil {
+				t.Fatalf("want valid, got %v", err)
+			}
+			if !c.ok && err == nil {
+				t.Fatalf("want an error for %q", c.value)
+			}
+		})
+	}
+}
+
+func TestEveryDefaultIsValid(t *testing.T) {
+	for _, name := range SettingNames() {
+		def, _ := GetSettingDefinition(name)
+		if err := ValidateSetting(name, def.Default); err != nil {
+			t.Errorf("default of %s is invalid: %v", name, err)
+		}
+	}
+}
