@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"

@@ -63,15 +63,15 @@ func (t *processTB) Fatalf(format string, args ...any) {
 	t.Fail()
 	panic(fatalError{fmt.Sprintf(format, args...)})
 }
-func (t *processTB) Helper()                           {}
-func (t *processTB) Log(args ...any)                   { fmt.Fprintln(t.out, args...) }
-func (t *processTB) Logf(format string, args ...any)   { fmt.Fprintf(t.out, format+"\n", args...) }
-func (t *processTB) Name() string                      { return "controlplane" }
-func (t *processTB) Setenv(key, value string)          { os.Setenv(key, value) }
-func (t *processTB) Skip(args ...any)                  { t.Log(args...) }
-func (t *processTB) SkipNow()                          {}
-func (t *processTB) Skipf(format string, args ...any)  { t.Logf(format, args...) }
-func (t *processTB) Skipped() bool                     { return false }
+func (t *processTB) Helper()                          {}
+func (t *processTB) Log(args ...any)                  { fmt.Fprintln(t.out, args...) }
+func (t *processTB) Logf(format string, args ...any)  { fmt.Fprintf(t.out, format+"\n", args...) }
+func (t *processTB) Name() string                     { return "controlplane" }
+func (t *processTB) Setenv(key, value string)         { os.Setenv(key, value) }
+func (t *processTB) Skip(args ...any)                 { t.Log(args...) }
+func (t *processTB) SkipNow()                         {}
+func (t *processTB) Skipf(format string, args ...any) { t.Logf(format, args...) }
+func (t *processTB) Skipped() bool                    { return false }
 func (t *processTB) TempDir() string {
 	d, err := os.MkdirTemp("", "controlplane")
 	if err != nil {
