@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -114,11 +115,15 @@ func (c *baseController) processNextWorkItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 
 	err := c.sync(ctx, key)
-	c.handleErr(err, key)
+	c.handleErr(ctx, err, key)
 	return true
 }
 
-func (c *baseController) handleErr(err error, key string) {
+func (c *baseController) handleErr(ctx context.Context, err error, key string) {
+	if ctx.Err() != nil {
+		// Stopping: the failure is the cancelled context, not the object.
+		return
+	}
 	if err == nil {
 		// Forget resets the key's backoff, so the next failure of a key that
 		// recovered starts with a short delay again.
@@ -127,7 +132,12 @@ func (c *baseController) handleErr(err error, key string) {
 	}
 	log := c.logger.WithField("key", key).WithError(err)
 	if c.queue.NumRequeues(key) < maxRetries {
-		log.Warn("Failed to sync, will retry")
+		if apierrors.IsConflict(err) {
+			// The cache had not seen our own last write yet: routine.
+			log.Debug("Conflict while syncing, will retry")
+		} else {
+			log.Warn("Failed to sync, will retry")
+		}
 		c.queue.AddRateLimited(key)
 		return
 	}

@@ -50,6 +50,11 @@ func (c *SettingController) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	verr := types.ValidateSetting(types.SettingName(name), setting.Value)
+	if verr != nil {
+		// Repeated on every sync while the value stays invalid; the event
+		// recorder folds the repeats into one event with a count.
+		c.recorder.Event(setting, corev1.EventTypeWarning, "InvalidValue", verr.Error()+"; the default value is used until it is fixed")
+	}
 	applied := verr == nil
 	if setting.Status.Applied == applied {
 		return nil
@@ -62,7 +67,6 @@ func (c *SettingController) sync(ctx context.Context, key string) error {
 	log := c.logger.WithFields(logrus.Fields{"setting": name, "value": setting.Value})
 	if verr != nil {
 		log.WithError(verr).Warn("Setting has an invalid value; using its default")
-		c.recorder.Event(setting, corev1.EventTypeWarning, "InvalidValue", verr.Error()+"; the default value is used until it is fixed")
 	} else {
 		log.Info("Setting applied")
 	}

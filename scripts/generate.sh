@@ -11,7 +11,8 @@ apis="$module/k8s/pkg/apis/longhorn/v1beta2"
 header=k8s/hack/boilerplate.go.txt
 tool() { go tool -modfile=scripts/tools/go.mod "$@"; }
 
-rm -rf k8s/pkg/client k8s/crds
+rm -rf k8s/pkg/client
+rm -f k8s/crds/*.yaml
 rm -f k8s/pkg/apis/longhorn/v1beta2/zz_generated.deepcopy.go
 
 tool deepcopy-gen --go-header-file "$header" --output-file zz_generated.deepcopy.go "$apis"

@@ -1,0 +1,289 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// runningDaemon is a daemon started by a test, stopped by its cleanup.
+type runningDaemon struct {
+	apiAddress string
+	cancel     context.CancelFunc
+	done       chan error
+	stopped    bool
+}
+
+func (d *runningDaemon) stop(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	d.stopped = true
+	d.cancel()
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("daemon returned an error on stop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop within 30s")
+	}
+	return time.Since(start)
+}
+
+// startDaemon runs the daemon in this process with cfg and waits until it
+// is ready.
+func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string) *runningDaemon {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	d := &runningDaemon{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		d.done <- RunDaemon(ctx, cfg, DaemonOptions{
+			Namespace:  namespace,
+			NodeName:   node,
+			DataDir:    dataDir,
+			APIAddress: "127.0.0.1:0",
+			OnReady:    func(addr string) { ready <- addr },
+		})
+	}()
+	select {
+	case d.apiAddress = <-ready:
+	case err := <-d.done:
+		cancel()
+		t.Fatalf("daemon stopped before it was ready: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("daemon not ready within 60s")
+	}
+	t.Cleanup(func() {
+		if !d.stopped {
+			cancel()
+			<-d.done
+		}
+	})
+	return d
+}
+
+func lhClient(t *testing.T, cfg *rest.Config) lhclientset.Interface {
+	t.Helper()
+	c, err := lhclientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventually polls cond every 100ms for up to timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func TestDaemonRegistersNodeAndSettingsAsItsServiceAccount(t *testing.T) {
+	logrus.SetLevel(logrus.WarnLevel)
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	installRBAC(t, cluster.KubeClient(t), ns)
+	saConfig := cluster.ServiceAccountConfig(ns, serviceAccount)
+	admin := lhClient(t, cluster.Config)
+	dataDir := t.TempDir()
+
+	d := startDaemon(t, saConfig, ns, "node-1", dataDir)
+
+	resp, err := http.Get("http://" + d.apiAddress + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz answered %d once ready", resp.StatusCode)
+	}
+
+	// Every default setting exists with its default value.
+	for _, name := range types.SettingNames() {
+		s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(name), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("setting %s: %v", name, err)
+		}
+		def, _ := types.GetSettingDefinition(name)
+		if s.Value != def.Default {
+			t.Errorf("setting %s = %q, want the default %q", name, s.Value, def.Default)
+		}
+	}
+
+	// The node is registered, Ready, with one disk at the data folder whose
+	// UUID is the one in the disk's config file and whose space is real.
+	var node *longhorn.Node
+	eventually(t, 20*time.Second, "node Ready with a ready disk", func() (bool, error) {
+		node, err = admin.LonghornV1beta2().Nodes(ns).Get(context.Background(), "node-1", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if !datastore.IsNodeReady(node) || len(node.Status.DiskStatus) != 1 {
+			return false, nil
+		}
+		for _, st := range node.Status.DiskStatus {
+			if st.DiskUUID == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if len(node.Spec.Disks) != 1 {
+		t.Fatalf("node has %d disks, want 1", len(node.Spec.Disks))
+	}
+	var diskName string
+	for name, spec := range node.Spec.Disks {
+		diskName = name
+		if spec.Path != dataDir {
+			t.Errorf("disk path %q, want %q", spec.Path, dataDir)
+		}
+	}
+	cfgData, err := os.ReadFile(filepath.Join(dataDir, "longhorn-disk.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := node.Status.DiskStatus[diskName]
+	if !strings.Contains(string(cfgData), st.DiskUUID) {
+		t.Errorf("disk UUID %s is not the one in longhorn-disk.cfg: %s", st.DiskUUID, cfgData)
+	}
+	if st.StorageMaximum <= 0 || st.StorageAvailable <= 0 || st.StorageAvailable > st.StorageMaximum {
+		t.Errorf("disk space not real: maximum %d, available %d", st.StorageMaximum, st.StorageAvailable)
+	}
+
+	// A user's change to a setting survives a restart, and so do the
+	// node and its disk UUID.
+	setting, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setting.Value = "50"
+	if _, err := admin.LonghornV1beta2().Settings(ns).Update(context.Background(), setting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if took := d.stop(t); took > 5*time.Second {
+		t.Errorf("daemon took %s to stop, want a few seconds at most", took)
+	}
+
+	startDaemon(t, saConfig, ns, "node-1", dataDir)
+	setting, err = admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setting.Value != "50" {
+		t.Errorf("restart reset the user's setting to %q", setting.Value)
+	}
+	again, err := admin.LonghornV1beta2().Nodes(ns).Get(context.Background(), "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status.DiskStatus[diskName] == nil || again.Status.DiskStatus[diskName].DiskUUID != st.DiskUUID {
+		t.Errorf("disk UUID changed across a restart: %+v", again.Status.DiskStatus)
+	}
+}
+
+func TestInvalidSettingIsNotAppliedAndWarned(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	installRBAC(t, cluster.KubeClient(t), ns)
+	admin := lhClient(t, cluster.Config)
+	startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir())
+
+	name := string(types.SettingNameRecurringJobMaxRetention)
+	s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Value = "0"
+	if _, err := admin.LonghornV1beta2().Settings(ns).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "setting marked not applied", func() (bool, error) {
+		s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil && !s.Status.Applied, nil
+	})
+	kube := cluster.KubeClient(t)
+	eventually(t, 10*time.Second, "Warning event naming the rule", func() (bool, error) {
+		events, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			t.Logf("event %s %s %s: %s", e.InvolvedObject.Kind, e.Type, e.Reason, e.Message)
+			if e.Type == corev1.EventTypeWarning && e.Reason == "InvalidValue" && strings.Contains(e.Message, "between 1 and 250") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	other := cluster.NewNamespace(t)
+	installRBAC(t, cluster.KubeClient(t), ns)
+	sa, err := kubernetes.NewForConfig(cluster.ServiceAccountConfig(ns, serviceAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saLH := lhClient(t, cluster.ServiceAccountConfig(ns, serviceAccount))
+	ctx := context.Background()
+	checks := map[string]error{}
+	_, checks["list settings in another namespace"] = saLH.LonghornV1beta2().Settings(other).List(ctx, metav1.ListOptions{})
+	_, checks["read secrets in its namespace"] = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	_, checks["list Kubernetes nodes"] = sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	checks["delete a Longhorn node"] = saLH.LonghornV1beta2().Nodes(ns).Delete(ctx, "node-1", metav1.DeleteOptions{})
+	for what, err := range checks {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: want Forbidden, got %v", what, err)
+		}
+	}
+	if _, err := saLH.LonghornV1beta2().Settings(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list settings in its own namespace: %v", err)
+	}
+}
+
+func TestDaemonFailsFastWhenTheAPIIsUnreachable(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := RunDaemon(ctx, cfg, DaemonOptions{Namespace: "longhorn-system", NodeName: "n", DataDir: t.TempDir(), APIAddress: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the Kubernetes API at https://127.0.0.1:1") {
+		t.Fatalf("want a clear error naming the API address, got %v", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error spans several lines: %q", err)
+	}
+}
+
+func TestDaemonRefusesAMissingNodeName(t *testing.T) {
+	err := RunDaemon(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, DaemonOptions{DataDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "--node-name") {
+		t.Fatalf("want an error naming --node-name, got %v", err)
+	}
+}

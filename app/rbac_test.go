@@ -1,0 +1,85 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+const serviceAccount = "longhorn-service-account"
+
+// readManifests decodes every object of a YAML file in package/.
+func readManifests(t *testing.T, name string) []runtime.Object {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "package", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []runtime.Object
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("read package/%s: %v", name, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decode package/%s: %v", name, err)
+		}
+		out = append(out, obj)
+	}
+}
+
+// installRBAC applies package/rbac.yaml to namespace, as an admin would to
+// longhorn-system.
+func installRBAC(t *testing.T, client kubernetes.Interface, namespace string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range readManifests(t, "rbac.yaml") {
+		var err error
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			o.Namespace = namespace
+			_, err = client.CoreV1().ServiceAccounts(namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			o.Namespace = namespace
+			_, err = client.RbacV1().Roles(namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			o.Namespace = namespace
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = namespace
+			}
+			_, err = client.RbacV1().RoleBindings(namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("package/rbac.yaml holds an unexpected %T", obj)
+		}
+		if err != nil {
+			t.Fatalf("apply rbac.yaml: %v", err)
+		}
+	}
+}
