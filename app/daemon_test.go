@@ -227,8 +227,7 @@ func TestInvalidSettingIsNotAppliedAndWarned(t *testing.T) {
 	})
 	kube := cluster.KubeClient(t)
 	eventually(t, 10*time.Second, "Warning event naming the rule", func() (bool, error) {
-		events, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
-		})
+		events, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
