@@ -1,0 +1,36 @@
+# The developer interface. `make run` and `make test` are the two commands
+# that matter; everything they need is built on demand.
+
+GO_SOURCES := $(shell find . -name '*.go' -not -path './scripts/*' -not -path './bin/*' -not -path './.dev/*') go.mod go.sum
+
+.PHONY: run test bench generate verify-generated lint controlplane build clean
+
+build: bin/longhorn-manager
+
+bin/longhorn-manager: $(GO_SOURCES)
+	go build -o $@ .
+
+controlplane:
+	bash scripts/build-controlplane.sh
+
+run: build controlplane
+	bash scripts/run.sh
+
+test: controlplane
+	bash scripts/test.sh
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
+
+generate:
+	bash scripts/generate.sh
+
+verify-generated:
+	bash scripts/verify-generated.sh
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	go vet ./...
+
+clean:
+	rm -rf bin

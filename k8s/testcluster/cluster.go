@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,9 +82,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	logOut := o.Log
-	if logOut == nil {
-		logOut = io.Discard
+	// The last lines of output go into start-up errors, so a failing
+	// control plane explains itself in the test log.
+	tail := &lineTail{max: 5}
+	logOut := io.Writer(tail)
+	if o.Log != nil {
+		logOut = io.MultiWriter(o.Log, tail)
 	}
 	cmd.Stderr = logOut
 	if err := cmd.Start(); err != nil {
@@ -109,7 +113,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	select {
 	case <-ready:
 	case err := <-c.done:
-		return nil, fmt.Errorf("control plane exited before it was ready: %v (logs in %s)", err, o.DataDir)
+		return nil, fmt.Errorf("control plane exited before it was ready: %v; its last output:\n%s", err, tail)
 	case <-time.After(startTimeout):
 		_ = c.Stop()
 		return nil, fmt.Errorf("control plane not ready within %s (logs in %s)", startTimeout, o.DataDir)
@@ -178,4 +182,29 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// lineTail keeps the last lines written to it.
+type lineTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *lineTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+		if len(l.lines) > l.max {
+			l.lines = l.lines[1:]
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lineTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }

@@ -27,7 +27,7 @@ const (
 type DiskSpec struct {
 	// +kubebuilder:default=filesystem
 	// +optional
-	Type DiskType `json:"diskType"`
+	Type DiskType `json:"diskType,omitempty"`
 	// Absolute path of the disk's folder on the node.
 	// +kubebuilder:validation:Pattern=`^/`
 	Path string `json:"path"`
@@ -65,7 +65,7 @@ type DiskStatus struct {
 	// +optional
 	DiskUUID string `json:"diskUUID"`
 	// +optional
-	Type DiskType `json:"diskType"`
+	Type DiskType `json:"diskType,omitempty"`
 }
 
 // NodeSpec is the desired configuration of a Longhorn node.

@@ -9,7 +9,7 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9_.-]+$`
 	// +optional
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 	// Groups whose volumes run this job; "default" is every volume that
 	// selects no job and no group of its own.
 	// +kubebuilder:validation:MaxItems=64
@@ -33,7 +33,7 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=10
 	// +optional
-	Concurrency int `json:"concurrency"`
+	Concurrency int `json:"concurrency,omitempty"`
 	// Labels given to every snapshot and backup the job creates.
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="labels keys must be valid Kubernetes label keys"

@@ -87,7 +87,7 @@ type VolumeRecurringJobSpec struct {
 }
 
 // VolumeSpec is the desired state of a volume.
-// +kubebuilder:validation:XValidation:rule="(has(self.backingImage) ? self.backingImage : ”) == (has(oldSelf.backingImage) ? oldSelf.backingImage : ”)",message="backingImage is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.backingImage) ? self.backingImage : \"\") == (has(oldSelf.backingImage) ? oldSelf.backingImage : \"\")",message="backingImage is immutable"
 type VolumeSpec struct {
 	// Size in bytes, as a decimal string.
 	// +kubebuilder:validation:Type=string
@@ -130,7 +130,7 @@ type VolumeSpec struct {
 	LastAttachedBy string `json:"lastAttachedBy"`
 	// +kubebuilder:default=rwo
 	// +optional
-	AccessMode AccessMode `json:"accessMode"`
+	AccessMode AccessMode `json:"accessMode,omitempty"`
 	// +optional
 	Migratable bool `json:"migratable"`
 	// +optional
