@@ -177,6 +177,13 @@ func (c *NodeController) sync(ctx context.Context, key string) error {
 	if ready := getCondition(status.Conditions, longhorn.ConditionTypeReady); ready.Status != wasReady {
 		c.logger.WithFields(logrus.Fields{"node": name, "ready": ready.Status, "reason": ready.Reason}).Info("Node readiness changed")
 	}
+	for disk, st := range status.DiskStatus {
+		ready := getCondition(st.Conditions, longhorn.ConditionTypeReady)
+		if old := node.Status.DiskStatus[disk]; old == nil || getCondition(old.Conditions, longhorn.ConditionTypeReady).Status != ready.Status {
+			c.logger.WithFields(logrus.Fields{"node": name, "disk": disk, "path": node.Spec.Disks[disk].Path,
+				"ready": ready.Status, "reason": ready.Reason, "message": ready.Message}).Info("Disk readiness changed")
+		}
+	}
 	return nil
 }
 
@@ -193,12 +200,7 @@ func (c *NodeController) probeDisks(node *longhorn.Node, now time.Time) map[stri
 	out := make(map[string]*longhorn.DiskStatus, len(node.Spec.Disks))
 	for name, spec := range node.Spec.Disks {
 		info, err := probeDisk(spec.Path, name)
-		st := diskStatus(spec, node.Status.DiskStatus[name], diskProbe{info: info, err: err}, now)
-		if old := node.Status.DiskStatus[name]; old == nil || getCondition(old.Conditions, longhorn.ConditionTypeReady).Status != getCondition(st.Conditions, longhorn.ConditionTypeReady).Status {
-			ready := getCondition(st.Conditions, longhorn.ConditionTypeReady)
-			c.logger.WithFields(logrus.Fields{"node": node.Name, "disk": name, "path": spec.Path, "ready": ready.Status, "reason": ready.Reason}).Info("Disk readiness changed")
-		}
-		out[name] = st
+		out[name] = diskStatus(spec, node.Status.DiskStatus[name], diskProbe{info: info, err: err}, now)
 	}
 	return out
 }
