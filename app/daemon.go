@@ -40,6 +40,8 @@ type DaemonOptions struct {
 	Workers int
 	// ResyncPeriod is the informers' resync period.
 	ResyncPeriod time.Duration
+	// CronJob describes the pods of recurring-job CronJobs.
+	CronJob controller.CronJobConfig
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
 	// OnReady, when set, is called once with the API's address when the
@@ -65,6 +67,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	if o.NodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is required")
+	}
+	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
+		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
@@ -121,6 +126,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	recorder := controller.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
 	nodeController := controller.NewNodeController(log, ds, inf, o.NodeName, o.Clock)
 	settingController := controller.NewSettingController(log, ds, inf, recorder)
+	recurringJobController := controller.NewRecurringJobController(log, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
+	volumeController := controller.NewVolumeController(log, ds, inf, o.NodeName)
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
 		return err
@@ -151,6 +158,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("heartbeat", func(ctx context.Context) error { nodeController.RunHeartbeat(ctx); return nil })
 	run("node", func(ctx context.Context) error { return nodeController.Run(ctx, o.Workers) })
 	run("setting", func(ctx context.Context) error { return settingController.Run(ctx, o.Workers) })
+	run("recurring-job", func(ctx context.Context) error { return recurringJobController.Run(ctx, o.Workers) })
+	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, o.Workers) })
 
 	readyReason.Store("")
 	log.Info("Manager ready")

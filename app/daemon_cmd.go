@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli"
+
+	"github.com/cadence-storage/longhorn-manager/controller"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -25,6 +27,9 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller"},
+			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
+			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
+			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -45,6 +50,11 @@ func DaemonCmd() cli.Command {
 				DataDir:    c.String("data-dir"),
 				APIAddress: c.String("api-address"),
 				Workers:    c.Int("workers"),
+				CronJob: controller.CronJobConfig{
+					ManagerImage:   c.String("manager-image"),
+					ServiceAccount: c.String("service-account"),
+					ManagerURL:     c.String("manager-url"),
+				},
 			})
 		},
 	}

@@ -17,12 +17,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/cadence-storage/longhorn-manager/controller"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
+
+var testCronJobConfig = controller.CronJobConfig{
+	ManagerImage:   "longhorn-manager:test",
+	ServiceAccount: serviceAccount,
+	ManagerURL:     "http://longhorn-backend:9500/v1",
+}
 
 // runningDaemon is a daemon started by a test, stopped by its cleanup.
 type runningDaemon struct {
@@ -62,6 +69,7 @@ func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string
 			DataDir:    dataDir,
 			APIAddress: "127.0.0.1:0",
 			OnReady:    func(addr string) { ready <- addr },
+			CronJob:    testCronJobConfig,
 		})
 	}()
 	select {
@@ -271,7 +279,7 @@ func TestDaemonFailsFastWhenTheAPIIsUnreachable(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := RunDaemon(ctx, cfg, DaemonOptions{Namespace: "longhorn-system", NodeName: "n", DataDir: t.TempDir(), APIAddress: "127.0.0.1:0"})
+	err := RunDaemon(ctx, cfg, DaemonOptions{Namespace: "longhorn-system", NodeName: "n", DataDir: t.TempDir(), APIAddress: "127.0.0.1:0", CronJob: testCronJobConfig})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the Kubernetes API at https://127.0.0.1:1") {
 		t.Fatalf("want a clear error naming the API address, got %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -36,6 +37,7 @@ type DataStore struct {
 	backupVolumeLister lhlisters.BackupVolumeLister
 	recurringJobLister lhlisters.RecurringJobLister
 	leaseLister        coordinationlisters.LeaseLister
+	cronJobLister      batchlisters.CronJobLister
 
 	synced []cache.InformerSynced
 }
@@ -84,6 +86,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		backupVolumeLister: lh.BackupVolumes().Lister(),
 		recurringJobLister: lh.RecurringJobs().Lister(),
 		leaseLister:        inf.Kube.Coordination().V1().Leases().Lister(),
+		cronJobLister:      inf.Kube.Batch().V1().CronJobs().Lister(),
 	}
 	ds.synced = []cache.InformerSynced{
 		lh.Settings().Informer().HasSynced,
@@ -96,6 +99,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.BackupVolumes().Informer().HasSynced,
 		lh.RecurringJobs().Informer().HasSynced,
 		inf.Kube.Coordination().V1().Leases().Informer().HasSynced,
+		inf.Kube.Batch().V1().CronJobs().Informer().HasSynced,
 	}
 	return ds
 }

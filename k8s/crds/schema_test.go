@@ -1,11 +1,8 @@
 package crds_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -207,14 +204,6 @@ func TestEveryResourceHasItsShortNameAndTheLonghornCategory(t *testing.T) {
 
 func TestKubectlGetLonghornShowsPrinterColumns(t *testing.T) {
 	cluster := testcluster.Get(t)
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := filepath.Join(root, "bin", "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Fatalf("%s is missing: run scripts/build-controlplane.sh", kubectl)
-	}
 	ns := cluster.NewNamespace(t)
 	if _, err := client(t).LonghornV1beta2().RecurringJobs(ns).Create(context.Background(), recurringJob("daily-backup", longhorn.RecurringJobSpec{
 		Task: longhorn.RecurringJobTypeBackup, Cron: "@daily", Retain: 7, Groups: []string{"gold"},
@@ -223,13 +212,7 @@ func TestKubectlGetLonghornShowsPrinterColumns(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", cluster.Kubeconfig, "-n", ns}, args...)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kubectl %v: %v: %s", args, err, errOut.String())
-		}
-		return out.String()
+		return cluster.Kubectl(t, "", append([]string{"-n", ns}, args...)...)
 	}
 	byCategory := run("get", "longhorn")
 	if !strings.Contains(byCategory, "recurringjob.longhorn.io/daily-backup") {

@@ -1,9 +1,11 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,4 +104,39 @@ func (c *Cluster) ServiceAccountConfig(namespace, name string) *rest.Config {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
 	return cfg
+}
+
+// Kubectl runs bin/kubectl against the cluster and returns its standard
+// output; standard input is stdin when not empty. The test fails when
+// kubectl does.
+func (c *Cluster) Kubectl(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	out, err := c.TryKubectl(stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TryKubectl runs bin/kubectl and returns its output, or an error with
+// what it printed on standard error.
+func (c *Cluster) TryKubectl(stdin string, args ...string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		return "", fmt.Errorf("%s is missing: run scripts/build-controlplane.sh", kubectl)
+	}
+	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
 }

@@ -46,7 +46,19 @@ type RecurringJobStatus struct {
 	// The node whose manager reconciles the job.
 	// +optional
 	OwnerID string `json:"ownerID"`
+	// Ready is False, with the reason, while the spec breaks a rule the
+	// apiserver cannot check (the cron expression, retain against the
+	// recurring-job-max-retention setting); the job then has no CronJob.
+	// +optional
+	// +nullable
+	Conditions []Condition `json:"conditions"`
 }
+
+// RecurringJob condition reasons.
+const (
+	RecurringJobConditionReasonInvalidSpec = "InvalidSpec"
+	RecurringJobConditionReasonScheduled   = "Scheduled"
+)
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -60,6 +72,7 @@ type RecurringJobStatus struct {
 // +kubebuilder:printcolumn:name="Cron",type=string,JSONPath=`.spec.cron`,description="The cron expression represents recurring job scheduling"
 // +kubebuilder:printcolumn:name="Retain",type=integer,JSONPath=`.spec.retain`,description="The number of snapshots/backups to keep for the volume"
 // +kubebuilder:printcolumn:name="Concurrency",type=integer,JSONPath=`.spec.concurrency`,description="The concurrent job to run by each cron job"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`,description="Whether the job is valid and scheduled"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Labels",type=string,JSONPath=`.spec.labels`,description="Specify the labels"
 

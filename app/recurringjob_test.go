@@ -1,0 +1,378 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// managerEnv is a namespace with the manager running in it as its
+// ServiceAccount, and admin clients to act as a user.
+type managerEnv struct {
+	cluster *testcluster.Cluster
+	ns      string
+	kube    kubernetes.Interface
+	lh      lhclientset.Interface
+}
+
+func newManagerEnv(t *testing.T) *managerEnv {
+	t.Helper()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir())
+	return &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}
+}
+
+func (e *managerEnv) createJob(t *testing.T, name string, spec longhorn.RecurringJobSpec) *longhorn.RecurringJob {
+	t.Helper()
+	job, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Create(context.Background(),
+		&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func (e *managerEnv) updateJob(t *testing.T, name string, change func(*longhorn.RecurringJob)) {
+	t.Helper()
+	err := datastore.RetryOnConflict(func() error {
+		job, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(job)
+		_, err = e.lh.LonghornV1beta2().RecurringJobs(e.ns).Update(context.Background(), job, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *managerEnv) setSetting(t *testing.T, name types.SettingName, value string) {
+	t.Helper()
+	err := datastore.RetryOnConflict(func() error {
+		s, err := e.lh.LonghornV1beta2().Settings(e.ns).Get(context.Background(), string(name), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Value = value
+		_, err = e.lh.LonghornV1beta2().Settings(e.ns).Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCronJob waits until the job's CronJob exists and satisfies cond.
+func (e *managerEnv) waitCronJob(t *testing.T, name, what string, cond func(*batchv1.CronJob) bool) *batchv1.CronJob {
+	t.Helper()
+	var cj *batchv1.CronJob
+	eventually(t, 15*time.Second, what, func() (bool, error) {
+		var err error
+		cj, err = e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil && cond(cj), nil
+	})
+	return cj
+}
+
+func (e *managerEnv) readyCondition(t *testing.T, name string) longhorn.Condition {
+	t.Helper()
+	job, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == longhorn.ConditionTypeReady {
+			return c
+		}
+	}
+	return longhorn.Condition{}
+}
+
+func TestRecurringJobGetsExactlyOneCronJob(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	job := e.createJob(t, "hourly-snap", longhorn.RecurringJobSpec{
+		Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 * * * *", Retain: 3, Concurrency: 5, Groups: []string{"gold"},
+	})
+	cj := e.waitCronJob(t, "hourly-snap", "CronJob created", func(*batchv1.CronJob) bool { return true })
+
+	if cj.Labels[types.RecurringJobLabel] != "hourly-snap" || cj.Labels[types.LabelManagedBy] != types.ManagedByValue {
+		t.Errorf("labels %v", cj.Labels)
+	}
+	if len(cj.OwnerReferences) != 1 || cj.OwnerReferences[0].UID != job.UID || cj.OwnerReferences[0].Kind != "RecurringJob" ||
+		cj.OwnerReferences[0].Controller == nil || !*cj.OwnerReferences[0].Controller {
+		t.Errorf("owner references %+v", cj.OwnerReferences)
+	}
+	s := cj.Spec
+	if s.Schedule != "0 * * * *" || s.ConcurrencyPolicy != batchv1.ForbidConcurrent || s.TimeZone == nil || *s.TimeZone != "Etc/UTC" {
+		t.Errorf("schedule %q, policy %s, zone %v", s.Schedule, s.ConcurrencyPolicy, s.TimeZone)
+	}
+	if *s.SuccessfulJobsHistoryLimit != 1 || *s.FailedJobsHistoryLimit != 1 {
+		t.Errorf("history limits %d/%d, want the settings' 1/1", *s.SuccessfulJobsHistoryLimit, *s.FailedJobsHistoryLimit)
+	}
+	if s.JobTemplate.Spec.BackoffLimit == nil || *s.JobTemplate.Spec.BackoffLimit > 1 {
+		t.Errorf("backoffLimit %v, want at most 1", s.JobTemplate.Spec.BackoffLimit)
+	}
+	pod := s.JobTemplate.Spec.Template.Spec
+	if pod.RestartPolicy != corev1.RestartPolicyOnFailure || pod.ServiceAccountName != serviceAccount || len(pod.Containers) != 1 {
+		t.Fatalf("pod spec %+v", pod)
+	}
+	c := pod.Containers[0]
+	wantCmd := []string{"longhorn-manager", "-d", "recurring-job", "hourly-snap", "--manager-url", "http://longhorn-backend:9500/v1"}
+	if c.Image != "longhorn-manager:test" || !slices.Equal(c.Command, wantCmd) {
+		t.Errorf("container image %q command %q", c.Image, c.Command)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("env %+v", c.Env)
+	}
+	eventually(t, 10*time.Second, "job Ready with the finalizer", func() (bool, error) {
+		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "hourly-snap", metav1.GetOptions{})
+		return err == nil && slices.Contains(j.Finalizers, types.LonghornFinalizer) &&
+			e.readyCondition(t, "hourly-snap").Status == longhorn.ConditionStatusTrue, nil
+	})
+
+	// An unchanged job causes no write, even when every job is re-enqueued
+	// by a settings change that does not concern it.
+	before := e.waitCronJob(t, "hourly-snap", "CronJob", func(*batchv1.CronJob) bool { return true }).ResourceVersion
+	e.setSetting(t, types.SettingNameBackupTarget, "nfs://server:/backups")
+	time.Sleep(2 * time.Second)
+	if after := e.waitCronJob(t, "hourly-snap", "CronJob", func(*batchv1.CronJob) bool { return true }).ResourceVersion; after != before {
+		t.Errorf("an unchanged job rewrote its CronJob (resourceVersion %s -> %s)", before, after)
+	}
+
+	e.updateJob(t, "hourly-snap", func(j *longhorn.RecurringJob) { j.Spec.Cron = "*/15 * * * *" })
+	e.waitCronJob(t, "hourly-snap", "schedule follows cron", func(cj *batchv1.CronJob) bool { return cj.Spec.Schedule == "*/15 * * * *" })
+
+	e.updateJob(t, "hourly-snap", func(j *longhorn.RecurringJob) { j.Spec.Concurrency = 7 })
+	e.waitCronJob(t, "hourly-snap", "CronJob records the new concurrency", func(cj *batchv1.CronJob) bool {
+		return strings.Contains(cj.Annotations["recurring-job.longhorn.io/spec"], `"concurrency":7`)
+	})
+
+	e.setSetting(t, types.SettingNameRecurringSuccessfulJobsHistoryLimit, "4")
+	e.waitCronJob(t, "hourly-snap", "history limit follows the setting", func(cj *batchv1.CronJob) bool {
+		return *cj.Spec.SuccessfulJobsHistoryLimit == 4
+	})
+
+	// A manual edit is reverted.
+	err := datastore.RetryOnConflict(func() error {
+		live, err := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "hourly-snap", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		live.Spec.Schedule = "0 0 1 1 *"
+		live.Spec.ConcurrencyPolicy = batchv1.AllowConcurrent
+		live.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+		_, err = e.kube.BatchV1().CronJobs(e.ns).Update(context.Background(), live, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitCronJob(t, "hourly-snap", "manual edit reverted", func(cj *batchv1.CronJob) bool {
+		return cj.Spec.Schedule == "*/15 * * * *" && cj.Spec.ConcurrencyPolicy == batchv1.ForbidConcurrent &&
+			cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image == "longhorn-manager:test"
+	})
+
+	// A deleted CronJob comes back.
+	if err := e.kube.BatchV1().CronJobs(e.ns).Delete(context.Background(), "hourly-snap", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCronJob(t, "hourly-snap", "deleted CronJob recreated", func(cj *batchv1.CronJob) bool { return cj.DeletionTimestamp == nil })
+}
+
+func (e *managerEnv) createVolume(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	_, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), &longhorn.Volume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *managerEnv) volumeLabels(t *testing.T, name string) map[string]string {
+	t.Helper()
+	v, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Labels
+}
+
+func (e *managerEnv) waitVolumeLabels(t *testing.T, name, what string, cond func(map[string]string) bool) {
+	t.Helper()
+	eventually(t, 15*time.Second, what, func() (bool, error) { return cond(e.volumeLabels(t, name)), nil })
+}
+
+const (
+	defaultGroupLabel = "recurring-job-group.longhorn.io/default"
+)
+
+func TestDeletingARecurringJobRemovesItsCronJobAndLabels(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	e.createJob(t, "job-a", longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Groups: []string{"shared", "only-a"}})
+	e.createJob(t, "job-b", longhorn.RecurringJobSpec{Task: "backup", Cron: "@daily", Retain: 1, Groups: []string{"shared"}})
+	e.createVolume(t, "by-job", map[string]string{"recurring-job.longhorn.io/job-a": "enabled"})
+	e.createVolume(t, "by-shared", map[string]string{"recurring-job-group.longhorn.io/shared": "enabled"})
+	e.createVolume(t, "by-only-a", map[string]string{"recurring-job-group.longhorn.io/only-a": "enabled", "recurring-job.longhorn.io/job-b": "enabled"})
+	e.waitCronJob(t, "job-a", "CronJob of a", func(*batchv1.CronJob) bool { return true })
+	eventually(t, 10*time.Second, "finalizer on a", func() (bool, error) {
+		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "job-a", metav1.GetOptions{})
+		return err == nil && slices.Contains(j.Finalizers, types.LonghornFinalizer), nil
+	})
+
+	if err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Delete(context.Background(), "job-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "job a and its CronJob gone", func() (bool, error) {
+		_, errJob := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "job-a", metav1.GetOptions{})
+		_, errCron := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "job-a", metav1.GetOptions{})
+		return apierrors.IsNotFound(errJob) && apierrors.IsNotFound(errCron), nil
+	})
+
+	// The job label is gone, and a volume left with nothing joins the default group.
+	if l := e.volumeLabels(t, "by-job"); l["recurring-job.longhorn.io/job-a"] != "" || l[defaultGroupLabel] != "enabled" {
+		t.Errorf("by-job labels %v", l)
+	}
+	// Job b still lists the shared group, so its label stays.
+	if l := e.volumeLabels(t, "by-shared"); l["recurring-job-group.longhorn.io/shared"] != "enabled" || l[defaultGroupLabel] != "" {
+		t.Errorf("by-shared labels %v", l)
+	}
+	// No other job lists only-a, so its label goes; the volume still has job b.
+	if l := e.volumeLabels(t, "by-only-a"); l["recurring-job-group.longhorn.io/only-a"] != "" || l["recurring-job.longhorn.io/job-b"] != "enabled" || l[defaultGroupLabel] != "" {
+		t.Errorf("by-only-a labels %v", l)
+	}
+	if _, err := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "job-b", metav1.GetOptions{}); err != nil {
+		t.Errorf("job b's CronJob: %v", err)
+	}
+}
+
+func TestDefaultGroupLabelComesAndGoes(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	e.createVolume(t, "plain", nil)
+	e.waitVolumeLabels(t, "plain", "a volume without labels joins the default group", func(l map[string]string) bool {
+		return l[defaultGroupLabel] == "enabled"
+	})
+
+	setLabels := func(change func(map[string]string)) {
+		err := datastore.RetryOnConflict(func() error {
+			v, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "plain", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(v.Labels)
+			_, err = e.lh.LonghornV1beta2().Volumes(e.ns).Update(context.Background(), v, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLabels(func(l map[string]string) { l["recurring-job.longhorn.io/nightly"] = "enabled" })
+	e.waitVolumeLabels(t, "plain", "the default group goes once the volume selects a job", func(l map[string]string) bool {
+		return l[defaultGroupLabel] == "" && l["recurring-job.longhorn.io/nightly"] == "enabled"
+	})
+	setLabels(func(l map[string]string) { delete(l, "recurring-job.longhorn.io/nightly") })
+	e.waitVolumeLabels(t, "plain", "the default group comes back when the volume selects nothing", func(l map[string]string) bool {
+		return l[defaultGroupLabel] == "enabled"
+	})
+}
+
+func TestInvalidRecurringJobFromKubectlIsNotScheduled(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	manifest := `apiVersion: longhorn.io/v1beta2
+kind: RecurringJob
+metadata:
+  name: never
+spec:
+  task: snapshot
+  cron: "0 0 30 2 *"
+  retain: 2
+`
+	e.cluster.Kubectl(t, manifest, "-n", e.ns, "apply", "-f", "-")
+	eventually(t, 10*time.Second, "Ready=False naming the rule", func() (bool, error) {
+		c := e.readyCondition(t, "never")
+		return c.Status == longhorn.ConditionStatusFalse && c.Reason == longhorn.RecurringJobConditionReasonInvalidSpec &&
+			strings.Contains(c.Message, "spec.cron") && strings.Contains(c.Message, "never fires"), nil
+	})
+	eventually(t, 10*time.Second, "a Warning event", func() (bool, error) {
+		events, err := e.kube.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == "never" && ev.Type == corev1.EventTypeWarning && ev.Reason == "InvalidSpec" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if _, err := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "never", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("an invalid job has a CronJob (err %v)", err)
+	}
+
+	// Retain beyond the max-retention setting is refused the same way, and
+	// a fix schedules the job.
+	e.updateJob(t, "never", func(j *longhorn.RecurringJob) { j.Spec.Cron = "0 0 1 * *"; j.Spec.Retain = 101 })
+	eventually(t, 10*time.Second, "Ready=False for retain", func() (bool, error) {
+		c := e.readyCondition(t, "never")
+		return c.Status == longhorn.ConditionStatusFalse && strings.Contains(c.Message, "spec.retain"), nil
+	})
+	e.updateJob(t, "never", func(j *longhorn.RecurringJob) { j.Spec.Retain = 100 })
+	e.waitCronJob(t, "never", "CronJob once the job is valid", func(cj *batchv1.CronJob) bool { return cj.Spec.Schedule == "0 0 1 * *" })
+	eventually(t, 10*time.Second, "Ready=True", func() (bool, error) {
+		return e.readyCondition(t, "never").Status == longhorn.ConditionStatusTrue, nil
+	})
+
+	// Lowering the setting makes the job invalid again: its CronJob goes.
+	e.setSetting(t, types.SettingNameRecurringJobMaxRetention, "50")
+	eventually(t, 10*time.Second, "CronJob removed when the setting makes retain invalid", func() (bool, error) {
+		_, err := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "never", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && e.readyCondition(t, "never").Status == longhorn.ConditionStatusFalse, nil
+	})
+}
+
+func TestEveryMinuteJobProducesAJobRunningTheRecurringJobCommand(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	e.createJob(t, "minutely", longhorn.RecurringJobSpec{Task: "snapshot", Cron: "* * * * *", Retain: 1})
+	var job batchv1.Job
+	eventually(t, 90*time.Second, "a Job from the CronJob", func() (bool, error) {
+		jobs, err := e.kube.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(jobs.Items) == 0 {
+			return false, err
+		}
+		job = jobs.Items[0]
+		return true, nil
+	})
+	want := []string{"longhorn-manager", "-d", "recurring-job", "minutely", "--manager-url", "http://longhorn-backend:9500/v1"}
+	if got := job.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, want) {
+		t.Fatalf("Job %s runs %q, want %q", job.Name, got, want)
+	}
+	if job.Labels[types.RecurringJobLabel] != "minutely" {
+		t.Errorf("Job labels %v", job.Labels)
+	}
+}

@@ -1,0 +1,285 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// RecurringJobController keeps one CronJob per valid RecurringJob, marks
+// invalid jobs Ready=False, and on deletion removes the CronJob and the
+// volume labels that selected the job.
+type RecurringJobController struct {
+	*baseController
+	ds        *datastore.DataStore
+	recorder  record.EventRecorder
+	clock     clock.Clock
+	ownership ownership
+	cfg       CronJobConfig
+}
+
+// NewRecurringJobController wires the controller to the RecurringJob,
+// CronJob and Setting informers.
+func NewRecurringJobController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+	recorder record.EventRecorder, clk clock.Clock, cfg CronJobConfig) *RecurringJobController {
+	jobs := inf.Longhorn.Longhorn().V1beta2().RecurringJobs().Informer()
+	cronJobs := inf.Kube.Batch().V1().CronJobs().Informer()
+	settings := inf.Longhorn.Longhorn().V1beta2().Settings().Informer()
+	volumes := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
+	c := &RecurringJobController{
+		ds: ds, recorder: recorder, clock: clk, cfg: cfg,
+		ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp},
+	}
+	c.baseController = newBaseController("longhorn-recurring-job", logger, c.sync,
+		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced)
+	jobs.AddEventHandler(c.eventHandler())
+	// A CronJob changed or deleted by hand brings its job back to the queue,
+	// so the edit is reverted at once.
+	cronJobs.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool { return cronJobOwner(obj) != "" },
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueueCronJobOwner,
+			UpdateFunc: func(_, cur interface{}) { c.enqueueCronJobOwner(cur) },
+			DeleteFunc: c.enqueueCronJobOwner,
+		},
+	})
+	// The CronJobs depend on the history-limit settings and validation on
+	// the max-retention one: a change re-enqueues every job at once.
+	settings.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { c.enqueueAll() },
+		UpdateFunc: func(_, _ interface{}) { c.enqueueAll() },
+	})
+	return c
+}
+
+func cronJobOwner(obj interface{}) string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	cj, ok := obj.(*batchv1.CronJob)
+	if !ok || cj.Labels[types.LabelManagedBy] != types.ManagedByValue {
+		return ""
+	}
+	return cj.Labels[types.RecurringJobLabel]
+}
+
+func (c *RecurringJobController) enqueueCronJobOwner(obj interface{}) {
+	if name := cronJobOwner(obj); name != "" {
+		c.queue.Add(c.ds.Namespace() + "/" + name)
+	}
+}
+
+func (c *RecurringJobController) enqueueAll() {
+	jobs, err := c.ds.ListRecurringJobsRO()
+	if err != nil {
+		c.logger.WithError(err).Warn("Cannot list recurring jobs to re-enqueue them")
+		return
+	}
+	for _, job := range jobs {
+		c.enqueue(job)
+	}
+}
+
+func (c *RecurringJobController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	job, err := c.ds.GetRecurringJobRO(name)
+	if apierrors.IsNotFound(err) {
+		// The CronJob goes with it through its owner reference.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.ownership.responsible(job.Status.OwnerID, "") {
+		return nil
+	}
+	log := c.logger.WithField("recurringJob", name)
+	if job.Status.OwnerID != c.ownership.nodeID {
+		claimed := job.DeepCopy()
+		claimed.Status.OwnerID = c.ownership.nodeID
+		if _, err := c.ds.UpdateRecurringJobStatus(ctx, claimed); err != nil {
+			return fmt.Errorf("claim recurring job %s: %w", name, err)
+		}
+		log.WithField("previousOwner", job.Status.OwnerID).Info("Took ownership of the recurring job")
+		// The status write brings the job back with the new owner.
+		return nil
+	}
+
+	if job.DeletionTimestamp != nil {
+		return c.cleanup(ctx, job, log)
+	}
+	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
+		updated := job.DeepCopy()
+		updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
+		_, err := c.ds.UpdateRecurringJob(ctx, updated)
+		return err
+	}
+
+	if verr := c.ds.ValidateRecurringJob(job, c.clock.Now()); verr != nil {
+		return c.markInvalid(ctx, job, verr, log)
+	}
+	if err := c.syncCronJob(ctx, job, log); err != nil {
+		return err
+	}
+	return c.setReady(ctx, job, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "")
+}
+
+// syncCronJob creates the job's CronJob or brings it back to what the job
+// and the settings say, writing only when something differs.
+func (c *RecurringJobController) syncCronJob(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	successful, err := c.ds.GetSettingAsInt(types.SettingNameRecurringSuccessfulJobsHistoryLimit)
+	if err != nil {
+		return err
+	}
+	failed, err := c.ds.GetSettingAsInt(types.SettingNameRecurringFailedJobsHistoryLimit)
+	if err != nil {
+		return err
+	}
+	desired := desiredCronJob(job, c.cfg, int32(successful), int32(failed))
+	live, err := c.ds.GetCronJobRO(job.Name)
+	if apierrors.IsNotFound(err) {
+		if _, err := c.ds.CreateCronJob(ctx, desired); err != nil {
+			return fmt.Errorf("create CronJob for recurring job %s: %w", job.Name, err)
+		}
+		log.WithField("cron", job.Spec.Cron).Info("Created CronJob")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !isControlledBy(live, job) && live.Labels[types.LabelManagedBy] != types.ManagedByValue {
+		return fmt.Errorf("a CronJob named %s exists that the manager does not own; rename or delete it", job.Name)
+	}
+	merged, changed := mergeCronJob(live, desired)
+	if !changed {
+		return nil
+	}
+	if _, err := c.ds.UpdateCronJob(ctx, merged); err != nil {
+		return fmt.Errorf("update CronJob for recurring job %s: %w", job.Name, err)
+	}
+	log.WithField("cron", job.Spec.Cron).Info("Updated CronJob to match the recurring job")
+	return nil
+}
+
+func isControlledBy(cj *batchv1.CronJob, job *longhorn.RecurringJob) bool {
+	for _, ref := range cj.OwnerReferences {
+		if ref.UID == job.UID && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// markInvalid records why the job cannot run and makes sure nothing runs
+// it: a CronJob left from an earlier valid spec is deleted.
+func (c *RecurringJobController) markInvalid(ctx context.Context, job *longhorn.RecurringJob, verr error, log *logrus.Entry) error {
+	if _, err := c.ds.GetCronJobRO(job.Name); err == nil {
+		if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		log.Info("Deleted the CronJob of a recurring job whose spec became invalid")
+	}
+	before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
+	if before.Status != longhorn.ConditionStatusFalse || before.Message != verr.Error() {
+		log.WithError(verr).Warn("Recurring job is invalid; it is not scheduled")
+		c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
+	}
+	return c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
+}
+
+func (c *RecurringJobController) setReady(ctx context.Context, job *longhorn.RecurringJob, status longhorn.ConditionStatus, reason, message string) error {
+	conds := setCondition(job.Status.Conditions, longhorn.ConditionTypeReady, status, reason, message, c.clock.Now())
+	if equality.Semantic.DeepEqual(conds, job.Status.Conditions) {
+		return nil
+	}
+	updated := job.DeepCopy()
+	updated.Status.Conditions = conds
+	_, err := c.ds.UpdateRecurringJobStatus(ctx, updated)
+	return err
+}
+
+// cleanup runs while the job is being deleted: the CronJob goes, every
+// volume loses the job's label, and loses a group label of the job only
+// where no other job still lists the group; then the finalizer goes.
+func (c *RecurringJobController) cleanup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
+		return nil
+	}
+	if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete CronJob of recurring job %s: %w", job.Name, err)
+	}
+	keys := []string{types.RecurringJobLabelKey(job.Name)}
+	others, err := c.ds.ListRecurringJobsRO()
+	if err != nil {
+		return err
+	}
+	for _, group := range job.Spec.Groups {
+		// The default group label says "this volume selects nothing"; it
+		// is kept by the volume label rule, not by any job.
+		if group != types.RecurringJobGroupDefault && !groupListedElsewhere(group, job.Name, others) {
+			keys = append(keys, types.RecurringJobGroupLabelKey(group))
+		}
+	}
+	cleaned := 0
+	for _, key := range keys {
+		req, err := labels.NewRequirement(key, selection.Exists, nil)
+		if err != nil {
+			return err
+		}
+		volumes, err := c.ds.ListVolumesRO(labels.NewSelector().Add(*req))
+		if err != nil {
+			return err
+		}
+		for _, v := range volumes {
+			if _, err := c.ds.UpdateVolumeLabels(ctx, v.Name, func(l map[string]string) bool {
+				if _, ok := l[key]; !ok {
+					return false
+				}
+				delete(l, key)
+				return true
+			}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("remove label %s from volume %s: %w", key, v.Name, err)
+			}
+			cleaned++
+		}
+	}
+	updated := job.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	if _, err := c.ds.UpdateRecurringJob(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	log.WithFields(logrus.Fields{"labelsRemoved": cleaned, "labelKeys": keys}).Info("Cleaned up the deleted recurring job")
+	return nil
+}
+
+// groupListedElsewhere reports whether a job other than self, and not being
+// deleted itself, lists the group.
+func groupListedElsewhere(group, self string, jobs []*longhorn.RecurringJob) bool {
+	for _, other := range jobs {
+		if other.Name == self || other.DeletionTimestamp != nil {
+			continue
+		}
+		if slices.Contains(other.Spec.Groups, group) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,133 @@
+package datastore
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// RecurringJobNameMaxLength bounds job names, so the CronJob, its Jobs and
+// the snapshot names derived from the job stay within Kubernetes' and
+// Longhorn's limits.
+const RecurringJobNameMaxLength = 40
+
+var recurringJobNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]+$`)
+
+var recurringJobTasks = map[longhorn.RecurringJobType]bool{
+	longhorn.RecurringJobTypeSnapshot:            true,
+	longhorn.RecurringJobTypeSnapshotForceCreate: true,
+	longhorn.RecurringJobTypeSnapshotCleanup:     true,
+	longhorn.RecurringJobTypeSnapshotDelete:      true,
+	longhorn.RecurringJobTypeBackup:              true,
+	longhorn.RecurringJobTypeBackupForceCreate:   true,
+}
+
+// ValidateRecurringJob checks every rule of a RecurringJob, including the
+// ones the apiserver cannot check: the cron expression and retain against
+// the recurring-job-max-retention setting. The API refuses a job that
+// fails it; the controller marks such a job Ready=False and schedules
+// nothing. now anchors the "can this schedule ever fire" check.
+func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time.Time) error {
+	spec := job.Spec
+	var errs field.ErrorList
+	specPath := field.NewPath("spec")
+
+	name := job.Name
+	switch {
+	case name == "":
+		errs = append(errs, field.Required(field.NewPath("metadata", "name"), "a recurring job needs a name"))
+	case len(name) > RecurringJobNameMaxLength:
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), name, RecurringJobNameMaxLength))
+	case !recurringJobNamePattern.MatchString(name):
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, "must be lowercase letters, digits, '-', '_' or '.', start with a letter or digit, and be at least 2 characters"))
+	}
+	if spec.Name != "" && spec.Name != name {
+		errs = append(errs, field.Invalid(specPath.Child("name"), spec.Name, fmt.Sprintf("must equal the object name %q", name)))
+	}
+
+	if !recurringJobTasks[spec.Task] {
+		errs = append(errs, field.NotSupported(specPath.Child("task"), spec.Task, []longhorn.RecurringJobType{
+			longhorn.RecurringJobTypeSnapshot, longhorn.RecurringJobTypeSnapshotForceCreate, longhorn.RecurringJobTypeSnapshotCleanup,
+			longhorn.RecurringJobTypeSnapshotDelete, longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate,
+		}))
+	}
+
+	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)
+
+	retainPath := specPath.Child("retain")
+	minRetain := 1
+	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup {
+		minRetain = 0
+	}
+	if spec.Retain < minRetain || spec.Retain > maxRetention {
+		errs = append(errs, field.Invalid(retainPath, spec.Retain,
+			fmt.Sprintf("must be between %d and %d (the %s setting) for task %s", minRetain, maxRetention, types.SettingNameRecurringJobMaxRetention, spec.Task)))
+	}
+
+	if spec.Concurrency < 1 {
+		errs = append(errs, field.Invalid(specPath.Child("concurrency"), spec.Concurrency, "must be at least 1"))
+	}
+
+	seen := map[string]bool{}
+	for i, group := range spec.Groups {
+		p := specPath.Child("groups").Index(i)
+		if seen[group] {
+			errs = append(errs, field.Duplicate(p, group))
+			continue
+		}
+		seen[group] = true
+		for _, msg := range validation.IsQualifiedName(types.RecurringJobGroupLabelKey(group)) {
+			errs = append(errs, field.Invalid(p, group, "must be usable as the label "+types.RecurringJobGroupLabelKey(group)+": "+msg))
+		}
+	}
+
+	for key, value := range spec.Labels {
+		p := specPath.Child("labels").Key(key)
+		for _, msg := range validation.IsQualifiedName(key) {
+			errs = append(errs, field.Invalid(p, key, "must be a valid label key: "+msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(value) {
+			errs = append(errs, field.Invalid(p, value, "must be a valid label value: "+msg))
+		}
+	}
+	return errs.ToAggregate()
+}
+
+// validateCron accepts what robfig/cron's ParseStandard accepts (five
+// fields or a descriptor such as @daily or @every 1h), except a time zone
+// prefix, and refuses a schedule that can never fire.
+func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
+	trimmed := strings.TrimSpace(expr)
+	if trimmed == "" {
+		return field.ErrorList{field.Required(p, "a cron expression such as \"0 * * * *\" or \"@daily\"")}
+	}
+	if strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
+		return field.ErrorList{field.Invalid(p, expr, "must not set a time zone inside the expression; schedules run in UTC")}
+	}
+	schedule, err := cron.ParseStandard(trimmed)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, expr, "is not a standard cron expression: "+err.Error())}
+	}
+	if schedule.Next(now).IsZero() {
+		return field.ErrorList{field.Invalid(p, expr, "never fires: no date matches it")}
+	}
+	return nil
+}
+
+// ValidateRecurringJob validates a job against the current
+// recurring-job-max-retention setting.
+func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.Time) error {
+	maxRetention, err := ds.GetSettingAsInt(types.SettingNameRecurringJobMaxRetention)
+	if err != nil {
+		return err
+	}
+	return ValidateRecurringJob(job, maxRetention, now)
+}

@@ -1,0 +1,76 @@
+package datastore
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+func TestValidateRecurringJob(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	base := func() *longhorn.RecurringJob {
+		return &longhorn.RecurringJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "daily"},
+			Spec: longhorn.RecurringJobSpec{
+				Name: "daily", Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 0 * * *",
+				Retain: 5, Concurrency: 10, Groups: []string{"default"}, Labels: map[string]string{"tier": "gold"},
+			},
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(j *longhorn.RecurringJob)
+		want   string // "" means valid; otherwise a fragment of the error
+	}{
+		{"a plain snapshot job is valid", func(*longhorn.RecurringJob) {}, ""},
+		{"descriptors are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@hourly" }, ""},
+		{"@every durations are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1h30m" }, ""},
+		{"step values are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "30 6-16/4 * * 1-5" }, ""},
+		{"an empty spec name is fine", func(j *longhorn.RecurringJob) { j.Spec.Name = "" }, ""},
+		{"a cron that is not cron is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "every day" }, "spec.cron"},
+		{"six fields are refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "0 0 0 * * *" }, "spec.cron"},
+		{"@reboot is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@reboot" }, "spec.cron"},
+		{"a schedule that never fires is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "0 0 30 2 *" }, "never fires"},
+		{"a time zone inside cron is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "CRON_TZ=Europe/Paris 0 0 * * *" }, "time zone"},
+		{"an empty cron is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "  " }, "spec.cron: Required"},
+		{"an unknown task is refused", func(j *longhorn.RecurringJob) { j.Spec.Task = "snapshot-all" }, "spec.task: Unsupported value"},
+		{"retain 0 is refused for snapshots", func(j *longhorn.RecurringJob) { j.Spec.Retain = 0 }, "spec.retain"},
+		{"retain 0 is allowed for snapshot-cleanup", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeSnapshotCleanup, 0
+		}, ""},
+		{"retain above the setting is refused", func(j *longhorn.RecurringJob) { j.Spec.Retain = 51 }, "between 1 and 50"},
+		{"retain at the setting is allowed", func(j *longhorn.RecurringJob) { j.Spec.Retain = 50 }, ""},
+		{"negative retain is refused for backups", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeBackup, -1
+		}, "spec.retain"},
+		{"concurrency 0 is refused", func(j *longhorn.RecurringJob) { j.Spec.Concurrency = 0 }, "spec.concurrency"},
+		{"a name with capitals is refused", func(j *longhorn.RecurringJob) { j.Name, j.Spec.Name = "Daily", "Daily" }, "metadata.name"},
+		{"a 41-character name is refused", func(j *longhorn.RecurringJob) {
+			j.Name, j.Spec.Name = strings.Repeat("a", 41), ""
+		}, "metadata.name: Too long"},
+		{"a spec name unlike the object name is refused", func(j *longhorn.RecurringJob) { j.Spec.Name = "weekly" }, "spec.name"},
+		{"a group that cannot be a label is refused", func(j *longhorn.RecurringJob) { j.Spec.Groups = []string{"a/b"} }, "spec.groups[0]"},
+		{"a duplicate group is refused", func(j *longhorn.RecurringJob) { j.Spec.Groups = []string{"g", "g"} }, "spec.groups[1]: Duplicate"},
+		{"a bad label key is refused", func(j *longhorn.RecurringJob) { j.Spec.Labels = map[string]string{"bad key": "v"} }, "spec.labels[bad key]"},
+		{"a bad label value is refused", func(j *longhorn.RecurringJob) { j.Spec.Labels = map[string]string{"k": "not ok!"} }, "valid label value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			job := base()
+			c.change(job)
+			err := ValidateRecurringJob(job, 50, now)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case c.want != "" && err == nil:
+				t.Fatalf("want an error saying %q", c.want)
+			case c.want != "" && !strings.Contains(err.Error(), c.want):
+				t.Fatalf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
+}
