@@ -1,0 +1,147 @@
+// Package manager holds the business operations the API offers, on top of
+// the datastore: VolumeManager for volumes and their recurring jobs.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// ErrInvalidInput marks errors caused by what the caller sent; the API
+// answers them with 400 and the message, which names the field.
+var ErrInvalidInput = errors.New("invalid input")
+
+// ErrNotFound marks errors about something the caller named that does not
+// exist; the API answers them with 404.
+var ErrNotFound = errors.New("not found")
+
+func invalid(format string, args ...interface{}) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+// volumeNamePattern is Longhorn's rule for volume names.
+var volumeNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]+$`)
+
+// volumeNameMaxLength keeps names of engines and replicas derived from the
+// volume within Kubernetes' limits.
+const volumeNameMaxLength = 63
+
+// VolumeManager creates volumes and manages the recurring jobs and groups
+// they select.
+type VolumeManager struct {
+	ds *datastore.DataStore
+}
+
+// NewVolumeManager returns a VolumeManager on the datastore.
+func NewVolumeManager(ds *datastore.DataStore) *VolumeManager {
+	return &VolumeManager{ds: ds}
+}
+
+// CreateVolume creates a volume that runs the jobs and groups of selector.
+// A volume whose selector is empty joins the default group.
+func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec longhorn.VolumeSpec, selector []datastore.RecurringJobSelectorItem) (*longhorn.Volume, error) {
+	switch {
+	case name == "":
+		return nil, invalid("name: required")
+	case len(name) > volumeNameMaxLength:
+		return nil, invalid("name: %q is longer than %d characters", name, volumeNameMaxLength)
+	case !volumeNamePattern.MatchString(name):
+		return nil, invalid("name: %q must be lowercase letters, digits, '-', '_' or '.', starting with a letter or digit", name)
+	}
+	for i, item := range selector {
+		if err := m.checkSelectorItem(item); err != nil {
+			return nil, fmt.Errorf("recurringJobSelector[%d]: %w", i, err)
+		}
+	}
+	v := &longhorn.Volume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: datastore.SelectorLabels(selector)},
+		Spec:       spec,
+	}
+	created, err := m.ds.CreateVolume(ctx, v)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, invalid("name: volume %q already exists", name)
+	}
+	if apierrors.IsInvalid(err) {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	}
+	return created, err
+}
+
+// checkSelectorItem refuses an item whose name cannot be a label, and a
+// job that does not exist. A group may be selected before any job lists it.
+func (m *VolumeManager) checkSelectorItem(item datastore.RecurringJobSelectorItem) error {
+	if err := datastore.ValidateSelectorItemName(item); err != nil {
+		return fmt.Errorf("%w: name: %v", ErrInvalidInput, err)
+	}
+	if item.IsGroup {
+		return nil
+	}
+	if _, err := m.ds.GetRecurringJobRO(item.Name); apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: name: recurring job %q does not exist", ErrInvalidInput, item.Name)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// ListVolumeRecurringJobs lists the jobs and groups a volume selects.
+func (m *VolumeManager) ListVolumeRecurringJobs(name string) ([]datastore.RecurringJobSelectorItem, error) {
+	v, err := m.ds.GetVolumeRO(name)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: volume %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return datastore.RecurringJobSelector(v.Labels), nil
+}
+
+// AddVolumeRecurringJob makes the volume select a job or a group, and
+// returns what it selects afterwards.
+func (m *VolumeManager) AddVolumeRecurringJob(ctx context.Context, name string, item datastore.RecurringJobSelectorItem) ([]datastore.RecurringJobSelectorItem, error) {
+	if err := m.checkSelectorItem(item); err != nil {
+		return nil, err
+	}
+	return m.updateSelection(ctx, name, func(labels map[string]string) bool {
+		if labels[item.LabelKey()] == types.LabelValueEnabled {
+			return false
+		}
+		labels[item.LabelKey()] = types.LabelValueEnabled
+		return true
+	})
+}
+
+// DeleteVolumeRecurringJob makes the volume stop selecting a job or a
+// group, and returns what it selects afterwards.
+func (m *VolumeManager) DeleteVolumeRecurringJob(ctx context.Context, name string, item datastore.RecurringJobSelectorItem) ([]datastore.RecurringJobSelectorItem, error) {
+	if err := datastore.ValidateSelectorItemName(item); err != nil {
+		return nil, fmt.Errorf("%w: name: %v", ErrInvalidInput, err)
+	}
+	return m.updateSelection(ctx, name, func(labels map[string]string) bool {
+		if _, ok := labels[item.LabelKey()]; !ok {
+			return false
+		}
+		delete(labels, item.LabelKey())
+		return true
+	})
+}
+
+func (m *VolumeManager) updateSelection(ctx context.Context, name string, change func(map[string]string) bool) ([]datastore.RecurringJobSelectorItem, error) {
+	v, err := m.ds.UpdateVolumeLabels(ctx, name, change)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: volume %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return datastore.RecurringJobSelector(v.Labels), nil
+}
