@@ -1,22 +1,75 @@
-// Package api is the manager's HTTP interface on port 9500: health and
-// readiness probes now, the /v1 REST and websocket API later.
+// Package api is the manager's HTTP interface on port 9500, in the shape
+// of Longhorn's /v1 API: resources with id, type, links and actions,
+// collections, errors that name the field, schemas for generic clients,
+// websocket streams, health probes and Prometheus metrics.
 package api
 
 import (
+	"bufio"
 	"encoding/json"
+	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/manager"
 )
 
 // Readiness reports whether the manager is ready to serve, and if not, why.
 type Readiness func() (ready bool, reason string)
 
-// NewRouter returns the manager's HTTP handler.
-func NewRouter(logger *logrus.Entry, ready Readiness) http.Handler {
+// Server holds what the handlers need.
+type Server struct {
+	ds       *datastore.DataStore
+	vm       *manager.VolumeManager
+	clock    clock.Clock
+	logger   *logrus.Entry
+	streams  *streams
+	metrics  *requestMetrics
+	registry *prometheus.Registry
+}
+
+// NewServer returns the API on the datastore. Its websocket streams listen
+// to the informers, which must be the ones the datastore reads.
+func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, vm *manager.VolumeManager, clk clock.Clock, registry *prometheus.Registry) *Server {
+	s := &Server{ds: ds, vm: vm, clock: clk, logger: logger, registry: registry, metrics: newRequestMetrics(registry)}
+	s.streams = newStreams(s, inf)
+	return s
+}
+
+// handlerFunc is a handler that returns its error for writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Router returns the HTTP handler. ready answers /readyz; the /v1 routes
+// need the informer caches synced, which the daemon waits for first.
+func (s *Server) Router(ready Readiness) http.Handler {
 	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, notFound("no such path: %s", req.URL.Path))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", req.Method + " is not allowed on " + req.URL.Path})
+	})
+	// Until the caches are synced the /v1 routes would answer from empty
+	// lists: they answer 503 instead.
+	whenReady := func(h handlerFunc) handlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) error {
+			if ok, reason := ready(); !ok {
+				return &httpError{http.StatusServiceUnavailable, "NotReady", "the manager is starting: " + reason}
+			}
+			return h(w, req)
+		}
+	}
+	handle := func(path, method, route string, h handlerFunc) {
+		r.Handle(path, s.metrics.instrument(route, s.wrap(whenReady(h)))).Methods(method)
+	}
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)
@@ -27,7 +80,75 @@ func NewRouter(logger *logrus.Entry, ready Readiness) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}).Methods(http.MethodGet)
-	return logRequests(logger, r)
+	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+
+	handle("/v1", http.MethodGet, "root", s.root)
+	handle("/v1/schemas", http.MethodGet, "schemas", s.listSchemas)
+	handle("/v1/schemas/{type}", http.MethodGet, "schema", s.getSchema)
+
+	handle("/v1/recurringjobs", http.MethodGet, "recurringjobs.list", s.listRecurringJobs)
+	handle("/v1/recurringjobs", http.MethodPost, "recurringjobs.create", s.createRecurringJob)
+	handle("/v1/recurringjobs/{name}", http.MethodGet, "recurringjobs.get", s.getRecurringJob)
+	handle("/v1/recurringjobs/{name}", http.MethodPut, "recurringjobs.update", s.updateRecurringJob)
+	handle("/v1/recurringjobs/{name}", http.MethodDelete, "recurringjobs.delete", s.deleteRecurringJob)
+
+	handle("/v1/volumes", http.MethodGet, "volumes.list", s.listVolumes)
+	handle("/v1/volumes", http.MethodPost, "volumes.create", s.createVolume)
+	handle("/v1/volumes/{name}", http.MethodGet, "volumes.get", s.getVolume)
+	handle("/v1/volumes/{name}", http.MethodDelete, "volumes.delete", s.deleteVolume)
+	handle("/v1/volumes/{name}", http.MethodPost, "volumes.action", s.volumeAction)
+
+	handle("/v1/settings", http.MethodGet, "settings.list", s.listSettings)
+	handle("/v1/settings/{name}", http.MethodGet, "settings.get", s.getSetting)
+	handle("/v1/settings/{name}", http.MethodPut, "settings.update", s.updateSetting)
+
+	handle("/v1/nodes", http.MethodGet, "nodes.list", s.listNodes)
+	handle("/v1/nodes/{name}", http.MethodGet, "nodes.get", s.getNode)
+
+	handle("/v1/ws/{resource}", http.MethodGet, "ws", s.serveStream)
+	handle("/v1/ws/{period}/{resource}", http.MethodGet, "ws", s.serveStream)
+
+	return logRequests(s.logger, r)
+}
+
+// wrap turns a handlerFunc into a handler: errors become JSON error
+// bodies, and a panic becomes a 500 with the stack in the log, never a
+// dropped connection.
+func (s *Server) wrap(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.logger.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "panic": p}).Errorf("Handler panicked\n%s", debug.Stack())
+				writeError(w, &httpError{http.StatusInternalServerError, "ServerError", "internal error"})
+			}
+		}()
+		if err := h(w, r); err != nil {
+			writeError(w, err)
+		}
+	})
+}
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
+	base := baseURL(r)
+	w.Header().Set("X-API-Schemas", base+"/v1/schemas")
+	links := map[string]string{"self": base + "/v1", "schemas": base + "/v1/schemas"}
+	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes"} {
+		links[c] = base + "/v1/" + c
+	}
+	writeJSON(w, http.StatusOK, map[string]interface{}{"id": "v1", "type": "apiRoot", "links": links})
+	return nil
+}
+
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func collection(base, resourceType, path string, data interface{}) Collection {
+	return Collection{Type: "collection", ResourceType: resourceType, Links: map[string]string{"self": base + "/v1/" + path}, Data: data}
 }
 
 func writeJSON(w http.ResponseWriter, status int, body interface{}) {
@@ -46,6 +167,11 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap and Hijack let the websocket upgrade reach the connection.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return hijack(s.ResponseWriter) }
+
 // logRequests logs every request at debug level, and failed ones at warn.
 func logRequests(logger *logrus.Entry, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,9 +181,12 @@ func logRequests(logger *logrus.Entry, next http.Handler) http.Handler {
 		entry := logger.WithFields(logrus.Fields{
 			"method": r.Method, "path": r.URL.Path, "status": rec.status, "duration": time.Since(start).Round(time.Microsecond),
 		})
-		if rec.status >= 500 {
+		switch {
+		case rec.status >= 500:
 			entry.Warn("Request failed")
-		} else {
+		case rec.status >= 400:
+			entry.Info("Request refused")
+		default:
 			entry.Debug("Request served")
 		}
 	})

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/manager"
 )
 
 // DaemonOptions configure one manager daemon.
@@ -92,6 +95,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 
+	ds, inf := newDataStore(lhClient, kubeClient, o)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := controller.NewMetrics(registry)
+	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+
 	listener, err := net.Listen("tcp", o.APIAddress)
 	if err != nil {
 		return fmt.Errorf("--api-address %s: %w", o.APIAddress, err)
@@ -99,7 +108,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	var readyReason atomic.Value
 	readyReason.Store("starting")
 	server := &http.Server{
-		Handler: api.NewRouter(log.WithField("component", "api"), func() (bool, string) {
+		Handler: apiServer.Router(func() (bool, string) {
 			r := readyReason.Load().(string)
 			return r == "", r
 		}),
@@ -114,7 +123,6 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}()
 	log.WithField("address", listener.Addr().String()).Info("API listening")
 
-	ds, inf := newDataStore(lhClient, kubeClient, o)
 	if created, err := ds.CreateDefaultSettings(ctx); err != nil {
 		return err
 	} else if len(created) > 0 {
@@ -124,10 +132,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
 	recorder := controller.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
-	nodeController := controller.NewNodeController(log, ds, inf, o.NodeName, o.Clock)
-	settingController := controller.NewSettingController(log, ds, inf, recorder)
-	recurringJobController := controller.NewRecurringJobController(log, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
-	volumeController := controller.NewVolumeController(log, ds, inf, o.NodeName)
+	nodeController := controller.NewNodeController(log, metrics, ds, inf, o.NodeName, o.Clock)
+	settingController := controller.NewSettingController(log, metrics, ds, inf, recorder)
+	recurringJobController := controller.NewRecurringJobController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
+	volumeController := controller.NewVolumeController(log, metrics, ds, inf, o.NodeName)
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
 		return err

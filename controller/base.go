@@ -29,21 +29,25 @@ type baseController struct {
 	name   string
 	logger *logrus.Entry
 	queue  workqueue.TypedRateLimitingInterface[string]
-	sync   syncFunc
-	synced []cache.InformerSynced
+	sync    syncFunc
+	synced  []cache.InformerSynced
+	metrics *Metrics
 }
 
-func newBaseController(name string, logger *logrus.Entry, sync syncFunc, synced ...cache.InformerSynced) *baseController {
-	return &baseController{
+func newBaseController(name string, logger *logrus.Entry, metrics *Metrics, sync syncFunc, synced ...cache.InformerSynced) *baseController {
+	c := &baseController{
 		name:   name,
 		logger: logger.WithField("controller", name),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name},
 		),
-		sync:   sync,
-		synced: synced,
+		sync:    sync,
+		synced:  synced,
+		metrics: metrics,
 	}
+	metrics.watchQueue(name, c.queue.Len)
+	return c
 }
 
 // enqueue adds the object's key; it is the usual informer event handler.
@@ -115,6 +119,7 @@ func (c *baseController) processNextWorkItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 
 	err := c.sync(ctx, key)
+	c.metrics.observe(c.name, err)
 	c.handleErr(ctx, err, key)
 	return true
 }

@@ -38,11 +38,11 @@ type NodeController struct {
 }
 
 // NewNodeController wires the controller to the Node and Lease informers.
-func NewNodeController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, nodeID string, clk clock.WithTicker) *NodeController {
+func NewNodeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, clk clock.WithTicker) *NodeController {
 	nodeInformer := inf.Longhorn.Longhorn().V1beta2().Nodes().Informer()
 	leaseInformer := inf.Kube.Coordination().V1().Leases().Informer()
 	c := &NodeController{ds: ds, nodeID: nodeID, clock: clk}
-	c.baseController = newBaseController("longhorn-node", logger, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
+	c.baseController = newBaseController("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
 	nodeInformer.AddEventHandler(c.eventHandler())
 	leaseInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj interface{}) bool {

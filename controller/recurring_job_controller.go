@@ -35,7 +35,7 @@ type RecurringJobController struct {
 
 // NewRecurringJobController wires the controller to the RecurringJob,
 // CronJob and Setting informers.
-func NewRecurringJobController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+func NewRecurringJobController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
 	recorder record.EventRecorder, clk clock.Clock, cfg CronJobConfig) *RecurringJobController {
 	jobs := inf.Longhorn.Longhorn().V1beta2().RecurringJobs().Informer()
 	cronJobs := inf.Kube.Batch().V1().CronJobs().Informer()
@@ -45,7 +45,7 @@ func NewRecurringJobController(logger *logrus.Entry, ds *datastore.DataStore, in
 		ds: ds, recorder: recorder, clock: clk, cfg: cfg,
 		ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp},
 	}
-	c.baseController = newBaseController("longhorn-recurring-job", logger, c.sync,
+	c.baseController = newBaseController("longhorn-recurring-job", logger, metrics, c.sync,
 		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced)
 	jobs.AddEventHandler(c.eventHandler())
 	// A CronJob changed or deleted by hand brings its job back to the queue,

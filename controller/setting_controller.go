@@ -25,10 +25,10 @@ type SettingController struct {
 }
 
 // NewSettingController wires the controller to the Setting informer.
-func NewSettingController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, recorder record.EventRecorder) *SettingController {
+func NewSettingController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, recorder record.EventRecorder) *SettingController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Settings().Informer()
 	c := &SettingController{ds: ds, recorder: recorder}
-	c.baseController = newBaseController("longhorn-setting", logger, c.sync, informer.HasSynced)
+	c.baseController = newBaseController("longhorn-setting", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.eventHandler())
 	return c
 }

@@ -21,10 +21,10 @@ type VolumeController struct {
 }
 
 // NewVolumeController wires the controller to the Volume informer.
-func NewVolumeController(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, nodeID string) *VolumeController {
+func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string) *VolumeController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}}
-	c.baseController = newBaseController("longhorn-volume", logger, c.sync, informer.HasSynced)
+	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.eventHandler())
 	return c
 }

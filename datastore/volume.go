@@ -67,3 +67,8 @@ func (ds *DataStore) UpdateVolumeLabels(ctx context.Context, name string, change
 	})
 	return result, err
 }
+
+// DeleteVolume deletes a Volume.
+func (ds *DataStore) DeleteVolume(ctx context.Context, name string) error {
+	return ds.lhClient.LonghornV1beta2().Volumes(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cadence-storage/longhorn-manager/manager"
+)
+
+// Resource is the envelope every object carries in Longhorn's /v1 API.
+type Resource struct {
+	ID      string            `json:"id"`
+	Type    string            `json:"type"`
+	Links   map[string]string `json:"links"`
+	Actions map[string]string `json:"actions"`
+}
+
+// Collection is a list of resources of one type.
+type Collection struct {
+	Type         string            `json:"type"`
+	ResourceType string            `json:"resourceType"`
+	Links        map[string]string `json:"links"`
+	Data         interface{}       `json:"data"`
+}
+
+// Error is the body of every failed request.
+type Error struct {
+	Type    string `json:"type"`
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// httpError is an error with the status and code the API answers with.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+func badRequest(format string, args ...interface{}) error {
+	return &httpError{http.StatusBadRequest, "InvalidInput", fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...interface{}) error {
+	return &httpError{http.StatusNotFound, "NotFound", fmt.Sprintf(format, args...)}
+}
+
+// writeError answers with the error's status: 4xx for what the caller
+// did wrong (the message names the field and the rule), 500 only for
+// failures of the manager or the cluster.
+func writeError(w http.ResponseWriter, err error) {
+	status, code, msg := http.StatusInternalServerError, "ServerError", err.Error()
+	var he *httpError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		status, code = he.status, he.code
+	case errors.As(err, &maxBytes):
+		status, code = http.StatusRequestEntityTooLarge, "RequestTooLarge"
+		msg = fmt.Sprintf("request body is larger than %d bytes", maxBytes.Limit)
+	case errors.Is(err, manager.ErrInvalidInput):
+		status, code = http.StatusBadRequest, "InvalidInput"
+		msg = strings.TrimPrefix(msg, manager.ErrInvalidInput.Error()+": ")
+	case errors.Is(err, manager.ErrNotFound):
+		status, code = http.StatusNotFound, "NotFound"
+	}
+	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: msg})
+}
+
+// maxBodyBytes caps request bodies.
+const maxBodyBytes = 1 << 20
+
+// decodeBody reads a JSON body into v, refusing other content types,
+// unknown fields, trailing data and bodies over 1 MiB. Keys match fields
+// in any case, as Longhorn's clients send them (Name, Task).
+func decodeBody(w http.ResponseWriter, r *http.Request, v interface{}) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return err
+		}
+		return badRequest("request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a message that names the field.
+func jsonError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		return err
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "request body"
+		}
+		return badRequest("%s: must be %s, got %s", field, jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return badRequest("request body: malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.EOF):
+		return badRequest("request body: a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("request body: malformed JSON: unexpected end")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("%s: unknown field", strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+	}
+	return badRequest("request body: %v", err)
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int32", "int64", "uint", "uint32", "uint64":
+		return "a whole number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "a list"
+	case "map", "struct":
+		return "an object"
+	}
+	return "a " + kind
+}

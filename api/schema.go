@@ -1,0 +1,175 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/gorilla/mux"
+)
+
+// Field describes one field of a resource in the Rancher API schema format
+// that Longhorn's schema-driven clients read.
+type Field struct {
+	Type     string      `json:"type"`
+	Required bool        `json:"required,omitempty"`
+	Create   bool        `json:"create"`
+	Update   bool        `json:"update"`
+	Nullable bool        `json:"nullable,omitempty"`
+	Default  interface{} `json:"default,omitempty"`
+	Options  []string    `json:"options,omitempty"`
+	Min      *int        `json:"min,omitempty"`
+	Max      *int        `json:"max,omitempty"`
+}
+
+// Action describes a resource action: what it takes and what it returns.
+type Action struct {
+	Input  string `json:"input,omitempty"`
+	Output string `json:"output,omitempty"`
+}
+
+// Schema describes one resource type.
+type Schema struct {
+	ID                string            `json:"id"`
+	Type              string            `json:"type"`
+	Links             map[string]string `json:"links"`
+	PluralName        string            `json:"pluralName"`
+	CollectionMethods []string          `json:"collectionMethods"`
+	ResourceMethods   []string          `json:"resourceMethods"`
+	ResourceFields    map[string]Field  `json:"resourceFields"`
+	ResourceActions   map[string]Action `json:"resourceActions"`
+	CollectionActions map[string]Action `json:"collectionActions"`
+	// collectionPath is the collection's path under /v1, empty for types
+	// that only appear as inputs and outputs.
+	collectionPath string
+}
+
+func intPtr(n int) *int { return &n }
+
+var recurringJobTasks = []string{"snapshot", "snapshot-force-create", "snapshot-cleanup", "snapshot-delete", "backup", "backup-force-create"}
+
+// schemas lists every type the API serves, sorted by id.
+func schemas() []Schema {
+	list := []Schema{
+		{
+			ID: "recurringJob", PluralName: "recurringJobs", collectionPath: "recurringjobs",
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "PUT", "DELETE"},
+			ResourceFields: map[string]Field{
+				"name":        {Type: "string", Required: true, Create: true},
+				"task":        {Type: "enum", Required: true, Create: true, Options: recurringJobTasks},
+				"cron":        {Type: "string", Required: true, Create: true, Update: true},
+				"retain":      {Type: "int", Required: true, Create: true, Update: true, Min: intPtr(0)},
+				"concurrency": {Type: "int", Create: true, Update: true, Default: defaultConcurrency, Min: intPtr(1)},
+				"groups":      {Type: "array[string]", Create: true, Update: true, Nullable: true},
+				"labels":      {Type: "map[string]", Create: true, Update: true, Nullable: true},
+				"conditions":  {Type: "array[condition]"},
+			},
+		},
+		{
+			ID: "volume", PluralName: "volumes", collectionPath: "volumes",
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "DELETE"},
+			ResourceFields: map[string]Field{
+				"name":                 {Type: "string", Required: true, Create: true},
+				"size":                 {Type: "string", Required: true, Create: true},
+				"numberOfReplicas":     {Type: "int", Create: true, Default: defaultNumberOfReplicas, Min: intPtr(1), Max: intPtr(20)},
+				"frontend":             {Type: "enum", Create: true, Options: []string{"blockdev", "iscsi", "nvmf", ""}, Default: ""},
+				"backingImage":         {Type: "string", Create: true},
+				"recurringJobSelector": {Type: "array[volumeRecurringJobInput]", Create: true, Nullable: true},
+				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
+				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},
+				"currentNodeID":        {Type: "string"},
+				"conditions":           {Type: "array[condition]"},
+			},
+			ResourceActions: map[string]Action{
+				"recurringJobAdd":    {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
+				"recurringJobDelete": {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
+				"recurringJobList":   {Output: "collection[volumeRecurringJob]"},
+			},
+		},
+		{
+			ID: "volumeRecurringJobInput",
+			ResourceFields: map[string]Field{
+				"name":    {Type: "string", Required: true, Create: true},
+				"isGroup": {Type: "boolean", Create: true, Default: false},
+			},
+		},
+		{
+			ID: "volumeRecurringJob",
+			ResourceFields: map[string]Field{
+				"name":    {Type: "string"},
+				"isGroup": {Type: "boolean"},
+			},
+		},
+		{
+			ID: "setting", PluralName: "settings", collectionPath: "settings",
+			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET", "PUT"},
+			ResourceFields: map[string]Field{
+				"name":       {Type: "string"},
+				"value":      {Type: "string", Required: true, Update: true},
+				"applied":    {Type: "boolean"},
+				"definition": {Type: "settingDefinition"},
+			},
+		},
+		{
+			ID: "node", PluralName: "nodes", collectionPath: "nodes",
+			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET"},
+			ResourceFields: map[string]Field{
+				"name":            {Type: "string"},
+				"allowScheduling": {Type: "boolean"},
+				"conditions":      {Type: "array[condition]"},
+				"disks":           {Type: "map[disk]"},
+			},
+		},
+		{
+			ID: "error",
+			ResourceFields: map[string]Field{
+				"status":  {Type: "int"},
+				"code":    {Type: "string"},
+				"message": {Type: "string"},
+				"detail":  {Type: "string"},
+			},
+		},
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	return list
+}
+
+func (sc Schema) withLinks(base string) Schema {
+	sc.Type = "schema"
+	sc.Links = map[string]string{"self": base + "/v1/schemas/" + sc.ID}
+	if sc.collectionPath != "" {
+		sc.Links["collection"] = base + "/v1/" + sc.collectionPath
+	}
+	if sc.CollectionMethods == nil {
+		sc.CollectionMethods = []string{}
+	}
+	if sc.ResourceMethods == nil {
+		sc.ResourceMethods = []string{}
+	}
+	if sc.ResourceActions == nil {
+		sc.ResourceActions = map[string]Action{}
+	}
+	sc.CollectionActions = map[string]Action{}
+	return sc
+}
+
+func (s *Server) listSchemas(w http.ResponseWriter, r *http.Request) error {
+	base := baseURL(r)
+	all := schemas()
+	data := make([]Schema, 0, len(all))
+	for _, sc := range all {
+		data = append(data, sc.withLinks(base))
+	}
+	writeJSON(w, http.StatusOK, collection(base, "schema", "schemas", data))
+	return nil
+}
+
+func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["type"]
+	for _, sc := range schemas() {
+		if sc.ID == id {
+			writeJSON(w, http.StatusOK, sc.withLinks(baseURL(r)))
+			return nil
+		}
+	}
+	return notFound("no schema for type %q", id)
+}

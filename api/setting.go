@@ -1,0 +1,94 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+func (s *Server) listSettings(w http.ResponseWriter, r *http.Request) error {
+	settings, err := s.ds.ListSettingsRO()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.settingCollection(baseURL(r), settings))
+	return nil
+}
+
+// settingCollection lists the settings the manager knows, sorted by name.
+func (s *Server) settingCollection(base string, settings []*longhorn.Setting) Collection {
+	sort.Slice(settings, func(i, j int) bool { return settings[i].Name < settings[j].Name })
+	data := make([]Setting, 0, len(settings))
+	for _, st := range settings {
+		if _, known := types.GetSettingDefinition(types.SettingName(st.Name)); known {
+			data = append(data, toSetting(base, types.SettingName(st.Name), st.Value, st.Status.Applied))
+		}
+	}
+	return collection(base, "setting", "settings", data)
+}
+
+func knownSetting(name string) (types.SettingName, error) {
+	if _, ok := types.GetSettingDefinition(types.SettingName(name)); !ok {
+		return "", notFound("setting %q not found", name)
+	}
+	return types.SettingName(name), nil
+}
+
+func (s *Server) getSetting(w http.ResponseWriter, r *http.Request) error {
+	name, err := knownSetting(mux.Vars(r)["name"])
+	if err != nil {
+		return err
+	}
+	st, err := s.ds.GetSettingRO(name)
+	if apierrors.IsNotFound(err) {
+		return notFound("setting %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSetting(baseURL(r), name, st.Value, st.Status.Applied))
+	return nil
+}
+
+func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
+	name, err := knownSetting(mux.Vars(r)["name"])
+	if err != nil {
+		return err
+	}
+	var in SettingInput
+	if err := decodeBody(w, r, &in); err != nil {
+		return err
+	}
+	if err := types.ValidateSetting(name, in.Value); err != nil {
+		return badRequest("value: %v", err)
+	}
+	var result *longhorn.Setting
+	err = datastore.RetryOnConflict(func() error {
+		st, err := s.ds.LonghornClient().LonghornV1beta2().Settings(s.ds.Namespace()).Get(r.Context(), string(name), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return notFound("setting %q not found", name)
+		}
+		if err != nil {
+			return err
+		}
+		if st.Value == in.Value {
+			result = st
+			return nil
+		}
+		st.Value = in.Value
+		result, err = s.ds.LonghornClient().LonghornV1beta2().Settings(s.ds.Namespace()).Update(r.Context(), st, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSetting(baseURL(r), name, result.Value, result.Status.Applied))
+	return nil
+}

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/gorilla/websocket"
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+)
+
+const (
+	// maxStreamPeriod bounds the least time between two sends a client may ask for.
+	maxStreamPeriod = 15 * time.Second
+	pingPeriod      = 15 * time.Second
+	writeWait       = 10 * time.Second
+)
+
+// hub fans change notices of one resource type out to its websocket
+// clients. A notice never blocks: each client has a one-slot channel, so a
+// burst of changes becomes one pending notice, and a slow client holds up
+// nobody but itself.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+	// list renders the current collection from the cache.
+	list func(base string) (interface{}, error)
+}
+
+func (h *hub) subscribe() chan struct{} {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch
+}
+
+func (h *hub) unsubscribe(ch chan struct{}) {
+	h.mu.Lock()
+	delete(h.subs, ch)
+	h.mu.Unlock()
+}
+
+func (h *hub) notify() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *hub) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { h.notify() },
+		UpdateFunc: func(_, _ interface{}) { h.notify() },
+		DeleteFunc: func(interface{}) { h.notify() },
+	}
+}
+
+type streams struct {
+	hubs map[string]*hub
+}
+
+func newStreams(s *Server, inf datastore.Informers) *streams {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	st := &streams{hubs: map[string]*hub{
+		"recurringjobs": {list: func(base string) (interface{}, error) {
+			jobs, err := s.ds.ListRecurringJobsRO()
+			return s.recurringJobCollection(base, jobs), err
+		}},
+		"volumes": {list: func(base string) (interface{}, error) {
+			volumes, err := s.ds.ListVolumesRO(labels.Everything())
+			return s.volumeCollection(base, volumes), err
+		}},
+		"settings": {list: func(base string) (interface{}, error) {
+			settings, err := s.ds.ListSettingsRO()
+			return s.settingCollection(base, settings), err
+		}},
+		"nodes": {list: func(base string) (interface{}, error) {
+			nodes, err := s.ds.ListNodesRO()
+			return s.nodeCollection(base, nodes), err
+		}},
+	}}
+	informers := map[string]cache.SharedIndexInformer{
+		"recurringjobs": lh.RecurringJobs().Informer(),
+		"volumes":       lh.Volumes().Informer(),
+		"settings":      lh.Settings().Informer(),
+		"nodes":         lh.Nodes().Informer(),
+	}
+	for name, h := range st.hubs {
+		h.subs = map[chan struct{}]struct{}{}
+		informers[name].AddEventHandler(h.handler())
+	}
+	return st
+}
+
+// sameOrigin accepts clients that send no Origin (scripts, the CLI) and
+// browser pages served from the manager's own address, so another site
+// cannot read the cluster's state through a user's browser.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
+}
+
+var upgrader = websocket.Upgrader{CheckOrigin: sameOrigin}
+
+// serveStream serves /v1/ws/{resource} and /v1/ws/{period}/{resource}: the
+// full list on connect, then the new list after each change, at most once
+// per period and only when it differs from the last one sent.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
+	vars := mux.Vars(r)
+	h, ok := s.streams.hubs[vars["resource"]]
+	if !ok {
+		return notFound("no stream for %q; streams exist for recurringjobs, volumes, settings and nodes", vars["resource"])
+	}
+	var period time.Duration
+	if p := vars["period"]; p != "" {
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return badRequest("period: %q is not a duration such as 1s or 500ms", p)
+		}
+		period = min(max(d, 0), maxStreamPeriod)
+	}
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		// The upgrader has answered the client already.
+		return nil
+	}
+	log := s.logger.WithFields(logrus.Fields{"stream": vars["resource"], "remote": r.RemoteAddr})
+	log.Debug("Websocket client connected")
+	notices := h.subscribe()
+	defer h.unsubscribe(notices)
+	defer conn.Close()
+
+	// The reader handles control frames and notices the client leaving.
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+
+	base := baseURL(r)
+	var last []byte
+	send := func() error {
+		list, err := h.list(base)
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(data, last) {
+			return nil
+		}
+		last = data
+		_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+		return conn.WriteMessage(websocket.TextMessage, data)
+	}
+	if err := send(); err != nil {
+		log.WithError(err).Debug("Websocket client dropped")
+		return nil
+	}
+	ping := time.NewTicker(pingPeriod)
+	defer ping.Stop()
+	lastSend := time.Now()
+	for {
+		select {
+		case <-gone:
+			log.Debug("Websocket client left")
+			return nil
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return nil
+			}
+		case <-notices:
+			if wait := period - time.Since(lastSend); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-gone:
+					return nil
+				}
+			}
+			lastSend = time.Now()
+			if err := send(); err != nil {
+				log.WithError(err).Debug("Websocket client dropped")
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+const defaultNumberOfReplicas = 3
+
+func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
+	volumes, err := s.ds.ListVolumesRO(labels.Everything())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.volumeCollection(baseURL(r), volumes))
+	return nil
+}
+
+func (s *Server) volumeCollection(base string, volumes []*longhorn.Volume) Collection {
+	sort.Slice(volumes, func(i, j int) bool { return volumes[i].Name < volumes[j].Name })
+	data := make([]Volume, 0, len(volumes))
+	for _, v := range volumes {
+		data = append(data, toVolume(base, v))
+	}
+	return collection(base, "volume", "volumes", data)
+}
+
+func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	v, err := s.ds.GetVolumeRO(name)
+	if apierrors.IsNotFound(err) {
+		return notFound("volume %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toVolume(baseURL(r), v))
+	return nil
+}
+
+// parseSize reads a size in bytes, given as a plain number ("1073741824")
+// or a Kubernetes quantity ("1Gi").
+func parseSize(size string) (int64, error) {
+	if size == "" {
+		return 0, badRequest("size: required, in bytes or as a quantity such as 10Gi")
+	}
+	if n, err := strconv.ParseInt(size, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, badRequest("size: must be greater than 0, got %d", n)
+		}
+		return n, nil
+	}
+	q, err := k8sresource.ParseQuantity(size)
+	if err != nil {
+		return 0, badRequest("size: %q is neither a number of bytes nor a quantity such as 10Gi", size)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return 0, badRequest("size: %q must be a positive whole number of bytes", size)
+	}
+	return n, nil
+}
+
+var volumeFrontends = map[longhorn.VolumeFrontend]bool{
+	longhorn.VolumeFrontendBlockDev: true, longhorn.VolumeFrontendISCSI: true, longhorn.VolumeFrontendNvmf: true, longhorn.VolumeFrontendEmpty: true,
+}
+
+func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
+	var in VolumeInput
+	if err := decodeBody(w, r, &in); err != nil {
+		return err
+	}
+	size, err := parseSize(in.Size)
+	if err != nil {
+		return err
+	}
+	replicas := in.NumberOfReplicas
+	if replicas == 0 {
+		replicas = defaultNumberOfReplicas
+	}
+	if replicas < 1 || replicas > 20 {
+		return badRequest("numberOfReplicas: must be between 1 and 20, got %d", in.NumberOfReplicas)
+	}
+	if !volumeFrontends[in.Frontend] {
+		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
+	}
+	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage}
+	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toVolume(baseURL(r), v))
+	return nil
+}
+
+func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	err := s.ds.DeleteVolume(r.Context(), name)
+	if apierrors.IsNotFound(err) {
+		return notFound("volume %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// volumeAction runs POST /v1/volumes/{name}?action=...
+func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	action := r.URL.Query().Get("action")
+	var (
+		list []datastore.RecurringJobSelectorItem
+		err  error
+	)
+	switch action {
+	case "recurringJobList":
+		list, err = s.vm.ListVolumeRecurringJobs(name)
+	case "recurringJobAdd", "recurringJobDelete":
+		var in VolumeRecurringJobInput
+		if err := decodeBody(w, r, &in); err != nil {
+			return err
+		}
+		if in.Name == "" {
+			return badRequest("name: required")
+		}
+		item := datastore.RecurringJobSelectorItem{Name: in.Name, IsGroup: in.IsGroup}
+		if action == "recurringJobAdd" {
+			list, err = s.vm.AddVolumeRecurringJob(r.Context(), name, item)
+		} else {
+			list, err = s.vm.DeleteVolumeRecurringJob(r.Context(), name, item)
+		}
+	case "":
+		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=recurringJobAdd, recurringJobDelete or recurringJobList"}
+	default:
+		return badRequest("action: %q is not a volume action; use recurringJobAdd, recurringJobDelete or recurringJobList", action)
+	}
+	if err != nil {
+		return err
+	}
+	base := baseURL(r)
+	data := make([]VolumeRecurringJob, 0, len(list))
+	for _, item := range list {
+		data = append(data, VolumeRecurringJob{
+			Resource: Resource{ID: item.Name, Type: "volumeRecurringJob", Links: map[string]string{}, Actions: map[string]string{}},
+			Name:     item.Name, IsGroup: item.IsGroup,
+		})
+	}
+	writeJSON(w, http.StatusOK, collection(base, "volumeRecurringJob", "volumes/"+name, data))
+	return nil
+}
