@@ -170,7 +170,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 // Unwrap and Hijack let the websocket upgrade reach the connection.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return hijack(s.ResponseWriter) }
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return hijack(s.ResponseWriter)
+}
 
 // logRequests logs every request at debug level, and failed ones at warn.
 func logRequests(logger *logrus.Entry, next http.Handler) http.Handler {

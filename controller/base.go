@@ -26,9 +26,9 @@ type syncFunc func(ctx context.Context, key string) error
 
 // baseController is the queue-and-workers machinery every controller shares.
 type baseController struct {
-	name   string
-	logger *logrus.Entry
-	queue  workqueue.TypedRateLimitingInterface[string]
+	name    string
+	logger  *logrus.Entry
+	queue   workqueue.TypedRateLimitingInterface[string]
 	sync    syncFunc
 	synced  []cache.InformerSynced
 	metrics *Metrics
