@@ -256,6 +256,7 @@ func TestAPIVolumesAndTheirRecurringJobs(t *testing.T) {
 		e.call(t, "POST", "/v1/volumes", c.body).expect(t, 400, c.fragment)
 	}
 
+	e.call(t, "GET", "/v1/volumes/db", "").expect(t, 200, `"name":"db"`, `"size":"1073741824"`)
 	e.call(t, "DELETE", "/v1/volumes/plain", "").expect(t, 204)
 	e.call(t, "GET", "/v1/volumes/nope", "").expect(t, 404)
 }
@@ -350,6 +351,14 @@ func TestAPIWebsocketSeesAJobAppearChangeAndDisappear(t *testing.T) {
 	e.call(t, "GET", "/v1/ws/engines", "").expect(t, 404)
 	vols := e.dial(t, "/v1/ws/0s/volumes")
 	nextList(t, vols, "volume stream", func(n []string, _ string) bool { return len(n) == 0 })
+	settings := e.dial(t, "/v1/ws/settings")
+	nextList(t, settings, "settings stream", func(n []string, _ string) bool { return len(n) == 5 })
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"nfs://server:/export"}`).expect(t, 200)
+	nextList(t, settings, "settings stream sees the change", func(_ []string, raw string) bool {
+		return strings.Contains(raw, "nfs://server:/export")
+	})
+	nodes := e.dial(t, "/v1/ws/nodes")
+	nextList(t, nodes, "nodes stream", func(n []string, _ string) bool { return len(n) == 1 && n[0] == "node-1" })
 
 	// A page from another origin may not open a stream.
 	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.base, "http")+"/v1/ws/nodes", http.Header{"Origin": {"http://evil.example"}})
