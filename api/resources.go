@@ -117,6 +117,14 @@ type Disk struct {
 	Conditions       []longhorn.Condition `json:"conditions"`
 }
 
+// conditions renders a nil list as [], as clients expect a list.
+func conditions(c []longhorn.Condition) []longhorn.Condition {
+	if c == nil {
+		return []longhorn.Condition{}
+	}
+	return c
+}
+
 func resource(base, typ, collection, id string) Resource {
 	return Resource{
 		ID:      id,
@@ -138,7 +146,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	return RecurringJob{
 		Resource: resource(base, "recurringJob", "recurringjobs", j.Name),
 		Name:     j.Name, Groups: groups, Task: j.Spec.Task, Cron: j.Spec.Cron,
-		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Conditions: j.Status.Conditions,
+		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Conditions: conditions(j.Status.Conditions),
 	}
 }
 
@@ -157,7 +165,7 @@ func toVolume(base string, v *longhorn.Volume) Volume {
 	return Volume{
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
 		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, State: v.Status.State, Robustness: v.Status.Robustness,
-		CurrentNodeID: v.Status.CurrentNodeID, RecurringJobSelector: selector, Conditions: v.Status.Conditions,
+		CurrentNodeID: v.Status.CurrentNodeID, RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
 	}
 }
 
@@ -183,9 +191,9 @@ func toNode(base string, n *longhorn.Node) Node {
 		d := Disk{Path: spec.Path, AllowScheduling: spec.AllowScheduling, StorageReserved: spec.StorageReserved}
 		if st := n.Status.DiskStatus[name]; st != nil {
 			d.DiskUUID, d.StorageAvailable, d.StorageMaximum, d.StorageScheduled, d.Conditions =
-				st.DiskUUID, st.StorageAvailable, st.StorageMaximum, st.StorageScheduled, st.Conditions
+				st.DiskUUID, st.StorageAvailable, st.StorageMaximum, st.StorageScheduled, conditions(st.Conditions)
 		}
 		disks[name] = d
 	}
-	return Node{Resource: resource(base, "node", "nodes", n.Name), Name: n.Name, AllowScheduling: n.Spec.AllowScheduling, Conditions: n.Status.Conditions, Disks: disks}
+	return Node{Resource: resource(base, "node", "nodes", n.Name), Name: n.Name, AllowScheduling: n.Spec.AllowScheduling, Conditions: conditions(n.Status.Conditions), Disks: disks}
 }
