@@ -27,6 +27,8 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
+	"github.com/cadence-storage/longhorn-manager/upgrade"
+	"github.com/cadence-storage/longhorn-manager/upgrade/step"
 )
 
 // DaemonOptions configure one manager daemon.
@@ -45,6 +47,9 @@ type DaemonOptions struct {
 	ResyncPeriod time.Duration
 	// CronJob describes the pods of recurring-job CronJobs.
 	CronJob controller.CronJobConfig
+	// UpgradeAfterStep, when set, is called after each write of the
+	// upgrade migration; tests return an error from it to simulate a crash.
+	UpgradeAfterStep func(step string) error
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
 	// OnReady, when set, is called once with the API's address when the
@@ -92,6 +97,15 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("longhorn client: %w", err)
 	}
 	if err := checkAPI(ctx, cfg, lhClient, o.Namespace); err != nil {
+		return err
+	}
+
+	// Migrate the data before anything reads it: no controller may start on
+	// half-migrated objects.
+	if err := upgrade.Run(ctx, step.Clients{
+		Namespace: o.Namespace, Kube: kubeClient, Longhorn: lhClient,
+		Log: log.WithField("component", "upgrade"), AfterStep: o.UpgradeAfterStep,
+	}, o.NodeName); err != nil {
 		return err
 	}
 

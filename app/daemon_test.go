@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,6 +60,16 @@ func (d *runningDaemon) stop(t *testing.T) time.Duration {
 // is ready.
 func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string) *runningDaemon {
 	t.Helper()
+	d, err := launchDaemon(t, cfg, namespace, node, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// launchDaemon is startDaemon without failing the test, for goroutines.
+// The daemon stops when the test ends.
+func launchDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string) (*runningDaemon, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	d := &runningDaemon{cancel: cancel, done: make(chan error, 1)}
@@ -76,10 +87,10 @@ func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string
 	case d.apiAddress = <-ready:
 	case err := <-d.done:
 		cancel()
-		t.Fatalf("daemon stopped before it was ready: %v", err)
+		return nil, fmt.Errorf("daemon %s stopped before it was ready: %v", node, err)
 	case <-time.After(60 * time.Second):
 		cancel()
-		t.Fatal("daemon not ready within 60s")
+		return nil, fmt.Errorf("daemon %s not ready within 60s", node)
 	}
 	t.Cleanup(func() {
 		if !d.stopped {
@@ -87,7 +98,7 @@ func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string
 			<-d.done
 		}
 	})
-	return d
+	return d, nil
 }
 
 func lhClient(t *testing.T, cfg *rest.Config) lhclientset.Interface {

@@ -75,6 +75,23 @@ func installRBAC(t *testing.T, client kubernetes.Interface, namespace string) {
 				o.Subjects[i].Namespace = namespace
 			}
 			_, err = client.RbacV1().RoleBindings(namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			// Cluster-wide names are shared by every test namespace.
+			o.Name += "-" + namespace
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() { _ = client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		case *rbacv1.ClusterRoleBinding:
+			o.Name += "-" + namespace
+			o.RoleRef.Name += "-" + namespace
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = namespace
+			}
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
 		default:
 			t.Fatalf("package/rbac.yaml holds an unexpected %T", obj)
 		}

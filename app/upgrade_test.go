@@ -1,0 +1,87 @@
+package app
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/upgrade/upgradetest"
+)
+
+// These tests are not parallel: the StorageClasses the migration lists are
+// cluster-wide, and each fixture's class must meet only its own manager.
+
+func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	lh := lhClient(t, cluster.Config)
+	installRBAC(t, kube, ns)
+	f := upgradetest.Create(t, kube, lh, ns)
+	saConfig := cluster.ServiceAccountConfig(ns, serviceAccount)
+	dataDir := t.TempDir()
+
+	d := startDaemon(t, saConfig, ns, "node-1", dataDir)
+	f.AssertMigrated(t)
+	// The controllers start on migrated data: every new job gets its CronJob.
+	eventually(t, 15*time.Second, "a CronJob per migrated job", func() (bool, error) {
+		jobs, err := lh.LonghornV1beta2().RecurringJobs(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, j := range jobs.Items {
+			if _, err := kube.BatchV1().CronJobs(ns).Get(context.Background(), j.Name, metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		return len(jobs.Items) == 4, nil
+	})
+	eventually(t, 10*time.Second, "volumes owned", func() (bool, error) {
+		vols, err := lh.LonghornV1beta2().Volumes(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, v := range vols.Items {
+			if v.Status.OwnerID != "node-1" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	d.stop(t)
+	before := f.Versions(t)
+
+	startDaemon(t, saConfig, ns, "node-1", dataDir)
+	time.Sleep(time.Second)
+	if after := f.Versions(t); !reflect.DeepEqual(before, after) {
+		t.Errorf("a second start changed objects:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+func TestTwoDaemonsStartingAtOnceMigrateOnce(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	lh := lhClient(t, cluster.Config)
+	installRBAC(t, kube, ns)
+	f := upgradetest.Create(t, kube, lh, ns)
+	saConfig := cluster.ServiceAccountConfig(ns, serviceAccount)
+
+	var wg sync.WaitGroup
+	for _, node := range []string{"node-1", "node-2"} {
+		wg.Add(1)
+		go func(node string) {
+			defer wg.Done()
+			if _, err := launchDaemon(t, saConfig, ns, node, t.TempDir()); err != nil {
+				t.Error(err)
+			}
+		}(node)
+	}
+	wg.Wait()
+	f.AssertMigrated(t)
+}
