@@ -1,0 +1,38 @@
+package replica
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// dataExtents calls fn for every range of f that holds data, found with
+// SEEK_DATA and SEEK_HOLE, so the cost follows what was written rather
+// than the file's size.
+func dataExtents(f *os.File, size int64, fn func(start, end int64)) error {
+	fd := int(f.Fd())
+	var off int64
+	for off < size {
+		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if start >= size {
+			return nil
+		}
+		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if end > size {
+			end = size
+		}
+		fn(start, end)
+		off = end
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package replica
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+const (
+	volumeMetaFile = "volume.meta"
+	// HeadName is what the writable top layer is called in snapshot lists.
+	HeadName   = "volume-head"
+	headPrefix = "volume-head-"
+	snapPrefix = "volume-snap-"
+	imgSuffix  = ".img"
+)
+
+// volumeMeta is the replica's one commit record: the head, its parent and
+// every snapshot. Each change of the snapshot tree first adds files that
+// nothing references yet, then rewrites this file atomically (the commit),
+// then removes files nothing references any more. A crash therefore
+// leaves the old tree or the new one, and opening the replica deletes the
+// files neither references.
+type volumeMeta struct {
+	Size      int64 `json:"size"`
+	BlockSize int64 `json:"blockSize"`
+	// HeadIndex numbers head files, so a new head never reuses a name.
+	HeadIndex  int                   `json:"headIndex"`
+	HeadParent string                `json:"headParent"`
+	Snapshots  map[string]*layerMeta `json:"snapshots"`
+}
+
+// layerMeta describes one snapshot.
+type layerMeta struct {
+	Parent      string            `json:"parent"`
+	Removed     bool              `json:"removed"`
+	UserCreated bool              `json:"userCreated"`
+	Created     string            `json:"created"`
+	Labels      map[string]string `json:"labels"`
+}
+
+func snapshotFile(name string) string { return snapPrefix + name + imgSuffix }
+
+func headFile(index int) string { return fmt.Sprintf("%s%03d%s", headPrefix, index, imgSuffix) }
+
+func readJSON(path string, v interface{}) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s is corrupt: %w", path, err)
+	}
+	return nil
+}
+
+// writeJSON replaces path atomically: a temporary file is written and
+// synced, renamed over path, and the folder synced.
+func writeJSON(path string, v interface{}) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

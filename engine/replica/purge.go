@@ -1,0 +1,181 @@
+package replica
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// copyChunk bounds one read and write while merging layers.
+const copyChunk = 1 << 20
+
+// Purge removes the data of snapshots marked removed. A removed snapshot
+// with one child snapshot is merged into that child: the child keeps its
+// own blocks and gains the ones only the removed snapshot had, so nothing
+// any remaining snapshot or the head reads changes. A removed snapshot
+// nothing descends from is dropped. A removed snapshot whose child is the
+// head, or that has several children, stays until that changes.
+func (r *Replica) Purge() ([]string, error) {
+	return r.purge(noStep)
+}
+
+func (r *Replica) purge(after step) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var purged []string
+	for {
+		name, child, ok := r.nextPurgeable()
+		if !ok {
+			break
+		}
+		if err := r.purgeOne(name, child, after); err != nil {
+			return purged, fmt.Errorf("purge snapshot %s: %w", name, err)
+		}
+		purged = append(purged, name)
+	}
+	if len(purged) > 0 {
+		if err := r.loadChain(); err != nil {
+			return purged, err
+		}
+	}
+	return purged, nil
+}
+
+// nextPurgeable finds a removed snapshot that can go, oldest name first so
+// the order is stable; child is "" when nothing descends from it.
+func (r *Replica) nextPurgeable() (name, child string, ok bool) {
+	children := map[string][]string{}
+	for n, m := range r.meta.Snapshots {
+		children[m.Parent] = append(children[m.Parent], n)
+	}
+	var names []string
+	for n, m := range r.meta.Snapshots {
+		if m.Removed {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		kids := children[n]
+		headIsChild := r.meta.HeadParent == n
+		switch {
+		case len(kids) == 0 && !headIsChild:
+			return n, "", true
+		case len(kids) == 1 && !headIsChild:
+			return n, kids[0], true
+		}
+	}
+	return "", "", false
+}
+
+func (r *Replica) purgeOne(name, child string, after step) error {
+	if child != "" {
+		if err := r.mergeInto(name, child); err != nil {
+			return err
+		}
+		if err := after("merge"); err != nil {
+			return err
+		}
+	}
+	next := r.cloneMeta()
+	if child != "" {
+		next.Snapshots[child].Parent = next.Snapshots[name].Parent
+	}
+	delete(next.Snapshots, name)
+	if err := r.commit(next); err != nil {
+		return err
+	}
+	if err := after("commit"); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(r.dir, snapshotFile(name)))
+}
+
+// mergeInto copies into child the blocks of name that child lacks. It
+// may be cut short at any point: a copied block holds what reads of the
+// child already returned through the chain, so a partial merge changes
+// nothing anyone reads, and the next purge completes it.
+func (r *Replica) mergeInto(name, child string) error {
+	src, err := os.Open(filepath.Join(r.dir, snapshotFile(name)))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(filepath.Join(r.dir, snapshotFile(child)), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+
+	blocks := r.meta.Size / BlockSize
+	has := make([]bool, blocks)
+	if err := dataExtents(dst, r.meta.Size, func(start, end int64) {
+		for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
+			has[b] = true
+		}
+	}); err != nil {
+		return err
+	}
+	buf := make([]byte, copyChunk)
+	var copyErr error
+	copyRun := func(first, last int64) {
+		for off := first * BlockSize; off < last*BlockSize && copyErr == nil; off += copyChunk {
+			n := min(int64(copyChunk), last*BlockSize-off)
+			if _, err := src.ReadAt(buf[:n], off); err != nil {
+				copyErr = err
+				return
+			}
+			if _, err := dst.WriteAt(buf[:n], off); err != nil {
+				copyErr = err
+				return
+			}
+		}
+	}
+	if err := dataExtents(src, r.meta.Size, func(start, end int64) {
+		run := int64(-1)
+		for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
+			switch {
+			case !has[b] && run < 0:
+				run = b
+			case has[b] && run >= 0:
+				copyRun(run, b)
+				run = -1
+			}
+		}
+		if run >= 0 {
+			copyRun(run, (end+BlockSize-1)/BlockSize)
+		}
+	}); err != nil {
+		return err
+	}
+	if copyErr != nil {
+		return copyErr
+	}
+	return dst.Sync()
+}
+
+// Revert makes the head an empty layer on top of snapshot name: the volume
+// reads what the snapshot held. What the old head held is discarded.
+func (r *Replica) Revert(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.meta.Snapshots[name]; !ok {
+		return fmt.Errorf("snapshot %q: %w", name, ErrNotFound)
+	}
+	oldHead := headFile(r.meta.HeadIndex)
+	if err := createSparse(filepath.Join(r.dir, headFile(r.meta.HeadIndex+1)), r.meta.Size); err != nil {
+		return err
+	}
+	next := r.cloneMeta()
+	next.HeadParent = name
+	next.HeadIndex++
+	if err := r.commit(next); err != nil {
+		os.Remove(filepath.Join(r.dir, headFile(r.meta.HeadIndex+1)))
+		return err
+	}
+	if err := os.Remove(filepath.Join(r.dir, oldHead)); err != nil {
+		return err
+	}
+	return r.loadChain()
+}

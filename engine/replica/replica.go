@@ -1,0 +1,278 @@
+// Package replica is one copy of a volume's data: a chain of sparse layer
+// files on a disk, the oldest at the bottom and a writable head on top.
+// Reads fall through to the newest layer that holds each block; writes go
+// to the head; a snapshot freezes the head and opens a new one, at a cost
+// that does not grow with the volume's size.
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// BlockSize is the unit the replica tracks: a block is in a layer or not.
+const BlockSize = 4096
+
+// Replica is an open replica folder.
+type Replica struct {
+	mu   sync.RWMutex
+	dir  string
+	meta volumeMeta
+	// chain is the head's ancestry, oldest first, the head last.
+	chain []*os.File
+	// chainNames names the files of chain: snapshot names, then "".
+	chainNames []string
+	// location[b] is 1 + the index in chain of the newest layer holding
+	// block b; 0 means no layer does and the block reads as zeros.
+	location []uint16
+}
+
+// ErrNotFound is returned for a snapshot the replica does not have.
+var ErrNotFound = errors.New("not found")
+
+// Create makes a new, empty replica of size bytes in dir.
+func Create(dir string, size int64) (*Replica, error) {
+	if size <= 0 || size%BlockSize != 0 {
+		return nil, fmt.Errorf("size %d must be a positive multiple of %d", size, BlockSize)
+	}
+	if _, err := os.Stat(filepath.Join(dir, volumeMetaFile)); err == nil {
+		return nil, fmt.Errorf("%s already holds a replica", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	meta := volumeMeta{Size: size, BlockSize: BlockSize, HeadIndex: 0, Snapshots: map[string]*layerMeta{}}
+	if err := createSparse(filepath.Join(dir, headFile(0)), size); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, volumeMetaFile), meta); err != nil {
+		return nil, err
+	}
+	return Open(dir)
+}
+
+// Open opens the replica in dir, removing files a crash left behind.
+func Open(dir string) (*Replica, error) {
+	r := &Replica{dir: dir}
+	if err := readJSON(filepath.Join(dir, volumeMetaFile), &r.meta); err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", dir, err)
+	}
+	if r.meta.Snapshots == nil {
+		r.meta.Snapshots = map[string]*layerMeta{}
+	}
+	if err := r.removeUnreferenced(); err != nil {
+		return nil, err
+	}
+	if err := r.loadChain(); err != nil {
+		r.closeChain()
+		return nil, err
+	}
+	return r, nil
+}
+
+func createSparse(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// referenced lists the files the committed metadata refers to.
+func (r *Replica) referenced() map[string]bool {
+	out := map[string]bool{volumeMetaFile: true, headFile(r.meta.HeadIndex): true}
+	for name := range r.meta.Snapshots {
+		out[snapshotFile(name)] = true
+	}
+	return out
+}
+
+// removeUnreferenced deletes layer files and temporary files that the
+// committed metadata does not refer to: the leftovers of an operation a
+// crash cut short.
+func (r *Replica) removeUnreferenced() error {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return err
+	}
+	keep := r.referenced()
+	for _, e := range entries {
+		name := e.Name()
+		ours := strings.HasSuffix(name, imgSuffix) || strings.HasPrefix(name, "."+volumeMetaFile+".tmp-")
+		if ours && !keep[name] {
+			if err := os.Remove(filepath.Join(r.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	return syncDir(r.dir)
+}
+
+// ancestry is the head's chain of snapshot names, oldest first.
+func (r *Replica) ancestry(top string) ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	for name := top; name != ""; {
+		if seen[name] {
+			return nil, fmt.Errorf("replica %s: snapshot %s is its own ancestor", r.dir, name)
+		}
+		seen[name] = true
+		m, ok := r.meta.Snapshots[name]
+		if !ok {
+			return nil, fmt.Errorf("replica %s: snapshot %s is missing from the metadata", r.dir, name)
+		}
+		names = append(names, name)
+		name = m.Parent
+	}
+	for i, j := 0, len(names)-1; i < j; i, j = i+1, j-1 {
+		names[i], names[j] = names[j], names[i]
+	}
+	return names, nil
+}
+
+// loadChain opens the head's ancestry and builds the block location map
+// from the data extents of each layer, oldest first.
+func (r *Replica) loadChain() error {
+	names, err := r.ancestry(r.meta.HeadParent)
+	if err != nil {
+		return err
+	}
+	r.closeChain()
+	r.chainNames = append(names, "")
+	r.location = make([]uint16, r.meta.Size/BlockSize)
+	for i, name := range r.chainNames {
+		file := headFile(r.meta.HeadIndex)
+		flag := os.O_RDWR
+		if name != "" {
+			file, flag = snapshotFile(name), os.O_RDONLY
+		}
+		f, err := os.OpenFile(filepath.Join(r.dir, file), flag, 0)
+		if err != nil {
+			return fmt.Errorf("replica %s: open layer: %w", r.dir, err)
+		}
+		r.chain = append(r.chain, f)
+		idx := uint16(i + 1)
+		if err := dataExtents(f, r.meta.Size, func(start, end int64) {
+			for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
+				r.location[b] = idx
+			}
+		}); err != nil {
+			return fmt.Errorf("replica %s: scan %s: %w", r.dir, file, err)
+		}
+	}
+	return nil
+}
+
+func (r *Replica) closeChain() {
+	for _, f := range r.chain {
+		f.Close()
+	}
+	r.chain, r.chainNames = nil, nil
+}
+
+// Size is the volume size in bytes.
+func (r *Replica) Size() int64 { return r.meta.Size }
+
+// Close closes the layer files.
+func (r *Replica) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closeChain()
+	return nil
+}
+
+func (r *Replica) checkRange(n int, off int64) error {
+	if off < 0 || off+int64(n) > r.meta.Size {
+		return fmt.Errorf("range %d+%d is outside the volume of %d bytes", off, n, r.meta.Size)
+	}
+	return nil
+}
+
+// ReadAt reads from the newest layer that holds each block.
+func (r *Replica) ReadAt(p []byte, off int64) (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if err := r.checkRange(len(p), off); err != nil {
+		return 0, err
+	}
+	return len(p), r.readLocked(p, off)
+}
+
+func (r *Replica) readLocked(p []byte, off int64) error {
+	for done := 0; done < len(p); {
+		pos := off + int64(done)
+		block := pos / BlockSize
+		layer := r.location[block]
+		// Extend the run over following blocks in the same layer.
+		end := (block + 1) * BlockSize
+		for end < off+int64(len(p)) && r.location[end/BlockSize] == layer {
+			end += BlockSize
+		}
+		if end > off+int64(len(p)) {
+			end = off + int64(len(p))
+		}
+		chunk := p[done : done+int(end-pos)]
+		if layer == 0 {
+			clear(chunk)
+		} else if _, err := r.chain[layer-1].ReadAt(chunk, pos); err != nil && err != io.EOF {
+			return err
+		}
+		done += len(chunk)
+	}
+	return nil
+}
+
+// WriteAt writes to the head. A write that covers part of a block first
+// fills the rest of the block from the chain, so the head always holds
+// whole blocks.
+func (r *Replica) WriteAt(p []byte, off int64) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkRange(len(p), off); err != nil {
+		return 0, err
+	}
+	start := off / BlockSize * BlockSize
+	end := (off + int64(len(p)) + BlockSize - 1) / BlockSize * BlockSize
+	buf := p
+	if start != off || end != off+int64(len(p)) {
+		buf = make([]byte, end-start)
+		if err := r.readLocked(buf[:BlockSize], start); err != nil {
+			return 0, err
+		}
+		if end-start > BlockSize {
+			if err := r.readLocked(buf[len(buf)-BlockSize:], end-BlockSize); err != nil {
+				return 0, err
+			}
+		}
+		copy(buf[off-start:], p)
+	}
+	head := r.chain[len(r.chain)-1]
+	if _, err := head.WriteAt(buf, start); err != nil {
+		return 0, err
+	}
+	idx := uint16(len(r.chain))
+	for b := start / BlockSize; b < end/BlockSize; b++ {
+		r.location[b] = idx
+	}
+	return len(p), nil
+}
+
+// Sync makes the head's data durable.
+func (r *Replica) Sync() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.chain[len(r.chain)-1].Sync()
+}
