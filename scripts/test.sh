@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 start=$SECONDS
+bash scripts/install-test-deps.sh
 bash scripts/build-controlplane.sh
 bash scripts/verify-generated.sh
 go vet ./...

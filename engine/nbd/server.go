@@ -1,0 +1,382 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Device is what an export serves.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	Size() int64
+	Sync() error
+}
+
+// Server serves one device under one export name. Each connection handles
+// its requests in order.
+type Server struct {
+	name   string
+	device Device
+	log    *logrus.Entry
+
+	mu       sync.Mutex
+	listener net.Listener
+	conns    map[net.Conn]struct{}
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a server of device as export name.
+func NewServer(name string, device Device, log *logrus.Entry) *Server {
+	return &Server{name: name, device: device, log: log.WithField("export", name), conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on l until Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.listener = l
+	s.mu.Unlock()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return nil
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
+			if err := s.serveConn(conn); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.WithError(err).WithField("remote", conn.RemoteAddr().String()).Warn("NBD connection ended with an error")
+			}
+		}()
+	}
+}
+
+// Close stops accepting, ends every connection and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+type conn struct {
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func (c *conn) u16() (uint16, error) {
+	var b [2]byte
+	_, err := io.ReadFull(c.r, b[:])
+	return binary.BigEndian.Uint16(b[:]), err
+}
+
+func (c *conn) u32() (uint32, error) {
+	var b [4]byte
+	_, err := io.ReadFull(c.r, b[:])
+	return binary.BigEndian.Uint32(b[:]), err
+}
+
+func (c *conn) u64() (uint64, error) {
+	var b [8]byte
+	_, err := io.ReadFull(c.r, b[:])
+	return binary.BigEndian.Uint64(b[:]), err
+}
+
+func (c *conn) put(vals ...interface{}) error {
+	for _, v := range vals {
+		if err := binary.Write(c.w, binary.BigEndian, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) serveConn(nc net.Conn) error {
+	c := &conn{r: bufio.NewReaderSize(nc, 128<<10), w: bufio.NewWriterSize(nc, 128<<10)}
+	if err := c.put(uint64(nbdMagic), uint64(optMagic), uint16(flagFixedNewstyle|flagNoZeroes)); err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	clientFlags, err := c.u32()
+	if err != nil {
+		return err
+	}
+	if clientFlags&clientFlagFixedNewstyle == 0 {
+		return errors.New("client does not speak fixed newstyle")
+	}
+	noZeroes := clientFlags&clientFlagNoZeroes != 0
+	ok, err := s.negotiate(c, noZeroes)
+	if err != nil || !ok {
+		return err
+	}
+	return s.transmit(c)
+}
+
+func (s *Server) transmissionFlags() uint16 {
+	return transHasFlags | transSendFlush | transSendFUA | transWriteZeros
+}
+
+// negotiate runs option haggling; it reports true when the client chose
+// the export and transmission begins.
+func (s *Server) negotiate(c *conn, noZeroes bool) (bool, error) {
+	for {
+		magic, err := c.u64()
+		if err != nil {
+			return false, err
+		}
+		if magic != optMagic {
+			return false, fmt.Errorf("bad option magic %#x", magic)
+		}
+		opt, err := c.u32()
+		if err != nil {
+			return false, err
+		}
+		length, err := c.u32()
+		if err != nil {
+			return false, err
+		}
+		if length > maxOption {
+			return false, fmt.Errorf("option %d of %d bytes is too large", opt, length)
+		}
+		data := make([]byte, length)
+		if _, err := io.ReadFull(c.r, data); err != nil {
+			return false, err
+		}
+		switch opt {
+		case optExportName:
+			if string(data) != s.name && string(data) != "" {
+				return false, fmt.Errorf("client asked for unknown export %q", data)
+			}
+			if err := c.put(uint64(s.device.Size()), s.transmissionFlags()); err != nil {
+				return false, err
+			}
+			if !noZeroes {
+				if _, err := c.w.Write(make([]byte, 124)); err != nil {
+					return false, err
+				}
+			}
+			return true, c.w.Flush()
+		case optAbort:
+			if err := s.reply(c, opt, repAck, nil); err != nil {
+				return false, err
+			}
+			return false, nil
+		case optList:
+			name := []byte(s.name)
+			payload := append(binary.BigEndian.AppendUint32(nil, uint32(len(name))), name...)
+			if err := s.reply(c, opt, repServer, payload); err != nil {
+				return false, err
+			}
+			if err := s.reply(c, opt, repAck, nil); err != nil {
+				return false, err
+			}
+		case optInfo, optGo:
+			done, err := s.infoOrGo(c, opt, data)
+			if err != nil || done {
+				return done, err
+			}
+		default:
+			if err := s.reply(c, opt, repErrUnsup, nil); err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+func (s *Server) infoOrGo(c *conn, opt uint32, data []byte) (bool, error) {
+	if len(data) < 6 {
+		return false, s.reply(c, opt, repErrInvalid, nil)
+	}
+	nameLen := binary.BigEndian.Uint32(data)
+	if uint64(nameLen)+6 > uint64(len(data)) {
+		return false, s.reply(c, opt, repErrInvalid, nil)
+	}
+	name := string(data[4 : 4+nameLen])
+	if name != s.name && name != "" {
+		return false, s.reply(c, opt, repErrUnknown, []byte("no such export"))
+	}
+	export := binary.BigEndian.AppendUint16(nil, infoExport)
+	export = binary.BigEndian.AppendUint64(export, uint64(s.device.Size()))
+	export = binary.BigEndian.AppendUint16(export, s.transmissionFlags())
+	if err := s.reply(c, opt, repInfo, export); err != nil {
+		return false, err
+	}
+	sizes := binary.BigEndian.AppendUint16(nil, infoBlockSize)
+	sizes = binary.BigEndian.AppendUint32(sizes, 1)
+	sizes = binary.BigEndian.AppendUint32(sizes, 4096)
+	sizes = binary.BigEndian.AppendUint32(sizes, maxRequest)
+	if err := s.reply(c, opt, repInfo, sizes); err != nil {
+		return false, err
+	}
+	if err := s.reply(c, opt, repAck, nil); err != nil {
+		return false, err
+	}
+	return opt == optGo, nil
+}
+
+func (s *Server) reply(c *conn, opt, typ uint32, data []byte) error {
+	if err := c.put(uint64(optReplyMagic), opt, typ, uint32(len(data))); err != nil {
+		return err
+	}
+	if _, err := c.w.Write(data); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// transmit serves requests until the client disconnects.
+func (s *Server) transmit(c *conn) error {
+	buf := make([]byte, 0, 1<<20)
+	for {
+		magic, err := c.u32()
+		if err != nil {
+			return err
+		}
+		if magic != requestMagic {
+			return fmt.Errorf("bad request magic %#x", magic)
+		}
+		flags, err := c.u16()
+		if err != nil {
+			return err
+		}
+		typ, err := c.u16()
+		if err != nil {
+			return err
+		}
+		handle, err := c.u64()
+		if err != nil {
+			return err
+		}
+		offset, err := c.u64()
+		if err != nil {
+			return err
+		}
+		length, err := c.u32()
+		if err != nil {
+			return err
+		}
+		if typ == cmdDisc {
+			return nil
+		}
+		inRange := length <= maxRequest && offset <= uint64(s.device.Size()) && uint64(length) <= uint64(s.device.Size())-offset
+		if typ == cmdWrite && length > maxRequest {
+			// The data cannot be skipped safely: end the connection.
+			return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
+		}
+		if cap(buf) < int(length) && length <= maxRequest {
+			buf = make([]byte, 0, length)
+		}
+		var errno uint32
+		var payload []byte
+		switch typ {
+		case cmdRead:
+			if !inRange {
+				errno = errInvalid
+				break
+			}
+			payload = buf[:length]
+			if _, err := s.device.ReadAt(payload, int64(offset)); err != nil {
+				errno, payload = ioErrno(err), nil
+			}
+		case cmdWrite:
+			data := buf[:length]
+			if _, err := io.ReadFull(c.r, data); err != nil {
+				return err
+			}
+			if !inRange {
+				errno = errInvalid
+				break
+			}
+			errno = s.write(data, int64(offset), flags&cmdFlagFUA != 0)
+		case cmdWriteZeroes:
+			if !inRange {
+				errno = errInvalid
+				break
+			}
+			zero := buf[:length]
+			clear(zero)
+			errno = s.write(zero, int64(offset), flags&cmdFlagFUA != 0)
+		case cmdFlush:
+			if err := s.device.Sync(); err != nil {
+				errno = ioErrno(err)
+			}
+		default:
+			errno = errNotSup
+		}
+		if err := c.put(uint32(replyMagic), errno, handle); err != nil {
+			return err
+		}
+		if errno == 0 && payload != nil {
+			if _, err := c.w.Write(payload); err != nil {
+				return err
+			}
+		}
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) write(data []byte, offset int64, fua bool) uint32 {
+	if _, err := s.device.WriteAt(data, offset); err != nil {
+		return ioErrno(err)
+	}
+	if fua {
+		if err := s.device.Sync(); err != nil {
+			return ioErrno(err)
+		}
+	}
+	return 0
+}
+
+func ioErrno(err error) uint32 {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return errNoSpace
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EPERM):
+		return errPerm
+	}
+	return errIO
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian tools the tests drive the NBD frontend with:
+# qemu-io and qemu-img (qemu-utils), nbdcopy and nbdinfo (libnbd-bin).
+set -euo pipefail
+missing=()
+command -v qemu-io >/dev/null || missing+=(qemu-utils)
+command -v nbdcopy >/dev/null || missing+=(libnbd-bin)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "the tests need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2
+	exit 1
+fi
+echo "installing ${missing[*]}" >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
