@@ -23,6 +23,9 @@ func (r *Replica) Purge() ([]string, error) {
 func (r *Replica) purge(after step) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.chain == nil {
+		return nil, ErrClosed
+	}
 	var purged []string
 	for {
 		name, child, ok := r.nextPurgeable()
@@ -160,6 +163,9 @@ func (r *Replica) mergeInto(name, child string) error {
 func (r *Replica) Revert(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.chain == nil {
+		return ErrClosed
+	}
 	if _, ok := r.meta.Snapshots[name]; !ok {
 		return fmt.Errorf("snapshot %q: %w", name, ErrNotFound)
 	}

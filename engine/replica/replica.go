@@ -35,6 +35,9 @@ type Replica struct {
 // ErrNotFound is returned for a snapshot the replica does not have.
 var ErrNotFound = errors.New("not found")
 
+// ErrClosed is returned by every operation on a closed replica.
+var ErrClosed = errors.New("replica is closed")
+
 // Create makes a new, empty replica of size bytes in dir.
 func Create(dir string, size int64) (*Replica, error) {
 	if size <= 0 || size%BlockSize != 0 {
@@ -195,6 +198,9 @@ func (r *Replica) Close() error {
 }
 
 func (r *Replica) checkRange(n int, off int64) error {
+	if r.chain == nil {
+		return ErrClosed
+	}
 	if off < 0 || off+int64(n) > r.meta.Size {
 		return fmt.Errorf("range %d+%d is outside the volume of %d bytes", off, n, r.meta.Size)
 	}
@@ -274,5 +280,8 @@ func (r *Replica) WriteAt(p []byte, off int64) (int, error) {
 func (r *Replica) Sync() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.chain == nil {
+		return ErrClosed
+	}
 	return r.chain[len(r.chain)-1].Sync()
 }

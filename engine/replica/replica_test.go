@@ -293,3 +293,23 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestAClosedReplicaRefusesEverything(t *testing.T) {
+	r, _ := newReplica(t)
+	r.Close()
+	checks := map[string]error{}
+	_, checks["read"] = r.ReadAt(make([]byte, 1), 0)
+	_, checks["write"] = r.WriteAt(make([]byte, 1), 0)
+	checks["sync"] = r.Sync()
+	checks["snapshot"] = r.CreateSnapshot("s", true, t0, nil)
+	_, checks["list"] = r.Snapshots()
+	checks["remove"] = r.MarkRemoved("s")
+	_, checks["purge"] = r.Purge()
+	checks["revert"] = r.Revert("s")
+	_, checks["view"] = r.OpenSnapshot("s")
+	for op, err := range checks {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s on a closed replica: %v", op, err)
+		}
+	}
+}

@@ -53,6 +53,9 @@ func (r *Replica) CreateSnapshot(name string, userCreated bool, created time.Tim
 func (r *Replica) createSnapshot(name string, userCreated bool, created time.Time, labels map[string]string, after step) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.chain == nil {
+		return ErrClosed
+	}
 	committed := false
 	defer func() {
 		// A failure before the commit leaves the old tree in force: drop
@@ -141,6 +144,9 @@ func (r *Replica) commit(next volumeMeta) error {
 func (r *Replica) Snapshots() ([]Snapshot, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.chain == nil {
+		return nil, ErrClosed
+	}
 	children := map[string][]string{}
 	for name, m := range r.meta.Snapshots {
 		children[m.Parent] = append(children[m.Parent], name)
@@ -187,6 +193,9 @@ func (r *Replica) layerSize(file string) (int64, error) {
 func (r *Replica) MarkRemoved(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.chain == nil {
+		return ErrClosed
+	}
 	m, ok := r.meta.Snapshots[name]
 	if !ok {
 		return fmt.Errorf("snapshot %q: %w", name, ErrNotFound)

@@ -19,6 +19,9 @@ type SnapshotView struct {
 func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.chain == nil {
+		return nil, ErrClosed
+	}
 	if _, ok := r.meta.Snapshots[name]; !ok {
 		return nil, fmt.Errorf("snapshot %q: %w", name, ErrNotFound)
 	}

@@ -1,0 +1,390 @@
+// Package controller is a volume's engine: it fans writes out to the
+// volume's replicas, reads from a healthy one, and takes, lists, deletes,
+// purges and reverts snapshots on all of them at once.
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+)
+
+// Mode is a replica's mode as the engine sees it.
+type Mode string
+
+const (
+	// ModeRW replicas take reads and writes.
+	ModeRW Mode = "RW"
+	// ModeERR replicas failed an I/O and are no longer used.
+	ModeERR Mode = "ERR"
+)
+
+var (
+	// ErrNotFound: the snapshot does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request breaks a rule (a name, volume-head).
+	ErrInvalid = errors.New("invalid")
+	// ErrPrecondition: the volume's state forbids the request.
+	ErrPrecondition = errors.New("not allowed now")
+	// ErrNoHealthyReplica: every replica has failed.
+	ErrNoHealthyReplica = errors.New("no healthy replica")
+)
+
+type member struct {
+	name string
+	r    *replica.Replica
+	mode Mode
+	err  string
+}
+
+// PurgeStatus is the state of the last purge.
+type PurgeStatus struct {
+	IsPurging bool
+	Progress  int
+	State     string
+	Error     string
+}
+
+// Engine is one volume's engine.
+type Engine struct {
+	name  string
+	clock clock.Clock
+	log   *logrus.Entry
+
+	// mu orders I/O against snapshot changes: I/O holds it shared, a
+	// snapshot, revert or purge holds it exclusively, so every replica
+	// freezes the same data.
+	mu       sync.RWMutex
+	replicas []*member
+	frontend bool
+
+	purgeMu sync.Mutex
+	purge   PurgeStatus
+	// changed is called after any change callers may want to observe.
+	changed func()
+}
+
+// New returns the engine of volume name over the given replicas.
+func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry) (*Engine, error) {
+	if len(replicas) == 0 {
+		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
+	}
+	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}}
+	names := make([]string, 0, len(replicas))
+	for n := range replicas {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var size int64 = -1
+	for _, n := range names {
+		r := replicas[n]
+		if size >= 0 && r.Size() != size {
+			return nil, fmt.Errorf("volume %s: replica %s has %d bytes, the others %d", name, n, r.Size(), size)
+		}
+		size = r.Size()
+		e.replicas = append(e.replicas, &member{name: n, r: r, mode: ModeRW})
+	}
+	return e, nil
+}
+
+// OnChange sets a function called after snapshots or replica modes change.
+func (e *Engine) OnChange(f func()) { e.changed = f }
+
+// Name is the volume name.
+func (e *Engine) Name() string { return e.name }
+
+// Size is the volume size.
+func (e *Engine) Size() int64 { return e.replicas[0].r.Size() }
+
+// SetFrontend records whether a frontend serves the volume; revert is
+// refused while one does.
+func (e *Engine) SetFrontend(on bool) {
+	e.mu.Lock()
+	e.frontend = on
+	e.mu.Unlock()
+}
+
+// ReplicaModes reports each replica's mode and last error.
+func (e *Engine) ReplicaModes() map[string]Mode {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := map[string]Mode{}
+	for _, m := range e.replicas {
+		out[m.name] = m.mode
+	}
+	return out
+}
+
+func (e *Engine) fail(m *member, err error) {
+	if m.mode == ModeERR {
+		return
+	}
+	m.mode, m.err = ModeERR, err.Error()
+	e.log.WithError(err).WithField("replica", m.name).Error("Replica failed; the volume carries on without it")
+	go e.changed()
+}
+
+// ReadAt reads from the first healthy replica, failing over to the next.
+func (e *Engine) ReadAt(p []byte, off int64) (int, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if off < 0 || off+int64(len(p)) > e.Size() {
+		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
+	}
+	for _, m := range e.replicas {
+		if m.mode != ModeRW {
+			continue
+		}
+		n, err := m.r.ReadAt(p, off)
+		if err == nil {
+			return n, nil
+		}
+		e.fail(m, err)
+	}
+	return 0, ErrNoHealthyReplica
+}
+
+// WriteAt writes to every healthy replica; a replica that fails is
+// dropped, and the write succeeds while one replica took it.
+func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if off < 0 || off+int64(len(p)) > e.Size() {
+		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
+	}
+	ok := 0
+	for _, m := range e.replicas {
+		if m.mode != ModeRW {
+			continue
+		}
+		if _, err := m.r.WriteAt(p, off); err != nil {
+			e.fail(m, err)
+			continue
+		}
+		ok++
+	}
+	if ok == 0 {
+		return 0, ErrNoHealthyReplica
+	}
+	return len(p), nil
+}
+
+// Sync makes every healthy replica's data durable.
+func (e *Engine) Sync() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	ok := 0
+	for _, m := range e.replicas {
+		if m.mode != ModeRW {
+			continue
+		}
+		if err := m.r.Sync(); err != nil {
+			e.fail(m, err)
+			continue
+		}
+		ok++
+	}
+	if ok == 0 {
+		return ErrNoHealthyReplica
+	}
+	return nil
+}
+
+func (e *Engine) healthy() []*member {
+	var out []*member
+	for _, m := range e.replicas {
+		if m.mode == ModeRW {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// CreateSnapshot takes a snapshot on every healthy replica at once, named
+// name (a fresh UUID when empty), and returns its name.
+func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, error) {
+	if name == "" {
+		name = uuid.NewString()
+	}
+	if name == replica.HeadName {
+		return "", fmt.Errorf("%w: %s is not a snapshot name", ErrInvalid, replica.HeadName)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	members := e.healthy()
+	if len(members) == 0 {
+		return "", ErrNoHealthyReplica
+	}
+	if list, err := members[0].r.Snapshots(); err == nil {
+		for _, s := range list {
+			if s.Name == name {
+				return "", fmt.Errorf("%w: snapshot %s already exists", ErrInvalid, name)
+			}
+		}
+	}
+	now := e.clock.Now()
+	done := 0
+	for _, m := range members {
+		if err := m.r.CreateSnapshot(name, true, now, labels); err != nil {
+			if done == 0 {
+				return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+			e.fail(m, err)
+			continue
+		}
+		done++
+	}
+	if done == 0 {
+		return "", ErrNoHealthyReplica
+	}
+	e.log.WithField("snapshot", name).Info("Created snapshot")
+	go e.changed()
+	return name, nil
+}
+
+// Snapshots lists the snapshots and the head, as the first healthy
+// replica has them.
+func (e *Engine) Snapshots() ([]replica.Snapshot, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	members := e.healthy()
+	if len(members) == 0 {
+		return nil, ErrNoHealthyReplica
+	}
+	return members[0].r.Snapshots()
+}
+
+// Snapshot returns one snapshot.
+func (e *Engine) Snapshot(name string) (replica.Snapshot, error) {
+	list, err := e.Snapshots()
+	if err != nil {
+		return replica.Snapshot{}, err
+	}
+	for _, s := range list {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return replica.Snapshot{}, fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+}
+
+// DeleteSnapshot marks a snapshot removed on every healthy replica; a
+// purge frees its data.
+func (e *Engine) DeleteSnapshot(name string) error {
+	if name == replica.HeadName {
+		return fmt.Errorf("%w: %s cannot be deleted", ErrInvalid, replica.HeadName)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	members := e.healthy()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	for i, m := range members {
+		if err := m.r.MarkRemoved(name); err != nil {
+			if errors.Is(err, replica.ErrNotFound) && i == 0 {
+				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+			}
+			e.fail(m, err)
+		}
+	}
+	e.log.WithField("snapshot", name).Info("Marked snapshot removed")
+	go e.changed()
+	return nil
+}
+
+// RevertSnapshot makes the volume read what snapshot name held. It is
+// refused while a frontend serves the volume.
+func (e *Engine) RevertSnapshot(name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.frontend {
+		return fmt.Errorf("%w: revert needs the volume detached or without a frontend", ErrPrecondition)
+	}
+	members := e.healthy()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	for i, m := range members {
+		if err := m.r.Revert(name); err != nil {
+			if errors.Is(err, replica.ErrNotFound) && i == 0 {
+				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+			}
+			e.fail(m, err)
+		}
+	}
+	e.log.WithField("snapshot", name).Info("Reverted to snapshot")
+	go e.changed()
+	return nil
+}
+
+// StartPurge purges removed snapshots on every healthy replica in the
+// background, unless a purge already runs; PurgeStatus follows it.
+func (e *Engine) StartPurge() {
+	e.purgeMu.Lock()
+	if e.purge.IsPurging {
+		e.purgeMu.Unlock()
+		return
+	}
+	e.purge = PurgeStatus{IsPurging: true, State: "in_progress"}
+	e.purgeMu.Unlock()
+	go e.changed()
+	go func() {
+		err := e.purgeAll()
+		e.purgeMu.Lock()
+		e.purge = PurgeStatus{Progress: 100, State: "complete"}
+		if err != nil {
+			e.purge = PurgeStatus{State: "error", Error: err.Error()}
+		}
+		e.purgeMu.Unlock()
+		e.changed()
+	}()
+}
+
+func (e *Engine) purgeAll() error {
+	start := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	members := e.healthy()
+	var purged []string
+	for i, m := range members {
+		p, err := m.r.Purge()
+		if err != nil {
+			e.fail(m, err)
+			continue
+		}
+		if i == 0 {
+			purged = p
+		}
+		e.purgeMu.Lock()
+		e.purge.Progress = (i + 1) * 100 / len(members)
+		e.purgeMu.Unlock()
+	}
+	e.log.WithFields(logrus.Fields{"purged": purged, "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
+	return nil
+}
+
+// PurgeStatus reports the last purge.
+func (e *Engine) PurgeStatus() PurgeStatus {
+	e.purgeMu.Lock()
+	defer e.purgeMu.Unlock()
+	return e.purge
+}
+
+// Close closes the replicas.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.replicas {
+		m.r.Close()
+	}
+	return nil
+}
