@@ -1,0 +1,166 @@
+// Package rpc serves the engines of a node over gRPC: the service the
+// manager's engineapi client calls.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+)
+
+// Server holds the engines this node runs, by volume name.
+type Server struct {
+	pb.UnimplementedEngineServer
+	mu      sync.RWMutex
+	engines map[string]*controller.Engine
+}
+
+// NewServer returns a server with no engines.
+func NewServer() *Server { return &Server{engines: map[string]*controller.Engine{}} }
+
+// Register makes an engine reachable under its volume's name.
+func (s *Server) Register(e *controller.Engine) {
+	s.mu.Lock()
+	s.engines[e.Name()] = e
+	s.mu.Unlock()
+}
+
+// Unregister removes a volume's engine.
+func (s *Server) Unregister(volume string) {
+	s.mu.Lock()
+	delete(s.engines, volume)
+	s.mu.Unlock()
+}
+
+// GRPCServer returns a gRPC server with the engine service on it.
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(opts...)
+	pb.RegisterEngineServer(g, s)
+	return g
+}
+
+func (s *Server) engine(volume string) (*controller.Engine, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.engines[volume]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q has no engine on this node", volume)
+	}
+	return e, nil
+}
+
+// grpcError turns an engine error into a status with the matching code.
+func grpcError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, controller.ErrNotFound), errors.Is(err, replica.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, controller.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, controller.ErrPrecondition):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, controller.ErrNoHealthyReplica):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func toPB(s replica.Snapshot) *pb.Snapshot {
+	return &pb.Snapshot{Name: s.Name, Parent: s.Parent, Children: s.Children, Removed: s.Removed,
+		UserCreated: s.UserCreated, Created: s.Created, Size: s.Size, Labels: s.Labels}
+}
+
+func (s *Server) VolumeGet(_ context.Context, req *pb.VolumeRequest) (*pb.Volume, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	modes := map[string]string{}
+	for name, m := range e.ReplicaModes() {
+		modes[name] = string(m)
+	}
+	return &pb.Volume{Name: e.Name(), Size: e.Size(), ReplicaModes: modes}, nil
+}
+
+func (s *Server) SnapshotCreate(_ context.Context, req *pb.SnapshotCreateRequest) (*pb.SnapshotCreateResponse, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	name, err := e.CreateSnapshot(req.Name, req.Labels)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.SnapshotCreateResponse{Name: name}, nil
+}
+
+func (s *Server) SnapshotList(_ context.Context, req *pb.VolumeRequest) (*pb.SnapshotListResponse, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	list, err := e.Snapshots()
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &pb.SnapshotListResponse{}
+	for _, snap := range list {
+		out.Snapshots = append(out.Snapshots, toPB(snap))
+	}
+	return out, nil
+}
+
+func (s *Server) SnapshotGet(_ context.Context, req *pb.SnapshotRequest) (*pb.Snapshot, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := e.Snapshot(req.Name)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return toPB(snap), nil
+}
+
+func (s *Server) SnapshotDelete(_ context.Context, req *pb.SnapshotRequest) (*pb.Empty, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Empty{}, grpcError(e.DeleteSnapshot(req.Name))
+}
+
+func (s *Server) SnapshotRevert(_ context.Context, req *pb.SnapshotRequest) (*pb.Empty, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Empty{}, grpcError(e.RevertSnapshot(req.Name))
+}
+
+func (s *Server) SnapshotPurge(_ context.Context, req *pb.VolumeRequest) (*pb.Empty, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	e.StartPurge()
+	return &pb.Empty{}, nil
+}
+
+func (s *Server) SnapshotPurgeStatus(_ context.Context, req *pb.VolumeRequest) (*pb.PurgeStatus, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	st := e.PurgeStatus()
+	return &pb.PurgeStatus{IsPurging: st.IsPurging, Progress: int32(st.Progress), State: st.State, Error: st.Error}, nil
+}

@@ -1,0 +1,49 @@
+// Package engineapi is how the manager talks to a volume's engine: the
+// EngineClient interface, in Longhorn's types, and its gRPC
+// implementation. Every call carries a deadline.
+package engineapi
+
+import (
+	"context"
+	"errors"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+var (
+	// ErrNotFound: the volume's engine or the snapshot does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request breaks a rule.
+	ErrInvalid = errors.New("invalid request")
+	// ErrPrecondition: the volume's state forbids the request now.
+	ErrPrecondition = errors.New("not allowed in the volume's state")
+	// ErrUnavailable: the engine cannot serve (no healthy replica, or
+	// not reachable).
+	ErrUnavailable = errors.New("engine unavailable")
+)
+
+// Volume is what an engine reports about its volume.
+type Volume struct {
+	Name         string
+	Size         int64
+	ReplicaModes map[string]longhorn.ReplicaMode
+}
+
+// EngineClient operates one volume's engine.
+type EngineClient interface {
+	VolumeGet(ctx context.Context) (*Volume, error)
+	// SnapshotCreate takes a snapshot named name (generated when empty)
+	// and returns its name.
+	SnapshotCreate(ctx context.Context, name string, labels map[string]string) (string, error)
+	// SnapshotList returns the snapshots and volume-head by name.
+	SnapshotList(ctx context.Context) (map[string]*longhorn.SnapshotInfo, error)
+	SnapshotGet(ctx context.Context, name string) (*longhorn.SnapshotInfo, error)
+	SnapshotDelete(ctx context.Context, name string) error
+	SnapshotRevert(ctx context.Context, name string) error
+	// SnapshotPurge starts a purge of removed snapshots.
+	SnapshotPurge(ctx context.Context) error
+	// SnapshotPurgeStatus reports the purge, by replica address as
+	// Longhorn's engine does; this engine reports one entry.
+	SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error)
+	Close() error
+}

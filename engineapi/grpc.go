@@ -1,0 +1,160 @@
+package engineapi
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// DefaultTimeout bounds every call that has no shorter deadline.
+const DefaultTimeout = 30 * time.Second
+
+// GRPCClient is an EngineClient over gRPC.
+type GRPCClient struct {
+	conn    *grpc.ClientConn
+	client  pb.EngineClient
+	volume  string
+	address string
+	timeout time.Duration
+}
+
+// NewGRPCClient returns a client of the engine of volume served at
+// address (host:port). Connections are made lazily.
+func NewGRPCClient(address, volume string, timeout time.Duration) (*GRPCClient, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("engine of volume %s at %s: %w", volume, address, err)
+	}
+	return &GRPCClient{conn: conn, client: pb.NewEngineClient(conn), volume: volume, address: address, timeout: timeout}, nil
+}
+
+// Close closes the connection.
+func (c *GRPCClient) Close() error { return c.conn.Close() }
+
+func (c *GRPCClient) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, c.timeout)
+}
+
+// wrap turns a gRPC status into an engineapi error that names the volume.
+func (c *GRPCClient) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	kind := ErrUnavailable
+	switch st.Code() {
+	case codes.NotFound:
+		kind = ErrNotFound
+	case codes.InvalidArgument:
+		kind = ErrInvalid
+	case codes.FailedPrecondition:
+		kind = ErrPrecondition
+	}
+	return fmt.Errorf("%s on the engine of volume %s at %s: %w: %s", op, c.volume, c.address, kind, st.Message())
+}
+
+func (c *GRPCClient) VolumeGet(ctx context.Context) (*Volume, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client.VolumeGet(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("volume get", err)
+	}
+	modes := map[string]longhorn.ReplicaMode{}
+	for name, m := range v.ReplicaModes {
+		modes[name] = longhorn.ReplicaMode(m)
+	}
+	return &Volume{Name: v.Name, Size: v.Size, ReplicaModes: modes}, nil
+}
+
+func (c *GRPCClient) SnapshotCreate(ctx context.Context, name string, labels map[string]string) (string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.client.SnapshotCreate(ctx, &pb.SnapshotCreateRequest{Volume: c.volume, Name: name, Labels: labels})
+	if err != nil {
+		return "", c.wrap("snapshot create", err)
+	}
+	return resp.Name, nil
+}
+
+func snapshotInfo(s *pb.Snapshot) *longhorn.SnapshotInfo {
+	children := map[string]bool{}
+	for _, c := range s.Children {
+		children[c] = true
+	}
+	return &longhorn.SnapshotInfo{
+		Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed, UserCreated: s.UserCreated,
+		Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels,
+	}
+}
+
+func (c *GRPCClient) SnapshotList(ctx context.Context) (map[string]*longhorn.SnapshotInfo, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.client.SnapshotList(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("snapshot list", err)
+	}
+	out := make(map[string]*longhorn.SnapshotInfo, len(resp.Snapshots))
+	for _, s := range resp.Snapshots {
+		out[s.Name] = snapshotInfo(s)
+	}
+	return out, nil
+}
+
+func (c *GRPCClient) SnapshotGet(ctx context.Context, name string) (*longhorn.SnapshotInfo, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	s, err := c.client.SnapshotGet(ctx, &pb.SnapshotRequest{Volume: c.volume, Name: name})
+	if err != nil {
+		return nil, c.wrap("snapshot get "+name, err)
+	}
+	return snapshotInfo(s), nil
+}
+
+func (c *GRPCClient) SnapshotDelete(ctx context.Context, name string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	_, err := c.client.SnapshotDelete(ctx, &pb.SnapshotRequest{Volume: c.volume, Name: name})
+	return c.wrap("snapshot delete "+name, err)
+}
+
+func (c *GRPCClient) SnapshotRevert(ctx context.Context, name string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	_, err := c.client.SnapshotRevert(ctx, &pb.SnapshotRequest{Volume: c.volume, Name: name})
+	return c.wrap("snapshot revert "+name, err)
+}
+
+func (c *GRPCClient) SnapshotPurge(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	_, err := c.client.SnapshotPurge(ctx, &pb.VolumeRequest{Volume: c.volume})
+	return c.wrap("snapshot purge", err)
+}
+
+func (c *GRPCClient) SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	st, err := c.client.SnapshotPurgeStatus(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("snapshot purge status", err)
+	}
+	return map[string]*longhorn.PurgeStatus{c.address: {
+		IsPurging: st.IsPurging, Progress: int(st.Progress), State: st.State, Error: st.Error,
+	}}, nil
+}
+
+var _ EngineClient = (*GRPCClient)(nil)

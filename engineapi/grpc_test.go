@@ -1,0 +1,151 @@
+package engineapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// serve runs the engine service on loopback with one volume of two
+// replicas and returns a client of it.
+func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
+	t.Helper()
+	replicas := map[string]*replica.Replica{}
+	for _, name := range []string{"r1", "r2"} {
+		r, err := replica.Create(filepath.Join(t.TempDir(), name), 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[name] = r
+	}
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	e, err := controller.New("vol", replicas, clock.RealClock{}, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer()
+	srv.Register(e)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := srv.GRPCServer()
+	go g.Serve(l)
+	c, err := NewGRPCClient(l.Addr().String(), "vol", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); g.Stop(); e.Close() })
+	return c, e
+}
+
+func TestSnapshotLifecycleOverGRPC(t *testing.T) {
+	c, e := serve(t)
+	ctx := context.Background()
+	v, err := c.VolumeGet(ctx)
+	if err != nil || v.Size != 4<<20 || v.ReplicaModes["r1"] != longhorn.ReplicaModeRW || len(v.ReplicaModes) != 2 {
+		t.Fatalf("volume %+v, %v", v, err)
+	}
+	e.WriteAt([]byte("first"), 0)
+	if name, err := c.SnapshotCreate(ctx, "s1", map[string]string{"RecurringJob": "hourly"}); err != nil || name != "s1" {
+		t.Fatalf("create: %q, %v", name, err)
+	}
+	e.WriteAt([]byte("second"), 0)
+	generated, err := c.SnapshotCreate(ctx, "", nil)
+	if err != nil || generated == "" {
+		t.Fatalf("create with a generated name: %q, %v", generated, err)
+	}
+	list, err := c.SnapshotList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 3 || list["s1"] == nil || list["volume-head"] == nil || list["volume-head"].Parent != generated ||
+		!list["s1"].Children[generated] || list["s1"].Labels["RecurringJob"] != "hourly" || !list["s1"].UserCreated {
+		t.Fatalf("list %+v", list)
+	}
+	if _, err := c.SnapshotCreate(ctx, "s1", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a duplicate name: %v", err)
+	}
+	if _, err := c.SnapshotGet(ctx, "nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "volume vol") {
+		t.Fatalf("get missing: %v", err)
+	}
+
+	e.SetFrontend(true)
+	if err := c.SnapshotRevert(ctx, "s1"); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("revert with a frontend: %v", err)
+	}
+	e.SetFrontend(false)
+	if err := c.SnapshotRevert(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	e.ReadAt(buf, 0)
+	if string(buf[:5]) != "first" {
+		t.Fatalf("after revert: %q", buf)
+	}
+
+	if err := c.SnapshotDelete(ctx, generated); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.SnapshotGet(ctx, generated); err != nil || !s.Removed {
+		t.Fatalf("deleted snapshot %+v, %v", s, err)
+	}
+	if err := c.SnapshotPurge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := c.SnapshotPurgeStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if !s.IsPurging && s.State == "complete" {
+				if _, err := c.SnapshotGet(ctx, generated); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("purged snapshot still listed: %v", err)
+				}
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("purge did not complete")
+}
+
+func TestUnknownVolumeAndUnreachableEngine(t *testing.T) {
+	c, _ := serve(t)
+	other, err := NewGRPCClient(c.address, "other", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.VolumeGet(context.Background()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a volume without an engine: %v", err)
+	}
+	// Nothing listens here: the call ends with a clear error, by its
+	// deadline at the latest.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	gone, err := NewGRPCClient(addr, "vol", 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	if _, err := gone.SnapshotList(context.Background()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("an unreachable engine: %v", err)
+	}
+}
