@@ -313,3 +313,36 @@ func TestAClosedReplicaRefusesEverything(t *testing.T) {
 		}
 	}
 }
+
+func TestChangedBlocks(t *testing.T) {
+	r, _ := newReplica(t)
+	write(t, r, 0, fill(1, 10*BlockSize))
+	must(t, r.CreateSnapshot("s1", true, t0, nil))
+	write(t, r, 100*BlockSize, fill(2, BlockSize))
+	must(t, r.CreateSnapshot("s2", true, t0.Add(time.Minute), nil))
+	changed, full, err := r.ChangedBlocks("s1", "s2")
+	must(t, err)
+	count := 0
+	for _, c := range changed {
+		if c {
+			count++
+		}
+	}
+	if full || count != 1 || !changed[100] {
+		t.Fatalf("since s1: full %v, %d changed", full, count)
+	}
+	changed, full, err = r.ChangedBlocks("", "s2")
+	must(t, err)
+	count = 0
+	for _, c := range changed {
+		if c {
+			count++
+		}
+	}
+	if !full || count != 11 {
+		t.Fatalf("from nothing: full %v, %d changed", full, count)
+	}
+	if _, _, err := r.ChangedBlocks("s1", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing snapshot: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package backupstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Driver stores objects by slash-separated key, and is safe for concurrent
+// use. The file driver is the one there is; an S3 driver fits the same
+// five calls.
+type Driver interface {
+	// Write stores data under key so that a reader sees all of it or none.
+	Write(key string, data []byte) error
+	Read(key string) ([]byte, error)
+	Exists(key string) (bool, error)
+	// List returns the keys directly under prefix (one level).
+	List(prefix string) ([]string, error)
+	Delete(key string) error
+}
+
+// ErrNotExist is returned for a key the store does not have.
+var ErrNotExist = fs.ErrNotExist
+
+// NewDriver returns the driver of a backup-target URL.
+func NewDriver(target string) (Driver, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("backup target %q: %v", target, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Path == "" || !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("backup target %q: file:// needs an absolute path", target)
+		}
+		return &FileDriver{Root: u.Path}, nil
+	case "":
+		return nil, errors.New("no backup target is set (the backup-target setting is empty)")
+	}
+	return nil, fmt.Errorf("backup target %q: the %s:// store is not supported yet; use file:///path", target, u.Scheme)
+}
+
+// FileDriver keeps objects as files under Root, as on an NFS share.
+type FileDriver struct {
+	Root string
+}
+
+func (d *FileDriver) path(key string) string {
+	return filepath.Join(d.Root, filepath.FromSlash(key))
+}
+
+// Write writes to a temporary file, syncs it and renames it into place.
+func (d *FileDriver) Write(key string, data []byte) error {
+	p := d.path(key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+func (d *FileDriver) Read(key string) ([]byte, error) { return os.ReadFile(d.path(key)) }
+
+func (d *FileDriver) Exists(key string) (bool, error) {
+	_, err := os.Stat(d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (d *FileDriver) List(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(d.path(prefix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, strings.TrimSuffix(prefix, "/")+"/"+e.Name())
+		}
+	}
+	return out, nil
+}
+
+func (d *FileDriver) Delete(key string) error {
+	err := os.Remove(d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
