@@ -137,9 +137,11 @@ func (s *Store) volumeLock(volume string) *sync.Mutex {
 	return l
 }
 
-func volumeKey(volume string) string       { return "backupstore/volumes/" + volume }
-func volumeCfgKey(volume string) string    { return volumeKey(volume) + "/volume.cfg" }
-func backupCfgKey(volume, b string) string { return volumeKey(volume) + "/backups/backup_" + b + ".cfg" }
+func volumeKey(volume string) string    { return "backupstore/volumes/" + volume }
+func volumeCfgKey(volume string) string { return volumeKey(volume) + "/volume.cfg" }
+func backupCfgKey(volume, b string) string {
+	return volumeKey(volume) + "/backups/backup_" + b + ".cfg"
+}
 func blockKey(volume, sum string) string {
 	return volumeKey(volume) + "/blocks/" + sum[:2] + "/" + sum[2:4] + "/" + sum + ".blk"
 }
