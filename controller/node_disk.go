@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
+
+	"github.com/cadence-storage/longhorn-manager/internal/atomicfile"
 )
 
 // diskConfigFile is the file on every disk that records the disk's
@@ -65,38 +67,10 @@ func ensureDiskConfig(path, name string) (*diskConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(path, diskConfigFile), data); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(path, diskConfigFile), data); err != nil {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
 }
 
 // probeDisk reads a disk's identity and the space of its filesystem. A

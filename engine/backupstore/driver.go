@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cadence-storage/longhorn-manager/internal/atomicfile"
 )
 
 // Driver stores objects by slash-separated key, and is safe for concurrent
@@ -53,29 +55,13 @@ func (d *FileDriver) path(key string) string {
 	return filepath.Join(d.Root, filepath.FromSlash(key))
 }
 
-// Write writes to a temporary file, syncs it and renames it into place.
+// Write replaces the file atomically.
 func (d *FileDriver) Write(key string, data []byte) error {
 	p := d.path(key)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return atomicfile.WriteFile(p, data)
 }
 
 func (d *FileDriver) Read(key string) ([]byte, error) { return os.ReadFile(d.path(key)) }
