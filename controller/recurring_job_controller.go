@@ -61,8 +61,16 @@ func NewRecurringJobController(logger *logrus.Entry, metrics *Metrics, ds *datas
 	// The CronJobs depend on the history-limit settings and validation on
 	// the max-retention one: a change re-enqueues every job at once.
 	settings.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { c.enqueueAll() },
-		UpdateFunc: func(_, _ interface{}) { c.enqueueAll() },
+		AddFunc: func(interface{}) { c.enqueueAll() },
+		UpdateFunc: func(old, cur interface{}) {
+			// Resyncs deliver unchanged objects: only a new value counts.
+			o, ok1 := old.(*longhorn.Setting)
+			n, ok2 := cur.(*longhorn.Setting)
+			if ok1 && ok2 && o.Value == n.Value {
+				return
+			}
+			c.enqueueAll()
+		},
 	})
 	return c
 }

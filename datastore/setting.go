@@ -40,7 +40,9 @@ func (ds *DataStore) GetSettingValue(name types.SettingName) (string, error) {
 		return "", err
 	}
 	if err := types.ValidateSetting(name, s.Value); err != nil {
-		logrus.WithField("setting", name).WithError(err).Warn("Using the default value in place of an invalid one")
+		// The setting controller reports the invalid value (status and a
+		// Warning event); here it is only noted, as reads are frequent.
+		logrus.WithField("setting", name).WithError(err).Debug("Using the default value in place of an invalid one")
 		return def.Default, nil
 	}
 	return s.Value, nil
