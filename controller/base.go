@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,16 +57,6 @@ func (c *baseController) enqueue(obj interface{}) {
 		return
 	}
 	c.queue.Add(key)
-}
-
-// enqueueAfter adds the object's key once the delay has passed.
-func (c *baseController) enqueueAfter(obj interface{}, delay time.Duration) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("%s: cannot get key of %#v: %w", c.name, obj, err))
-		return
-	}
-	c.queue.AddAfter(key, delay)
 }
 
 // eventHandler enqueues the object on every add, update and delete.

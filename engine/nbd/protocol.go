@@ -29,7 +29,6 @@ const (
 	repErrUnsup     = 1<<31 + 1
 	repErrInvalid   = 1<<31 + 3
 	repErrUnknown   = 1<<31 + 6
-	repErrTooBig    = 1<<31 + 9
 	infoExport      = 0
 	infoBlockSize   = 3
 	transHasFlags   = 1 << 0
@@ -45,12 +44,11 @@ const (
 
 	cmdFlagFUA = 1 << 0
 
-	errPerm     = 1
-	errIO       = 5
-	errInvalid  = 22
-	errNoSpace  = 28
-	errNotSup   = 95
-	errShutdown = 108
+	errPerm    = 1
+	errIO      = 5
+	errInvalid = 22
+	errNoSpace = 28
+	errNotSup  = 95
 
 	// maxRequest bounds one read or write.
 	maxRequest = 32 << 20
