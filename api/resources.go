@@ -44,6 +44,8 @@ type Volume struct {
 	State                longhorn.VolumeState                 `json:"state"`
 	Robustness           longhorn.VolumeRobustness            `json:"robustness"`
 	CurrentNodeID        string                               `json:"currentNodeID"`
+	FrontendDisabled     bool                                 `json:"frontendDisabled"`
+	Endpoint             string                               `json:"endpoint"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
 	Conditions           []longhorn.Condition                 `json:"conditions"`
 }
@@ -150,12 +152,20 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	}
 }
 
-// volumeActions are offered in every volume state.
-var volumeActions = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList"}
+// volumeActions are offered in every volume state; snapshotActions while
+// the volume is attached.
+var (
+	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach"}
+	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert"}
+)
 
-func toVolume(base string, v *longhorn.Volume) Volume {
+func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	r := resource(base, "volume", "volumes", v.Name)
-	for _, a := range volumeActions {
+	actions := volumeActions
+	if v.Status.State == longhorn.VolumeStateAttached {
+		actions = append(append([]string{}, volumeActions...), snapshotActions...)
+	}
+	for _, a := range actions {
 		r.Actions[a] = r.Links["self"] + "?action=" + a
 	}
 	selector := datastore.RecurringJobSelector(v.Labels)
@@ -166,6 +176,7 @@ func toVolume(base string, v *longhorn.Volume) Volume {
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
 		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, State: v.Status.State, Robustness: v.Status.Robustness,
 		CurrentNodeID: v.Status.CurrentNodeID, RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
+		FrontendDisabled: v.Status.FrontendDisabled, Endpoint: s.volumeEndpoint(v.Name),
 	}
 }
 

@@ -77,12 +77,22 @@ func schemas() []Schema {
 				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
 				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},
 				"currentNodeID":        {Type: "string"},
+				"frontendDisabled":     {Type: "boolean"},
+				"endpoint":             {Type: "string"},
 				"conditions":           {Type: "array[condition]"},
 			},
 			ResourceActions: map[string]Action{
 				"recurringJobAdd":    {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
 				"recurringJobDelete": {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
 				"recurringJobList":   {Output: "collection[volumeRecurringJob]"},
+				"attach":             {Input: "attachInput", Output: "volume"},
+				"detach":             {Output: "volume"},
+				"snapshotCreate":     {Input: "snapshotInput", Output: "snapshot"},
+				"snapshotList":       {Output: "collection[snapshot]"},
+				"snapshotGet":        {Input: "snapshotInput", Output: "snapshot"},
+				"snapshotDelete":     {Input: "snapshotInput", Output: "volume"},
+				"snapshotPurge":      {Output: "volume"},
+				"snapshotRevert":     {Input: "snapshotInput", Output: "volume"},
 			},
 		},
 		{
@@ -90,6 +100,28 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name":    {Type: "string", Required: true, Create: true},
 				"isGroup": {Type: "boolean", Create: true, Default: false},
+			},
+		},
+		{
+			ID: "attachInput",
+			ResourceFields: map[string]Field{
+				"hostId":          {Type: "string", Required: true, Create: true},
+				"disableFrontend": {Type: "boolean", Create: true, Default: false},
+			},
+		},
+		{
+			ID: "snapshotInput",
+			ResourceFields: map[string]Field{
+				"name":   {Type: "string", Create: true},
+				"labels": {Type: "map[string]", Create: true, Nullable: true},
+			},
+		},
+		{
+			ID: "snapshot",
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "parent": {Type: "string"}, "children": {Type: "map[boolean]"},
+				"removed": {Type: "boolean"}, "usercreated": {Type: "boolean"}, "created": {Type: "string"},
+				"size": {Type: "string"}, "labels": {Type: "map[string]"},
 			},
 		},
 		{

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,7 +30,7 @@ func (s *Server) volumeCollection(base string, volumes []*longhorn.Volume) Colle
 	sort.Slice(volumes, func(i, j int) bool { return volumes[i].Name < volumes[j].Name })
 	data := make([]Volume, 0, len(volumes))
 	for _, v := range volumes {
-		data = append(data, toVolume(base, v))
+		data = append(data, s.toVolume(base, v))
 	}
 	return collection(base, "volume", "volumes", data)
 }
@@ -43,7 +44,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toVolume(baseURL(r), v))
+	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
 	return nil
 }
 
@@ -98,7 +99,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toVolume(baseURL(r), v))
+	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
 	return nil
 }
 
@@ -140,10 +141,16 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		} else {
 			list, err = s.vm.DeleteVolumeRecurringJob(r.Context(), name, item)
 		}
+	case "attach":
+		return s.attachVolume(w, r, name)
+	case "detach":
+		return s.detachVolume(w, r, name)
+	case "snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert":
+		return s.snapshotAction(w, r, name, action)
 	case "":
-		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=recurringJobAdd, recurringJobDelete or recurringJobList"}
+		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(append(volumeActions, snapshotActions...), ", ")}
 	default:
-		return badRequest("action: %q is not a volume action; use recurringJobAdd, recurringJobDelete or recurringJobList", action)
+		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(append(volumeActions, snapshotActions...), ", "))
 	}
 	if err != nil {
 		return err

@@ -25,6 +25,8 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/controller"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
@@ -41,6 +43,9 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// EngineAddress is where this node's engine service listens, host:port;
+	// the host also serves the volumes' NBD frontends.
+	EngineAddress string
 	// Workers is the number of workers per controller.
 	Workers int
 	// ResyncPeriod is the informers' resync period.
@@ -69,6 +74,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
+	}
+	if o.EngineAddress == "" {
+		o.EngineAddress = "127.0.0.1:0"
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second
@@ -149,7 +157,20 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	nodeController := controller.NewNodeController(log, metrics, ds, inf, o.NodeName, o.Clock)
 	settingController := controller.NewSettingController(log, metrics, ds, inf, recorder)
 	recurringJobController := controller.NewRecurringJobController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
-	volumeController := controller.NewVolumeController(log, metrics, ds, inf, o.NodeName)
+	engineListener, err := net.Listen("tcp", o.EngineAddress)
+	if err != nil {
+		return fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
+	}
+	engineServer := rpc.NewServer()
+	grpcServer := engineServer.GRPCServer()
+	go func() { _ = grpcServer.Serve(engineListener) }()
+	defer grpcServer.Stop()
+	engineHost, _, _ := net.SplitHostPort(engineListener.Addr().String())
+	var volumeController *controller.VolumeController
+	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
+		func(volume string) { volumeController.EnqueueVolume(volume) })
+	defer instances.StopAll()
+	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String())
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
 		return err

@@ -26,6 +26,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "node-name", Value: hostname, Usage: "this node's name", EnvVar: "NODE_NAME"},
 			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
+			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service; the host also serves the volumes' NBD frontends (the DaemonSet uses the pod IP)"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
@@ -45,11 +46,12 @@ func DaemonCmd() cli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return RunDaemon(ctx, cfg, DaemonOptions{
-				Namespace:  c.String("namespace"),
-				NodeName:   c.String("node-name"),
-				DataDir:    c.String("data-dir"),
-				APIAddress: c.String("api-address"),
-				Workers:    c.Int("workers"),
+				Namespace:     c.String("namespace"),
+				NodeName:      c.String("node-name"),
+				DataDir:       c.String("data-dir"),
+				APIAddress:    c.String("api-address"),
+				EngineAddress: c.String("engine-address"),
+				Workers:       c.Int("workers"),
 				CronJob: controller.CronJobConfig{
 					ManagerImage:   c.String("manager-image"),
 					ServiceAccount: c.String("service-account"),

@@ -3,30 +3,49 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// VolumeController reconciles Volumes. So far it keeps the recurring-job
-// labels right: a volume that selects no job and no group is in the
-// default group, and leaves it once it selects anything else.
+// VolumeController reconciles Volumes: the recurring-job label rule (a
+// volume that selects no job and no group is in the default group), the
+// volume's Replica and Engine objects, and its attachment: the engine runs
+// on the node in spec.nodeID, serving the volume's data there.
 type VolumeController struct {
 	*baseController
 	ds        *datastore.DataStore
 	ownership ownership
+	instances *instance.Manager
+	// engineAddress is host:port of this node's engine gRPC service.
+	engineAddress string
 }
 
 // NewVolumeController wires the controller to the Volume informer.
-func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string) *VolumeController {
+// instances runs this node's engines; a change there re-enqueues the
+// volume, so its status follows the engine.
+func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+	instances *instance.Manager, engineAddress string) *VolumeController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}}
-	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync, informer.HasSynced)
+	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress}
+	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync,
+		informer.HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().HasSynced)
 	informer.AddEventHandler(c.eventHandler())
 	return c
+}
+
+// EnqueueVolume asks for a sync of the volume; the engine runtime calls it
+// when an engine's snapshots or replicas change.
+func (c *VolumeController) EnqueueVolume(volume string) {
+	c.queue.Add(c.ds.Namespace() + "/" + volume)
 }
 
 func (c *VolumeController) sync(ctx context.Context, key string) error {
@@ -36,13 +55,16 @@ func (c *VolumeController) sync(ctx context.Context, key string) error {
 	}
 	v, err := c.ds.GetVolumeRO(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return c.instances.Stop(name)
 	}
 	if err != nil {
 		return err
 	}
 	// The node a volume is attached to owns it.
 	if !c.ownership.responsible(v.Status.OwnerID, v.Spec.NodeID) {
+		if _, running := c.instances.Get(name); running {
+			return c.instances.Stop(name)
+		}
 		return nil
 	}
 	if v.Status.OwnerID != c.ownership.nodeID {
@@ -55,14 +77,14 @@ func (c *VolumeController) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if v.DeletionTimestamp != nil {
+		return c.cleanup(ctx, v)
+	}
+	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
+		_, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false })
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
+		}
 		return nil
 	}
-	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); !changed {
-		return nil
-	}
-	if _, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false }); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("fix recurring-job labels of volume %s: %w", name, err)
-	}
-	c.logger.WithField("volume", name).Debug("Applied the default recurring-job group rule")
-	return nil
+	return c.syncAttachment(ctx, v)
 }

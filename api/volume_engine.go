@@ -1,0 +1,222 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// AttachInput is the body of the attach action.
+type AttachInput struct {
+	HostID          string `json:"hostId"`
+	DisableFrontend bool   `json:"disableFrontend"`
+}
+
+// SnapshotInput names a snapshot, and labels one being created.
+type SnapshotInput struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+}
+
+// Snapshot is the API view of one snapshot of a volume.
+type Snapshot struct {
+	Resource
+	Name        string            `json:"name"`
+	Parent      string            `json:"parent"`
+	Children    map[string]bool   `json:"children"`
+	Removed     bool              `json:"removed"`
+	UserCreated bool              `json:"usercreated"`
+	Created     string            `json:"created"`
+	Size        string            `json:"size"`
+	Labels      map[string]string `json:"labels"`
+}
+
+func toSnapshot(s *longhorn.SnapshotInfo) Snapshot {
+	return Snapshot{
+		Resource: Resource{ID: s.Name, Type: "snapshot", Links: map[string]string{}, Actions: map[string]string{}},
+		Name:     s.Name, Parent: s.Parent, Children: s.Children, Removed: s.Removed, UserCreated: s.UserCreated,
+		Created: s.Created, Size: s.Size, Labels: s.Labels,
+	}
+}
+
+// setVolumeNode writes the node a volume should be attached to ("" to
+// detach), retrying conflicts on the newest version.
+func (s *Server) setVolumeNode(ctx context.Context, name, node string, disableFrontend bool) (*longhorn.Volume, error) {
+	var result *longhorn.Volume
+	err := datastore.RetryOnConflict(func() error {
+		v, err := s.ds.GetVolumeFresh(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return notFound("volume %q not found", name)
+		}
+		if err != nil {
+			return err
+		}
+		if v.Spec.NodeID != "" && node != "" && v.Spec.NodeID != node {
+			return &httpError{http.StatusConflict, "Conflict", "volume " + name + " is attached to " + v.Spec.NodeID + "; detach it first"}
+		}
+		if v.Spec.NodeID == node && v.Spec.DisableFrontend == disableFrontend {
+			result = v
+			return nil
+		}
+		v.Spec.NodeID, v.Spec.DisableFrontend = node, disableFrontend
+		result, err = s.ds.UpdateVolume(ctx, v)
+		return err
+	})
+	return result, err
+}
+
+func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, name string) error {
+	var in AttachInput
+	if err := decodeBody(w, r, &in); err != nil {
+		return err
+	}
+	if in.HostID == "" {
+		return badRequest("hostId: required, the node to attach the volume to")
+	}
+	if _, err := s.ds.GetNodeRO(in.HostID); apierrors.IsNotFound(err) {
+		return badRequest("hostId: node %q is not a Longhorn node", in.HostID)
+	}
+	v, err := s.setVolumeNode(r.Context(), name, in.HostID, in.DisableFrontend)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
+	return nil
+}
+
+func (s *Server) detachVolume(w http.ResponseWriter, r *http.Request, name string) error {
+	v, err := s.setVolumeNode(r.Context(), name, "", false)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
+	return nil
+}
+
+// engineClient returns a client of the engine of an attached volume.
+func (s *Server) engineClient(name string) (engineapi.EngineClient, error) {
+	v, err := s.ds.GetVolumeRO(name)
+	if apierrors.IsNotFound(err) {
+		return nil, notFound("volume %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.ds.GetEngineRO(datastore.EngineName(name))
+	if err != nil || v.Status.State != longhorn.VolumeStateAttached || e.Status.CurrentState != longhorn.InstanceStateRunning || e.Status.Port == 0 {
+		return nil, &httpError{http.StatusBadRequest, "InvalidState", "volume " + name + " must be attached for snapshot actions"}
+	}
+	return engineapi.NewGRPCClient(net.JoinHostPort(e.Status.IP, strconv.Itoa(e.Status.Port)), name, 0)
+}
+
+// engineError maps an engine error to the API's status codes.
+func engineError(err error) error {
+	var he *httpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &he):
+		return err
+	case errors.Is(err, engineapi.ErrNotFound):
+		return &httpError{http.StatusNotFound, "NotFound", err.Error()}
+	case errors.Is(err, engineapi.ErrInvalid), errors.Is(err, engineapi.ErrPrecondition):
+		return badRequest("%v", err)
+	}
+	return err
+}
+
+// snapshotAction runs snapshotCreate, snapshotList, snapshotGet,
+// snapshotDelete, snapshotPurge and snapshotRevert on an attached volume.
+func (s *Server) snapshotAction(w http.ResponseWriter, r *http.Request, name, action string) error {
+	var in SnapshotInput
+	if action != "snapshotList" && action != "snapshotPurge" {
+		if err := decodeBody(w, r, &in); err != nil {
+			return err
+		}
+		if in.Name == "" && action != "snapshotCreate" {
+			return badRequest("name: required, the snapshot's name")
+		}
+	}
+	client, err := s.engineClient(name)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ctx := r.Context()
+	switch action {
+	case "snapshotCreate":
+		created, err := client.SnapshotCreate(ctx, in.Name, in.Labels)
+		if err != nil {
+			return engineError(err)
+		}
+		snap, err := client.SnapshotGet(ctx, created)
+		if err != nil {
+			return engineError(err)
+		}
+		writeJSON(w, http.StatusOK, toSnapshot(snap))
+	case "snapshotGet":
+		snap, err := client.SnapshotGet(ctx, in.Name)
+		if err != nil {
+			return engineError(err)
+		}
+		writeJSON(w, http.StatusOK, toSnapshot(snap))
+	case "snapshotList":
+		list, err := client.SnapshotList(ctx)
+		if err != nil {
+			return engineError(err)
+		}
+		data := make([]Snapshot, 0, len(list))
+		for _, snap := range list {
+			data = append(data, toSnapshot(snap))
+		}
+		// Oldest first, volume-head (which has no creation time) last.
+		sort.Slice(data, func(i, j int) bool {
+			if (data[i].Name == longhornHead) != (data[j].Name == longhornHead) {
+				return data[j].Name == longhornHead
+			}
+			if data[i].Created != data[j].Created {
+				return data[i].Created < data[j].Created
+			}
+			return data[i].Name < data[j].Name
+		})
+		writeJSON(w, http.StatusOK, collection(baseURL(r), "snapshot", "volumes/"+name, data))
+	case "snapshotDelete", "snapshotRevert", "snapshotPurge":
+		switch action {
+		case "snapshotDelete":
+			err = client.SnapshotDelete(ctx, in.Name)
+		case "snapshotRevert":
+			err = client.SnapshotRevert(ctx, in.Name)
+		default:
+			err = client.SnapshotPurge(ctx)
+		}
+		if err != nil {
+			return engineError(err)
+		}
+		v, err := s.ds.GetVolumeRO(name)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
+	}
+	return nil
+}
+
+const longhornHead = "volume-head"
+
+// volumeEndpoint is the frontend URI of an attached volume.
+func (s *Server) volumeEndpoint(name string) string {
+	e, err := s.ds.GetEngineRO(datastore.EngineName(name))
+	if err != nil {
+		return ""
+	}
+	return e.Status.Endpoint
+}

@@ -1,0 +1,276 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+func ownedBy(v *longhorn.Volume) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{
+		APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Volume", Name: v.Name, UID: v.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+}
+
+// replicaDir is where a replica keeps its data on its disk.
+func replicaDir(r *longhorn.Replica) string {
+	return filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName)
+}
+
+// ensureObjects creates the volume's Replicas (on a ready disk of this
+// node) and its Engine, named <volume>-r-<n> and <volume>-e-0.
+func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume) ([]*longhorn.Replica, *longhorn.Engine, error) {
+	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(replicas) < v.Spec.NumberOfReplicas {
+		diskUUID, diskPath, err := c.readyDisk()
+		if err != nil {
+			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		have := map[string]bool{}
+		for _, r := range replicas {
+			have[r.Name] = true
+		}
+		for i := 0; len(replicas) < v.Spec.NumberOfReplicas; i++ {
+			name := fmt.Sprintf("%s-r-%d", v.Name, i)
+			if have[name] {
+				continue
+			}
+			r := &longhorn.Replica{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: ownedBy(v)},
+				Spec: longhorn.ReplicaSpec{
+					InstanceSpec: longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: c.ownership.nodeID, DataEngine: longhorn.DataEngineTypeV1},
+					DiskID:       diskUUID, DiskPath: diskPath, DataDirectoryName: fmt.Sprintf("%s-%s", v.Name, string(v.UID)[:8]+"-"+strconv.Itoa(i)),
+					Active: true,
+				},
+			}
+			created, err := c.ds.CreateReplica(ctx, r)
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return nil, nil, fmt.Errorf("create replica %s: %w", name, err)
+			}
+			if err == nil {
+				replicas = append(replicas, created)
+				c.logger.WithFields(logrus.Fields{"volume": v.Name, "replica": name, "disk": diskPath}).Info("Created replica")
+			}
+		}
+	}
+	sort.Slice(replicas, func(i, j int) bool { return replicas[i].Name < replicas[j].Name })
+
+	addresses := map[string]string{}
+	for _, r := range replicas {
+		addresses[r.Name] = replicaDir(r)
+	}
+	name := datastore.EngineName(v.Name)
+	e, err := c.ds.GetEngineRO(name)
+	if apierrors.IsNotFound(err) {
+		e, err = c.ds.CreateEngine(ctx, &longhorn.Engine{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: ownedBy(v)},
+			Spec: longhorn.EngineSpec{
+				InstanceSpec:      longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, DataEngine: longhorn.DataEngineTypeV1},
+				Frontend:          v.Spec.Frontend,
+				ReplicaAddressMap: addresses,
+			},
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, nil, fmt.Errorf("create engine %s: %w", name, err)
+		}
+		return replicas, e, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	desired := e.DeepCopy()
+	desired.Spec.NodeID = v.Spec.NodeID
+	desired.Spec.ReplicaAddressMap = addresses
+	desired.Spec.DisableFrontend = v.Spec.DisableFrontend
+	desired.Spec.DesireState = longhorn.InstanceStateStopped
+	if v.Spec.NodeID != "" {
+		desired.Spec.DesireState = longhorn.InstanceStateRunning
+	}
+	if !equality.Semantic.DeepEqual(desired.Spec, e.Spec) {
+		if e, err = c.ds.UpdateEngine(ctx, desired); err != nil {
+			return nil, nil, err
+		}
+	}
+	return replicas, e, nil
+}
+
+// readyDisk picks the first ready disk of this node, by name.
+func (c *VolumeController) readyDisk() (uuid, path string, err error) {
+	node, err := c.ds.GetNodeRO(c.ownership.nodeID)
+	if err != nil {
+		return "", "", fmt.Errorf("node %s: %w", c.ownership.nodeID, err)
+	}
+	names := make([]string, 0, len(node.Spec.Disks))
+	for n := range node.Spec.Disks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		st := node.Status.DiskStatus[n]
+		if st != nil && st.DiskUUID != "" && getCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue {
+			return st.DiskUUID, node.Spec.Disks[n].Path, nil
+		}
+	}
+	return "", "", fmt.Errorf("node %s has no ready disk for replicas", c.ownership.nodeID)
+}
+
+// syncAttachment starts the engine where the volume is attached, stops it
+// when it is detached, and mirrors the engine into the Engine's and the
+// Volume's status.
+func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volume) error {
+	replicas, e, err := c.ensureObjects(ctx, v)
+	if err != nil {
+		return err
+	}
+	status := e.Status.DeepCopy()
+	vstatus := v.Status.DeepCopy()
+	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 {
+		dirs := make([]instance.ReplicaDir, 0, len(replicas))
+		for _, r := range replicas {
+			dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r)})
+		}
+		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
+		if err != nil {
+			status.CurrentState = longhorn.InstanceStateError
+			c.writeStatus(ctx, e, status)
+			return err
+		}
+		host, port, _ := net.SplitHostPort(c.engineAddress)
+		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.nodeID
+		status.IP, status.StorageIP = host, host
+		status.Port, _ = strconv.Atoi(port)
+		status.Endpoint = run.Endpoint
+		status.CurrentSize = v.Spec.Size
+		c.mirrorEngine(run.Engine, status)
+		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.nodeID, v.Spec.DisableFrontend
+		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
+	} else {
+		if err := c.instances.Stop(v.Name); err != nil {
+			c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+		}
+		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
+		status.ReplicaModeMap, status.PurgeStatus = nil, nil
+		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
+	}
+	if err := c.writeStatus(ctx, e, status); err != nil {
+		return err
+	}
+	if !equality.Semantic.DeepEqual(vstatus, &v.Status) {
+		updated := v.DeepCopy()
+		updated.Status = *vstatus
+		if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
+			return err
+		}
+		if vstatus.State != v.Status.State {
+			c.logger.WithFields(logrus.Fields{"volume": v.Name, "state": vstatus.State, "node": vstatus.CurrentNodeID}).Info("Volume state changed")
+		}
+	}
+	return nil
+}
+
+// mirrorEngine copies the running engine's replicas, snapshots and purge
+// into the Engine status. The snapshot list keeps the entries of a failed
+// read out, with the error, rather than dropping them.
+func (c *VolumeController) mirrorEngine(e *enginecontroller.Engine, status *longhorn.EngineStatus) {
+	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
+	for name, mode := range e.ReplicaModes() {
+		status.ReplicaModeMap[name] = longhorn.ReplicaMode(mode)
+	}
+	list, err := e.Snapshots()
+	if err != nil {
+		status.SnapshotsError = err.Error()
+	} else {
+		status.SnapshotsError = ""
+		status.Snapshots = map[string]*longhorn.SnapshotInfo{}
+		for _, s := range list {
+			children := map[string]bool{}
+			for _, child := range s.Children {
+				children[child] = true
+			}
+			status.Snapshots[s.Name] = &longhorn.SnapshotInfo{Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed,
+				UserCreated: s.UserCreated, Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels}
+		}
+	}
+	p := e.PurgeStatus()
+	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}
+}
+
+func robustness(modes map[string]longhorn.ReplicaMode, want int) longhorn.VolumeRobustness {
+	healthy := 0
+	for _, m := range modes {
+		if m == longhorn.ReplicaModeRW {
+			healthy++
+		}
+	}
+	switch {
+	case healthy == 0:
+		return longhorn.VolumeRobustnessFaulted
+	case healthy < want:
+		return longhorn.VolumeRobustnessDegraded
+	}
+	return longhorn.VolumeRobustnessHealthy
+}
+
+func (c *VolumeController) writeStatus(ctx context.Context, e *longhorn.Engine, status *longhorn.EngineStatus) error {
+	if equality.Semantic.DeepEqual(status, &e.Status) {
+		return nil
+	}
+	updated := e.DeepCopy()
+	updated.Status = *status
+	if _, err := c.ds.UpdateEngineStatus(ctx, updated); err != nil {
+		return fmt.Errorf("update status of engine %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// cleanup runs while the volume is being deleted: the engine stops, the
+// replicas' data on this node's disks goes, then the finalizer. The Engine
+// and Replica objects follow through their owner references.
+func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) error {
+	if !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
+		return nil
+	}
+	if err := c.instances.Stop(v.Name); err != nil {
+		c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+	}
+	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if r.Spec.NodeID != c.ownership.nodeID || r.Spec.DataDirectoryName == "" {
+			continue
+		}
+		if err := os.RemoveAll(replicaDir(r)); err != nil {
+			return fmt.Errorf("volume %s: remove the data of replica %s: %w", v.Name, r.Name, err)
+		}
+	}
+	updated := v.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	if _, err := c.ds.UpdateVolume(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	c.logger.WithFields(logrus.Fields{"volume": v.Name, "replicas": len(replicas)}).Info("Deleted the volume's data")
+	return nil
+}

@@ -1,0 +1,49 @@
+package datastore
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// EngineName is the name of a volume's engine.
+func EngineName(volume string) string { return volume + "-e-0" }
+
+// GetEngineRO returns the cached Engine; the caller must not modify it.
+func (ds *DataStore) GetEngineRO(name string) (*longhorn.Engine, error) {
+	return ds.engineLister.Engines(ds.namespace).Get(name)
+}
+
+// CreateEngine creates an Engine.
+func (ds *DataStore) CreateEngine(ctx context.Context, e *longhorn.Engine) (*longhorn.Engine, error) {
+	return ds.lhClient.LonghornV1beta2().Engines(ds.namespace).Create(ctx, e, metav1.CreateOptions{})
+}
+
+// UpdateEngine writes an Engine's spec and metadata.
+func (ds *DataStore) UpdateEngine(ctx context.Context, e *longhorn.Engine) (*longhorn.Engine, error) {
+	return ds.lhClient.LonghornV1beta2().Engines(ds.namespace).Update(ctx, e, metav1.UpdateOptions{})
+}
+
+// UpdateEngineStatus writes an Engine's status.
+func (ds *DataStore) UpdateEngineStatus(ctx context.Context, e *longhorn.Engine) (*longhorn.Engine, error) {
+	return ds.lhClient.LonghornV1beta2().Engines(ds.namespace).UpdateStatus(ctx, e, metav1.UpdateOptions{})
+}
+
+// ListVolumeReplicasRO returns the cached Replicas of a volume.
+func (ds *DataStore) ListVolumeReplicasRO(volume string) ([]*longhorn.Replica, error) {
+	return ds.replicaLister.Replicas(ds.namespace).List(labels.SelectorFromSet(labels.Set{types.LabelVolume: volume}))
+}
+
+// CreateReplica creates a Replica.
+func (ds *DataStore) CreateReplica(ctx context.Context, r *longhorn.Replica) (*longhorn.Replica, error) {
+	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).Create(ctx, r, metav1.CreateOptions{})
+}
+
+// UpdateReplicaStatus writes a Replica's status.
+func (ds *DataStore) UpdateReplicaStatus(ctx context.Context, r *longhorn.Replica) (*longhorn.Replica, error) {
+	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+}

@@ -1,0 +1,157 @@
+// Package instance runs the engines of the volumes attached to this node:
+// it opens their replicas, serves each engine over gRPC and, unless the
+// frontend is disabled, its data over NBD on the node's address.
+package instance
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/nbd"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+)
+
+// ReplicaDir names a replica and the folder that holds its data.
+type ReplicaDir struct {
+	Name string
+	Dir  string
+}
+
+// Running describes a started engine.
+type Running struct {
+	Engine *controller.Engine
+	// Endpoint is the NBD URI of the frontend; empty without one.
+	Endpoint string
+}
+
+type running struct {
+	Running
+	nbd *nbd.Server
+}
+
+// Manager starts and stops engines on this node.
+type Manager struct {
+	mu        sync.Mutex
+	rpc       *rpc.Server
+	frontends string
+	clock     clock.Clock
+	log       *logrus.Entry
+	engines   map[string]*running
+	onChange  func(volume string)
+}
+
+// NewManager returns a manager whose engines the rpc server serves and
+// whose frontends listen on host (127.0.0.1 or the node's address).
+// onChange is called when an engine's snapshots or replicas change.
+func NewManager(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string)) *Manager {
+	return &Manager{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange}
+}
+
+// Get returns the running engine of a volume.
+func (m *Manager) Get(volume string) (Running, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.engines[volume]
+	if !ok {
+		return Running{}, false
+	}
+	return r.Running, true
+}
+
+// Start opens (or creates) the volume's replicas, starts its engine and,
+// with frontend set, serves it over NBD. Starting a running engine
+// returns it as it is.
+func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.engines[volume]; ok {
+		return r.Running, nil
+	}
+	opened := map[string]*replica.Replica{}
+	closeAll := func() {
+		for _, r := range opened {
+			r.Close()
+		}
+	}
+	for _, rd := range replicas {
+		r, err := openOrCreate(rd.Dir, size)
+		if err != nil {
+			closeAll()
+			return Running{}, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
+		}
+		opened[rd.Name] = r
+	}
+	e, err := controller.New(volume, opened, m.clock, m.log)
+	if err != nil {
+		closeAll()
+		return Running{}, err
+	}
+	e.OnChange(func() { m.onChange(volume) })
+	run := &running{Running: Running{Engine: e}}
+	if frontend {
+		l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))
+		if err != nil {
+			e.Close()
+			return Running{}, fmt.Errorf("volume %s: frontend listener: %w", volume, err)
+		}
+		run.nbd = nbd.NewServer(volume, e, m.log)
+		go run.nbd.Serve(l)
+		run.Endpoint = "nbd://" + l.Addr().String() + "/" + volume
+		e.SetFrontend(true)
+	}
+	m.rpc.Register(e)
+	m.engines[volume] = run
+	m.log.WithFields(logrus.Fields{"volume": volume, "replicas": len(replicas), "endpoint": run.Endpoint}).Info("Started engine")
+	return run.Running, nil
+}
+
+// Stop ends the volume's frontend and engine and closes its replicas.
+func (m *Manager) Stop(volume string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.engines[volume]
+	if !ok {
+		return nil
+	}
+	delete(m.engines, volume)
+	m.rpc.Unregister(volume)
+	if r.nbd != nil {
+		r.nbd.Close()
+	}
+	err := r.Engine.Sync()
+	r.Engine.Close()
+	m.log.WithField("volume", volume).Info("Stopped engine")
+	if errors.Is(err, controller.ErrNoHealthyReplica) {
+		return nil
+	}
+	return err
+}
+
+// StopAll stops every engine, as the daemon does when it stops.
+func (m *Manager) StopAll() {
+	m.mu.Lock()
+	volumes := make([]string, 0, len(m.engines))
+	for v := range m.engines {
+		volumes = append(volumes, v)
+	}
+	m.mu.Unlock()
+	for _, v := range volumes {
+		_ = m.Stop(v)
+	}
+}
+
+func openOrCreate(dir string, size int64) (*replica.Replica, error) {
+	if _, err := os.Stat(filepath.Join(dir, "volume.meta")); err == nil {
+		return replica.Open(dir)
+	}
+	return replica.Create(dir, size)
+}
