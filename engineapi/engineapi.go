@@ -45,5 +45,12 @@ type EngineClient interface {
 	// SnapshotPurgeStatus reports the purge, by replica address as
 	// Longhorn's engine does; this engine reports one entry.
 	SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error)
+	// SnapshotBackup starts a backup of snapshot to the backup target as
+	// backup name (generated when empty) and returns its name.
+	SnapshotBackup(ctx context.Context, name, snapshot, target string, labels map[string]string) (string, error)
+	// BackupStatus reports the backups the engine ran, by backup name.
+	BackupStatus(ctx context.Context) (map[string]*longhorn.EngineBackupStatus, error)
+	// BackupRestore writes the backup at backupURL into the volume.
+	BackupRestore(ctx context.Context, backupURL string) error
 	Close() error
 }

@@ -157,4 +157,38 @@ func (c *GRPCClient) SnapshotPurgeStatus(ctx context.Context) (map[string]*longh
 	}}, nil
 }
 
+func (c *GRPCClient) SnapshotBackup(ctx context.Context, name, snapshot, target string, labels map[string]string) (string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: name, Snapshot: snapshot, Target: target, Labels: labels})
+	if err != nil {
+		return "", c.wrap("backup of snapshot "+snapshot, err)
+	}
+	return resp.Name, nil
+}
+
+func (c *GRPCClient) BackupStatus(ctx context.Context) (map[string]*longhorn.EngineBackupStatus, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.client.BackupStatus(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("backup status", err)
+	}
+	out := make(map[string]*longhorn.EngineBackupStatus, len(resp.Backups))
+	for name, st := range resp.Backups {
+		out[name] = &longhorn.EngineBackupStatus{SnapshotName: st.Snapshot, Progress: int(st.Progress), State: st.State, BackupURL: st.Url, Error: st.Error}
+	}
+	return out, nil
+}
+
+// RestoreTimeout bounds a restore, which takes as long as its data does.
+const RestoreTimeout = time.Hour
+
+func (c *GRPCClient) BackupRestore(ctx context.Context, backupURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, RestoreTimeout)
+	defer cancel()
+	_, err := c.client.Restore(ctx, &pb.RestoreRequest{Volume: c.volume, BackupUrl: backupURL})
+	return c.wrap("restore of "+backupURL, err)
+}
+
 var _ EngineClient = (*GRPCClient)(nil)

@@ -22,6 +22,11 @@ import (
 // replicas and returns a client of it.
 func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
 	t.Helper()
+	return serveVolume(t, "vol")
+}
+
+func serveVolume(t *testing.T, volume string) (*GRPCClient, *controller.Engine) {
+	t.Helper()
 	replicas := map[string]*replica.Replica{}
 	for _, name := range []string{"r1", "r2"} {
 		r, err := replica.Create(filepath.Join(t.TempDir(), name), 4<<20)
@@ -32,7 +37,7 @@ func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	e, err := controller.New("vol", replicas, clock.RealClock{}, logrus.NewEntry(log))
+	e, err := controller.New(volume, replicas, clock.RealClock{}, logrus.NewEntry(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +49,7 @@ func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
 	}
 	g := srv.GRPCServer()
 	go g.Serve(l)
-	c, err := NewGRPCClient(l.Addr().String(), "vol", 5*time.Second)
+	c, err := NewGRPCClient(l.Addr().String(), volume, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +152,60 @@ func TestUnknownVolumeAndUnreachableEngine(t *testing.T) {
 	defer gone.Close()
 	if _, err := gone.SnapshotList(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("an unreachable engine: %v", err)
+	}
+}
+
+func TestBackupAndRestoreOverGRPC(t *testing.T) {
+	c, e := serve(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i % 251)
+	}
+	e.WriteAt(data, 4096)
+	if _, err := c.SnapshotCreate(ctx, "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	target := "file://" + t.TempDir()
+	if _, err := c.SnapshotBackup(ctx, "", "missing", target, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("backup of a missing snapshot: %v", err)
+	}
+	if _, err := c.SnapshotBackup(ctx, "", "s1", "ftp://x", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("backup to an unsupported target: %v", err)
+	}
+	name, err := c.SnapshotBackup(ctx, "backup-one", "s1", target, map[string]string{"RecurringJob": "nightly"})
+	if err != nil || name != "backup-one" {
+		t.Fatalf("backup: %q, %v", name, err)
+	}
+	var url string
+	deadline := time.Now().Add(10 * time.Second)
+	for url == "" && time.Now().Before(deadline) {
+		st, err := c.BackupStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := st["backup-one"]; b != nil && b.State == "Completed" {
+			url = b.BackupURL
+		} else if b != nil && b.State == "Error" {
+			t.Fatalf("backup failed: %s", b.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(url, "backup=backup-one") || !strings.Contains(url, "volume=vol") {
+		t.Fatalf("backup URL %q", url)
+	}
+
+	// Restore into a second, new volume served by another engine.
+	c2, e2 := serveVolume(t, "restored")
+	if err := c2.BackupRestore(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	e2.ReadAt(got, 4096)
+	if string(got) != string(data) {
+		t.Fatal("the restored volume differs from the snapshot")
+	}
+	if err := c2.BackupRestore(ctx, target+"?backup=nope&volume=vol"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("restore of a missing backup: %v", err)
 	}
 }

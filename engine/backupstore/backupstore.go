@@ -77,6 +77,8 @@ type Source interface {
 
 // BackupRequest says what to back up.
 type BackupRequest struct {
+	// Name of the backup; generated when empty.
+	Name              string
 	Volume            string
 	Snapshot          string
 	SnapshotCreatedAt string
@@ -186,6 +188,9 @@ func ParseURL(backupURL string) (target, volume, backup string, err error) {
 	return u.String(), volume, backup, nil
 }
 
+// NewBackupName returns a fresh backup name, backup-<16 hex digits>.
+func NewBackupName() string { return newBackupName() }
+
 func newBackupName() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -231,8 +236,17 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 		}
 	}
 
+	name := req.Name
+	if name == "" {
+		name = newBackupName()
+	}
+	if ok, err := s.driver.Exists(backupCfgKey(req.Volume, name)); err != nil {
+		return nil, stats, err
+	} else if ok {
+		return nil, stats, fmt.Errorf("backup %s of volume %s already exists", name, req.Volume)
+	}
 	info := &BackupInfo{
-		Name: newBackupName(), VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot,
+		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot,
 		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: "gzip",
 	}
 	blocks := (size + BlockSize - 1) / BlockSize

@@ -68,6 +68,9 @@ type Engine struct {
 
 	purgeMu sync.Mutex
 	purge   PurgeStatus
+
+	backupMu sync.Mutex
+	backups  map[string]*BackupStatus
 	// changed is called after any change callers may want to observe.
 	changed func()
 }
@@ -77,7 +80,7 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 	if len(replicas) == 0 {
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
 	}
-	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}}
+	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, backups: map[string]*BackupStatus{}}
 	names := make([]string, 0, len(replicas))
 	for n := range replicas {
 		names = append(names, n)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
@@ -163,4 +164,57 @@ func (s *Server) SnapshotPurgeStatus(_ context.Context, req *pb.VolumeRequest) (
 	}
 	st := e.PurgeStatus()
 	return &pb.PurgeStatus{IsPurging: st.IsPurging, Progress: int32(st.Progress), State: st.State, Error: st.Error}, nil
+}
+
+func (s *Server) BackupCreate(_ context.Context, req *pb.BackupCreateRequest) (*pb.BackupCreateResponse, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	store, err := backupstore.Open(req.Target)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	name := req.Name
+	if name == "" {
+		name = backupstore.NewBackupName()
+	}
+	if err := e.StartBackup(name, req.Snapshot, store, req.Labels); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.BackupCreateResponse{Name: name}, nil
+}
+
+func (s *Server) BackupStatus(_ context.Context, req *pb.VolumeRequest) (*pb.BackupStatusResponse, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.BackupStatusResponse{Backups: map[string]*pb.BackupStatus{}}
+	for name, st := range e.BackupStatuses() {
+		out.Backups[name] = &pb.BackupStatus{Snapshot: st.Snapshot, Progress: int32(st.Progress), State: st.State, Url: st.URL, Error: st.Error}
+	}
+	return out, nil
+}
+
+func (s *Server) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.Empty, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	target, volume, backup, err := backupstore.ParseURL(req.BackupUrl)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	store, err := backupstore.Open(target)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := e.Restore(store, volume, backup); err != nil {
+		if errors.Is(err, backupstore.ErrNotExist) {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
+		return nil, grpcError(err)
+	}
+	return &pb.Empty{}, nil
 }

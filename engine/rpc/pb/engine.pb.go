@@ -535,6 +535,300 @@ func (x *PurgeStatus) GetError() string {
 	return ""
 }
 
+type BackupCreateRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Volume string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	// Empty for a generated name.
+	Name     string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Snapshot string `protobuf:"bytes,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// The backup target URL, such as file:///var/backups.
+	Target        string            `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupCreateRequest) Reset() {
+	*x = BackupCreateRequest{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupCreateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupCreateRequest) ProtoMessage() {}
+
+func (x *BackupCreateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupCreateRequest.ProtoReflect.Descriptor instead.
+func (*BackupCreateRequest) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BackupCreateRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *BackupCreateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackupCreateRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *BackupCreateRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *BackupCreateRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type BackupCreateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupCreateResponse) Reset() {
+	*x = BackupCreateResponse{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupCreateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupCreateResponse) ProtoMessage() {}
+
+func (x *BackupCreateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupCreateResponse.ProtoReflect.Descriptor instead.
+func (*BackupCreateResponse) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BackupCreateResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type BackupStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      string                 `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Progress      int32                  `protobuf:"varint,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Url           string                 `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupStatus) Reset() {
+	*x = BackupStatus{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupStatus) ProtoMessage() {}
+
+func (x *BackupStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupStatus.ProtoReflect.Descriptor instead.
+func (*BackupStatus) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BackupStatus) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *BackupStatus) GetProgress() int32 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *BackupStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *BackupStatus) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *BackupStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type BackupStatusResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Backups       map[string]*BackupStatus `protobuf:"bytes,1,rep,name=backups,proto3" json:"backups,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupStatusResponse) Reset() {
+	*x = BackupStatusResponse{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupStatusResponse) ProtoMessage() {}
+
+func (x *BackupStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupStatusResponse.ProtoReflect.Descriptor instead.
+func (*BackupStatusResponse) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BackupStatusResponse) GetBackups() map[string]*BackupStatus {
+	if x != nil {
+		return x.Backups
+	}
+	return nil
+}
+
+type RestoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	BackupUrl     string                 `protobuf:"bytes,2,opt,name=backup_url,json=backupUrl,proto3" json:"backup_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RestoreRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetBackupUrl() string {
+	if x != nil {
+		return x.BackupUrl
+	}
+	return ""
+}
+
 var File_engine_rpc_engine_proto protoreflect.FileDescriptor
 
 const file_engine_rpc_engine_proto_rawDesc = "" +
@@ -581,7 +875,33 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"is_purging\x18\x01 \x01(\bR\tisPurging\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error2\xba\x05\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xfd\x01\n" +
+	"\x13BackupCreateRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\tR\bsnapshot\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\x12K\n" +
+	"\x06labels\x18\x05 \x03(\v23.longhorn.engine.v1.BackupCreateRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
+	"\x14BackupCreateResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x84\x01\n" +
+	"\fBackupStatus\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\tR\bsnapshot\x12\x1a\n" +
+	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc5\x01\n" +
+	"\x14BackupStatusResponse\x12O\n" +
+	"\abackups\x18\x01 \x03(\v25.longhorn.engine.v1.BackupStatusResponse.BackupsEntryR\abackups\x1a\\\n" +
+	"\fBackupsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
+	"\x05value\x18\x02 \x01(\v2 .longhorn.engine.v1.BackupStatusR\x05value:\x028\x01\"G\n" +
+	"\x0eRestoreRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"backup_url\x18\x02 \x01(\tR\tbackupUrl2\xc4\a\n" +
 	"\x06Engine\x12J\n" +
 	"\tVolumeGet\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1a.longhorn.engine.v1.Volume\x12g\n" +
 	"\x0eSnapshotCreate\x12).longhorn.engine.v1.SnapshotCreateRequest\x1a*.longhorn.engine.v1.SnapshotCreateResponse\x12[\n" +
@@ -590,7 +910,10 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x0eSnapshotDelete\x12#.longhorn.engine.v1.SnapshotRequest\x1a\x19.longhorn.engine.v1.Empty\x12P\n" +
 	"\x0eSnapshotRevert\x12#.longhorn.engine.v1.SnapshotRequest\x1a\x19.longhorn.engine.v1.Empty\x12M\n" +
 	"\rSnapshotPurge\x12!.longhorn.engine.v1.VolumeRequest\x1a\x19.longhorn.engine.v1.Empty\x12Y\n" +
-	"\x13SnapshotPurgeStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1f.longhorn.engine.v1.PurgeStatusB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
+	"\x13SnapshotPurgeStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1f.longhorn.engine.v1.PurgeStatus\x12a\n" +
+	"\fBackupCreate\x12'.longhorn.engine.v1.BackupCreateRequest\x1a(.longhorn.engine.v1.BackupCreateResponse\x12[\n" +
+	"\fBackupStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a(.longhorn.engine.v1.BackupStatusResponse\x12H\n" +
+	"\aRestore\x12\".longhorn.engine.v1.RestoreRequest\x1a\x19.longhorn.engine.v1.EmptyB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
 
 var (
 	file_engine_rpc_engine_proto_rawDescOnce sync.Once
@@ -604,7 +927,7 @@ func file_engine_rpc_engine_proto_rawDescGZIP() []byte {
 	return file_engine_rpc_engine_proto_rawDescData
 }
 
-var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_engine_rpc_engine_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: longhorn.engine.v1.Empty
 	(*VolumeRequest)(nil),          // 1: longhorn.engine.v1.VolumeRequest
@@ -615,36 +938,52 @@ var file_engine_rpc_engine_proto_goTypes = []any{
 	(*Snapshot)(nil),               // 6: longhorn.engine.v1.Snapshot
 	(*SnapshotListResponse)(nil),   // 7: longhorn.engine.v1.SnapshotListResponse
 	(*PurgeStatus)(nil),            // 8: longhorn.engine.v1.PurgeStatus
-	nil,                            // 9: longhorn.engine.v1.Volume.ReplicaModesEntry
-	nil,                            // 10: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 11: longhorn.engine.v1.Snapshot.LabelsEntry
+	(*BackupCreateRequest)(nil),    // 9: longhorn.engine.v1.BackupCreateRequest
+	(*BackupCreateResponse)(nil),   // 10: longhorn.engine.v1.BackupCreateResponse
+	(*BackupStatus)(nil),           // 11: longhorn.engine.v1.BackupStatus
+	(*BackupStatusResponse)(nil),   // 12: longhorn.engine.v1.BackupStatusResponse
+	(*RestoreRequest)(nil),         // 13: longhorn.engine.v1.RestoreRequest
+	nil,                            // 14: longhorn.engine.v1.Volume.ReplicaModesEntry
+	nil,                            // 15: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 16: longhorn.engine.v1.Snapshot.LabelsEntry
+	nil,                            // 17: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	nil,                            // 18: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
 }
 var file_engine_rpc_engine_proto_depIdxs = []int32{
-	9,  // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
-	10, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	11, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
+	14, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
+	15, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	16, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
 	6,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
-	1,  // 4: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
-	3,  // 5: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
-	1,  // 6: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
-	5,  // 7: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 8: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 9: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
-	1,  // 10: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
-	1,  // 11: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	2,  // 12: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
-	4,  // 13: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
-	7,  // 14: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
-	6,  // 15: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
-	0,  // 16: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
-	0,  // 17: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
-	0,  // 18: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
-	8,  // 19: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	17, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	18, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	11, // 6: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
+	1,  // 7: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
+	3,  // 8: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
+	1,  // 9: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
+	5,  // 10: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
+	5,  // 11: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
+	5,  // 12: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
+	1,  // 13: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
+	1,  // 14: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	9,  // 15: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
+	1,  // 16: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	13, // 17: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
+	2,  // 18: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
+	4,  // 19: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
+	7,  // 20: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
+	6,  // 21: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
+	0,  // 22: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
+	0,  // 23: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
+	0,  // 24: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
+	8,  // 25: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
+	10, // 26: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
+	12, // 27: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
+	0,  // 28: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
+	18, // [18:29] is the sub-list for method output_type
+	7,  // [7:18] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_engine_rpc_engine_proto_init() }
@@ -658,7 +997,7 @@ func file_engine_rpc_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_rpc_engine_proto_rawDesc), len(file_engine_rpc_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

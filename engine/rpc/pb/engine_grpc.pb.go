@@ -30,6 +30,9 @@ const (
 	Engine_SnapshotRevert_FullMethodName      = "/longhorn.engine.v1.Engine/SnapshotRevert"
 	Engine_SnapshotPurge_FullMethodName       = "/longhorn.engine.v1.Engine/SnapshotPurge"
 	Engine_SnapshotPurgeStatus_FullMethodName = "/longhorn.engine.v1.Engine/SnapshotPurgeStatus"
+	Engine_BackupCreate_FullMethodName        = "/longhorn.engine.v1.Engine/BackupCreate"
+	Engine_BackupStatus_FullMethodName        = "/longhorn.engine.v1.Engine/BackupStatus"
+	Engine_Restore_FullMethodName             = "/longhorn.engine.v1.Engine/Restore"
 )
 
 // EngineClient is the client API for Engine service.
@@ -44,6 +47,10 @@ type EngineClient interface {
 	SnapshotRevert(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*Empty, error)
 	SnapshotPurge(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*Empty, error)
 	SnapshotPurgeStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*PurgeStatus, error)
+	BackupCreate(ctx context.Context, in *BackupCreateRequest, opts ...grpc.CallOption) (*BackupCreateResponse, error)
+	BackupStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*BackupStatusResponse, error)
+	// Restore writes a backup into the volume and returns when done.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type engineClient struct {
@@ -134,6 +141,36 @@ func (c *engineClient) SnapshotPurgeStatus(ctx context.Context, in *VolumeReques
 	return out, nil
 }
 
+func (c *engineClient) BackupCreate(ctx context.Context, in *BackupCreateRequest, opts ...grpc.CallOption) (*BackupCreateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupCreateResponse)
+	err := c.cc.Invoke(ctx, Engine_BackupCreate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineClient) BackupStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*BackupStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupStatusResponse)
+	err := c.cc.Invoke(ctx, Engine_BackupStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Engine_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -146,6 +183,10 @@ type EngineServer interface {
 	SnapshotRevert(context.Context, *SnapshotRequest) (*Empty, error)
 	SnapshotPurge(context.Context, *VolumeRequest) (*Empty, error)
 	SnapshotPurgeStatus(context.Context, *VolumeRequest) (*PurgeStatus, error)
+	BackupCreate(context.Context, *BackupCreateRequest) (*BackupCreateResponse, error)
+	BackupStatus(context.Context, *VolumeRequest) (*BackupStatusResponse, error)
+	// Restore writes a backup into the volume and returns when done.
+	Restore(context.Context, *RestoreRequest) (*Empty, error)
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -179,6 +220,15 @@ func (UnimplementedEngineServer) SnapshotPurge(context.Context, *VolumeRequest) 
 }
 func (UnimplementedEngineServer) SnapshotPurgeStatus(context.Context, *VolumeRequest) (*PurgeStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method SnapshotPurgeStatus not implemented")
+}
+func (UnimplementedEngineServer) BackupCreate(context.Context, *BackupCreateRequest) (*BackupCreateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackupCreate not implemented")
+}
+func (UnimplementedEngineServer) BackupStatus(context.Context, *VolumeRequest) (*BackupStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackupStatus not implemented")
+}
+func (UnimplementedEngineServer) Restore(context.Context, *RestoreRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -345,6 +395,60 @@ func _Engine_SnapshotPurgeStatus_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_BackupCreate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupCreateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).BackupCreate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_BackupCreate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).BackupCreate(ctx, req.(*BackupCreateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Engine_BackupStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).BackupStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_BackupStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).BackupStatus(ctx, req.(*VolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Engine_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -383,6 +487,18 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SnapshotPurgeStatus",
 			Handler:    _Engine_SnapshotPurgeStatus_Handler,
+		},
+		{
+			MethodName: "BackupCreate",
+			Handler:    _Engine_BackupCreate_Handler,
+		},
+		{
+			MethodName: "BackupStatus",
+			Handler:    _Engine_BackupStatus_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _Engine_Restore_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+)
+
+// Backup states, as Longhorn's Backup objects have them.
+const (
+	BackupStateInProgress = "InProgress"
+	BackupStateCompleted  = "Completed"
+	BackupStateError      = "Error"
+)
+
+// BackupStatus is the progress of one backup this engine runs or ran.
+type BackupStatus struct {
+	Snapshot string
+	Progress int
+	State    string
+	URL      string
+	Error    string
+}
+
+// StartBackup backs snapshot up to the store under name, in the
+// background; BackupStatus follows it. Only the blocks changed since the
+// snapshot of the volume's last backup are read when the replica still
+// has that snapshot.
+func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, labels map[string]string) error {
+	e.mu.RLock()
+	members := e.healthy()
+	e.mu.RUnlock()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	r := members[0].r
+	view, err := r.OpenSnapshot(snapshot)
+	if err != nil {
+		return fmt.Errorf("%w: snapshot %s", ErrNotFound, snapshot)
+	}
+	info, err := r.Snapshots()
+	if err != nil {
+		view.Close()
+		return err
+	}
+	var created string
+	for _, s := range info {
+		if s.Name == snapshot {
+			created = s.Created
+		}
+	}
+	e.backupMu.Lock()
+	if st, ok := e.backups[name]; ok && st.State == BackupStateInProgress {
+		e.backupMu.Unlock()
+		view.Close()
+		return nil
+	}
+	e.backups[name] = &BackupStatus{Snapshot: snapshot, State: BackupStateInProgress}
+	e.backupMu.Unlock()
+
+	go func() {
+		defer view.Close()
+		req := backupstore.BackupRequest{
+			Name: name, Volume: e.name, Snapshot: snapshot, SnapshotCreatedAt: created, Labels: labels, Source: view,
+			Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
+		}
+		if last := lastBackedUpSnapshot(store, e.name); last != "" {
+			if changed, full, err := r.ChangedBlocks(last, snapshot); err == nil && !full {
+				req.Changed, req.ChangedSince = changed, last
+			}
+		}
+		done, stats, err := store.Backup(req)
+		e.setBackup(name, func(st *BackupStatus) {
+			if err != nil {
+				st.State, st.Error = BackupStateError, err.Error()
+				return
+			}
+			st.State, st.Progress, st.URL = BackupStateCompleted, 100, store.URL(e.name, done.Name)
+		})
+		log := e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot, "read": stats.BytesRead, "uploaded": stats.BytesUploaded})
+		if err != nil {
+			log.WithError(err).Error("Backup failed")
+		} else {
+			log.Info("Backup completed")
+		}
+		e.changed()
+	}()
+	return nil
+}
+
+func lastBackedUpSnapshot(store *backupstore.Store, volume string) string {
+	vols, err := store.Volumes()
+	if err != nil {
+		return ""
+	}
+	for _, v := range vols {
+		if v.Name == volume && v.LastBackupName != "" {
+			if b, err := store.Get(volume, v.LastBackupName); err == nil {
+				return b.SnapshotName
+			}
+		}
+	}
+	return ""
+}
+
+func (e *Engine) setBackup(name string, f func(*BackupStatus)) {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	if st, ok := e.backups[name]; ok {
+		f(st)
+	}
+}
+
+// BackupStatuses reports every backup this engine ran since it started.
+func (e *Engine) BackupStatuses() map[string]BackupStatus {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	out := make(map[string]BackupStatus, len(e.backups))
+	for name, st := range e.backups {
+		out[name] = *st
+	}
+	return out
+}
+
+// Restore writes a backup into the volume through every healthy replica.
+// The volume must be new: blocks the backup lacks are left as they are.
+func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error {
+	_, err := store.Restore(volume, backup, e, nil)
+	if err != nil {
+		return err
+	}
+	return e.Sync()
+}
