@@ -57,6 +57,7 @@ type VolumeInput struct {
 	NumberOfReplicas     int                                  `json:"numberOfReplicas"`
 	Frontend             longhorn.VolumeFrontend              `json:"frontend"`
 	BackingImage         string                               `json:"backingImage"`
+	FromBackup           string                               `json:"fromBackup"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
 }
 
@@ -156,7 +157,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // the volume is attached.
 var (
 	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach"}
-	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert"}
+	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 )
 
 func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {

@@ -102,6 +102,10 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/settings/{name}", http.MethodGet, "settings.get", s.getSetting)
 	handle("/v1/settings/{name}", http.MethodPut, "settings.update", s.updateSetting)
 
+	handle("/v1/backupvolumes", http.MethodGet, "backupvolumes.list", s.listBackupVolumes)
+	handle("/v1/backupvolumes/{name}", http.MethodGet, "backupvolumes.get", s.getBackupVolume)
+	handle("/v1/backupvolumes/{name}", http.MethodPost, "backupvolumes.action", s.backupVolumeAction)
+
 	handle("/v1/nodes", http.MethodGet, "nodes.list", s.listNodes)
 	handle("/v1/nodes/{name}", http.MethodGet, "nodes.get", s.getNode)
 
@@ -132,7 +136,7 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
 	base := baseURL(r)
 	w.Header().Set("X-API-Schemas", base+"/v1/schemas")
 	links := map[string]string{"self": base + "/v1", "schemas": base + "/v1/schemas"}
-	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes"} {
+	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes"} {
 		links[c] = base + "/v1/" + c
 	}
 	writeJSON(w, http.StatusOK, map[string]interface{}{"id": "v1", "type": "apiRoot", "links": links})

@@ -73,6 +73,7 @@ func schemas() []Schema {
 				"numberOfReplicas":     {Type: "int", Create: true, Default: defaultNumberOfReplicas, Min: intPtr(1), Max: intPtr(20)},
 				"frontend":             {Type: "enum", Create: true, Options: []string{"blockdev", "iscsi", "nvmf", ""}, Default: ""},
 				"backingImage":         {Type: "string", Create: true},
+				"fromBackup":           {Type: "string", Create: true},
 				"recurringJobSelector": {Type: "array[volumeRecurringJobInput]", Create: true, Nullable: true},
 				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
 				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},
@@ -93,6 +94,7 @@ func schemas() []Schema {
 				"snapshotDelete":     {Input: "snapshotInput", Output: "volume"},
 				"snapshotPurge":      {Output: "volume"},
 				"snapshotRevert":     {Input: "snapshotInput", Output: "volume"},
+				"snapshotBackup":     {Input: "snapshotInput", Output: "backupInput"},
 			},
 		},
 		{
@@ -149,6 +151,32 @@ func schemas() []Schema {
 				"allowScheduling": {Type: "boolean"},
 				"conditions":      {Type: "array[condition]"},
 				"disks":           {Type: "map[disk]"},
+			},
+		},
+		{
+			ID: "backupVolume", PluralName: "backupVolumes", collectionPath: "backupvolumes",
+			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET"},
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
+				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
+			},
+			ResourceActions: map[string]Action{
+				"backupList":   {Output: "collection[backup]"},
+				"backupGet":    {Input: "backupInput", Output: "backup"},
+				"backupDelete": {Input: "backupInput", Output: "backup"},
+			},
+		},
+		{
+			ID:             "backupInput",
+			ResourceFields: map[string]Field{"name": {Type: "string", Required: true, Create: true}},
+		},
+		{
+			ID: "backup",
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "state": {Type: "enum", Options: []string{"InProgress", "Completed", "Error"}},
+				"progress": {Type: "int"}, "url": {Type: "string"}, "snapshotName": {Type: "string"},
+				"snapshotCreated": {Type: "string"}, "created": {Type: "string"}, "size": {Type: "string"},
+				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "error": {Type: "string"},
 			},
 		},
 		{

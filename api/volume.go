@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -94,7 +95,12 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
 	}
-	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage}
+	if in.FromBackup != "" {
+		if _, _, _, err := backupstore.ParseURL(in.FromBackup); err != nil {
+			return badRequest("fromBackup: %v", err)
+		}
+	}
+	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector)
 	if err != nil {
 		return err
@@ -145,6 +151,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.attachVolume(w, r, name)
 	case "detach":
 		return s.detachVolume(w, r, name)
+	case "snapshotBackup":
+		return s.snapshotBackup(w, r, name)
 	case "snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert":
 		return s.snapshotAction(w, r, name, action)
 	case "":

@@ -170,6 +170,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
 		func(volume string) { volumeController.EnqueueVolume(volume) })
 	defer instances.StopAll()
+	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String())
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
@@ -203,6 +204,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("setting", func(ctx context.Context) error { return settingController.Run(ctx, o.Workers) })
 	run("recurring-job", func(ctx context.Context) error { return recurringJobController.Run(ctx, o.Workers) })
 	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, o.Workers) })
+	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
 
 	readyReason.Store("")
 	log.Info("Manager ready")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -145,11 +147,22 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
-	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 {
-		dirs := make([]instance.ReplicaDir, 0, len(replicas))
-		for _, r := range replicas {
-			dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r)})
+	dirs := make([]instance.ReplicaDir, 0, len(replicas))
+	for _, r := range replicas {
+		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r)})
+	}
+	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas {
+		if err := c.restore(v, dirs); err != nil {
+			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clockNow())
+			c.updateVolumeStatus(ctx, v, vstatus)
+			return err
 		}
+		status.LastRestoredBackup = v.Spec.FromBackup
+		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
+		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clockNow())
+	}
+	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 && !vstatus.RestoreRequired {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
@@ -170,22 +183,59 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 			c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 		}
 		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
-		status.ReplicaModeMap, status.PurgeStatus = nil, nil
+		status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
 	}
 	if err := c.writeStatus(ctx, e, status); err != nil {
 		return err
 	}
-	if !equality.Semantic.DeepEqual(vstatus, &v.Status) {
-		updated := v.DeepCopy()
-		updated.Status = *vstatus
-		if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
-			return err
-		}
-		if vstatus.State != v.Status.State {
-			c.logger.WithFields(logrus.Fields{"volume": v.Name, "state": vstatus.State, "node": vstatus.CurrentNodeID}).Info("Volume state changed")
+	return c.updateVolumeStatus(ctx, v, vstatus)
+}
+
+func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.Volume, vstatus *longhorn.VolumeStatus) error {
+	if equality.Semantic.DeepEqual(vstatus, &v.Status) {
+		return nil
+	}
+	updated := v.DeepCopy()
+	updated.Status = *vstatus
+	if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
+		return err
+	}
+	if vstatus.State != v.Status.State {
+		c.logger.WithFields(logrus.Fields{"volume": v.Name, "state": vstatus.State, "node": vstatus.CurrentNodeID}).Info("Volume state changed")
+	}
+	return nil
+}
+
+func (c *VolumeController) clockNow() time.Time { return time.Now() }
+
+// restore writes the volume's fromBackup into its new replicas, through an
+// engine started without a frontend, before the volume may attach.
+func (c *VolumeController) restore(v *longhorn.Volume, dirs []instance.ReplicaDir) error {
+	target, volume, backup, err := backupstore.ParseURL(v.Spec.FromBackup)
+	if err != nil {
+		return err
+	}
+	store, err := backupstore.Open(target)
+	if err != nil {
+		return err
+	}
+	_, wasRunning := c.instances.Get(v.Name)
+	run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, false)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = run.Engine.Restore(store, volume, backup)
+	if !wasRunning {
+		if stopErr := c.instances.Stop(v.Name); err == nil {
+			err = stopErr
 		}
 	}
+	if err != nil {
+		return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
+	}
+	c.logger.WithFields(logrus.Fields{"volume": v.Name, "backup": backup, "took": time.Since(start).Round(time.Millisecond)}).Info("Restored volume from backup")
 	return nil
 }
 
@@ -211,6 +261,10 @@ func (c *VolumeController) mirrorEngine(e *enginecontroller.Engine, status *long
 			status.Snapshots[s.Name] = &longhorn.SnapshotInfo{Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed,
 				UserCreated: s.UserCreated, Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels}
 		}
+	}
+	status.BackupStatus = map[string]*longhorn.EngineBackupStatus{}
+	for name, st := range e.BackupStatuses() {
+		status.BackupStatus[name] = &longhorn.EngineBackupStatus{SnapshotName: st.Snapshot, Progress: st.Progress, State: st.State, BackupURL: st.URL, Error: st.Error}
 	}
 	p := e.PurgeStatus()
 	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}

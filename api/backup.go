@@ -1,0 +1,170 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// BackupVolume is the API view of the backups of one volume.
+type BackupVolume struct {
+	Resource
+	Name           string `json:"name"`
+	Size           string `json:"size"`
+	Created        string `json:"created"`
+	LastBackupName string `json:"lastBackupName"`
+	LastBackupAt   string `json:"lastBackupAt"`
+}
+
+// Backup is the API view of one backup.
+type Backup struct {
+	Resource
+	Name            string            `json:"name"`
+	State           string            `json:"state"`
+	Progress        int               `json:"progress"`
+	URL             string            `json:"url"`
+	SnapshotName    string            `json:"snapshotName"`
+	SnapshotCreated string            `json:"snapshotCreated"`
+	Created         string            `json:"created"`
+	Size            string            `json:"size"`
+	Labels          map[string]string `json:"labels"`
+	VolumeName      string            `json:"volumeName"`
+	Error           string            `json:"error,omitempty"`
+}
+
+// BackupInput names a backup of a backup volume.
+type BackupInput struct {
+	Name string `json:"name"`
+}
+
+var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete"}
+
+func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
+	r := resource(base, "backupVolume", "backupvolumes", bv.Name)
+	for _, a := range backupVolumeActions {
+		r.Actions[a] = r.Links["self"] + "?action=" + a
+	}
+	return BackupVolume{Resource: r, Name: bv.Name, Size: bv.Status.Size, Created: bv.Status.CreatedAt,
+		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt}
+}
+
+func toBackup(b *longhorn.Backup) Backup {
+	return Backup{
+		Resource: Resource{ID: b.Name, Type: "backup", Links: map[string]string{}, Actions: map[string]string{}},
+		Name:     b.Name, State: string(b.Status.State), Progress: b.Status.Progress, URL: b.Status.URL,
+		SnapshotName: b.Status.SnapshotName, SnapshotCreated: b.Status.SnapshotCreatedAt, Created: b.Status.BackupCreatedAt,
+		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
+	}
+}
+
+func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.ds.ListBackupVolumesRO()
+	if err != nil {
+		return err
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	base := baseURL(r)
+	data := make([]BackupVolume, 0, len(list))
+	for _, bv := range list {
+		data = append(data, toBackupVolume(base, bv))
+	}
+	writeJSON(w, http.StatusOK, collection(base, "backupVolume", "backupvolumes", data))
+	return nil
+}
+
+func (s *Server) getBackupVolume(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	bv, err := s.ds.GetBackupVolumeRO(name)
+	if apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toBackupVolume(baseURL(r), bv))
+	return nil
+}
+
+// backupVolumeAction runs backupList, backupGet and backupDelete.
+func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) error {
+	volume := mux.Vars(r)["name"]
+	action := r.URL.Query().Get("action")
+	if _, err := s.ds.GetBackupVolumeRO(volume); apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", volume)
+	}
+	switch action {
+	case "backupList":
+		list, err := s.ds.ListBackupsRO(volume)
+		if err != nil {
+			return err
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Status.BackupCreatedAt < list[j].Status.BackupCreatedAt })
+		data := make([]Backup, 0, len(list))
+		for _, b := range list {
+			data = append(data, toBackup(b))
+		}
+		writeJSON(w, http.StatusOK, collection(baseURL(r), "backup", "backupvolumes/"+volume, data))
+		return nil
+	case "backupGet", "backupDelete":
+		var in BackupInput
+		if err := decodeBody(w, r, &in); err != nil {
+			return err
+		}
+		if in.Name == "" {
+			return badRequest("name: required, the backup's name")
+		}
+		b, err := s.ds.GetBackupRO(in.Name)
+		if apierrors.IsNotFound(err) || (err == nil && b.Status.VolumeName != volume) {
+			return notFound("backup %q of volume %q not found", in.Name, volume)
+		}
+		if err != nil {
+			return err
+		}
+		if action == "backupDelete" {
+			// The backup target controller deletes it from the target,
+			// then releases the object.
+			if err := s.ds.DeleteBackup(r.Context(), in.Name); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		writeJSON(w, http.StatusOK, toBackup(b))
+		return nil
+	}
+	return badRequest("action: %q is not a backup volume action; use backupList, backupGet or backupDelete", action)
+}
+
+// snapshotBackup backs a snapshot of an attached volume up to the backup
+// target; the Backup object shows its progress.
+func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name string) error {
+	var in SnapshotInput
+	if err := decodeBody(w, r, &in); err != nil {
+		return err
+	}
+	if in.Name == "" {
+		return badRequest("name: required, the snapshot to back up")
+	}
+	target, err := s.ds.GetSettingValue(types.SettingNameBackupTarget)
+	if err != nil {
+		return err
+	}
+	if target == "" {
+		return badRequest("the %s setting is empty: set a backup target first", types.SettingNameBackupTarget)
+	}
+	client, err := s.engineClient(name)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	backup, err := client.SnapshotBackup(r.Context(), backupstore.NewBackupName(), in.Name, target, in.Labels)
+	if err != nil {
+		return engineError(err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"type": "backupInput", "id": backup, "name": backup, "snapshotName": in.Name, "volumeName": name})
+	return nil
+}

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	endpoint := v["endpoint"].(string)
+	qemuIO(t, endpoint, "write -P 0x5a 0 2M", "write -P 0x33 6M 1M", "flush")
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 400, "backup-target")
+	target := "file://" + t.TempDir()
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
+	})
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"missing"}`).expect(t, 404)
+	started := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1","labels":{"RecurringJob":"nightly"}}`).expect(t, 200)
+	backup := started.body["name"].(string)
+
+	var url string
+	eventually(t, 30*time.Second, "a Completed backup listed under its backup volume", func() (bool, error) {
+		r := e.call(t, "POST", "/v1/backupvolumes/src?action=backupList", "")
+		if r.status != 200 {
+			return false, nil
+		}
+		for _, item := range r.body["data"].([]interface{}) {
+			b := item.(map[string]interface{})
+			if b["name"] == backup && b["state"] == "Completed" {
+				url = b["url"].(string)
+				return b["snapshotName"] == "s1" && b["labels"].(map[string]interface{})["RecurringJob"] == "nightly", nil
+			}
+		}
+		return false, nil
+	})
+	eventually(t, 10*time.Second, "backup volume names its last backup", func() (bool, error) {
+		bv := e.call(t, "GET", "/v1/backupvolumes/src", "")
+		return bv.status == 200 && bv.body["lastBackupName"] == backup && bv.body["size"] == "8388608", nil
+	})
+	if got := names(e.call(t, "GET", "/v1/backupvolumes", "").expect(t, 200)); strings.Join(got, ",") != "src" {
+		t.Errorf("backup volumes %v", got)
+	}
+	obj, err := e.lh.LonghornV1beta2().Backups(e.ns).Get(context.Background(), backup, metav1.GetOptions{})
+	if err != nil || obj.Status.URL != url {
+		t.Fatalf("Backup object: %+v, %v", obj, err)
+	}
+
+	// Overwrite, then restore the backup into a new volume: it reads what s1 held.
+	qemuIO(t, endpoint, "write -P 0x00 0 8M", "flush")
+	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":2,"fromBackup":"not a url"}`).expect(t, 400, "fromBackup")
+	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":2,"fromBackup":"`+url+`"}`).expect(t, 200)
+	eventually(t, 30*time.Second, "restore done", func() (bool, error) {
+		vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "copy", metav1.GetOptions{})
+		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
+	})
+	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	qemuIO(t, c["endpoint"].(string), "read -P 0x5a 0 2M", "read -P 0 2M 4M", "read -P 0x33 6M 1M")
+
+	// Deleting the backup removes it from the target and the list.
+	e.call(t, "POST", "/v1/backupvolumes/src?action=backupDelete", `{"name":"`+backup+`"}`).expect(t, 200)
+	eventually(t, 30*time.Second, "backup gone", func() (bool, error) {
+		r := e.call(t, "POST", "/v1/backupvolumes/src?action=backupList", "")
+		return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
+	})
+	e.call(t, "POST", "/v1/backupvolumes/src?action=backupGet", `{"name":"`+backup+`"}`).expect(t, 404)
+}

@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// backupTargetPollPeriod is how often the backup target is read again.
+const backupTargetPollPeriod = 30 * time.Second
+
+// BackupTargetController mirrors the backup target into BackupVolume and
+// Backup objects: what the target holds (Completed), and what engines are
+// backing up (InProgress, Error). Deleting a Backup object deletes the
+// backup from the target. One node does this: the first Ready node by
+// name, so the objects have one writer.
+type BackupTargetController struct {
+	*baseController
+	ds     *datastore.DataStore
+	nodeID string
+}
+
+// NewBackupTargetController wires the controller to the informers that
+// can change what it writes.
+func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string) *BackupTargetController {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &BackupTargetController{ds: ds, nodeID: nodeID}
+	c.baseController = newBaseController("longhorn-backup-target", logger, metrics, c.sync,
+		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
+	poke := func(interface{}) { c.queue.Add(c.key()) }
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur interface{}) { poke(cur) }, DeleteFunc: poke}
+	lh.Engines().Informer().AddEventHandler(handler)
+	lh.Backups().Informer().AddEventHandler(handler)
+	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool {
+			s, ok := obj.(*longhorn.Setting)
+			return ok && s.Name == string(types.SettingNameBackupTarget)
+		},
+		Handler: handler,
+	})
+	c.queue.Add(c.key())
+	return c
+}
+
+func (c *BackupTargetController) key() string { return c.ds.Namespace() + "/backup-target" }
+
+// leader reports whether this node is the first Ready node by name.
+func (c *BackupTargetController) leader() bool {
+	nodes, err := c.ds.ListNodesRO()
+	if err != nil {
+		return false
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if datastore.IsNodeReady(n) {
+			return n.Name == c.nodeID
+		}
+	}
+	return false
+}
+
+func (c *BackupTargetController) sync(ctx context.Context, key string) error {
+	defer c.queue.AddAfter(key, backupTargetPollPeriod)
+	if !c.leader() {
+		return nil
+	}
+	target, err := c.ds.GetSettingValue(types.SettingNameBackupTarget)
+	if err != nil || target == "" {
+		return err
+	}
+	store, err := backupstore.Open(target)
+	if err != nil {
+		return err
+	}
+	backups, err := c.ds.ListBackupsRO("")
+	if err != nil {
+		return err
+	}
+	// Deleted Backup objects: the backup goes from the target first.
+	for _, b := range backups {
+		if b.DeletionTimestamp == nil || !slices.Contains(b.Finalizers, types.LonghornFinalizer) {
+			continue
+		}
+		vol := b.Labels[datastore.LabelBackupVolume]
+		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
+			return fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)
+		}
+		updated := b.DeepCopy()
+		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+		if _, err := c.ds.UpdateBackup(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
+	}
+
+	desired, volumes, err := c.desiredState(store)
+	if err != nil {
+		return err
+	}
+	existing := map[string]*longhorn.Backup{}
+	for _, b := range backups {
+		existing[b.Name] = b
+	}
+	for name, want := range desired {
+		if err := c.syncBackup(ctx, existing[name], want); err != nil {
+			return err
+		}
+	}
+	for name, b := range existing {
+		if _, ok := desired[name]; !ok && b.DeletionTimestamp == nil {
+			// Gone from the target: the object goes too (its finalizer
+			// finds nothing left to delete).
+			if err := c.ds.DeleteBackup(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return c.syncBackupVolumes(ctx, volumes)
+}
+
+// desiredState is every backup the target holds or an engine runs, and
+// every volume the target holds.
+func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[string]*longhorn.Backup, []backupstore.VolumeInfo, error) {
+	desired := map[string]*longhorn.Backup{}
+	engines, err := c.ds.ListEnginesRO()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range engines {
+		for name, st := range e.Status.BackupStatus {
+			if st.State == backupStateCompleted {
+				continue // the target lists it
+			}
+			desired[name] = backupObject(name, e.Spec.VolumeName, longhorn.BackupStatus{
+				State: longhorn.BackupState(st.State), Progress: st.Progress, SnapshotName: st.SnapshotName, Error: st.Error, VolumeName: e.Spec.VolumeName,
+			})
+		}
+	}
+	volumes, err := store.Volumes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the backup target: %w", err)
+	}
+	for _, v := range volumes {
+		list, err := store.List(v.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the backups of volume %s: %w", v.Name, err)
+		}
+		for _, b := range list {
+			desired[b.Name] = backupObject(b.Name, v.Name, longhorn.BackupStatus{
+				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(v.Name, b.Name),
+				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
+				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: v.Name, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
+			})
+		}
+	}
+	return desired, volumes, nil
+}
+
+const backupStateCompleted = "Completed"
+
+func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
+	return &longhorn.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{datastore.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec:       longhorn.BackupSpec{SnapshotName: status.SnapshotName},
+		Status:     status,
+	}
+}
+
+func (c *BackupTargetController) syncBackup(ctx context.Context, live, want *longhorn.Backup) error {
+	if live == nil {
+		created, err := c.ds.CreateBackup(ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("create Backup %s: %w", want.Name, err)
+		}
+		live = created
+	}
+	if live.DeletionTimestamp != nil {
+		return nil
+	}
+	status := want.Status
+	status.OwnerID = c.nodeID
+	status.LastSyncedAt = live.Status.LastSyncedAt
+	if equality.Semantic.DeepEqual(status, live.Status) {
+		return nil
+	}
+	status.LastSyncedAt = metav1.Now()
+	updated := live.DeepCopy()
+	updated.Status = status
+	_, err := c.ds.UpdateBackupStatus(ctx, updated)
+	return err
+}
+
+func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes []backupstore.VolumeInfo) error {
+	live, err := c.ds.ListBackupVolumesRO()
+	if err != nil {
+		return err
+	}
+	have := map[string]*longhorn.BackupVolume{}
+	for _, bv := range live {
+		have[bv.Name] = bv
+	}
+	for _, v := range volumes {
+		bv := have[v.Name]
+		delete(have, v.Name)
+		if bv == nil {
+			created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: v.Name}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			if err != nil {
+				continue
+			}
+			bv = created
+		}
+		status := longhorn.BackupVolumeStatus{
+			OwnerID: c.nodeID, Size: strconv.FormatInt(v.Size, 10), CreatedAt: v.CreatedAt,
+			LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, LastSyncedAt: bv.Status.LastSyncedAt,
+			LastModificationTime: bv.Status.LastModificationTime,
+		}
+		if equality.Semantic.DeepEqual(status, bv.Status) {
+			continue
+		}
+		status.LastSyncedAt = metav1.Now()
+		updated := bv.DeepCopy()
+		updated.Status = status
+		if _, err := c.ds.UpdateBackupVolumeStatus(ctx, updated); err != nil {
+			return err
+		}
+	}
+	for name := range have {
+		if err := c.ds.DeleteBackupVolume(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package datastore
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// LabelBackupVolume names the volume a Backup belongs to.
+const LabelBackupVolume = "backup-volume"
+
+// ListBackupVolumesRO returns every cached BackupVolume.
+func (ds *DataStore) ListBackupVolumesRO() ([]*longhorn.BackupVolume, error) {
+	return ds.backupVolumeLister.BackupVolumes(ds.namespace).List(labels.Everything())
+}
+
+// GetBackupVolumeRO returns the cached BackupVolume.
+func (ds *DataStore) GetBackupVolumeRO(name string) (*longhorn.BackupVolume, error) {
+	return ds.backupVolumeLister.BackupVolumes(ds.namespace).Get(name)
+}
+
+// ListBackupsRO returns the cached Backups, of one volume when volume is set.
+func (ds *DataStore) ListBackupsRO(volume string) ([]*longhorn.Backup, error) {
+	selector := labels.Everything()
+	if volume != "" {
+		selector = labels.SelectorFromSet(labels.Set{LabelBackupVolume: volume})
+	}
+	return ds.backupLister.Backups(ds.namespace).List(selector)
+}
+
+// GetBackupRO returns the cached Backup.
+func (ds *DataStore) GetBackupRO(name string) (*longhorn.Backup, error) {
+	return ds.backupLister.Backups(ds.namespace).Get(name)
+}
+
+// CreateBackupVolume creates a BackupVolume.
+func (ds *DataStore) CreateBackupVolume(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Create(ctx, bv, metav1.CreateOptions{})
+}
+
+// UpdateBackupVolumeStatus writes a BackupVolume's status.
+func (ds *DataStore) UpdateBackupVolumeStatus(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).UpdateStatus(ctx, bv, metav1.UpdateOptions{})
+}
+
+// DeleteBackupVolume deletes a BackupVolume.
+func (ds *DataStore) DeleteBackupVolume(ctx context.Context, name string) error {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// CreateBackup creates a Backup.
+func (ds *DataStore) CreateBackup(ctx context.Context, b *longhorn.Backup) (*longhorn.Backup, error) {
+	return ds.lhClient.LonghornV1beta2().Backups(ds.namespace).Create(ctx, b, metav1.CreateOptions{})
+}
+
+// UpdateBackup writes a Backup's spec and metadata.
+func (ds *DataStore) UpdateBackup(ctx context.Context, b *longhorn.Backup) (*longhorn.Backup, error) {
+	return ds.lhClient.LonghornV1beta2().Backups(ds.namespace).Update(ctx, b, metav1.UpdateOptions{})
+}
+
+// UpdateBackupStatus writes a Backup's status.
+func (ds *DataStore) UpdateBackupStatus(ctx context.Context, b *longhorn.Backup) (*longhorn.Backup, error) {
+	return ds.lhClient.LonghornV1beta2().Backups(ds.namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+}
+
+// DeleteBackup deletes a Backup.
+func (ds *DataStore) DeleteBackup(ctx context.Context, name string) error {
+	return ds.lhClient.LonghornV1beta2().Backups(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// ListEnginesRO returns every cached Engine.
+func (ds *DataStore) ListEnginesRO() ([]*longhorn.Engine, error) {
+	return ds.engineLister.Engines(ds.namespace).List(labels.Everything())
+}
