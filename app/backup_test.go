@@ -75,4 +75,16 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 		return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
 	})
 	e.call(t, "POST", "/v1/backupvolumes/src?action=backupGet", `{"name":"`+backup+`"}`).expect(t, 404)
+
+	// A target that cannot be written: the backup's error lands in its
+	// Backup object, and nothing half-written becomes visible.
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"file:///dev/null/backups"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "broken target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, "/dev/null"), nil
+	})
+	failed := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	eventually(t, 30*time.Second, "the failed backup's error in its Backup object", func() (bool, error) {
+		b, err := e.lh.LonghornV1beta2().Backups(e.ns).Get(context.Background(), failed, metav1.GetOptions{})
+		return err == nil && b.Status.State == "Error" && strings.Contains(b.Status.Error, "not a directory"), nil
+	})
 }

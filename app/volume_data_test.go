@@ -59,6 +59,18 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 		return v["state"] == "attached" && strings.HasPrefix(v["endpoint"].(string), "nbd://127.0.0.1:") && v["robustness"] == "healthy"
 	})
 	endpoint := v["endpoint"].(string)
+	eventually(t, 10*time.Second, "replicas running", func() (bool, error) {
+		list, err := e.lh.LonghornV1beta2().Replicas(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(list.Items) != 2 {
+			return false, err
+		}
+		for _, r := range list.Items {
+			if r.Status.CurrentState != "running" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	if _, ok := v["actions"].(map[string]interface{})["snapshotCreate"]; !ok {
 		t.Errorf("an attached volume does not offer snapshotCreate: %v", v["actions"])
 	}

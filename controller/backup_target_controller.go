@@ -108,10 +108,10 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 		c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
 	}
 
-	desired, volumes, err := c.desiredState(store)
-	if err != nil {
-		return err
-	}
+	// What engines report is mirrored even when the target cannot be read
+	// (a backup failing for that reason shows its error), but nothing is
+	// deleted then: an unreachable target must not empty the lists.
+	desired, volumes, storeErr := c.desiredState(store)
 	existing := map[string]*longhorn.Backup{}
 	for _, b := range backups {
 		existing[b.Name] = b
@@ -120,6 +120,9 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 		if err := c.syncBackup(ctx, existing[name], want); err != nil {
 			return err
 		}
+	}
+	if storeErr != nil {
+		return storeErr
 	}
 	for name, b := range existing {
 		if _, ok := desired[name]; !ok && b.DeletionTimestamp == nil {
@@ -139,7 +142,7 @@ func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[str
 	desired := map[string]*longhorn.Backup{}
 	engines, err := c.ds.ListEnginesRO()
 	if err != nil {
-		return nil, nil, err
+		return desired, nil, err
 	}
 	for _, e := range engines {
 		for name, st := range e.Status.BackupStatus {
@@ -153,12 +156,12 @@ func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[str
 	}
 	volumes, err := store.Volumes()
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the backup target: %w", err)
+		return desired, nil, fmt.Errorf("read the backup target: %w", err)
 	}
 	for _, v := range volumes {
 		list, err := store.List(v.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read the backups of volume %s: %w", v.Name, err)
+			return desired, nil, fmt.Errorf("read the backups of volume %s: %w", v.Name, err)
 		}
 		for _, b := range list {
 			desired[b.Name] = backupObject(b.Name, v.Name, longhorn.BackupStatus{

@@ -189,7 +189,37 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	if err := c.writeStatus(ctx, e, status); err != nil {
 		return err
 	}
+	if err := c.syncReplicaStatus(ctx, replicas, status); err != nil {
+		return err
+	}
 	return c.updateVolumeStatus(ctx, v, vstatus)
+}
+
+// syncReplicaStatus sets each Replica's state from the engine: running
+// while the engine runs and uses it, error once the engine dropped it,
+// stopped otherwise.
+func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus) error {
+	for _, r := range replicas {
+		st := r.Status.DeepCopy()
+		st.OwnerID = c.ownership.nodeID
+		switch {
+		case engine.CurrentState != longhorn.InstanceStateRunning:
+			st.CurrentState, st.Started = longhorn.InstanceStateStopped, false
+		case engine.ReplicaModeMap[r.Name] == longhorn.ReplicaModeRW:
+			st.CurrentState, st.Started = longhorn.InstanceStateRunning, true
+		default:
+			st.CurrentState = longhorn.InstanceStateError
+		}
+		if equality.Semantic.DeepEqual(st, &r.Status) {
+			continue
+		}
+		updated := r.DeepCopy()
+		updated.Status = *st
+		if _, err := c.ds.UpdateReplicaStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("update status of replica %s: %w", r.Name, err)
+		}
+	}
+	return nil
 }
 
 func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.Volume, vstatus *longhorn.VolumeStatus) error {
