@@ -56,6 +56,7 @@ func main() {
 	}
 	a.Commands = []cli.Command{
 		app.DaemonCmd(),
+		app.RecurringJobCmd(),
 	}
 	for i := range a.Commands {
 		name := a.Commands[i].Name

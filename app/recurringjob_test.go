@@ -141,7 +141,8 @@ func TestRecurringJobGetsExactlyOneCronJob(t *testing.T) {
 	if c.Image != "longhorn-manager:test" || !slices.Equal(c.Command, wantCmd) {
 		t.Errorf("container image %q command %q", c.Image, c.Command)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+	if len(c.Env) != 2 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" ||
+		c.Env[1].Name != "JOB_NAME" {
 		t.Errorf("env %+v", c.Env)
 	}
 	eventually(t, 10*time.Second, "job Ready with the finalizer", func() (bool, error) {

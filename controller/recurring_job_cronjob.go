@@ -94,11 +94,16 @@ func recurringJobContainer(job string, cfg CronJobConfig) corev1.Container {
 		Image:           cfg.ManagerImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"longhorn-manager", "-d", "recurring-job", job, "--manager-url", cfg.ManagerURL},
+		// APIVersion is what the apiserver would default it to; setting it
+		// keeps the live object equal to the desired one.
 		Env: []corev1.EnvVar{{
-			Name: "POD_NAMESPACE",
-			// APIVersion is what the apiserver would default it to; setting
-			// it keeps the live object equal to the desired one.
+			Name:      "POD_NAMESPACE",
 			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}},
+		}, {
+			// The Job's name carries the schedule tick, which makes a retried
+			// run for the same tick create nothing twice.
+			Name:      "JOB_NAME",
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}},
 		}},
 	}
 }

@@ -1,0 +1,227 @@
+package recurringjob
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client calls the manager's /v1 API, retrying what may pass: a refused
+// connection, a 5xx, a 429.
+type Client struct {
+	base     string
+	http     *http.Client
+	retryFor time.Duration
+}
+
+// NewClient returns a client of the manager at url (such as
+// http://longhorn-backend:9500/v1) that retries for up to retryFor.
+func NewClient(url string, retryFor time.Duration) *Client {
+	return &Client{base: strings.TrimSuffix(strings.TrimSuffix(url, "/"), "/v1"), http: &http.Client{Timeout: 60 * time.Second}, retryFor: retryFor}
+}
+
+// apiError is an answer the manager gave with a 4xx status.
+type apiError struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func isNotFound(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// do sends a request and decodes the JSON answer into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out interface{}) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(c.retryFor)
+	wait := 200 * time.Millisecond
+	for {
+		err, retry := c.once(ctx, method, path, body, out)
+		if err == nil || !retry || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out interface{}) (error, bool) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err, false
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err), ctx.Err() == nil
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err, true
+	}
+	if resp.StatusCode >= 400 {
+		ae := &apiError{Status: resp.StatusCode}
+		_ = json.Unmarshal(data, ae)
+		if ae.Message == "" {
+			ae.Message = strings.TrimSpace(string(data))
+		}
+		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
+		return fmt.Errorf("%s %s: %w", method, path, ae), retry
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: the answer is not JSON: %w", method, path, err), false
+		}
+	}
+	return nil, false
+}
+
+// Snapshot is a snapshot as the API lists it.
+type Snapshot struct {
+	Name        string            `json:"name"`
+	Removed     bool              `json:"removed"`
+	UserCreated bool              `json:"usercreated"`
+	Created     string            `json:"created"`
+	Labels      map[string]string `json:"labels"`
+}
+
+// Backup is a backup as the API lists it.
+type Backup struct {
+	Name         string            `json:"name"`
+	State        string            `json:"state"`
+	SnapshotName string            `json:"snapshotName"`
+	Created      string            `json:"created"`
+	Labels       map[string]string `json:"labels"`
+	Error        string            `json:"error"`
+	URL          string            `json:"url"`
+}
+
+// Volume is a volume as the API shows it.
+type Volume struct {
+	Name          string `json:"name"`
+	State         string `json:"state"`
+	Robustness    string `json:"robustness"`
+	CurrentNodeID string `json:"currentNodeID"`
+}
+
+func (c *Client) action(ctx context.Context, kind, name, action string, in, out interface{}) error {
+	if in == nil {
+		in = struct{}{}
+	}
+	return c.do(ctx, http.MethodPost, "/v1/"+kind+"/"+name+"?action="+action, in, out)
+}
+
+// Volume reads a volume.
+func (c *Client) Volume(ctx context.Context, name string) (*Volume, error) {
+	v := &Volume{}
+	return v, c.do(ctx, http.MethodGet, "/v1/volumes/"+name, nil, v)
+}
+
+// Attach attaches a volume to node without a frontend; Detach detaches it.
+func (c *Client) Attach(ctx context.Context, volume, node string) error {
+	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node, "disableFrontend": true}, nil)
+}
+
+func (c *Client) Detach(ctx context.Context, volume string) error {
+	return c.action(ctx, "volumes", volume, "detach", nil, nil)
+}
+
+// Snapshots lists a volume's snapshots, volume-head excluded.
+func (c *Client) Snapshots(ctx context.Context, volume string) ([]Snapshot, error) {
+	var list struct{ Data []Snapshot }
+	if err := c.action(ctx, "volumes", volume, "snapshotList", nil, &list); err != nil {
+		return nil, err
+	}
+	out := list.Data[:0]
+	for _, s := range list.Data {
+		if s.Name != "volume-head" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (c *Client) CreateSnapshot(ctx context.Context, volume, name string, labels map[string]string) error {
+	return c.action(ctx, "volumes", volume, "snapshotCreate", map[string]interface{}{"name": name, "labels": labels}, nil)
+}
+
+func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error {
+	return c.action(ctx, "volumes", volume, "snapshotDelete", map[string]string{"name": name}, nil)
+}
+
+func (c *Client) Purge(ctx context.Context, volume string) error {
+	return c.action(ctx, "volumes", volume, "snapshotPurge", nil, nil)
+}
+
+// BackupSnapshot starts a backup and returns its name.
+func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, labels map[string]string) (string, error) {
+	var out struct{ Name string }
+	err := c.action(ctx, "volumes", volume, "snapshotBackup", map[string]interface{}{"name": snapshot, "labels": labels}, &out)
+	return out.Name, err
+}
+
+// Backups lists a volume's backups; none when the target has no backup
+// volume for it yet.
+func (c *Client) Backups(ctx context.Context, volume string) ([]Backup, error) {
+	var list struct{ Data []Backup }
+	err := c.action(ctx, "backupvolumes", volume, "backupList", nil, &list)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	return list.Data, err
+}
+
+func (c *Client) DeleteBackup(ctx context.Context, volume, name string) error {
+	return c.action(ctx, "backupvolumes", volume, "backupDelete", map[string]string{"name": name}, nil)
+}
+
+// Setting reads a setting's value.
+func (c *Client) Setting(ctx context.Context, name string) (string, error) {
+	var s struct{ Value string }
+	err := c.do(ctx, http.MethodGet, "/v1/settings/"+name, nil, &s)
+	return s.Value, err
+}
+
+// ReadyNode returns a Ready node, to attach detached volumes to.
+func (c *Client) ReadyNode(ctx context.Context) (string, error) {
+	var list struct {
+		Data []struct {
+			Name       string
+			Conditions []struct{ Type, Status string }
+		}
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &list); err != nil {
+		return "", err
+	}
+	for _, n := range list.Data {
+		for _, cond := range n.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				return n.Name, nil
+			}
+		}
+	}
+	return "", errors.New("no Ready node to attach detached volumes to")
+}

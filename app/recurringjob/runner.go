@@ -1,0 +1,195 @@
+// Package recurringjob is one run of a recurring job: what
+// `longhorn-manager recurring-job <name>` does in a CronJob pod. It reads
+// the job, selects its volumes by label, and runs the job's task on each,
+// at most `concurrency` at a time, through the manager's API.
+package recurringjob
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+const (
+	// LabelTick records on snapshots and backups the schedule tick that
+	// made them, so a second run for the same tick makes nothing twice.
+	LabelTick = "RecurringJobTick"
+	// snapshotPrefixLength cuts the job name in snapshot names, as
+	// Longhorn does, to stay within name limits.
+	snapshotPrefixLength = 8
+)
+
+// Runner runs recurring jobs.
+type Runner struct {
+	Namespace string
+	Longhorn  lhclientset.Interface
+	Kube      kubernetes.Interface
+	API       *Client
+	Log       *logrus.Entry
+	// RetryFor bounds retries of the apiserver at start.
+	RetryFor time.Duration
+	// Tick is the schedule time this run is for.
+	Tick time.Time
+	// BackupTimeout bounds the wait for one backup to complete.
+	BackupTimeout time.Duration
+}
+
+// Result counts the volumes of a run.
+type Result struct {
+	Succeeded, Failed, Skipped int
+	// MaxInFlight is the most volumes worked on at once.
+	MaxInFlight int
+}
+
+// Run runs job once. It returns an error only when the run could not
+// happen at all; failures of single volumes are counted and reported.
+func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
+	log := r.Log.WithFields(logrus.Fields{"recurringJob": name, "tick": r.Tick.UTC().Format(time.RFC3339)})
+	var job *longhorn.RecurringJob
+	err := wait.PollUntilContextTimeout(ctx, time.Second, r.RetryFor, true, func(ctx context.Context) (bool, error) {
+		var err error
+		job, err = r.Longhorn.LonghornV1beta2().RecurringJobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return true, err
+		}
+		log.WithError(err).Warn("Cannot read the recurring job yet; retrying")
+		return false, nil
+	})
+	if apierrors.IsNotFound(err) {
+		log.Info("The recurring job no longer exists; nothing to do")
+		return Result{}, nil
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("read recurring job %s: %w", name, err)
+	}
+	maxRetention := 250
+	if v, err := r.API.Setting(ctx, string(types.SettingNameRecurringJobMaxRetention)); err == nil {
+		fmt.Sscanf(v, "%d", &maxRetention)
+	} else {
+		return Result{}, fmt.Errorf("the manager API cannot be reached: %w", err)
+	}
+	if err := datastore.ValidateRecurringJob(job, maxRetention, time.Now()); err != nil {
+		r.event(ctx, job, corev1.EventTypeWarning, "InvalidSpec", "not run: "+err.Error())
+		return Result{}, fmt.Errorf("recurring job %s is invalid: %w", name, err)
+	}
+	volumes, err := r.selectVolumes(ctx, job)
+	if err != nil {
+		return Result{}, err
+	}
+	allowDetached := false
+	if v, err := r.API.Setting(ctx, string(types.SettingNameAllowRecurringJobWhileVolumeDetached)); err == nil {
+		allowDetached = v == "true"
+	}
+	log.WithFields(logrus.Fields{"task": job.Spec.Task, "volumes": len(volumes), "concurrency": job.Spec.Concurrency}).Info("Running recurring job")
+
+	var (
+		res      Result
+		mu       sync.Mutex
+		inFlight atomic.Int32
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, max(job.Spec.Concurrency, 1))
+	)
+	for _, v := range volumes {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func(v *longhorn.Volume) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			n := int(inFlight.Add(1))
+			defer inFlight.Add(-1)
+			outcome, err := r.runVolume(ctx, job, v, allowDetached)
+			vlog := log.WithField("volume", v.Name)
+			mu.Lock()
+			defer mu.Unlock()
+			res.MaxInFlight = max(res.MaxInFlight, n)
+			switch {
+			case err != nil:
+				res.Failed++
+				vlog.WithError(err).Error("Volume failed")
+			case outcome != "":
+				res.Skipped++
+				vlog.WithField("reason", outcome).Info("Volume skipped")
+			default:
+				res.Succeeded++
+				vlog.Info("Volume done")
+			}
+		}(v)
+	}
+	wg.Wait()
+	msg := fmt.Sprintf("run for %s: %d volumes succeeded, %d failed, %d skipped", r.Tick.UTC().Format(time.RFC3339), res.Succeeded, res.Failed, res.Skipped)
+	kind, reason := corev1.EventTypeNormal, "Completed"
+	if res.Failed > 0 {
+		kind, reason = corev1.EventTypeWarning, "VolumesFailed"
+	}
+	r.event(ctx, job, kind, reason, msg)
+	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
+	return res, nil
+}
+
+// selectVolumes lists the volumes labelled with the job or one of its
+// groups, each once, sorted by name.
+func (r *Runner) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) ([]*longhorn.Volume, error) {
+	keys := []string{types.RecurringJobLabelKey(job.Name)}
+	for _, g := range job.Spec.Groups {
+		keys = append(keys, types.RecurringJobGroupLabelKey(g))
+	}
+	seen := map[string]*longhorn.Volume{}
+	for _, key := range keys {
+		list, err := r.Longhorn.LonghornV1beta2().Volumes(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: key + "=" + types.LabelValueEnabled})
+		if err != nil {
+			return nil, fmt.Errorf("list the volumes of %s: %w", key, err)
+		}
+		for i := range list.Items {
+			seen[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	out := make([]*longhorn.Volume, 0, len(seen))
+	for _, v := range seen {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (r *Runner) event(ctx context.Context, job *longhorn.RecurringJob, kind, reason, msg string) {
+	now := metav1.NewTime(time.Now())
+	_, err := r.Kube.CoreV1().Events(r.Namespace).Create(ctx, &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-"},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "RecurringJob", Namespace: r.Namespace, Name: job.Name, UID: job.UID,
+		},
+		Type: kind, Reason: reason, Message: msg, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		Source: corev1.EventSource{Component: "longhorn-recurring-job"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		r.Log.WithError(err).Warn("Cannot record the run's event")
+	}
+}
+
+// snapshotName is <job, cut to 8>-c-<random id>.
+func snapshotName(job string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := job
+	if len(prefix) > snapshotPrefixLength {
+		prefix = prefix[:snapshotPrefixLength]
+	}
+	return prefix + "-c-" + hex.EncodeToString(b[:])
+}

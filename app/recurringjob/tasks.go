@@ -1,0 +1,301 @@
+package recurringjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// runVolume runs the job's task on one volume. It returns a reason when
+// the volume was skipped.
+func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *longhorn.Volume, allowDetached bool) (string, error) {
+	vol, err := r.API.Volume(ctx, v.Name)
+	if isNotFound(err) {
+		return "the volume was deleted", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
+		return "the volume is faulted", nil
+	}
+	if vol.State != string(longhorn.VolumeStateAttached) {
+		if !allowDetached {
+			return "the volume is detached and " + string(types.SettingNameAllowRecurringJobWhileVolumeDetached) + " is false", nil
+		}
+		node, err := r.API.ReadyNode(ctx)
+		if err != nil {
+			return "", err
+		}
+		if err := r.API.Attach(ctx, v.Name, node); err != nil {
+			return "", fmt.Errorf("attach for the run: %w", err)
+		}
+		// The volume ends the run detached, as it started.
+		defer func() {
+			if err := r.API.Detach(context.WithoutCancel(ctx), v.Name); err != nil {
+				r.Log.WithError(err).WithField("volume", v.Name).Error("Cannot detach the volume after the run")
+			}
+		}()
+		if err := r.waitState(ctx, v.Name, string(longhorn.VolumeStateAttached)); err != nil {
+			return "", err
+		}
+	}
+	labels := map[string]string{}
+	for k, val := range job.Spec.Labels {
+		labels[k] = val
+	}
+	labels[types.LabelRecurringJob] = job.Name
+	labels[LabelTick] = r.Tick.UTC().Format("20060102T150405Z")
+
+	switch job.Spec.Task {
+	case longhorn.RecurringJobTypeSnapshot, longhorn.RecurringJobTypeSnapshotForceCreate:
+		return "", r.snapshot(ctx, job, v.Name, labels, job.Spec.Task == longhorn.RecurringJobTypeSnapshotForceCreate)
+	case longhorn.RecurringJobTypeSnapshotDelete:
+		return "", r.snapshotDelete(ctx, job, v.Name)
+	case longhorn.RecurringJobTypeSnapshotCleanup:
+		return "", r.snapshotCleanup(ctx, v.Name)
+	case longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate:
+		return "", r.backup(ctx, job, v.Name, labels, job.Spec.Task == longhorn.RecurringJobTypeBackupForceCreate)
+	}
+	return "", fmt.Errorf("task %q is not known", job.Spec.Task)
+}
+
+func (r *Runner) waitState(ctx context.Context, volume, state string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		v, err := r.API.Volume(ctx, volume)
+		if err == nil && v.State == state {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("volume %s did not become %s within 2 minutes", volume, state)
+}
+
+// jobSnapshots are the snapshots this job made and has not deleted,
+// oldest first.
+func jobSnapshots(all []Snapshot, job string) []Snapshot {
+	var out []Snapshot
+	for _, s := range all {
+		if s.Labels[types.LabelRecurringJob] == job && !s.Removed {
+			out = append(out, s)
+		}
+	}
+	sortByCreated(out)
+	return out
+}
+
+func sortByCreated(list []Snapshot) {
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Created != list[j].Created {
+			return list[i].Created < list[j].Created
+		}
+		return list[i].Name < list[j].Name
+	})
+}
+
+// deleteOldest deletes all but the newest keep snapshots of list, except
+// those in protect.
+func (r *Runner) deleteOldest(ctx context.Context, volume string, list []Snapshot, keep int, protect map[string]bool) error {
+	var errs []error
+	for i := 0; i < len(list)-keep; i++ {
+		if protect[list[i].Name] {
+			continue
+		}
+		if err := r.API.DeleteSnapshot(ctx, volume, list[i].Name); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete snapshot %s: %w", list[i].Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hasTick(list []Snapshot, tick string) (string, bool) {
+	for _, s := range list {
+		if s.Labels[LabelTick] == tick {
+			return s.Name, true
+		}
+	}
+	return "", false
+}
+
+// snapshot cleans up first (keeping retain-1 of the job's snapshots),
+// creates one unless cleanup failed (or force), keeps the newest retain,
+// and purges.
+func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
+	all, err := r.API.Snapshots(ctx, volume)
+	if err != nil {
+		return err
+	}
+	mine := jobSnapshots(all, job.Name)
+	if _, done := hasTick(mine, labels[LabelTick]); !done {
+		cleanupErr := r.deleteOldest(ctx, volume, mine, job.Spec.Retain-1, nil)
+		if cleanupErr != nil && !force {
+			return fmt.Errorf("cleanup before the snapshot failed, so none was taken: %w", cleanupErr)
+		}
+		if cleanupErr != nil {
+			r.Log.WithError(cleanupErr).WithField("volume", volume).Warn("Cleanup failed; taking the snapshot anyway (force-create)")
+		}
+		if err := r.API.CreateSnapshot(ctx, volume, snapshotName(job.Name), labels); err != nil {
+			return fmt.Errorf("create snapshot: %w", err)
+		}
+	}
+	if all, err = r.API.Snapshots(ctx, volume); err != nil {
+		return err
+	}
+	if err := r.deleteOldest(ctx, volume, jobSnapshots(all, job.Name), job.Spec.Retain, nil); err != nil {
+		return err
+	}
+	return r.API.Purge(ctx, volume)
+}
+
+// snapshotDelete keeps the newest retain of the volume's user snapshots.
+func (r *Runner) snapshotDelete(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
+	all, err := r.API.Snapshots(ctx, volume)
+	if err != nil {
+		return err
+	}
+	var user []Snapshot
+	for _, s := range all {
+		if s.UserCreated && !s.Removed {
+			user = append(user, s)
+		}
+	}
+	sortByCreated(user)
+	if err := r.deleteOldest(ctx, volume, user, job.Spec.Retain, nil); err != nil {
+		return err
+	}
+	return r.API.Purge(ctx, volume)
+}
+
+// snapshotCleanup removes system snapshots and purges removed ones.
+func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
+	all, err := r.API.Snapshots(ctx, volume)
+	if err != nil {
+		return err
+	}
+	var system []Snapshot
+	for _, s := range all {
+		if !s.UserCreated && !s.Removed {
+			system = append(system, s)
+		}
+	}
+	if err := r.deleteOldest(ctx, volume, system, 0, nil); err != nil {
+		return err
+	}
+	return r.API.Purge(ctx, volume)
+}
+
+// backup snapshots the volume, backs the snapshot up and waits for it,
+// then keeps the newest retain of the job's backups and only the job's
+// newest snapshot, which the next incremental backup starts from.
+func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
+	tick := labels[LabelTick]
+	backups, err := r.API.Backups(ctx, volume)
+	if err != nil {
+		return err
+	}
+	name := ""
+	for _, b := range backups {
+		if b.Labels[types.LabelRecurringJob] == job.Name && b.Labels[LabelTick] == tick && b.State != string(longhorn.BackupStateError) {
+			name = b.Name // this tick's backup exists: wait for it, make no other
+		}
+	}
+	if name == "" {
+		all, err := r.API.Snapshots(ctx, volume)
+		if err != nil {
+			return err
+		}
+		mine := jobSnapshots(all, job.Name)
+		snap, done := hasTick(mine, tick)
+		if !done {
+			if err := r.deleteOldest(ctx, volume, mine, 1, nil); err != nil && !force {
+				return fmt.Errorf("cleanup before the backup failed, so none was taken: %w", err)
+			}
+			snap = snapshotName(job.Name)
+			if err := r.API.CreateSnapshot(ctx, volume, snap, labels); err != nil {
+				return fmt.Errorf("create snapshot: %w", err)
+			}
+		}
+		if name, err = r.API.BackupSnapshot(ctx, volume, snap, labels); err != nil {
+			return fmt.Errorf("back up snapshot %s: %w", snap, err)
+		}
+	}
+	if err := r.waitBackup(ctx, volume, name); err != nil {
+		return err
+	}
+	return r.backupRetention(ctx, job, volume)
+}
+
+func (r *Runner) waitBackup(ctx context.Context, volume, name string) error {
+	deadline := time.Now().Add(r.BackupTimeout)
+	for {
+		backups, err := r.API.Backups(ctx, volume)
+		if err != nil {
+			return err
+		}
+		for _, b := range backups {
+			if b.Name != name {
+				continue
+			}
+			switch b.State {
+			case string(longhorn.BackupStateCompleted):
+				return nil
+			case string(longhorn.BackupStateError):
+				return fmt.Errorf("backup %s failed: %s", name, b.Error)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backup %s did not complete within %s", name, r.BackupTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// backupRetention deletes the job's completed backups beyond retain and
+// the job's snapshots but the newest, sparing any a running backup reads.
+func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
+	backups, err := r.API.Backups(ctx, volume)
+	if err != nil {
+		return err
+	}
+	var done []Backup
+	reading := map[string]bool{}
+	for _, b := range backups {
+		if b.State == string(longhorn.BackupStateInProgress) {
+			reading[b.SnapshotName] = true
+		}
+		if b.Labels[types.LabelRecurringJob] == job.Name && b.State == string(longhorn.BackupStateCompleted) {
+			done = append(done, b)
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i].Created < done[j].Created })
+	var errs []error
+	for i := 0; i < len(done)-job.Spec.Retain; i++ {
+		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !isNotFound(err) {
+			// Only logged: the backup itself succeeded.
+			r.Log.WithError(err).WithField("backup", done[i].Name).Warn("Cannot delete an old backup")
+		}
+	}
+	all, err := r.API.Snapshots(ctx, volume)
+	if err != nil {
+		return err
+	}
+	errs = append(errs, r.deleteOldest(ctx, volume, jobSnapshots(all, job.Name), 1, reading))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return r.API.Purge(ctx, volume)
+}
