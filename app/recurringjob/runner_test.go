@@ -1,0 +1,165 @@
+package recurringjob
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+)
+
+const ns = "longhorn-system"
+
+// fakeManager answers the few API calls a snapshot job makes, from memory,
+// taking opLatency for each snapshot creation and failing it for the
+// volumes in failing.
+type fakeManager struct {
+	mu        sync.Mutex
+	snapshots map[string][]Snapshot
+	opLatency time.Duration
+	failing   map[string]bool
+	inFlight  atomic.Int32
+	maxFlight atomic.Int32
+}
+
+func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
+	reply := func(status int, v interface{}) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	switch {
+	case parts[0] == "settings":
+		value := map[string]string{"recurring-job-max-retention": "100", "allow-recurring-job-while-volume-detached": "false"}[parts[1]]
+		reply(200, map[string]string{"value": value})
+	case parts[0] == "volumes" && r.Method == http.MethodGet:
+		reply(200, Volume{Name: parts[1], State: "attached", Robustness: "healthy"})
+	case parts[0] == "volumes":
+		vol := parts[1]
+		var in struct {
+			Name   string
+			Labels map[string]string
+		}
+		json.NewDecoder(r.Body).Decode(&in)
+		switch r.URL.Query().Get("action") {
+		case "snapshotList":
+			f.mu.Lock()
+			list := append([]Snapshot(nil), f.snapshots[vol]...)
+			f.mu.Unlock()
+			reply(200, map[string]interface{}{"data": list})
+		case "snapshotCreate":
+			n := f.inFlight.Add(1)
+			defer f.inFlight.Add(-1)
+			for {
+				m := f.maxFlight.Load()
+				if n <= m || f.maxFlight.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(f.opLatency)
+			if f.failing[vol] {
+				reply(400, map[string]interface{}{"type": "error", "status": 400, "message": "engine refused"})
+				return
+			}
+			f.mu.Lock()
+			f.snapshots[vol] = append(f.snapshots[vol], Snapshot{Name: in.Name, UserCreated: true, Created: time.Now().Format(time.RFC3339Nano), Labels: in.Labels})
+			f.mu.Unlock()
+			reply(200, map[string]string{"name": in.Name})
+		default:
+			reply(200, map[string]string{})
+		}
+	default:
+		reply(404, map[string]interface{}{"status": 404, "message": "not found"})
+	}
+}
+
+func newRunner(t testing.TB, volumes int, concurrency int, f *fakeManager) *Runner {
+	t.Helper()
+	objs := []runtime.Object{&longhorn.RecurringJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns},
+		Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: concurrency},
+	}}
+	for i := 0; i < volumes; i++ {
+		objs = append(objs, &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("vol-%04d", i), Namespace: ns, Labels: map[string]string{"recurring-job.longhorn.io/snap": "enabled"},
+		}})
+	}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	return &Runner{
+		Namespace: ns, Longhorn: lhfake.NewSimpleClientset(objs...), Kube: kubefake.NewSimpleClientset(),
+		API: NewClient(srv.URL+"/v1", time.Second), Log: logrus.NewEntry(log), RetryFor: time.Second,
+		Tick: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC), BackupTimeout: time.Minute,
+	}
+}
+
+func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
+	f := &fakeManager{snapshots: map[string][]Snapshot{}, failing: map[string]bool{"vol-0002": true}}
+	r := newRunner(t, 6, 3, f)
+	res, err := r.Run(context.Background(), "snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Succeeded != 5 || res.Failed != 1 || res.Skipped != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.MaxInFlight > 3 || f.maxFlight.Load() > 3 {
+		t.Fatalf("concurrency 3 exceeded: runner %d, server %d", res.MaxInFlight, f.maxFlight.Load())
+	}
+	events, _ := r.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if len(events.Items) != 1 || events.Items[0].Type != "Warning" || !strings.Contains(events.Items[0].Message, "5 volumes succeeded, 1 failed") {
+		t.Fatalf("events %+v", events.Items)
+	}
+}
+
+func TestAMissingJobEndsTheRunCleanly(t *testing.T) {
+	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	r := newRunner(t, 1, 1, f)
+	if res, err := r.Run(context.Background(), "gone"); err != nil || res != (Result{}) {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+}
+
+func TestAnUnreachableManagerStopsTheRunWithAClearError(t *testing.T) {
+	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	r := newRunner(t, 1, 1, f)
+	r.API = NewClient("http://127.0.0.1:1/v1", 300*time.Millisecond)
+	if _, err := r.Run(context.Background(), "snap"); err == nil || !strings.Contains(err.Error(), "manager API cannot be reached") {
+		t.Fatalf("want a clear error, got %v", err)
+	}
+}
+
+// BenchmarkOneThousandVolumes runs a snapshot job over 1,000 volumes with
+// concurrency 10 against a manager that takes 20 ms per snapshot, and
+// reports the wall time against the ideal ceil(1000/10) x 20 ms.
+func BenchmarkOneThousandVolumes(b *testing.B) {
+	const latency = 20 * time.Millisecond
+	for i := 0; i < b.N; i++ {
+		f := &fakeManager{snapshots: map[string][]Snapshot{}, opLatency: latency}
+		r := newRunner(b, 1000, 10, f)
+		start := time.Now()
+		res, err := r.Run(context.Background(), "snap")
+		if err != nil || res.Succeeded != 1000 {
+			b.Fatalf("%+v, %v", res, err)
+		}
+		ideal := 100 * latency
+		b.ReportMetric(time.Since(start).Seconds()/ideal.Seconds(), "x-ideal")
+		b.ReportMetric(float64(f.maxFlight.Load()), "max-in-flight")
+	}
+}
