@@ -171,6 +171,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		func(volume string) { volumeController.EnqueueVolume(volume) })
 	defer instances.StopAll()
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
+	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
 	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String())
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
@@ -205,6 +206,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("recurring-job", func(ctx context.Context) error { return recurringJobController.Run(ctx, o.Workers) })
 	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, o.Workers) })
 	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
+	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, o.Workers) })
 
 	readyReason.Store("")
 	log.Info("Manager ready")

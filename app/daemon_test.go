@@ -195,12 +195,16 @@ func TestDaemonRegistersNodeAndSettingsAsItsServiceAccount(t *testing.T) {
 
 	// A user's change to a setting survives a restart, and so do the
 	// node and its disk UUID.
-	setting, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setting.Value = "50"
-	if _, err := admin.LonghornV1beta2().Settings(ns).Update(context.Background(), setting, metav1.UpdateOptions{}); err != nil {
+	// The setting controller writes the status meanwhile: retry conflicts.
+	if err := datastore.RetryOnConflict(func() error {
+		setting, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		setting.Value = "50"
+		_, err = admin.LonghornV1beta2().Settings(ns).Update(context.Background(), setting, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if took := d.stop(t); took > 5*time.Second {
@@ -208,7 +212,7 @@ func TestDaemonRegistersNodeAndSettingsAsItsServiceAccount(t *testing.T) {
 	}
 
 	startDaemon(t, saConfig, ns, "node-1", dataDir)
-	setting, err = admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
+	setting, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(types.SettingNameRecurringJobMaxRetention), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,12 +236,15 @@ func TestInvalidSettingIsNotAppliedAndWarned(t *testing.T) {
 	startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir())
 
 	name := string(types.SettingNameRecurringJobMaxRetention)
-	s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Value = "0"
-	if _, err := admin.LonghornV1beta2().Settings(ns).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+	if err := datastore.RetryOnConflict(func() error {
+		s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Value = "0"
+		_, err = admin.LonghornV1beta2().Settings(ns).Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "setting marked not applied", func() (bool, error) {

@@ -335,6 +335,23 @@ func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) erro
 	if !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
 		return nil
 	}
+	// The volume waits until its Snapshot objects are gone; the snapshot
+	// controller releases them at once, as their data goes with the volume.
+	snaps, err := c.ds.ListVolumeSnapshotsRO(v.Name)
+	if err != nil {
+		return err
+	}
+	if len(snaps) > 0 {
+		for _, s := range snaps {
+			if s.DeletionTimestamp == nil {
+				if err := c.ds.DeleteSnapshot(ctx, s.Name); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+		}
+		c.queue.AddAfter(c.ds.Namespace()+"/"+v.Name, time.Second)
+		return nil
+	}
 	if err := c.instances.Stop(v.Name); err != nil {
 		c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 	}

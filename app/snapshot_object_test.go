@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+func (e *apiEnv) snapshotObject(t *testing.T, name string) (*longhorn.Snapshot, error) {
+	t.Helper()
+	return e.lh.LonghornV1beta2().Snapshots(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+func (e *apiEnv) engineSnapshot(t *testing.T, volume, name string) *longhorn.SnapshotInfo {
+	t.Helper()
+	eng, err := e.lh.LonghornV1beta2().Engines(e.ns).Get(context.Background(), datastore.EngineName(volume), metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return eng.Status.Snapshots[name]
+}
+
+func TestSnapshotObjectsLifeCycle(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vol", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Created by a user with kubectl: mutated, then taken in the engine.
+	e.cluster.Kubectl(t, `apiVersion: longhorn.io/v1beta2
+kind: Snapshot
+metadata:
+  name: by-user
+spec:
+  volume: vol
+  createSnapshot: true
+  labels: {purpose: test}
+`, "-n", e.ns, "apply", "-f", "-")
+	eventually(t, 20*time.Second, "user snapshot taken and ready", func() (bool, error) {
+		s, err := e.snapshotObject(t, "by-user")
+		if err != nil {
+			return false, nil
+		}
+		return s.Labels["longhornvolume"] == "vol" && slices.Contains(s.Finalizers, "longhorn.io") &&
+			len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == vol.UID &&
+			s.Status.ReadyToUse && s.Status.CreationTime != "" && s.Status.Labels["purpose"] == "test" &&
+			e.engineSnapshot(t, "vol", "by-user") != nil, nil
+	})
+
+	// Taken through the API: the object appears by itself.
+	e.call(t, "POST", "/v1/volumes/vol?action=snapshotCreate", `{"name":"by-api"}`).expect(t, 200)
+	eventually(t, 20*time.Second, "an object for the API's snapshot", func() (bool, error) {
+		s, err := e.snapshotObject(t, "by-api")
+		return err == nil && !s.Spec.CreateSnapshot && s.Status.ReadyToUse && s.Status.Parent == "by-user", nil
+	})
+	out := e.cluster.Kubectl(t, "", "-n", e.ns, "get", "lhsnap")
+	if !strings.Contains(out, "by-user") || !strings.Contains(out, "by-api") {
+		t.Errorf("kubectl get lhsnap:\n%s", out)
+	}
+
+	// kubectl delete: the engine snapshot goes (merged into its child by a
+	// purge), then the object.
+	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "by-user", "--wait=false")
+	eventually(t, 30*time.Second, "deleted snapshot gone from object and engine", func() (bool, error) {
+		_, err := e.snapshotObject(t, "by-user")
+		return apierrors.IsNotFound(err) && e.engineSnapshot(t, "vol", "by-user") == nil, nil
+	})
+	if s, err := e.snapshotObject(t, "by-api"); err != nil || !s.Status.ReadyToUse || s.Status.Parent != "" {
+		t.Fatalf("the remaining snapshot after the purge: %+v, %v", s, err)
+	}
+
+	// Deleting the volume waits for its snapshots, which go with it.
+	e.call(t, "DELETE", "/v1/volumes/vol", "").expect(t, 204)
+	eventually(t, 30*time.Second, "volume and snapshots gone", func() (bool, error) {
+		_, errV := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vol", metav1.GetOptions{})
+		list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(context.Background(), metav1.ListOptions{})
+		return apierrors.IsNotFound(errV) && err == nil && len(list.Items) == 0, nil
+	})
+}

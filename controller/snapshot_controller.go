@@ -1,0 +1,260 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// SnapshotController keeps a Snapshot object for every engine snapshot
+// and the engine snapshot of every Snapshot object a user creates. It
+// reads snapshots from engine.status.snapshots (the volume controller
+// keeps that current) and calls the engine only to create, delete and
+// purge. It runs on the node that owns the snapshot's volume.
+type SnapshotController struct {
+	*baseController
+	ds        *datastore.DataStore
+	nodeID    string
+	instances *instance.Manager
+}
+
+// NewSnapshotController wires the controller to the Snapshot and Engine
+// informers.
+func NewSnapshotController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Manager) *SnapshotController {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &SnapshotController{ds: ds, nodeID: nodeID, instances: instances}
+	c.baseController = newBaseController("longhorn-snapshot", logger, metrics, c.sync,
+		lh.Snapshots().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Volumes().Informer().HasSynced)
+	lh.Snapshots().Informer().AddEventHandler(c.eventHandler())
+	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.engineChanged(nil, obj) },
+		UpdateFunc: c.engineChanged,
+	})
+	return c
+}
+
+// engineChanged enqueues only what an Engine change concerns: every
+// snapshot of the volume when the engine started or stopped, otherwise the
+// snapshots whose entries changed (new ones included, so they get objects).
+func (c *SnapshotController) engineChanged(oldObj, newObj interface{}) {
+	cur, ok := newObj.(*longhorn.Engine)
+	if !ok {
+		return
+	}
+	var old *longhorn.Engine
+	if oldObj != nil {
+		old, _ = oldObj.(*longhorn.Engine)
+	}
+	if old == nil || old.Status.CurrentState != cur.Status.CurrentState {
+		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
+		for _, s := range snaps {
+			c.enqueue(s)
+		}
+	}
+	var before map[string]*longhorn.SnapshotInfo
+	if old != nil {
+		before = old.Status.Snapshots
+	}
+	for name, s := range cur.Status.Snapshots {
+		if name != "volume-head" && !equality.Semantic.DeepEqual(s, before[name]) {
+			c.queue.Add(c.ds.Namespace() + "/" + name)
+		}
+	}
+	for name := range before {
+		if _, still := cur.Status.Snapshots[name]; !still && name != "volume-head" {
+			c.queue.Add(c.ds.Namespace() + "/" + name)
+		}
+	}
+}
+
+func (c *SnapshotController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	snap, err := c.ds.GetSnapshotRO(name)
+	if apierrors.IsNotFound(err) {
+		return c.adoptEngineSnapshot(ctx, name)
+	}
+	if err != nil {
+		return err
+	}
+	v, err := c.ds.GetVolumeRO(snap.Spec.Volume)
+	if apierrors.IsNotFound(err) || (err == nil && v.DeletionTimestamp != nil) {
+		// The snapshot's data goes with its volume.
+		return c.releaseFinalizer(ctx, snap)
+	}
+	if err != nil {
+		return err
+	}
+	if v.Status.OwnerID != c.nodeID {
+		return nil
+	}
+	if needsMutation(snap, v) {
+		updated := snap.DeepCopy()
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[types.LabelVolume] = v.Name
+		if !slices.Contains(updated.Finalizers, types.LonghornFinalizer) && snap.DeletionTimestamp == nil {
+			updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
+		}
+		if len(updated.OwnerReferences) == 0 {
+			updated.OwnerReferences = ownedBy(v)
+		}
+		_, err := c.ds.UpdateSnapshot(ctx, updated)
+		return err
+	}
+
+	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var info *longhorn.SnapshotInfo
+	running := false
+	if e != nil {
+		info = e.Status.Snapshots[snap.Name]
+		running = e.Status.CurrentState == longhorn.InstanceStateRunning
+	}
+	run, hasEngine := c.instances.Get(v.Name)
+
+	if snap.DeletionTimestamp != nil {
+		if info == nil && running {
+			return c.releaseFinalizer(ctx, snap)
+		}
+		if !hasEngine {
+			return c.setError(ctx, snap, "the volume must be attached to delete the snapshot")
+		}
+		if info != nil && !info.Removed {
+			if err := run.Engine.DeleteSnapshot(snap.Name); err != nil {
+				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+			}
+		}
+		if !run.Engine.PurgeStatus().IsPurging {
+			run.Engine.StartPurge()
+		}
+		return nil
+	}
+
+	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
+		// Check the engine itself first: the status may lag, and a retry
+		// must never make two.
+		if _, err := run.Engine.Snapshot(snap.Name); err != nil {
+			if _, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels); err != nil {
+				return c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
+			}
+			c.logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
+		}
+		return nil
+	}
+	if info == nil && running && snap.Status.CreationTime != "" {
+		if snap.Status.MarkRemoved {
+			// Deleted and purged, by a recurring job or the API: the
+			// object goes too.
+			if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		}
+		return c.setError(ctx, snap, "the snapshot is gone from the engine")
+	}
+	if info == nil {
+		return nil
+	}
+	status := longhorn.SnapshotStatus{
+		Parent: info.Parent, Children: info.Children, MarkRemoved: info.Removed, UserCreated: info.UserCreated,
+		CreationTime: info.Created, Labels: info.Labels, OwnerID: c.nodeID, RestoreSize: v.Spec.Size,
+		ReadyToUse: !info.Removed,
+	}
+	status.Size, _ = strconv.ParseInt(info.Size, 10, 64)
+	return c.writeStatus(ctx, snap, status)
+}
+
+func needsMutation(snap *longhorn.Snapshot, v *longhorn.Volume) bool {
+	return snap.Labels[types.LabelVolume] != v.Name ||
+		(snap.DeletionTimestamp == nil && !slices.Contains(snap.Finalizers, types.LonghornFinalizer)) ||
+		len(snap.OwnerReferences) == 0
+}
+
+// adoptEngineSnapshot gives an engine snapshot made without an object (by
+// the API or a recurring job) its object, with createSnapshot false.
+func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name string) error {
+	engines, err := c.ds.ListEnginesRO()
+	if err != nil {
+		return err
+	}
+	for _, e := range engines {
+		info := e.Status.Snapshots[name]
+		if info == nil || info.Removed {
+			continue
+		}
+		v, err := c.ds.GetVolumeRO(e.Spec.VolumeName)
+		if err != nil || v.Status.OwnerID != c.nodeID || v.DeletionTimestamp != nil {
+			continue
+		}
+		_, err = c.ds.CreateSnapshot(ctx, &longhorn.Snapshot{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Labels: map[string]string{types.LabelVolume: v.Name},
+				Finalizers: []string{types.LonghornFinalizer}, OwnerReferences: ownedBy(v),
+			},
+			Spec: longhorn.SnapshotSpec{Volume: v.Name, CreateSnapshot: false, Labels: info.Labels},
+		})
+		switch {
+		case apierrors.IsInvalid(err):
+			// Engine snapshot names allow what object names do not
+			// (capitals, '_'): such a snapshot has no object.
+			c.logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": name}).Debug("Snapshot name cannot be an object name")
+		case err != nil && !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("create Snapshot object for %s: %w", name, err)
+		}
+		return nil
+	}
+	return nil
+}
+
+func (c *SnapshotController) releaseFinalizer(ctx context.Context, snap *longhorn.Snapshot) error {
+	if !slices.Contains(snap.Finalizers, types.LonghornFinalizer) {
+		return nil
+	}
+	updated := snap.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	_, err := c.ds.UpdateSnapshot(ctx, updated)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *SnapshotController) setError(ctx context.Context, snap *longhorn.Snapshot, msg string) error {
+	status := *snap.Status.DeepCopy()
+	status.Error, status.ReadyToUse, status.OwnerID = msg, false, c.nodeID
+	return c.writeStatus(ctx, snap, status)
+}
+
+func (c *SnapshotController) writeStatus(ctx context.Context, snap *longhorn.Snapshot, status longhorn.SnapshotStatus) error {
+	if snap.DeletionTimestamp != nil {
+		status.ReadyToUse = false
+	}
+	if equality.Semantic.DeepEqual(status, snap.Status) {
+		return nil
+	}
+	updated := snap.DeepCopy()
+	updated.Status = status
+	_, err := c.ds.UpdateSnapshotStatus(ctx, updated)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
