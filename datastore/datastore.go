@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	lhlisters "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/listers/longhorn/v1beta2"
@@ -52,8 +54,11 @@ type Informers struct {
 // NewInformers makes factories scoped to the manager's namespace.
 func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, namespace string, resync time.Duration) Informers {
 	return Informers{
-		Longhorn: lhinformers.NewSharedInformerFactoryWithOptions(lhClient, resync, lhinformers.WithNamespace(namespace)),
-		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace)),
+		// Snapshots are many (30 per volume is common) and follow their
+		// engine's status: no periodic resync of them.
+		Longhorn: lhinformers.NewSharedInformerFactoryWithOptions(lhClient, resync, lhinformers.WithNamespace(namespace),
+			lhinformers.WithCustomResyncConfig(map[metav1.Object]time.Duration{&longhorn.Snapshot{}: 0})),
+		Kube: informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace)),
 	}
 }
 

@@ -79,6 +79,26 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.snapshots[vol] = append(f.snapshots[vol], Snapshot{Name: in.Name, UserCreated: true, Created: time.Now().Format(time.RFC3339Nano), Labels: in.Labels})
 			f.mu.Unlock()
 			reply(200, map[string]string{"name": in.Name})
+		case "snapshotDelete":
+			f.mu.Lock()
+			for i := range f.snapshots[vol] {
+				if f.snapshots[vol][i].Name == in.Name {
+					f.snapshots[vol][i].Removed = true
+				}
+			}
+			f.mu.Unlock()
+			reply(200, map[string]string{})
+		case "snapshotPurge":
+			f.mu.Lock()
+			kept := f.snapshots[vol][:0]
+			for _, sn := range f.snapshots[vol] {
+				if !sn.Removed {
+					kept = append(kept, sn)
+				}
+			}
+			f.snapshots[vol] = kept
+			f.mu.Unlock()
+			reply(200, map[string]string{})
 		default:
 			reply(200, map[string]string{})
 		}
@@ -89,10 +109,13 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newRunner(t testing.TB, volumes int, concurrency int, f *fakeManager) *Runner {
 	t.Helper()
-	objs := []runtime.Object{&longhorn.RecurringJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns},
-		Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: concurrency},
-	}}
+	return newTaskRunner(t, volumes, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: concurrency}, f)
+}
+
+// newTaskRunner runs a job named snap with spec over volumes labelled for it.
+func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f *fakeManager) *Runner {
+	t.Helper()
+	objs := []runtime.Object{&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: spec}}
 	for i := 0; i < volumes; i++ {
 		objs = append(objs, &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("vol-%04d", i), Namespace: ns, Labels: map[string]string{"recurring-job.longhorn.io/snap": "enabled"},
@@ -161,5 +184,67 @@ func BenchmarkOneThousandVolumes(b *testing.B) {
 		ideal := 100 * latency
 		b.ReportMetric(time.Since(start).Seconds()/ideal.Seconds(), "x-ideal")
 		b.ReportMetric(float64(f.maxFlight.Load()), "max-in-flight")
+	}
+}
+
+func snapshotsAt(minutes ...int) []Snapshot {
+	var out []Snapshot
+	for _, m := range minutes {
+		out = append(out, Snapshot{Name: fmt.Sprintf("s%d", m), UserCreated: true, Created: fmt.Sprintf("2026-11-22T01:%02d:00Z", m)})
+	}
+	return out
+}
+
+func names(list []Snapshot) string {
+	var out []string
+	for _, s := range list {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestSnapshotDeleteKeepsTheNewestRetainUserSnapshots(t *testing.T) {
+	user := snapshotsAt(5, 1, 3, 2, 4)
+	system := Snapshot{Name: "sys", UserCreated: false, Created: "2026-11-22T01:00:00Z"}
+	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": append(user, system)}}
+	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-delete", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
+	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if got := names(f.snapshots["vol-0000"]); got != "s5,s4,sys" {
+		t.Fatalf("left %s, want the two newest user snapshots and the system one", got)
+	}
+}
+
+func TestSnapshotCleanupRemovesSystemSnapshotsOnly(t *testing.T) {
+	system := []Snapshot{{Name: "sys1", Created: "2026-11-22T01:00:00Z"}, {Name: "sys2", Created: "2026-11-22T01:01:00Z"}}
+	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": append(snapshotsAt(3, 4), system...)}}
+	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-cleanup", Cron: "@hourly", Retain: 0, Concurrency: 1}, f)
+	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if got := names(f.snapshots["vol-0000"]); got != "s3,s4" {
+		t.Fatalf("left %s, want the user snapshots only", got)
+	}
+}
+
+func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
+	mine := func(name, created string) Snapshot {
+		return Snapshot{Name: name, UserCreated: true, Created: created, Labels: map[string]string{"RecurringJob": "snap"}}
+	}
+	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": {
+		mine("old1", "2026-11-22T00:01:00Z"), mine("old2", "2026-11-22T00:02:00Z"), mine("old3", "2026-11-22T00:03:00Z"),
+		{Name: "other", UserCreated: true, Created: "2026-11-22T00:00:00Z"},
+	}}}
+	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
+	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	left := f.snapshots["vol-0000"]
+	if len(left) != 3 || left[0].Name != "old3" || left[1].Name != "other" || !strings.HasPrefix(left[2].Name, "snap-c-") {
+		t.Fatalf("left %s: want old3, the other job's snapshot and the new one", names(left))
+	}
+	if left[2].Labels["RecurringJob"] != "snap" || left[2].Labels[LabelTick] != "20261122T010000Z" {
+		t.Fatalf("new snapshot labels %v", left[2].Labels)
 	}
 }
