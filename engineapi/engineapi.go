@@ -52,5 +52,8 @@ type EngineClient interface {
 	BackupStatus(ctx context.Context) (map[string]*longhorn.EngineBackupStatus, error)
 	// BackupRestore writes the backup at backupURL into the volume.
 	BackupRestore(ctx context.Context, backupURL string) error
+	// RestoreStatus reports the last restore, by replica address as
+	// Longhorn's engine does; this engine reports one entry.
+	RestoreStatus(ctx context.Context) (map[string]*longhorn.RestoreStatus, error)
 	Close() error
 }

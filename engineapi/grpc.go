@@ -191,4 +191,17 @@ func (c *GRPCClient) BackupRestore(ctx context.Context, backupURL string) error 
 	return c.wrap("restore of "+backupURL, err)
 }
 
+func (c *GRPCClient) RestoreStatus(ctx context.Context) (map[string]*longhorn.RestoreStatus, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	st, err := c.client.RestoreStatus(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("restore status", err)
+	}
+	return map[string]*longhorn.RestoreStatus{c.address: {
+		IsRestoring: st.IsRestoring, Progress: int(st.Progress), State: st.State, Error: st.Error,
+		LastRestored: st.LastRestored, BackupURL: st.BackupUrl,
+	}}, nil
+}
+
 var _ EngineClient = (*GRPCClient)(nil)

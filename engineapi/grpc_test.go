@@ -200,6 +200,15 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 	if err := c2.BackupRestore(ctx, url); err != nil {
 		t.Fatal(err)
 	}
+	st, err := c2.RestoreStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.IsRestoring || s.State != "complete" || s.LastRestored != "backup-one" || s.Progress != 100 {
+			t.Fatalf("restore status %+v", s)
+		}
+	}
 	got := make([]byte, len(data))
 	e2.ReadAt(got, 4096)
 	if string(got) != string(data) {

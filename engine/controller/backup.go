@@ -124,12 +124,48 @@ func (e *Engine) BackupStatuses() map[string]BackupStatus {
 	return out
 }
 
-// Restore writes a backup into the volume through every healthy replica.
-// The volume must be new: blocks the backup lacks are left as they are.
+// RestoreStatus is the progress of the engine's last restore.
+type RestoreStatus struct {
+	IsRestoring  bool
+	Progress     int
+	State        string
+	Error        string
+	LastRestored string
+	BackupURL    string
+}
+
+// Restore writes a backup into the volume through every healthy replica;
+// RestoreStatus follows it. The volume must be new: blocks the backup
+// lacks are left as they are.
 func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error {
-	_, err := store.Restore(volume, backup, e, nil)
-	if err != nil {
-		return err
+	url := store.URL(volume, backup)
+	e.setRestore(func(st *RestoreStatus) {
+		*st = RestoreStatus{IsRestoring: true, State: "in_progress", BackupURL: url, LastRestored: st.LastRestored}
+	})
+	_, err := store.Restore(volume, backup, e, func(p int) { e.setRestore(func(st *RestoreStatus) { st.Progress = p }) })
+	if err == nil {
+		err = e.Sync()
 	}
-	return e.Sync()
+	e.setRestore(func(st *RestoreStatus) {
+		st.IsRestoring = false
+		if err != nil {
+			st.State, st.Error = "error", err.Error()
+			return
+		}
+		st.State, st.Progress, st.LastRestored = "complete", 100, backup
+	})
+	return err
+}
+
+func (e *Engine) setRestore(f func(*RestoreStatus)) {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	f(&e.restore)
+}
+
+// RestoreStatus reports the last restore.
+func (e *Engine) RestoreStatus() RestoreStatus {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	return e.restore
 }

@@ -71,6 +71,7 @@ type Engine struct {
 
 	backupMu sync.Mutex
 	backups  map[string]*BackupStatus
+	restore  RestoreStatus
 	// changed is called after any change callers may want to observe.
 	changed func()
 }

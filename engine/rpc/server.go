@@ -218,3 +218,13 @@ func (s *Server) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.Empty, 
 	}
 	return &pb.Empty{}, nil
 }
+
+func (s *Server) RestoreStatus(_ context.Context, req *pb.VolumeRequest) (*pb.RestoreStatusResponse, error) {
+	e, err := s.engine(req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	st := e.RestoreStatus()
+	return &pb.RestoreStatusResponse{IsRestoring: st.IsRestoring, Progress: int32(st.Progress), State: st.State, Error: st.Error,
+		LastRestored: st.LastRestored, BackupUrl: st.BackupURL}, nil
+}

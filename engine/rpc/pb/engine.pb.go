@@ -829,6 +829,90 @@ func (x *RestoreRequest) GetBackupUrl() string {
 	return ""
 }
 
+type RestoreStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	IsRestoring   bool                   `protobuf:"varint,1,opt,name=is_restoring,json=isRestoring,proto3" json:"is_restoring,omitempty"`
+	Progress      int32                  `protobuf:"varint,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	LastRestored  string                 `protobuf:"bytes,5,opt,name=last_restored,json=lastRestored,proto3" json:"last_restored,omitempty"`
+	BackupUrl     string                 `protobuf:"bytes,6,opt,name=backup_url,json=backupUrl,proto3" json:"backup_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreStatusResponse) Reset() {
+	*x = RestoreStatusResponse{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreStatusResponse) ProtoMessage() {}
+
+func (x *RestoreStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreStatusResponse.ProtoReflect.Descriptor instead.
+func (*RestoreStatusResponse) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RestoreStatusResponse) GetIsRestoring() bool {
+	if x != nil {
+		return x.IsRestoring
+	}
+	return false
+}
+
+func (x *RestoreStatusResponse) GetProgress() int32 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *RestoreStatusResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RestoreStatusResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RestoreStatusResponse) GetLastRestored() string {
+	if x != nil {
+		return x.LastRestored
+	}
+	return ""
+}
+
+func (x *RestoreStatusResponse) GetBackupUrl() string {
+	if x != nil {
+		return x.BackupUrl
+	}
+	return ""
+}
+
 var File_engine_rpc_engine_proto protoreflect.FileDescriptor
 
 const file_engine_rpc_engine_proto_rawDesc = "" +
@@ -901,7 +985,15 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x0eRestoreRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1d\n" +
 	"\n" +
-	"backup_url\x18\x02 \x01(\tR\tbackupUrl2\xc4\a\n" +
+	"backup_url\x18\x02 \x01(\tR\tbackupUrl\"\xc6\x01\n" +
+	"\x15RestoreStatusResponse\x12!\n" +
+	"\fis_restoring\x18\x01 \x01(\bR\visRestoring\x12\x1a\n" +
+	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12#\n" +
+	"\rlast_restored\x18\x05 \x01(\tR\flastRestored\x12\x1d\n" +
+	"\n" +
+	"backup_url\x18\x06 \x01(\tR\tbackupUrl2\xa3\b\n" +
 	"\x06Engine\x12J\n" +
 	"\tVolumeGet\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1a.longhorn.engine.v1.Volume\x12g\n" +
 	"\x0eSnapshotCreate\x12).longhorn.engine.v1.SnapshotCreateRequest\x1a*.longhorn.engine.v1.SnapshotCreateResponse\x12[\n" +
@@ -913,7 +1005,8 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x13SnapshotPurgeStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1f.longhorn.engine.v1.PurgeStatus\x12a\n" +
 	"\fBackupCreate\x12'.longhorn.engine.v1.BackupCreateRequest\x1a(.longhorn.engine.v1.BackupCreateResponse\x12[\n" +
 	"\fBackupStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a(.longhorn.engine.v1.BackupStatusResponse\x12H\n" +
-	"\aRestore\x12\".longhorn.engine.v1.RestoreRequest\x1a\x19.longhorn.engine.v1.EmptyB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
+	"\aRestore\x12\".longhorn.engine.v1.RestoreRequest\x1a\x19.longhorn.engine.v1.Empty\x12]\n" +
+	"\rRestoreStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a).longhorn.engine.v1.RestoreStatusResponseB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
 
 var (
 	file_engine_rpc_engine_proto_rawDescOnce sync.Once
@@ -927,7 +1020,7 @@ func file_engine_rpc_engine_proto_rawDescGZIP() []byte {
 	return file_engine_rpc_engine_proto_rawDescData
 }
 
-var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_engine_rpc_engine_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: longhorn.engine.v1.Empty
 	(*VolumeRequest)(nil),          // 1: longhorn.engine.v1.VolumeRequest
@@ -943,19 +1036,20 @@ var file_engine_rpc_engine_proto_goTypes = []any{
 	(*BackupStatus)(nil),           // 11: longhorn.engine.v1.BackupStatus
 	(*BackupStatusResponse)(nil),   // 12: longhorn.engine.v1.BackupStatusResponse
 	(*RestoreRequest)(nil),         // 13: longhorn.engine.v1.RestoreRequest
-	nil,                            // 14: longhorn.engine.v1.Volume.ReplicaModesEntry
-	nil,                            // 15: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 16: longhorn.engine.v1.Snapshot.LabelsEntry
-	nil,                            // 17: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	nil,                            // 18: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	(*RestoreStatusResponse)(nil),  // 14: longhorn.engine.v1.RestoreStatusResponse
+	nil,                            // 15: longhorn.engine.v1.Volume.ReplicaModesEntry
+	nil,                            // 16: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 17: longhorn.engine.v1.Snapshot.LabelsEntry
+	nil,                            // 18: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	nil,                            // 19: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
 }
 var file_engine_rpc_engine_proto_depIdxs = []int32{
-	14, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
-	15, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	16, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
+	15, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
+	16, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	17, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
 	6,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
-	17, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	18, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	18, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	19, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
 	11, // 6: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
 	1,  // 7: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
 	3,  // 8: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
@@ -968,19 +1062,21 @@ var file_engine_rpc_engine_proto_depIdxs = []int32{
 	9,  // 15: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
 	1,  // 16: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
 	13, // 17: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
-	2,  // 18: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
-	4,  // 19: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
-	7,  // 20: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
-	6,  // 21: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
-	0,  // 22: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
-	0,  // 23: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
-	0,  // 24: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
-	8,  // 25: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
-	10, // 26: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
-	12, // 27: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
-	0,  // 28: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
-	18, // [18:29] is the sub-list for method output_type
-	7,  // [7:18] is the sub-list for method input_type
+	1,  // 18: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	2,  // 19: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
+	4,  // 20: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
+	7,  // 21: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
+	6,  // 22: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
+	0,  // 23: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
+	0,  // 24: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
+	0,  // 25: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
+	8,  // 26: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
+	10, // 27: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
+	12, // 28: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
+	0,  // 29: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
+	14, // 30: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
+	19, // [19:31] is the sub-list for method output_type
+	7,  // [7:19] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -997,7 +1093,7 @@ func file_engine_rpc_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_rpc_engine_proto_rawDesc), len(file_engine_rpc_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

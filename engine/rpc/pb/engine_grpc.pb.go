@@ -33,6 +33,7 @@ const (
 	Engine_BackupCreate_FullMethodName        = "/longhorn.engine.v1.Engine/BackupCreate"
 	Engine_BackupStatus_FullMethodName        = "/longhorn.engine.v1.Engine/BackupStatus"
 	Engine_Restore_FullMethodName             = "/longhorn.engine.v1.Engine/Restore"
+	Engine_RestoreStatus_FullMethodName       = "/longhorn.engine.v1.Engine/RestoreStatus"
 )
 
 // EngineClient is the client API for Engine service.
@@ -51,6 +52,7 @@ type EngineClient interface {
 	BackupStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*BackupStatusResponse, error)
 	// Restore writes a backup into the volume and returns when done.
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*Empty, error)
+	RestoreStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*RestoreStatusResponse, error)
 }
 
 type engineClient struct {
@@ -171,6 +173,16 @@ func (c *engineClient) Restore(ctx context.Context, in *RestoreRequest, opts ...
 	return out, nil
 }
 
+func (c *engineClient) RestoreStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*RestoreStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreStatusResponse)
+	err := c.cc.Invoke(ctx, Engine_RestoreStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -187,6 +199,7 @@ type EngineServer interface {
 	BackupStatus(context.Context, *VolumeRequest) (*BackupStatusResponse, error)
 	// Restore writes a backup into the volume and returns when done.
 	Restore(context.Context, *RestoreRequest) (*Empty, error)
+	RestoreStatus(context.Context, *VolumeRequest) (*RestoreStatusResponse, error)
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -229,6 +242,9 @@ func (UnimplementedEngineServer) BackupStatus(context.Context, *VolumeRequest) (
 }
 func (UnimplementedEngineServer) Restore(context.Context, *RestoreRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedEngineServer) RestoreStatus(context.Context, *VolumeRequest) (*RestoreStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreStatus not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -449,6 +465,24 @@ func _Engine_Restore_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_RestoreStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).RestoreStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_RestoreStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).RestoreStatus(ctx, req.(*VolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -499,6 +533,10 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Restore",
 			Handler:    _Engine_Restore_Handler,
+		},
+		{
+			MethodName: "RestoreStatus",
+			Handler:    _Engine_RestoreStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
