@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/internal/testfs"
 )
 
 const volSize = 32 << 20
@@ -242,5 +243,31 @@ func TestTargetsAndURLs(t *testing.T) {
 	}
 	if _, _, _, err := ParseURL("file:///x?volume=v"); err == nil {
 		t.Fatal("a URL without a backup was accepted")
+	}
+}
+
+func TestAFullTargetShowsNoBackupAndARetrySucceeds(t *testing.T) {
+	root := testfs.Tmpfs(t, "1m")
+	s, err := Open("file://" + root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newVolume(t, t.TempDir())
+	r.WriteAt(random(5, 6<<20), 0)
+	r.CreateSnapshot("s1", true, time.Now(), nil)
+	v := snapshotView(t, r, "s1")
+	if _, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: v}); err == nil || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("a backup to a full target: %v", err)
+	}
+	if list, _ := s.List("vol"); len(list) != 0 {
+		t.Fatalf("a failed backup is visible: %+v", list)
+	}
+	testfs.Resize(t, root, "64m")
+	b, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: v})
+	if err != nil {
+		t.Fatalf("the retry once there is room: %v", err)
+	}
+	if restoreInto(t, s, "vol", b.Name) != checksum(t, v) {
+		t.Fatal("the retried backup does not restore")
 	}
 }

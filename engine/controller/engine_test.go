@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/internal/testfs"
 )
 
 const size = 4 << 20
@@ -146,5 +147,49 @@ func TestSnapshotsAcrossReplicas(t *testing.T) {
 	e.ReadAt(got, 0)
 	if !bytes.Equal(got, first) {
 		t.Fatal("purge changed what the volume reads")
+	}
+}
+
+func TestAFullDiskFailsOnlyItsReplica(t *testing.T) {
+	full := testfs.Tmpfs(t, "1m")
+	small, err := replica.Create(filepath.Join(full, "a"), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := replica.Create(filepath.Join(t.TempDir(), "b"), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	e, err := New("vol", map[string]*replica.Replica{"a": small, "b": big}, clocktesting.NewFakeClock(time.Now()), logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	data := random(9, 2<<20)
+	if _, err := e.WriteAt(data, 0); err != nil {
+		t.Fatalf("a write with one replica on a full disk: %v", err)
+	}
+	if modes := e.ReplicaModes(); modes["a"] != ModeERR || modes["b"] != ModeRW {
+		t.Fatalf("modes %v", modes)
+	}
+	got := make([]byte, len(data))
+	if _, err := e.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after the full disk: %v", err)
+	}
+
+	// With only the full disk, the write fails and says so.
+	only, err := replica.Create(filepath.Join(testfs.Tmpfs(t, "1m"), "c"), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := New("vol2", map[string]*replica.Replica{"c": only}, clocktesting.NewFakeClock(time.Now()), logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if _, err := e2.WriteAt(data, 0); !errors.Is(err, ErrNoHealthyReplica) {
+		t.Fatalf("a write with every replica on a full disk: %v", err)
 	}
 }
