@@ -1,9 +1,6 @@
 package api
 
 import (
-	"bufio"
-	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,35 +33,9 @@ func newRequestMetrics(registry prometheus.Registerer) *requestMetrics {
 func (m *requestMetrics) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &codeRecorder{ResponseWriter: w, code: http.StatusOK}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		m.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 	})
-}
-
-// codeRecorder remembers the status code. It passes Hijack through, so a
-// websocket upgrade works behind it.
-type codeRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (c *codeRecorder) WriteHeader(code int) {
-	c.code = code
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *codeRecorder) Unwrap() http.ResponseWriter { return c.ResponseWriter }
-
-func (c *codeRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return hijack(c.ResponseWriter)
-}
-
-func hijack(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
-	h, ok := w.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("the connection cannot be taken over")
-	}
-	return h.Hijack()
 }

@@ -7,6 +7,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -161,6 +162,8 @@ func writeJSON(w http.ResponseWriter, status int, body interface{}) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
+// statusRecorder remembers the status code for logs and metrics. It passes
+// Hijack through, so a websocket upgrade works behind it.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
@@ -196,4 +199,12 @@ func logRequests(logger *logrus.Entry, next http.Handler) http.Handler {
 			entry.Debug("Request served")
 		}
 	})
+}
+
+func hijack(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be taken over")
+	}
+	return h.Hijack()
 }
