@@ -32,6 +32,17 @@ func ownedBy(v *longhorn.Volume) []metav1.OwnerReference {
 	}}
 }
 
+// replicaDataDir names a replica's folder after the volume, a piece of its
+// UID (so a new volume with an old name never opens old data) and the
+// replica's number.
+func replicaDataDir(v *longhorn.Volume, i int) string {
+	uid := string(v.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return fmt.Sprintf("%s-%s-%d", v.Name, uid, i)
+}
+
 // replicaDir is where a replica keeps its data on its disk.
 func replicaDir(r *longhorn.Replica) string {
 	return filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName)
@@ -62,7 +73,7 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: ownedBy(v)},
 				Spec: longhorn.ReplicaSpec{
 					InstanceSpec: longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: c.ownership.nodeID, DataEngine: longhorn.DataEngineTypeV1},
-					DiskID:       diskUUID, DiskPath: diskPath, DataDirectoryName: fmt.Sprintf("%s-%s", v.Name, string(v.UID)[:8]+"-"+strconv.Itoa(i)),
+					DiskID:       diskUUID, DiskPath: diskPath, DataDirectoryName: replicaDataDir(v, i),
 					Active: true,
 				},
 			}
