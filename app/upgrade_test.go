@@ -8,7 +8,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/upgrade/upgradetest"
 )
@@ -16,14 +19,20 @@ import (
 // These tests are not parallel: the StorageClasses the migration lists are
 // cluster-wide, and each fixture's class must meet only its own manager.
 
-func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
+// oldStateEnv is a namespace holding the v1.1 fixture and the manager's
+// RBAC, not yet running a manager.
+func oldStateEnv(t *testing.T) (*upgradetest.Fixture, *rest.Config, string, kubernetes.Interface, lhclientset.Interface) {
+	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	lh := lhClient(t, cluster.Config)
 	installRBAC(t, kube, ns)
-	f := upgradetest.Create(t, kube, lh, ns)
-	saConfig := cluster.ServiceAccountConfig(ns, serviceAccount)
+	return upgradetest.Create(t, kube, lh, ns), cluster.ServiceAccountConfig(ns, serviceAccount), ns, kube, lh
+}
+
+func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
+	f, saConfig, ns, kube, lh := oldStateEnv(t)
 	dataDir := t.TempDir()
 
 	d := startDaemon(t, saConfig, ns, "node-1", dataDir)
@@ -64,13 +73,7 @@ func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
 }
 
 func TestTwoDaemonsStartingAtOnceMigrateOnce(t *testing.T) {
-	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
-	kube := cluster.KubeClient(t)
-	lh := lhClient(t, cluster.Config)
-	installRBAC(t, kube, ns)
-	f := upgradetest.Create(t, kube, lh, ns)
-	saConfig := cluster.ServiceAccountConfig(ns, serviceAccount)
+	f, saConfig, ns, _, _ := oldStateEnv(t)
 
 	var wg sync.WaitGroup
 	for _, node := range []string{"node-1", "node-2"} {

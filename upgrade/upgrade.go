@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cadence-storage/longhorn-manager/types"
-	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
+	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
 )
 
 const (

@@ -74,7 +74,9 @@ func Create(t testing.TB, kube kubernetes.Interface, lh lhclientset.Interface, n
 		Parameters:  map[string]string{"numberOfReplicas": "3", "staleReplicaTimeout": "30", "recurringJobs": string(jobsYAML)},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	t.Cleanup(func() { _ = kube.StorageV1().StorageClasses().Delete(context.Background(), f.StorageClass, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.StorageV1().StorageClasses().Delete(context.Background(), f.StorageClass, metav1.DeleteOptions{})
+	})
 
 	defaultJSON, err := json.Marshal([]longhorn.VolumeRecurringJobSpec{defaultJob})
 	must(t, err)
