@@ -1,0 +1,142 @@
+package schedule
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func mustParse(t *testing.T, expr, tz string) Schedule {
+	t.Helper()
+	s, err := Parse(expr, tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct{ name, expr, tz, err string }{
+		{"five fields in UTC", "0 * * * *", "", ""},
+		{"a descriptor in a zone", "@daily", "Europe/Paris", ""},
+		{"a zone inside cron is refused", "CRON_TZ=Asia/Tokyo 0 * * * *", "", "timeZone"},
+		{"TZ= inside cron is refused", "TZ=UTC 0 * * * *", "", "timeZone"},
+		{"an unknown zone is refused", "0 * * * *", "Mars/Olympus", "IANA"},
+		{"bad cron is refused", "every hour", "", "cron"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(c.expr, c.tz)
+			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("got %v, want %q", err, c.err)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	hourly := "0 * * * *"
+	cases := []struct {
+		name       string
+		cron, tz   string
+		state      State
+		now        string
+		want       Action
+		tick       string
+		missedAtLe int // MissedTicks must be at least this
+	}{
+		{name: "a new job waits for its first tick", cron: hourly,
+			state: State{Created: utc("2026-11-22T10:10:00Z")}, now: "2026-11-22T10:30:00Z", want: Wait},
+		{name: "a new job runs at its first tick, never at creation", cron: hourly,
+			state: State{Created: utc("2026-11-22T10:10:00Z")}, now: "2026-11-22T11:00:05Z", want: Run, tick: "2026-11-22T11:00:00Z"},
+		{name: "after downtime only the most recent missed tick runs", cron: hourly,
+			state: State{Created: utc("2026-11-01T00:00:00Z"), LastSchedule: utc("2026-11-22T05:00:00Z")}, now: "2026-11-22T09:30:00Z",
+			want: Run, tick: "2026-11-22T09:00:00Z", missedAtLe: 4},
+		{name: "a year of missed minutes is handled in bounded time", cron: "* * * * *",
+			state: State{Created: utc("2025-11-22T00:00:00Z"), LastSchedule: utc("2025-11-22T00:00:00Z")}, now: "2026-11-22T09:30:30Z",
+			want: Run, tick: "2026-11-22T09:30:00Z", missedAtLe: 100},
+		{name: "a missed tick inside the starting deadline runs", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T08:00:00Z"), StartingDeadline: 10 * time.Minute},
+			now:   "2026-11-22T09:05:00Z", want: Run, tick: "2026-11-22T09:00:00Z"},
+		{name: "a missed tick past the starting deadline is recorded, not run", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T08:00:00Z"), StartingDeadline: 10 * time.Minute},
+			now:   "2026-11-22T09:30:00Z", want: Missed, tick: "2026-11-22T09:00:00Z"},
+		{name: "a suspended job runs nothing", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), Suspend: true}, now: "2026-11-22T09:30:00Z", want: Wait},
+		{name: "resuming without skip catches up the most recent tick", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T03:00:00Z")}, now: "2026-11-22T09:30:00Z",
+			want: Run, tick: "2026-11-22T09:00:00Z"},
+		{name: "resuming with skipImmediately skips the due tick", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T03:00:00Z"), SkipImmediately: true},
+			now:   "2026-11-22T09:30:00Z", want: Skip, tick: "2026-11-22T09:00:00Z"},
+		{name: "after a skip the next run is the next tick after it", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T03:00:00Z"), LastSkipped: utc("2026-11-22T09:30:00Z")},
+			now:   "2026-11-22T09:45:00Z", want: Wait},
+		{name: "Forbid: a due tick waits while a run is active", cron: hourly,
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T08:00:00Z"), Active: true},
+			now:   "2026-11-22T09:00:10Z", want: Wait, tick: "2026-11-22T09:00:00Z"},
+		{name: "a schedule change causes no immediate run", cron: "*/5 * * * *",
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T08:00:00Z"), ScheduleChanged: utc("2026-11-22T09:31:00Z")},
+			now:   "2026-11-22T09:31:30Z", want: Wait},
+		{name: "the new schedule fires at its next tick", cron: "*/5 * * * *",
+			state: State{Created: utc("2026-11-22T00:00:00Z"), LastSchedule: utc("2026-11-22T08:00:00Z"), ScheduleChanged: utc("2026-11-22T09:31:00Z")},
+			now:   "2026-11-22T09:35:01Z", want: Run, tick: "2026-11-22T09:35:00Z"},
+		{name: "a time zone moves the tick", cron: "0 2 * * *", tz: "Europe/Paris",
+			state: State{Created: utc("2026-11-21T12:00:00Z")}, now: "2026-11-22T01:00:30Z", want: Run, tick: "2026-11-22T01:00:00Z"},
+		{name: "an irregular schedule is computed exactly", cron: "30 6-16/4 * * 1-5",
+			state: State{Created: utc("2026-11-16T00:00:00Z")}, now: "2026-11-22T12:00:00Z", want: Run, tick: "2026-11-20T14:30:00Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Decide(mustParse(t, c.cron, c.tz), c.state, utc(c.now))
+			if d.Action != c.want {
+				t.Fatalf("action %v, want %v (%+v)", d.Action, c.want, d)
+			}
+			if c.tick != "" && !d.Tick.Equal(utc(c.tick)) {
+				t.Fatalf("tick %s, want %s", d.Tick.UTC().Format(time.RFC3339), c.tick)
+			}
+			if d.MissedTicks < c.missedAtLe {
+				t.Fatalf("%d missed ticks counted, want at least %d", d.MissedTicks, c.missedAtLe)
+			}
+			if d.Requeue <= 0 {
+				t.Fatalf("requeue %s is not positive", d.Requeue)
+			}
+		})
+	}
+}
+
+// Daylight saving, the policy of robfig/cron and Kubernetes CronJobs: a
+// tick in the skipped spring hour does not fire that day; a tick in the
+// repeated autumn hour fires at both of its instants.
+func TestDaylightSaving(t *testing.T) {
+	s := mustParse(t, "30 2 * * *", "America/New_York")
+	// 2026-03-08 02:00 local does not exist: the next 02:30 is on March 9.
+	next := s.Next(utc("2026-03-08T05:00:00Z")) // 00:00 local
+	if want := utc("2026-03-09T06:30:00Z"); !next.Equal(want) {
+		t.Fatalf("spring: next %s, want %s", next.UTC(), want)
+	}
+	autumn := mustParse(t, "30 1 * * *", "America/New_York")
+	first := autumn.Next(utc("2026-11-01T04:00:00Z")) // 00:00 EDT
+	second := autumn.Next(first)
+	if !first.Equal(utc("2026-11-01T05:30:00Z")) {
+		t.Fatalf("autumn: first %s", first.UTC())
+	}
+	if !second.Equal(utc("2026-11-01T06:30:00Z")) {
+		t.Fatalf("autumn: the repeated 01:30 fires again at %s, want 06:30 UTC the same day", second.UTC())
+	}
+}
+
+func BenchmarkMostRecentAfterAYearOfMinutes(b *testing.B) {
+	s, _ := Parse("* * * * *", "")
+	after, now := utc("2025-11-22T00:00:00Z"), utc("2026-11-22T09:30:30Z")
+	for i := 0; i < b.N; i++ {
+		s.MostRecent(after, now)
+	}
+}
