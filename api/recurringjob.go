@@ -64,7 +64,14 @@ func (s *Server) createRecurringJob(w http.ResponseWriter, r *http.Request) erro
 		Spec: longhorn.RecurringJobSpec{
 			Name: in.Name, Groups: in.Groups, Task: in.Task, Cron: in.Cron,
 			Retain: *in.Retain, Concurrency: concurrency, Labels: in.Labels,
+			StartingDeadlineSeconds: in.StartingDeadlineSeconds, SkipImmediately: in.SkipImmediately,
 		},
+	}
+	if in.Suspend != nil {
+		job.Spec.Suspend = *in.Suspend
+	}
+	if in.TimeZone != nil {
+		job.Spec.TimeZone = *in.TimeZone
 	}
 	if err := s.ds.ValidateRecurringJob(job, s.clock.Now()); err != nil {
 		return badRequest("%v", err)
@@ -152,6 +159,18 @@ func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInpu
 		if len(spec.Labels) == 0 {
 			spec.Labels = nil
 		}
+	}
+	if in.Suspend != nil {
+		spec.Suspend = *in.Suspend
+	}
+	if in.TimeZone != nil {
+		spec.TimeZone = *in.TimeZone
+	}
+	if in.StartingDeadlineSeconds != nil {
+		spec.StartingDeadlineSeconds = in.StartingDeadlineSeconds
+	}
+	if in.SkipImmediately != nil {
+		spec.SkipImmediately = in.SkipImmediately
 	}
 }
 

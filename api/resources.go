@@ -2,6 +2,8 @@ package api
 
 import (
 	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strconv"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -12,25 +14,35 @@ import (
 // RecurringJob is the API view of a RecurringJob.
 type RecurringJob struct {
 	Resource
-	Name        string                    `json:"name"`
-	Groups      []string                  `json:"groups"`
-	Task        longhorn.RecurringJobType `json:"task"`
-	Cron        string                    `json:"cron"`
-	Retain      int                       `json:"retain"`
-	Concurrency int                       `json:"concurrency"`
-	Labels      map[string]string         `json:"labels"`
-	Conditions  []longhorn.Condition      `json:"conditions"`
+	Name                    string                    `json:"name"`
+	Groups                  []string                  `json:"groups"`
+	Task                    longhorn.RecurringJobType `json:"task"`
+	Cron                    string                    `json:"cron"`
+	Retain                  int                       `json:"retain"`
+	Concurrency             int                       `json:"concurrency"`
+	Labels                  map[string]string         `json:"labels"`
+	Conditions              []longhorn.Condition      `json:"conditions"`
+	Suspend                 bool                      `json:"suspend"`
+	TimeZone                string                    `json:"timeZone"`
+	StartingDeadlineSeconds *int64                    `json:"startingDeadlineSeconds"`
+	SkipImmediately         bool                      `json:"skipImmediately"`
+	LastScheduleTime        *metav1.Time              `json:"lastScheduleTime"`
+	LastSkipped             *metav1.Time              `json:"lastSkipped"`
 }
 
 // RecurringJobInput is the body of create and update.
 type RecurringJobInput struct {
-	Name        string                    `json:"name"`
-	Groups      []string                  `json:"groups"`
-	Task        longhorn.RecurringJobType `json:"task"`
-	Cron        string                    `json:"cron"`
-	Retain      *int                      `json:"retain"`
-	Concurrency *int                      `json:"concurrency"`
-	Labels      map[string]string         `json:"labels"`
+	Name                    string                    `json:"name"`
+	Groups                  []string                  `json:"groups"`
+	Task                    longhorn.RecurringJobType `json:"task"`
+	Cron                    string                    `json:"cron"`
+	Retain                  *int                      `json:"retain"`
+	Concurrency             *int                      `json:"concurrency"`
+	Labels                  map[string]string         `json:"labels"`
+	Suspend                 *bool                     `json:"suspend"`
+	TimeZone                *string                   `json:"timeZone"`
+	StartingDeadlineSeconds *int64                    `json:"startingDeadlineSeconds"`
+	SkipImmediately         *bool                     `json:"skipImmediately"`
 }
 
 // Volume is the API view of a Volume.
@@ -150,6 +162,9 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 		Resource: resource(base, "recurringJob", "recurringjobs", j.Name),
 		Name:     j.Name, Groups: groups, Task: j.Spec.Task, Cron: j.Spec.Cron,
 		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Conditions: conditions(j.Status.Conditions),
+		Suspend: j.Spec.Suspend, TimeZone: j.Spec.TimeZone, StartingDeadlineSeconds: j.Spec.StartingDeadlineSeconds,
+		SkipImmediately:  j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately,
+		LastScheduleTime: j.Status.LastScheduleTime, LastSkipped: j.Status.LastSkipped,
 	}
 }
 

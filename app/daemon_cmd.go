@@ -31,6 +31,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
+			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -53,9 +54,10 @@ func DaemonCmd() cli.Command {
 				EngineAddress: c.String("engine-address"),
 				Workers:       c.Int("workers"),
 				CronJob: controller.CronJobConfig{
-					ManagerImage:   c.String("manager-image"),
-					ServiceAccount: c.String("service-account"),
-					ManagerURL:     c.String("manager-url"),
+					ManagerImage:           c.String("manager-image"),
+					ServiceAccount:         c.String("service-account"),
+					ManagerURL:             c.String("manager-url"),
+					SkipImmediatelyDefault: c.Bool("recurring-job-skip-immediately"),
 				},
 			})
 		},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -255,4 +256,37 @@ func TestRecurringBackupJobKeepsRetainBackupsThatRestore(t *testing.T) {
 	e.call(t, "POST", "/v1/volumes/db-copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
 	c := e.waitVolume(t, "db-copy", "copy attached", func(m map[string]interface{}) bool { return m["state"] == "attached" && m["endpoint"] != "" })
 	qemuIO(t, c["endpoint"].(string), "read -P 0x77 0 1M")
+}
+
+func TestSuspendTimeZoneAndSkipImmediatelyOnTheCronJobRunner(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"paris","task":"snapshot","cron":"0 2 * * *","retain":1,"timeZone":"Mars/Base"}`).expect(t, 400, "spec.timeZone")
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"paris","task":"snapshot","cron":"0 2 * * *","retain":1,"timeZone":"Europe/Paris","suspend":true,"startingDeadlineSeconds":600}`).expect(t, 200)
+	e.waitCronJob(t, "paris", "CronJob with zone, suspension and deadline", func(cj *batchv1.CronJob) bool {
+		return *cj.Spec.TimeZone == "Europe/Paris" && *cj.Spec.Suspend && cj.Spec.StartingDeadlineSeconds != nil && *cj.Spec.StartingDeadlineSeconds == 600
+	})
+	// The daemon's default (false) fills skipImmediately of a new job.
+	eventually(t, 10*time.Second, "skipImmediately defaulted", func() (bool, error) {
+		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "paris", metav1.GetOptions{})
+		return err == nil && j.Spec.SkipImmediately != nil && !*j.Spec.SkipImmediately, nil
+	})
+
+	// Resume with skipImmediately: the tick due now is skipped once.
+	e.call(t, "PUT", "/v1/recurringjobs/paris", `{"suspend":false,"skipImmediately":true}`).expect(t, 200)
+	var skipped time.Time
+	eventually(t, 15*time.Second, "skip consumed", func() (bool, error) {
+		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "paris", metav1.GetOptions{})
+		if err != nil || j.Status.LastSkipped == nil || j.Spec.SkipImmediately == nil || *j.Spec.SkipImmediately {
+			return false, err
+		}
+		skipped = j.Status.LastSkipped.Time
+		return true, nil
+	})
+	e.waitCronJob(t, "paris", "CronJob resumed", func(cj *batchv1.CronJob) bool { return !*cj.Spec.Suspend })
+	// A run for a tick not after the skip does nothing.
+	out := e.runJob(t, serviceAccountKubeconfig(t, e.cluster, e.ns), "paris", skipped.Add(-time.Minute).UTC().Format(time.RFC3339))
+	if !strings.Contains(out, "succeeded=0 failed=0 skipped=0") {
+		t.Fatalf("a run for a skipped tick: %s", out)
+	}
 }

@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -135,10 +138,18 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		return c.cleanup(ctx, job, log)
 	}
 	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
+		// First sight of a new job: the finalizer, and the daemon's
+		// default for skipImmediately when the job does not say.
 		updated := job.DeepCopy()
 		updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
+		if updated.Spec.SkipImmediately == nil {
+			updated.Spec.SkipImmediately = ptr.To(c.cfg.SkipImmediatelyDefault)
+		}
 		_, err := c.ds.UpdateRecurringJob(ctx, updated)
 		return err
+	}
+	if !job.Spec.Suspend && job.Spec.SkipImmediately != nil && *job.Spec.SkipImmediately {
+		return c.consumeSkip(ctx, job, log)
 	}
 
 	if verr := c.ds.ValidateRecurringJob(job, c.clock.Now()); verr != nil {
@@ -147,7 +158,37 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 	if err := c.syncCronJob(ctx, job, log); err != nil {
 		return err
 	}
+	if cj, err := c.ds.GetCronJobRO(job.Name); err == nil && !equality.Semantic.DeepEqual(cj.Status.LastScheduleTime, job.Status.LastScheduleTime) {
+		updated := job.DeepCopy()
+		updated.Status.LastScheduleTime = cj.Status.LastScheduleTime
+		if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+			return err
+		}
+		return nil
+	}
 	return c.setReady(ctx, job, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "")
+}
+
+// consumeSkip skips the tick due now, once: status.lastSkipped is set to
+// now (a run for a tick not after it exits without work), then
+// skipImmediately goes back to false.
+func (c *RecurringJobController) consumeSkip(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	now := metav1.NewTime(c.clock.Now())
+	if job.Status.LastSkipped == nil || job.Status.LastSkipped.Before(&now) {
+		updated := job.DeepCopy()
+		updated.Status.LastSkipped = &now
+		var err error
+		if job, err = c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+			return err
+		}
+	}
+	updated := job.DeepCopy()
+	updated.Spec.SkipImmediately = ptr.To(false)
+	if _, err := c.ds.UpdateRecurringJob(ctx, updated); err != nil {
+		return err
+	}
+	log.WithField("lastSkipped", now.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately)")
+	return nil
 }
 
 // syncCronJob creates the job's CronJob or brings it back to what the job

@@ -21,8 +21,8 @@ const (
 	// once; failures of single volumes are handled inside the run, so a
 	// retry never repeats volumes that succeeded because one failed.
 	recurringJobBackoffLimit = 1
-	// cronJobTimeZone: schedules run in UTC, never in the zone the
-	// controller manager happens to have.
+	// cronJobTimeZone is the zone of jobs without one: UTC, never the
+	// zone the controller manager happens to have.
 	cronJobTimeZone = "Etc/UTC"
 )
 
@@ -34,6 +34,9 @@ type CronJobConfig struct {
 	ServiceAccount string
 	// ManagerURL is the manager API the pods call.
 	ManagerURL string
+	// SkipImmediatelyDefault is skipImmediately for new jobs that do not
+	// set it (--recurring-job-skip-immediately).
+	SkipImmediatelyDefault bool
 }
 
 // cronJobLabels are the labels of a job's CronJob and of its pods.
@@ -48,6 +51,10 @@ func cronJobLabels(job string) map[string]string {
 // running `longhorn-manager -d recurring-job <name> --manager-url <url>`.
 func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHistory, failedHistory int32) *batchv1.CronJob {
 	spec, _ := json.Marshal(job.Spec)
+	zone := job.Spec.TimeZone
+	if zone == "" {
+		zone = cronJobTimeZone
+	}
 	return &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        job.Name,
@@ -65,9 +72,10 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHis
 		},
 		Spec: batchv1.CronJobSpec{
 			Schedule:                   job.Spec.Cron,
-			TimeZone:                   ptr.To(cronJobTimeZone),
+			TimeZone:                   ptr.To(zone),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
-			Suspend:                    ptr.To(false),
+			Suspend:                    ptr.To(job.Spec.Suspend),
+			StartingDeadlineSeconds:    job.Spec.StartingDeadlineSeconds,
 			SuccessfulJobsHistoryLimit: ptr.To(successfulHistory),
 			FailedJobsHistoryLimit:     ptr.To(failedHistory),
 			JobTemplate: batchv1.JobTemplateSpec{

@@ -61,6 +61,14 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 	}
 
 	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)
+	if spec.TimeZone != "" {
+		if _, err := time.LoadLocation(spec.TimeZone); err != nil || spec.TimeZone == "Local" {
+			errs = append(errs, field.Invalid(specPath.Child("timeZone"), spec.TimeZone, "must be an IANA time zone such as Europe/Paris; empty means UTC"))
+		}
+	}
+	if spec.StartingDeadlineSeconds != nil && *spec.StartingDeadlineSeconds < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("startingDeadlineSeconds"), *spec.StartingDeadlineSeconds, "must not be negative"))
+	}
 
 	retainPath := specPath.Child("retain")
 	minRetain := 1
@@ -110,7 +118,7 @@ func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 		return field.ErrorList{field.Required(p, "a cron expression such as \"0 * * * *\" or \"@daily\"")}
 	}
 	if strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
-		return field.ErrorList{field.Invalid(p, expr, "must not set a time zone inside the expression; schedules run in UTC")}
+		return field.ErrorList{field.Invalid(p, expr, "must not set a time zone inside the expression; use timeZone")}
 	}
 	schedule, err := cron.ParseStandard(trimmed)
 	if err != nil {

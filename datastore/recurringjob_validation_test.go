@@ -56,6 +56,9 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"a group that cannot be a label is refused", func(j *longhorn.RecurringJob) { j.Spec.Groups = []string{"a/b"} }, "spec.groups[0]"},
 		{"a duplicate group is refused", func(j *longhorn.RecurringJob) { j.Spec.Groups = []string{"g", "g"} }, "spec.groups[1]: Duplicate"},
 		{"a bad label key is refused", func(j *longhorn.RecurringJob) { j.Spec.Labels = map[string]string{"bad key": "v"} }, "spec.labels[bad key]"},
+		{"an IANA time zone is accepted", func(j *longhorn.RecurringJob) { j.Spec.TimeZone = "Europe/Paris" }, ""},
+		{"an unknown time zone is refused", func(j *longhorn.RecurringJob) { j.Spec.TimeZone = "Mars/Base" }, "spec.timeZone"},
+		{"the machine's zone is refused", func(j *longhorn.RecurringJob) { j.Spec.TimeZone = "Local" }, "spec.timeZone"},
 		{"a bad label value is refused", func(j *longhorn.RecurringJob) { j.Spec.Labels = map[string]string{"k": "not ok!"} }, "valid label value"},
 	}
 	for _, c := range cases {

@@ -79,6 +79,14 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("read recurring job %s: %w", name, err)
 	}
+	if job.Status.LastSkipped != nil && !r.Tick.After(job.Status.LastSkipped.Time) {
+		log.WithField("lastSkipped", job.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("This tick was skipped (skipImmediately); nothing to do")
+		return Result{}, nil
+	}
+	if job.Spec.Suspend {
+		log.Info("The recurring job is suspended; nothing to do")
+		return Result{}, nil
+	}
 	maxRetention := 250
 	if v, err := r.API.Setting(ctx, string(types.SettingNameRecurringJobMaxRetention)); err == nil {
 		fmt.Sscanf(v, "%d", &maxRetention)

@@ -39,6 +39,23 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="labels keys must be valid Kubernetes label keys"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+	// Suspend stops new runs; runs in progress go on.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+	// TimeZone is the IANA time zone the cron expression is read in;
+	// empty means UTC, never the machine's zone.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// StartingDeadlineSeconds, when set, bounds how late a missed tick may
+	// still run; older ticks are recorded as missed and not run.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+	// SkipImmediately skips the tick that is due when the job is created or
+	// resumed; the manager consumes it (sets it back to false) once used.
+	// +optional
+	SkipImmediately *bool `json:"skipImmediately,omitempty"`
 }
 
 // RecurringJobStatus is the observed state of a recurring job.
@@ -52,6 +69,15 @@ type RecurringJobStatus struct {
 	// +optional
 	// +nullable
 	Conditions []Condition `json:"conditions"`
+	// LastScheduleTime is the tick of the last run started (the tick, not
+	// the wall clock).
+	// +optional
+	// +nullable
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastSkipped is when a due tick was last skipped.
+	// +optional
+	// +nullable
+	LastSkipped *metav1.Time `json:"lastSkipped,omitempty"`
 }
 
 // RecurringJob condition reasons.
@@ -72,6 +98,8 @@ const (
 // +kubebuilder:printcolumn:name="Cron",type=string,JSONPath=`.spec.cron`,description="The cron expression represents recurring job scheduling"
 // +kubebuilder:printcolumn:name="Retain",type=integer,JSONPath=`.spec.retain`,description="The number of snapshots/backups to keep for the volume"
 // +kubebuilder:printcolumn:name="Concurrency",type=integer,JSONPath=`.spec.concurrency`,description="The concurrent job to run by each cron job"
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`,description="Whether new runs are stopped"
+// +kubebuilder:printcolumn:name="LastSchedule",type=date,JSONPath=`.status.lastScheduleTime`,description="The tick of the last run"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`,description="Whether the job is valid and scheduled"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Labels",type=string,JSONPath=`.spec.labels`,description="Specify the labels"

@@ -816,6 +816,16 @@ func (in *RecurringJobSpec) DeepCopyInto(out *RecurringJobSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.StartingDeadlineSeconds != nil {
+		in, out := &in.StartingDeadlineSeconds, &out.StartingDeadlineSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.SkipImmediately != nil {
+		in, out := &in.SkipImmediately, &out.SkipImmediately
+		*out = new(bool)
+		**out = **in
+	}
 	return
 }
 
@@ -836,6 +846,14 @@ func (in *RecurringJobStatus) DeepCopyInto(out *RecurringJobStatus) {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]Condition, len(*in))
 		copy(*out, *in)
+	}
+	if in.LastScheduleTime != nil {
+		in, out := &in.LastScheduleTime, &out.LastScheduleTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastSkipped != nil {
+		in, out := &in.LastSkipped, &out.LastSkipped
+		*out = (*in).DeepCopy()
 	}
 	return
 }
