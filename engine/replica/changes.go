@@ -36,11 +36,7 @@ func (r *Replica) ChangedBlocks(since, name string) (changed []bool, full bool, 
 		if err != nil {
 			return nil, false, err
 		}
-		err = dataExtents(f, r.meta.Size, func(start, end int64) {
-			for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
-				changed[b] = true
-			}
-		})
+		err = dataBlocks(f, r.meta.Size, func(b int64) { changed[b] = true })
 		f.Close()
 		if err != nil {
 			return nil, false, err

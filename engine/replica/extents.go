@@ -36,3 +36,12 @@ func dataExtents(f *os.File, size int64, fn func(start, end int64)) error {
 	}
 	return nil
 }
+
+// dataBlocks calls fn for every BlockSize block of f that holds data.
+func dataBlocks(f *os.File, size int64, fn func(block int64)) error {
+	return dataExtents(f, size, func(start, end int64) {
+		for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
+			fn(b)
+		}
+	})
+}

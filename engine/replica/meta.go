@@ -65,4 +65,3 @@ func writeJSON(path string, v interface{}) error {
 	return atomicfile.WriteFile(path, data)
 }
 
-func syncDir(dir string) error { return atomicfile.SyncDir(dir) }

@@ -113,11 +113,7 @@ func (r *Replica) mergeInto(name, child string) error {
 
 	blocks := r.meta.Size / BlockSize
 	has := make([]bool, blocks)
-	if err := dataExtents(dst, r.meta.Size, func(start, end int64) {
-		for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
-			has[b] = true
-		}
-	}); err != nil {
+	if err := dataBlocks(dst, r.meta.Size, func(b int64) { has[b] = true }); err != nil {
 		return err
 	}
 	buf := make([]byte, copyChunk)

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/cadence-storage/longhorn-manager/internal/atomicfile"
 )
 
 // BlockSize is the unit the replica tracks: a block is in a layer or not.
@@ -121,7 +123,7 @@ func (r *Replica) removeUnreferenced() error {
 			}
 		}
 	}
-	return syncDir(r.dir)
+	return atomicfile.SyncDir(r.dir)
 }
 
 // ancestry is the head's chain of snapshot names, oldest first.
@@ -168,11 +170,7 @@ func (r *Replica) loadChain() error {
 		}
 		r.chain = append(r.chain, f)
 		idx := uint16(i + 1)
-		if err := dataExtents(f, r.meta.Size, func(start, end int64) {
-			for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
-				r.location[b] = idx
-			}
-		}); err != nil {
+		if err := dataBlocks(f, r.meta.Size, func(b int64) { r.location[b] = idx }); err != nil {
 			return fmt.Errorf("replica %s: scan %s: %w", r.dir, file, err)
 		}
 	}

@@ -38,11 +38,7 @@ func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 		}
 		v.files = append(v.files, f)
 		idx := uint16(i + 1)
-		if err := dataExtents(f, v.size, func(start, end int64) {
-			for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
-				v.location[b] = idx
-			}
-		}); err != nil {
+		if err := dataBlocks(f, v.size, func(b int64) { v.location[b] = idx }); err != nil {
 			v.Close()
 			return nil, err
 		}
