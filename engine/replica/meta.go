@@ -64,4 +64,3 @@ func writeJSON(path string, v interface{}) error {
 	}
 	return atomicfile.WriteFile(path, data)
 }
-
