@@ -470,6 +470,15 @@ func (s *Store) List(volume string) ([]*BackupInfo, error) {
 	return out, nil
 }
 
+// Volume returns one volume's record; ErrNotExist when the store has none.
+func (s *Store) Volume(name string) (*VolumeInfo, error) {
+	var v VolumeInfo
+	if err := s.readJSON(volumeCfgKey(name), &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // Volumes lists the volumes the store holds backups of.
 func (s *Store) Volumes() ([]VolumeInfo, error) {
 	keys, err := s.driver.List("backupstore/volumes")

@@ -90,19 +90,17 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	return nil
 }
 
+// lastBackedUpSnapshot is the snapshot of the volume's last backup.
 func lastBackedUpSnapshot(store *backupstore.Store, volume string) string {
-	vols, err := store.Volumes()
+	v, err := store.Volume(volume)
+	if err != nil || v.LastBackupName == "" {
+		return ""
+	}
+	b, err := store.Get(volume, v.LastBackupName)
 	if err != nil {
 		return ""
 	}
-	for _, v := range vols {
-		if v.Name == volume && v.LastBackupName != "" {
-			if b, err := store.Get(volume, v.LastBackupName); err == nil {
-				return b.SnapshotName
-			}
-		}
-	}
-	return ""
+	return b.SnapshotName
 }
 
 func (e *Engine) setBackup(name string, f func(*BackupStatus)) {
