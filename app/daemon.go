@@ -172,7 +172,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	defer instances.StopAll()
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
-	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String())
+	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
 		return err

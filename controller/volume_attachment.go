@@ -165,13 +165,13 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
 	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas {
 		if err := c.restore(v, dirs); err != nil {
-			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clockNow())
+			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
 			return err
 		}
 		status.LastRestoredBackup = v.Spec.FromBackup
 		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
-		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clockNow())
+		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
 	}
 	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 && !vstatus.RestoreRequired {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
@@ -247,8 +247,6 @@ func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.V
 	}
 	return nil
 }
-
-func (c *VolumeController) clockNow() time.Time { return time.Now() }
 
 // restore writes the volume's fromBackup into its new replicas, through an
 // engine started without a frontend, before the volume may attach.

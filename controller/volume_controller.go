@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
@@ -25,15 +26,16 @@ type VolumeController struct {
 	instances *instance.Manager
 	// engineAddress is host:port of this node's engine gRPC service.
 	engineAddress string
+	clock         clock.Clock
 }
 
 // NewVolumeController wires the controller to the Volume informer.
 // instances runs this node's engines; a change there re-enqueues the
 // volume, so its status follows the engine.
 func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
-	instances *instance.Manager, engineAddress string) *VolumeController {
+	instances *instance.Manager, engineAddress string, clk clock.Clock) *VolumeController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress}
+	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk}
 	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
