@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -99,4 +100,12 @@ func installRBAC(t *testing.T, client kubernetes.Interface, namespace string) {
 			t.Fatalf("apply rbac.yaml: %v", err)
 		}
 	}
+	// The apiserver's authorizer learns of new bindings from a watch: wait
+	// until the account can do what the daemon does first, so a test does
+	// not race it.
+	sa := lhClient(t, testcluster.Get(t).ServiceAccountConfig(namespace, serviceAccount))
+	eventually(t, 10*time.Second, "the ServiceAccount's RBAC in force", func() (bool, error) {
+		_, err := sa.LonghornV1beta2().Settings(namespace).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
 }
