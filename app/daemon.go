@@ -20,13 +20,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/api"
+	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
@@ -60,6 +63,14 @@ type DaemonOptions struct {
 	// OnReady, when set, is called once with the API's address when the
 	// daemon is ready.
 	OnReady func(apiAddress string)
+	// KubeAPIQPS and KubeAPIBurst bound the daemon's requests to the
+	// apiserver; zero means 50 and 100 (client-go's own default of 5 and 10
+	// is far too low for thousands of objects).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// RecurringJobBeforeVolume, when set, is called by the manager runner
+	// before each volume's work; tests use it to hold a run midway.
+	RecurringJobBeforeVolume func(ctx context.Context, job, volume string)
 }
 
 // shutdownTimeout bounds how long a stopping daemon waits for its parts.
@@ -84,6 +95,13 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.NodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is required")
 	}
+	switch o.CronJob.Runner {
+	case "":
+		o.CronJob.Runner = longhorn.RecurringJobRunnerCronJob
+	case longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager:
+	default:
+		return fmt.Errorf("--recurring-job-runner must be %q or %q, got %q", longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager, o.CronJob.Runner)
+	}
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
@@ -95,6 +113,14 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
 	}
 	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	if cfg.QPS <= 0 {
+		cfg.QPS = 50
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 100
+	}
 
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -207,6 +233,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, o.Workers) })
 	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
 	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, o.Workers) })
+	if o.CronJob.ManagerRuns() {
+		runner := newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, listener.Addr(), o)
+		run("recurring-job-runner", func(ctx context.Context) error { return runner.Run(ctx, o.Workers) })
+	}
 
 	readyReason.Store("")
 	log.Info("Manager ready")
@@ -230,6 +260,39 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		log.Warn("Controllers did not stop in time")
 	}
 	return result
+}
+
+// newManagerRunner builds the manager runner: each run is the
+// recurring-job command's logic, run in this process against this
+// daemon's own API.
+func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *controller.RecurringJobRunner {
+	const retryFor = 2 * time.Minute
+	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
+	runLog := log.WithField("component", "recurring-job")
+	run := func(ctx context.Context, job string, tick time.Time) error {
+		r := &recurringjob.Runner{
+			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
+			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, BeforeVolume: o.RecurringJobBeforeVolume,
+		}
+		_, err := r.Run(ctx, job)
+		return err
+	}
+	return controller.NewRecurringJobRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
+		controller.RecurringJobRunnerConfig{Identity: o.NodeName}, run)
+}
+
+// loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced
+// by the loopback address, so this process can call itself.
+func loopbackAddress(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func newDataStore(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, o DaemonOptions) (*datastore.DataStore, datastore.Informers) {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli"
 
 	"github.com/cadence-storage/longhorn-manager/controller"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -32,6 +33,9 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
+			cli.Float64Flag{Name: "kube-api-qps", Value: 50, Usage: "requests per second to the Kubernetes API"},
+			cli.IntFlag{Name: "kube-api-burst", Value: 100, Usage: "burst of requests to the Kubernetes API"},
+			cli.StringFlag{Name: "recurring-job-runner", Value: "cronjob", Usage: "what fires recurring jobs: \"cronjob\" (a CronJob per job, a pod per run) or \"manager\" (the manager holding the runner Lease runs them itself)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -53,11 +57,14 @@ func DaemonCmd() cli.Command {
 				APIAddress:    c.String("api-address"),
 				EngineAddress: c.String("engine-address"),
 				Workers:       c.Int("workers"),
+				KubeAPIQPS:    float32(c.Float64("kube-api-qps")),
+				KubeAPIBurst:  c.Int("kube-api-burst"),
 				CronJob: controller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
 					ServiceAccount:         c.String("service-account"),
 					ManagerURL:             c.String("manager-url"),
 					SkipImmediatelyDefault: c.Bool("recurring-job-skip-immediately"),
+					Runner:                 longhorn.RecurringJobRunner(c.String("recurring-job-runner")),
 				},
 			})
 		},

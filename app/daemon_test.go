@@ -58,9 +58,9 @@ func (d *runningDaemon) stop(t *testing.T) time.Duration {
 
 // startDaemon runs the daemon in this process with cfg and waits until it
 // is ready.
-func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string) *runningDaemon {
+func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) *runningDaemon {
 	t.Helper()
-	d, err := launchDaemon(t, cfg, namespace, node, dataDir)
+	d, err := launchDaemon(t, cfg, namespace, node, dataDir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,20 +69,22 @@ func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string
 
 // launchDaemon is startDaemon without failing the test, for goroutines.
 // The daemon stops when the test ends.
-func launchDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string) (*runningDaemon, error) {
+func launchDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) (*runningDaemon, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	d := &runningDaemon{cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		d.done <- RunDaemon(ctx, cfg, DaemonOptions{
-			Namespace:  namespace,
-			NodeName:   node,
-			DataDir:    dataDir,
-			APIAddress: "127.0.0.1:0",
-			OnReady:    func(addr string) { ready <- addr },
-			CronJob:    testCronJobConfig,
-		})
-	}()
+	o := DaemonOptions{
+		Namespace:  namespace,
+		NodeName:   node,
+		DataDir:    dataDir,
+		APIAddress: "127.0.0.1:0",
+		OnReady:    func(addr string) { ready <- addr },
+		CronJob:    testCronJobConfig,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	go func() { d.done <- RunDaemon(ctx, cfg, o) }()
 	select {
 	case d.apiAddress = <-ready:
 	case err := <-d.done:

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/controller"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 )
 
@@ -83,10 +82,8 @@ func scheduleTick(flag, jobName string, now time.Time) (time.Time, error) {
 		}
 		return t, nil
 	}
-	if i := strings.LastIndex(jobName, "-"); i >= 0 {
-		if minutes, err := strconv.ParseInt(jobName[i+1:], 10, 64); err == nil && minutes > 0 {
-			return time.Unix(minutes*60, 0).UTC(), nil
-		}
+	if tick, ok := controller.TickFromJobName(jobName); ok {
+		return tick, nil
 	}
 	return now.UTC().Truncate(time.Minute), nil
 }

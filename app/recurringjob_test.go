@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cadence-storage/longhorn-manager/controller"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
@@ -376,4 +377,21 @@ func TestEveryMinuteJobProducesAJobRunningTheRecurringJobCommand(t *testing.T) {
 	if job.Labels[types.RecurringJobLabel] != "minutely" {
 		t.Errorf("Job labels %v", job.Labels)
 	}
+	// The job's status mirrors the CronJob: the tick, one execution, and
+	// the Job as the active run (no kubelet runs its pod here).
+	tick, ok := controller.TickFromJobName(job.Name)
+	if !ok {
+		t.Fatalf("Job name %s carries no tick", job.Name)
+	}
+	eventually(t, 20*time.Second, "status mirrors the CronJob", func() (bool, error) {
+		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "minutely", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := j.Status
+		return st.LastScheduleTime != nil && st.LastScheduleTime.Time.Equal(tick) && st.ExecutionCount >= 1 &&
+			len(st.Active) >= 1 && st.Active[0].Runner == longhorn.RecurringJobRunnerCronJob && st.Active[0].Name == job.Name &&
+			st.Active[0].ScheduledTime.Time.Equal(tick) && st.NextScheduleTime != nil && st.NextScheduleTime.After(tick) &&
+			st.ObservedSchedule != nil && st.ObservedSchedule.Cron == "* * * * *", nil
+	})
 }

@@ -155,18 +155,59 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 	if verr := c.ds.ValidateRecurringJob(job, c.clock.Now()); verr != nil {
 		return c.markInvalid(ctx, job, verr, log)
 	}
-	if err := c.syncCronJob(ctx, job, log); err != nil {
-		return err
+	if !scheduleObserved(job) {
+		return c.observeSchedule(ctx, job, log)
 	}
-	if cj, err := c.ds.GetCronJobRO(job.Name); err == nil && !equality.Semantic.DeepEqual(cj.Status.LastScheduleTime, job.Status.LastScheduleTime) {
-		updated := job.DeepCopy()
-		updated.Status.LastScheduleTime = cj.Status.LastScheduleTime
-		if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+	if c.cfg.ManagerRuns() {
+		// The manager runner fires the job: a CronJob left from the
+		// CronJob runner would run it twice.
+		if err := c.deleteManagedCronJob(ctx, job, log); err != nil {
 			return err
 		}
-		return nil
+	} else {
+		if err := c.syncCronJob(ctx, job, log); err != nil {
+			return err
+		}
+		if done, err := c.mirrorCronJobStatus(ctx, job); done || err != nil {
+			return err
+		}
 	}
 	return c.setReady(ctx, job, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "")
+}
+
+// observeSchedule records the job's schedule in its status; a change
+// records since when, so ticks of the new schedule before the change never
+// run (a change of cron causes no immediate run).
+func (c *RecurringJobController) observeSchedule(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	updated := job.DeepCopy()
+	observed := &longhorn.RecurringJobObservedSchedule{Cron: job.Spec.Cron, TimeZone: job.Spec.TimeZone}
+	if old := job.Status.ObservedSchedule; old != nil {
+		now := metav1.NewTime(c.clock.Now())
+		observed.Since = &now
+		log.WithFields(logrus.Fields{"from": old.Cron, "to": job.Spec.Cron, "timeZone": job.Spec.TimeZone}).Info("Schedule changed; it takes effect from its next tick")
+	}
+	updated.Status.ObservedSchedule = observed
+	_, err := c.ds.UpdateRecurringJobStatus(ctx, updated)
+	return err
+}
+
+// deleteManagedCronJob removes the job's CronJob, if the manager made one.
+func (c *RecurringJobController) deleteManagedCronJob(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	cj, err := c.ds.GetCronJobRO(job.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !isControlledBy(cj, job) && cj.Labels[types.LabelManagedBy] != types.ManagedByValue {
+		return nil
+	}
+	if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	log.Info("Deleted the CronJob of the recurring job: the manager runner fires it")
+	return nil
 }
 
 // consumeSkip skips the tick due now, once: status.lastSkipped is set to

@@ -37,7 +37,13 @@ type CronJobConfig struct {
 	// SkipImmediatelyDefault is skipImmediately for new jobs that do not
 	// set it (--recurring-job-skip-immediately).
 	SkipImmediatelyDefault bool
+	// Runner is what fires jobs (--recurring-job-runner): a CronJob per job,
+	// or the manager holding the runner Lease. Empty means cronjob.
+	Runner longhorn.RecurringJobRunner
 }
+
+// ManagerRuns reports whether the manager runner fires jobs.
+func (c CronJobConfig) ManagerRuns() bool { return c.Runner == longhorn.RecurringJobRunnerManager }
 
 // cronJobLabels are the labels of a job's CronJob and of its pods.
 func cronJobLabels(job string) map[string]string {

@@ -47,7 +47,8 @@ cat <<MSG
 MSG
 
 ./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
-	--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" &
+	--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
+	--recurring-job-runner manager &
 manager_pid=$!
 trap 'kill -TERM $manager_pid 2>/dev/null; wait $manager_pid; exit 130' INT TERM
 wait "$manager_pid"

@@ -49,6 +49,14 @@ type Runner struct {
 	Tick time.Time
 	// BackupTimeout bounds the wait for one backup to complete.
 	BackupTimeout time.Duration
+	// Decided is set by the manager runner, which has decided already
+	// that this tick runs (and may be finishing a run another manager
+	// started); the checks a CronJob pod needs (a skipped tick, a
+	// suspended job, a tick of a replaced schedule) are then not made.
+	Decided bool
+	// BeforeVolume, when set, is called before each volume's work; tests
+	// use it to hold a run in the middle.
+	BeforeVolume func(ctx context.Context, job, volume string)
 }
 
 // Result counts the volumes of a run.
@@ -79,13 +87,11 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("read recurring job %s: %w", name, err)
 	}
-	if job.Status.LastSkipped != nil && !r.Tick.After(job.Status.LastSkipped.Time) {
-		log.WithField("lastSkipped", job.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("This tick was skipped (skipImmediately); nothing to do")
-		return Result{}, nil
-	}
-	if job.Spec.Suspend {
-		log.Info("The recurring job is suspended; nothing to do")
-		return Result{}, nil
+	if !r.Decided {
+		if reason := notThisTick(job, r.Tick); reason != "" {
+			log.Info(reason + "; nothing to do")
+			return Result{}, nil
+		}
 	}
 	maxRetention := 250
 	if v, err := r.API.Setting(ctx, string(types.SettingNameRecurringJobMaxRetention)); err == nil {
@@ -115,6 +121,9 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		slots    = make(chan struct{}, max(job.Spec.Concurrency, 1))
 	)
 	for _, v := range volumes {
+		if ctx.Err() != nil {
+			break // stopping: the rest is left to a retry of the run
+		}
 		wg.Add(1)
 		slots <- struct{}{}
 		go func(v *longhorn.Volume) {
@@ -122,6 +131,9 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 			defer func() { <-slots }()
 			n := int(inFlight.Add(1))
 			defer inFlight.Add(-1)
+			if r.BeforeVolume != nil {
+				r.BeforeVolume(ctx, job.Name, v.Name)
+			}
 			outcome, err := r.runVolume(ctx, job, v, allowDetached)
 			vlog := log.WithField("volume", v.Name)
 			mu.Lock()
@@ -149,6 +161,22 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	r.event(ctx, job, kind, reason, msg)
 	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
 	return res, nil
+}
+
+// notThisTick says why a CronJob pod's run for tick must do nothing, or
+// "": the tick was skipped or forbidden (not after lastSkipped), the job
+// is suspended, or the tick belongs to the schedule before the last change.
+func notThisTick(job *longhorn.RecurringJob, tick time.Time) string {
+	if t := job.Status.LastSkipped; t != nil && !tick.After(t.Time) {
+		return "This tick was skipped (lastSkipped " + t.UTC().Format(time.RFC3339) + ")"
+	}
+	if job.Spec.Suspend {
+		return "The recurring job is suspended"
+	}
+	if o := job.Status.ObservedSchedule; o != nil && o.Since != nil && !tick.After(o.Since.Time) {
+		return "This tick belongs to the schedule before the change at " + o.Since.UTC().Format(time.RFC3339)
+	}
+	return ""
 }
 
 // selectVolumes lists the volumes labelled with the job or one of its

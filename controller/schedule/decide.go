@@ -37,7 +37,26 @@ const (
 	// event) and set LastSkipped to it, so it is reported once; do not run
 	// it.
 	Missed
+	// Forbidden: the due tick came while a run of the job is active
+	// (concurrency Forbid); record it (an event) and set LastSkipped to it,
+	// so it is never run, not even late.
+	Forbidden
 )
+
+// String names the action for logs and events.
+func (a Action) String() string {
+	switch a {
+	case Run:
+		return "run"
+	case Skip:
+		return "skip"
+	case Missed:
+		return "missed"
+	case Forbidden:
+		return "forbidden"
+	}
+	return "wait"
+}
 
 // Decision is the outcome of Decide.
 type Decision struct {
@@ -72,8 +91,8 @@ func reference(st State) time.Time {
 
 // Decide says what a runner should do for a job now: at most one catch-up
 // run for the most recent due tick, within the starting deadline when one
-// is set; nothing while suspended or while a run is active; and a skip of
-// the due tick when skipImmediately is set.
+// is set; nothing while suspended; a tick due while a run is active is
+// forbidden; and a skip of the due tick when skipImmediately is set.
 func Decide(s Schedule, st State, now time.Time) Decision {
 	ref := reference(st)
 	requeue := func(after time.Time) time.Duration {
@@ -99,9 +118,9 @@ func Decide(s Schedule, st State, now time.Time) Decision {
 	case st.SkipImmediately:
 		return Decision{Action: Skip, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
 	case st.Active:
-		// Forbid: this tick waits for the run to end; then the catch-up
-		// rule applies to it like to any other due tick.
-		return Decision{Action: Wait, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
+		// Forbid: a tick that comes while the previous run is active is
+		// not run, then or later.
+		return Decision{Action: Forbidden, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
 	case st.StartingDeadline > 0 && now.Sub(due) > st.StartingDeadline:
 		return Decision{Action: Missed, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
 	}

@@ -78,6 +78,68 @@ type RecurringJobStatus struct {
 	// +optional
 	// +nullable
 	LastSkipped *metav1.Time `json:"lastSkipped,omitempty"`
+	// NextScheduleTime is the next tick the job runs at; nil while the job
+	// is suspended or invalid.
+	// +optional
+	// +nullable
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// LastSuccessfulTime is when the last run that could run finished
+	// (failures of single volumes are reported by events).
+	// +optional
+	// +nullable
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+	// Active lists the runs in progress.
+	// +optional
+	// +listType=atomic
+	Active []RecurringJobRun `json:"active,omitempty"`
+	// ExecutionCount counts the runs started.
+	// +optional
+	ExecutionCount int64 `json:"executionCount,omitempty"`
+	// ObservedSchedule is the schedule the manager last saw and since when;
+	// ticks before that time belong to an older schedule and never run.
+	// +optional
+	ObservedSchedule *RecurringJobObservedSchedule `json:"observedSchedule,omitempty"`
+}
+
+// RecurringJobRunner names what runs a recurring job's ticks.
+// +kubebuilder:validation:Enum=cronjob;manager
+type RecurringJobRunner string
+
+const (
+	// RecurringJobRunnerCronJob runs each tick in a pod of the job's CronJob.
+	RecurringJobRunnerCronJob RecurringJobRunner = "cronjob"
+	// RecurringJobRunnerManager runs each tick inside the manager holding
+	// the runner Lease.
+	RecurringJobRunnerManager RecurringJobRunner = "manager"
+)
+
+// RecurringJobRun is one run of a recurring job, identified by the job and
+// its tick.
+type RecurringJobRun struct {
+	// ScheduledTime is the tick the run is for.
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+	// StartTime is when the run started, when known.
+	// +optional
+	// +nullable
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// Runner is what runs it.
+	Runner RecurringJobRunner `json:"runner"`
+	// Name is the Kubernetes Job of a CronJob run, or the manager that
+	// runs it.
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// RecurringJobObservedSchedule is a schedule as the manager saw it.
+type RecurringJobObservedSchedule struct {
+	Cron string `json:"cron"`
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Since is when the manager saw this schedule replace another; nil for
+	// the schedule the job was created with.
+	// +optional
+	// +nullable
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // RecurringJob condition reasons.
@@ -100,6 +162,7 @@ const (
 // +kubebuilder:printcolumn:name="Concurrency",type=integer,JSONPath=`.spec.concurrency`,description="The concurrent job to run by each cron job"
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`,description="Whether new runs are stopped"
 // +kubebuilder:printcolumn:name="LastSchedule",type=date,JSONPath=`.status.lastScheduleTime`,description="The tick of the last run"
+// +kubebuilder:printcolumn:name="NextSchedule",type=date,JSONPath=`.status.nextScheduleTime`,description="The next tick",priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`,description="Whether the job is valid and scheduled"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Labels",type=string,JSONPath=`.spec.labels`,description="Specify the labels"
