@@ -14,20 +14,24 @@ import (
 // RecurringJob is the API view of a RecurringJob.
 type RecurringJob struct {
 	Resource
-	Name                    string                    `json:"name"`
-	Groups                  []string                  `json:"groups"`
-	Task                    longhorn.RecurringJobType `json:"task"`
-	Cron                    string                    `json:"cron"`
-	Retain                  int                       `json:"retain"`
-	Concurrency             int                       `json:"concurrency"`
-	Labels                  map[string]string         `json:"labels"`
-	Conditions              []longhorn.Condition      `json:"conditions"`
-	Suspend                 bool                      `json:"suspend"`
-	TimeZone                string                    `json:"timeZone"`
-	StartingDeadlineSeconds *int64                    `json:"startingDeadlineSeconds"`
-	SkipImmediately         bool                      `json:"skipImmediately"`
-	LastScheduleTime        *metav1.Time              `json:"lastScheduleTime"`
-	LastSkipped             *metav1.Time              `json:"lastSkipped"`
+	Name                    string                     `json:"name"`
+	Groups                  []string                   `json:"groups"`
+	Task                    longhorn.RecurringJobType  `json:"task"`
+	Cron                    string                     `json:"cron"`
+	Retain                  int                        `json:"retain"`
+	Concurrency             int                        `json:"concurrency"`
+	Labels                  map[string]string          `json:"labels"`
+	Conditions              []longhorn.Condition       `json:"conditions"`
+	Suspend                 bool                       `json:"suspend"`
+	TimeZone                string                     `json:"timeZone"`
+	StartingDeadlineSeconds *int64                     `json:"startingDeadlineSeconds"`
+	SkipImmediately         bool                       `json:"skipImmediately"`
+	LastScheduleTime        *metav1.Time               `json:"lastScheduleTime"`
+	LastSkipped             *metav1.Time               `json:"lastSkipped"`
+	NextScheduleTime        *metav1.Time               `json:"nextScheduleTime"`
+	LastSuccessfulTime      *metav1.Time               `json:"lastSuccessfulTime"`
+	Active                  []longhorn.RecurringJobRun `json:"active"`
+	ExecutionCount          int64                      `json:"executionCount"`
 }
 
 // RecurringJobInput is the body of create and update.
@@ -158,6 +162,10 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	if labels == nil {
 		labels = map[string]string{}
 	}
+	active := j.Status.Active
+	if active == nil {
+		active = []longhorn.RecurringJobRun{}
+	}
 	return RecurringJob{
 		Resource: resource(base, "recurringJob", "recurringjobs", j.Name),
 		Name:     j.Name, Groups: groups, Task: j.Spec.Task, Cron: j.Spec.Cron,
@@ -165,6 +173,8 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 		Suspend: j.Spec.Suspend, TimeZone: j.Spec.TimeZone, StartingDeadlineSeconds: j.Spec.StartingDeadlineSeconds,
 		SkipImmediately:  j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately,
 		LastScheduleTime: j.Status.LastScheduleTime, LastSkipped: j.Status.LastSkipped,
+		NextScheduleTime: j.Status.NextScheduleTime, LastSuccessfulTime: j.Status.LastSuccessfulTime,
+		Active: active, ExecutionCount: j.Status.ExecutionCount,
 	}
 }
 

@@ -68,6 +68,10 @@ func schemas() []Schema {
 				"skipImmediately":         {Type: "boolean", Create: true, Update: true},
 				"lastScheduleTime":        {Type: "date"},
 				"lastSkipped":             {Type: "date"},
+				"nextScheduleTime":        {Type: "date"},
+				"lastSuccessfulTime":      {Type: "date"},
+				"active":                  {Type: "array[recurringJobRun]"},
+				"executionCount":          {Type: "int"},
 			},
 		},
 		{
@@ -130,6 +134,20 @@ func schemas() []Schema {
 				"name": {Type: "string"}, "parent": {Type: "string"}, "children": {Type: "map[boolean]"},
 				"removed": {Type: "boolean"}, "usercreated": {Type: "boolean"}, "created": {Type: "string"},
 				"size": {Type: "string"}, "labels": {Type: "map[string]"},
+			},
+		},
+		{
+			ID: "condition",
+			ResourceFields: map[string]Field{
+				"type": {Type: "string"}, "status": {Type: "string"}, "reason": {Type: "string"},
+				"message": {Type: "string"}, "lastProbeTime": {Type: "string"}, "lastTransitionTime": {Type: "string"},
+			},
+		},
+		{
+			ID: "recurringJobRun",
+			ResourceFields: map[string]Field{
+				"scheduledTime": {Type: "date"}, "startTime": {Type: "date", Nullable: true},
+				"runner": {Type: "enum", Options: []string{"cronjob", "manager"}}, "name": {Type: "string"},
 			},
 		},
 		{
