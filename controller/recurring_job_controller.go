@@ -155,8 +155,11 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 	if verr := c.ds.ValidateRecurringJob(job, c.clock.Now()); verr != nil {
 		return c.markInvalid(ctx, job, verr, log)
 	}
+	// One status write carries what changed: the observed schedule, the
+	// CronJob's status, the Ready condition.
+	status := job.Status.DeepCopy()
 	if !scheduleObserved(job) {
-		return c.observeSchedule(ctx, job, log)
+		c.observeSchedule(job, status, log)
 	}
 	if c.cfg.ManagerRuns() {
 		// The manager runner fires the job: a CronJob left from the
@@ -168,27 +171,31 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		if err := c.syncCronJob(ctx, job, log); err != nil {
 			return err
 		}
-		if done, err := c.mirrorCronJobStatus(ctx, job); done || err != nil {
+		if err := c.mirrorCronJobStatus(job, status); err != nil {
 			return err
 		}
 	}
-	return c.setReady(ctx, job, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "")
+	status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "", c.clock.Now())
+	if equality.Semantic.DeepEqual(*status, job.Status) {
+		return nil
+	}
+	updated := job.DeepCopy()
+	updated.Status = *status
+	_, err = c.ds.UpdateRecurringJobStatus(ctx, updated)
+	return err
 }
 
-// observeSchedule records the job's schedule in its status; a change
-// records since when, so ticks of the new schedule before the change never
-// run (a change of cron causes no immediate run).
-func (c *RecurringJobController) observeSchedule(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
-	updated := job.DeepCopy()
+// observeSchedule records the job's schedule in status; a change records
+// since when, so ticks of the new schedule before the change never run (a
+// change of cron causes no immediate run).
+func (c *RecurringJobController) observeSchedule(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus, log *logrus.Entry) {
 	observed := &longhorn.RecurringJobObservedSchedule{Cron: job.Spec.Cron, TimeZone: job.Spec.TimeZone}
 	if old := job.Status.ObservedSchedule; old != nil {
 		now := metav1.NewTime(c.clock.Now())
 		observed.Since = &now
 		log.WithFields(logrus.Fields{"from": old.Cron, "to": job.Spec.Cron, "timeZone": job.Spec.TimeZone}).Info("Schedule changed; it takes effect from its next tick")
 	}
-	updated.Status.ObservedSchedule = observed
-	_, err := c.ds.UpdateRecurringJobStatus(ctx, updated)
-	return err
+	status.ObservedSchedule = observed
 }
 
 // deleteManagedCronJob removes the job's CronJob, if the manager made one.

@@ -1,12 +1,10 @@
 package controller
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,18 +26,17 @@ func TickFromJobName(name string) (time.Time, bool) {
 	return time.Unix(minutes*60, 0).UTC(), true
 }
 
-// mirrorCronJobStatus copies what the CronJob runner knows into the job's
-// status: the last tick (counting a new one as a run), the last success,
-// the active runs, and the next tick. It reports whether it wrote.
-func (c *RecurringJobController) mirrorCronJobStatus(ctx context.Context, job *longhorn.RecurringJob) (bool, error) {
+// mirrorCronJobStatus copies what the CronJob runner knows into status:
+// the last tick (counting a new one as a run), the last success, the
+// active runs, and the next tick.
+func (c *RecurringJobController) mirrorCronJobStatus(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus) error {
 	cj, err := c.ds.GetCronJobRO(job.Name)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
-	status := job.Status.DeepCopy()
 	if last := cj.Status.LastScheduleTime; last != nil && (status.LastScheduleTime == nil || last.After(status.LastScheduleTime.Time)) {
 		status.ExecutionCount++
 	}
@@ -55,16 +52,9 @@ func (c *RecurringJobController) mirrorCronJobStatus(ctx context.Context, job *l
 	}
 	status.Active = active
 	if sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone); err == nil {
-		next := nextScheduleTime(sched, jobState(job, len(active) > 0), c.clock.Now())
-		if !sameTime(next, status.NextScheduleTime) {
+		if next := nextScheduleTime(sched, jobState(job, len(active) > 0), c.clock.Now()); !sameTime(next, status.NextScheduleTime) {
 			status.NextScheduleTime = next
 		}
 	}
-	if equality.Semantic.DeepEqual(*status, job.Status) {
-		return false, nil
-	}
-	updated := job.DeepCopy()
-	updated.Status = *status
-	_, err = c.ds.UpdateRecurringJobStatus(ctx, updated)
-	return true, err
+	return nil
 }

@@ -73,6 +73,9 @@ type Decision struct {
 // maxCountedMisses caps how many missed ticks are counted.
 const maxCountedMisses = 100
 
+// suspendedRequeue is how often a suspended job is looked at.
+const suspendedRequeue = time.Hour
+
 // requeueSlack is added to the wait for the next tick, so the runner
 // wakes just after it rather than just before.
 const requeueSlack = 100 * time.Millisecond
@@ -107,7 +110,9 @@ func Decide(s Schedule, st State, now time.Time) Decision {
 		return d
 	}
 	if st.Suspend {
-		return Decision{Action: Wait, Requeue: requeue(now)}
+		// Resuming is a change of the job, which brings it back at once:
+		// a suspended job needs no timer, only a slow safety net.
+		return Decision{Action: Wait, Requeue: suspendedRequeue}
 	}
 	due := s.MostRecent(ref, now)
 	if due.IsZero() {
