@@ -40,7 +40,7 @@ type runningDaemon struct {
 	stopped    bool
 }
 
-func (d *runningDaemon) stop(t *testing.T) time.Duration {
+func (d *runningDaemon) stop(t testing.TB) time.Duration {
 	t.Helper()
 	start := time.Now()
 	d.stopped = true
@@ -58,7 +58,7 @@ func (d *runningDaemon) stop(t *testing.T) time.Duration {
 
 // startDaemon runs the daemon in this process with cfg and waits until it
 // is ready.
-func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) *runningDaemon {
+func startDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) *runningDaemon {
 	t.Helper()
 	d, err := launchDaemon(t, cfg, namespace, node, dataDir, opts...)
 	if err != nil {
@@ -69,7 +69,7 @@ func startDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string
 
 // launchDaemon is startDaemon without failing the test, for goroutines.
 // The daemon stops when the test ends.
-func launchDaemon(t *testing.T, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) (*runningDaemon, error) {
+func launchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) (*runningDaemon, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	d := &runningDaemon{cancel: cancel, done: make(chan error, 1)}

@@ -223,6 +223,9 @@ func (r *RecurringJobRunner) fire(ctx context.Context, job *longhorn.RecurringJo
 	}
 	lateness := now.Sub(d.Tick)
 	r.lateness.Observe(lateness.Seconds())
+	if r.cfg.OnFire != nil {
+		r.cfg.OnFire(job.Name, d.Tick, lateness)
+	}
 	if d.MissedTicks > 1 {
 		r.recorder.Eventf(job, corev1.EventTypeWarning, EventReasonMissedTicksSeen,
 			"%d ticks were due (the manager was down or the job suspended); only the latest, %s, runs", d.MissedTicks, d.Tick.UTC().Format(time.RFC3339))

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -54,6 +55,10 @@ type Runner struct {
 	// started); the checks a CronJob pod needs (a skipped tick, a
 	// suspended job, a tick of a replaced schedule) are then not made.
 	Decided bool
+	// Cache, when set, is read for the job and its volumes instead of the
+	// apiserver: the manager runner has them in its informers. Neither is
+	// modified.
+	Cache *datastore.DataStore
 	// BeforeVolume, when set, is called before each volume's work; tests
 	// use it to hold a run in the middle.
 	BeforeVolume func(ctx context.Context, job, volume string)
@@ -73,6 +78,10 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	var job *longhorn.RecurringJob
 	err := wait.PollUntilContextTimeout(ctx, time.Second, r.RetryFor, true, func(ctx context.Context) (bool, error) {
 		var err error
+		if r.Cache != nil {
+			job, err = r.Cache.GetRecurringJobRO(name)
+			return err == nil || apierrors.IsNotFound(err), err
+		}
 		job, err = r.Longhorn.LonghornV1beta2().RecurringJobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			return true, err
@@ -188,6 +197,16 @@ func (r *Runner) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) 
 	}
 	seen := map[string]*longhorn.Volume{}
 	for _, key := range keys {
+		if r.Cache != nil {
+			list, err := r.Cache.ListVolumesRO(labels.SelectorFromSet(labels.Set{key: types.LabelValueEnabled}))
+			if err != nil {
+				return nil, fmt.Errorf("list the volumes of %s: %w", key, err)
+			}
+			for _, v := range list {
+				seen[v.Name] = v
+			}
+			continue
+		}
 		list, err := r.Longhorn.LonghornV1beta2().Volumes(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: key + "=" + types.LabelValueEnabled})
 		if err != nil {
 			return nil, fmt.Errorf("list the volumes of %s: %w", key, err)

@@ -1,0 +1,187 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// BenchmarkManagerRunner10000Jobs runs the manager runner over 10,000
+// recurring jobs (LONGHORN_BENCH_JOBS to change) on the real control plane
+// and reports: the manager's CPU use while nothing is due, and how late
+// the ticks fire when every job is due in the same minute (the worst
+// case: one status write per fire, and each run's own requests, all at
+// once). The manager runs in this process; the control plane does not, so
+// the CPU figure is the manager's (and the benchmark's idle goroutines).
+func BenchmarkManagerRunner10000Jobs(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("LONGHORN_BENCH_JOBS")); err == nil && v > 0 {
+		n = v
+	}
+	for i := 0; i < b.N; i++ {
+		benchmarkManagerRunner(b, n)
+	}
+}
+
+func benchmarkManagerRunner(b *testing.B, n int) {
+	cluster := testcluster.Get(b)
+	ns := cluster.NewNamespace(b)
+	var (
+		mu       sync.Mutex
+		lateness []time.Duration
+		fired    atomic.Int64
+	)
+	startDaemon(b, cluster.Config, ns, "node-1", b.TempDir(), managerRunner, func(o *DaemonOptions) {
+		o.KubeAPIQPS, o.KubeAPIBurst, o.Workers = 2000, 4000, 4
+		o.OnRecurringJobFired = func(_ string, _ time.Time, late time.Duration) {
+			mu.Lock()
+			lateness = append(lateness, late)
+			mu.Unlock()
+			fired.Add(1)
+		}
+	})
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	lh, err := lhclientset.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := lh.LonghornV1beta2().RecurringJobs(ns)
+	ctx := context.Background()
+
+	// Jobs that fire once a year: nothing is due while idle.
+	start := time.Now()
+	parallel(b, n, func(i int) error {
+		_, err := jobs.Create(ctx, &longhorn.RecurringJob{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%05d", i)},
+			Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "0 0 1 1 *", Retain: 1},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	waitJobs(b, lh, ns, n, "taken in (Ready, schedule observed)", 10*time.Minute, func(j *longhorn.RecurringJob) bool {
+		return j.Status.ObservedSchedule != nil && j.Status.ObservedSchedule.Cron == j.Spec.Cron && j.Status.NextScheduleTime != nil
+	})
+	setup := time.Since(start)
+	b.Logf("%d jobs created and taken in by the manager in %s", n, setup.Round(time.Second))
+
+	idle := 30 * time.Second
+	time.Sleep(5 * time.Second) // let the last writes' events settle
+	before := cpuTime()
+	time.Sleep(idle)
+	idleCPU := (cpuTime() - before).Seconds() / idle.Seconds() * 100
+	b.Logf("idle: %.2f%% of one core over %s with %d jobs", idleCPU, idle, n)
+
+	// Every job due in the same minute, far enough ahead that all the
+	// updates land first.
+	perWrite := setup / time.Duration(3*n)
+	due := time.Now().Add(90*time.Second + 4*perWrite*time.Duration(n)).UTC().Truncate(time.Minute).Add(time.Minute)
+	cron := fmt.Sprintf("%d %d * * *", due.Minute(), due.Hour())
+	parallel(b, n, func(i int) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			j, err := jobs.Get(ctx, fmt.Sprintf("job-%05d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			j.Spec.Cron = cron
+			_, err = jobs.Update(ctx, j, metav1.UpdateOptions{})
+			return err
+		})
+	})
+	waitJobs(b, lh, ns, n, "new schedule observed", 10*time.Minute, func(j *longhorn.RecurringJob) bool {
+		return j.Status.ObservedSchedule != nil && j.Status.ObservedSchedule.Cron == cron
+	})
+	if lead := time.Until(due); lead < 5*time.Second {
+		b.Fatalf("the schedule change landed %s before the tick; raise the lead", lead)
+	}
+	b.Logf("every job due at %s (cron %q)", due.Format(time.RFC3339), cron)
+	deadline := time.Now().Add(time.Until(due) + 10*time.Minute)
+	for fired.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+	}
+	if got := fired.Load(); got < int64(n) {
+		b.Fatalf("%d of %d jobs fired", got, n)
+	}
+	mu.Lock()
+	slices.Sort(lateness)
+	p50, p99, worst := lateness[len(lateness)/2], lateness[len(lateness)*99/100], lateness[len(lateness)-1]
+	mu.Unlock()
+	b.Logf("lateness of %d ticks due at once: p50 %s, p99 %s, max %s", n, p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	b.ReportMetric(float64(n), "jobs")
+	b.ReportMetric(idleCPU, "idle-cpu-%")
+	b.ReportMetric(p50.Seconds(), "p50-lateness-s")
+	b.ReportMetric(p99.Seconds(), "p99-lateness-s")
+	b.ReportMetric(setup.Seconds(), "setup-s")
+}
+
+// parallel runs f for 0..n-1 on 16 goroutines and fails on the first error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first atomic.Value
+	)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitJobs polls until every one of the n jobs meets cond.
+func waitJobs(b *testing.B, lh lhclientset.Interface, ns string, n int, what string, timeout time.Duration, cond func(*longhorn.RecurringJob) bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := lh.LonghornV1beta2().RecurringJobs(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ok := 0
+		for i := range list.Items {
+			if cond(&list.Items[i]) {
+				ok++
+			}
+		}
+		if ok == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %d of %d jobs after %s", what, ok, n, timeout)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// cpuTime is the user and system CPU time of this process.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
