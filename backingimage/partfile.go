@@ -86,6 +86,13 @@ func (p *PartFile) Checksum() string { return hex.EncodeToString(p.hash.Sum(nil)
 // path and syncs the folder. On any failure the temporary file is removed
 // and the final path is untouched. It returns the file's checksum.
 func (p *PartFile) Commit(size int64, expectedChecksum string) (string, error) {
+	return p.CommitWith(size, expectedChecksum, nil)
+}
+
+// CommitWith is Commit, calling before (when not nil) with the verified
+// checksum just before the rename: the place to record what the file is,
+// so that the file's appearance is the last step.
+func (p *PartFile) CommitWith(size int64, expectedChecksum string, before func(sum string) error) (string, error) {
 	sum := p.Checksum()
 	err := func() error {
 		if size >= 0 && p.written != size {
@@ -103,6 +110,11 @@ func (p *PartFile) Commit(size int64, expectedChecksum string) (string, error) {
 		}
 		if err := p.f.Close(); err != nil {
 			return err
+		}
+		if before != nil {
+			if err := before(sum); err != nil {
+				return err
+			}
 		}
 		if err := os.Rename(p.f.Name(), p.final); err != nil {
 			return err
@@ -167,6 +179,11 @@ func Percent(done, total int64) int {
 // syncs it, renames it and syncs final's folder. tmp is left in place
 // when the checksum does not match, for the caller to remove.
 func CommitFile(ctx context.Context, tmp, final, expectedChecksum string, progress func(done int64)) (string, int64, error) {
+	return CommitFileWith(ctx, tmp, final, expectedChecksum, progress, nil)
+}
+
+// CommitFileWith is CommitFile, calling before as PartFile.CommitWith does.
+func CommitFileWith(ctx context.Context, tmp, final, expectedChecksum string, progress func(done int64), before func(sum string, size int64) error) (string, int64, error) {
 	sum, size, err := HashFile(ctx, tmp, progress)
 	if err != nil {
 		return "", 0, err
@@ -187,6 +204,11 @@ func CommitFile(ctx context.Context, tmp, final, expectedChecksum string, progre
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return "", 0, err
+	}
+	if before != nil {
+		if err := before(sum, size); err != nil {
+			return "", 0, err
+		}
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return "", 0, err
