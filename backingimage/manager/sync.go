@@ -44,7 +44,9 @@ func (s *Server) Sync(_ context.Context, req *pb.SyncRequest) (*pb.FileInfo, err
 // syncFrom streams the file from the sender; a sender already sending as
 // many files as it may is asked again until SyncRetryFor has passed.
 func (s *Server) syncFrom(ctx context.Context, log logrus.FieldLogger, req *pb.SyncRequest) error {
-	conn, err := grpc.NewClient(req.FromAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(req.FromAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Windows large enough that the stream is never waiting for a window update.
+		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(16<<20))
 	if err != nil {
 		return fmt.Errorf("sync from %s: %w", req.FromAddress, err)
 	}
