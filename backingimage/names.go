@@ -58,6 +58,9 @@ func ValidateFile(name, uuid, checksum string) error {
 	if err := ValidateUUID(uuid); err != nil {
 		return err
 	}
+	if n := len(FolderName(name, uuid)); n > 255 {
+		return fmt.Errorf("name %q and uuid %q: the folder <name>-<uuid> would be %d characters, at most 255 fit a file system", name, uuid, n)
+	}
 	return ValidateChecksum(checksum)
 }
 

@@ -201,7 +201,9 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// Close stops any work in progress and waits for it.
+// Close stops any work in progress, waits for it and removes the
+// temporary folder: a data source is stopped once a manager took its file
+// (or for good), and a new one starts from an empty folder anyway.
 func (s *Server) Close() {
 	s.cancel(errors.New("server closed"))
 	s.mu.Lock()
@@ -210,6 +212,9 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if err := os.RemoveAll(s.folder); err != nil {
+		s.log.WithError(err).Warn("Data source could not remove its temporary folder")
+	}
 }
 
 // Status is the file's current state.

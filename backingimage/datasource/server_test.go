@@ -276,3 +276,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestCloseRemovesTheTemporaryFolder(t *testing.T) {
+	disk := newDisk(t, "disk-1")
+	s, err := New(Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "upload", Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.folder); err != nil {
+		t.Fatalf("no temporary folder after Start: %v", err)
+	}
+	s.Close()
+	if _, err := os.Stat(s.folder); !os.IsNotExist(err) {
+		t.Fatalf("the temporary folder survived Close: %v", err)
+	}
+}
