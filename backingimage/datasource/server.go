@@ -88,6 +88,7 @@ type Server struct {
 	mu          sync.Mutex
 	status      FileStatus
 	abortUpload func()
+	closed      bool
 }
 
 var errCancelled = errors.New("cancelled by request")
@@ -207,6 +208,7 @@ func (s *Server) Start() error {
 func (s *Server) Close() {
 	s.cancel(errors.New("server closed"))
 	s.mu.Lock()
+	s.closed = true
 	if s.abortUpload != nil {
 		s.abortUpload()
 	}

@@ -45,6 +45,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, errors.New("upload: the data source is shutting down"))
+		return
+	}
 	if s.status.State != longhorn.BackingImageStatePending {
 		st := s.status.State
 		s.mu.Unlock()
@@ -53,8 +58,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	// Cancel and Close end a read blocked on the client.
 	s.abortUpload = func() { _ = rc.SetReadDeadline(time.Now()) }
-	s.mu.Unlock()
 	s.wg.Add(1)
+	s.mu.Unlock()
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
