@@ -57,6 +57,8 @@ func main() {
 	a.Commands = []cli.Command{
 		app.DaemonCmd(),
 		app.RecurringJobCmd(),
+		app.BackingImageDataSourceCmd(),
+		app.BackingImageManagerCmd(),
 	}
 	for i := range a.Commands {
 		name := a.Commands[i].Name

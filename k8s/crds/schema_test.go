@@ -158,6 +158,7 @@ func TestEveryResourceHasItsShortNameAndTheLonghornCategory(t *testing.T) {
 	want := map[string]string{
 		"settings": "lhs", "nodes": "lhn", "volumes": "lhv", "engines": "lhe", "replicas": "lhr",
 		"snapshots": "lhsnap", "backups": "lhb", "backupvolumes": "lhbv", "recurringjobs": "lhrj",
+		"backingimages": "lhbi", "backingimagedatasources": "lhbids", "backingimagemanagers": "lhbim",
 	}
 	all, err := crds.All()
 	if err != nil {

@@ -34,6 +34,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Backup{}, &BackupList{},
 		&BackupVolume{}, &BackupVolumeList{},
 		&RecurringJob{}, &RecurringJobList{},
+		&BackingImage{}, &BackingImageList{},
+		&BackingImageDataSource{}, &BackingImageDataSourceList{},
+		&BackingImageManager{}, &BackingImageManagerList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

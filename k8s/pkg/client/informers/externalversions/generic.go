@@ -53,6 +53,12 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=longhorn.io, Version=v1beta2
+	case v1beta2.SchemeGroupVersion.WithResource("backingimages"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackingImages().Informer()}, nil
+	case v1beta2.SchemeGroupVersion.WithResource("backingimagedatasources"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackingImageDataSources().Informer()}, nil
+	case v1beta2.SchemeGroupVersion.WithResource("backingimagemanagers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackingImageManagers().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("backups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().Backups().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("backupvolumes"):

@@ -18,6 +18,30 @@ limitations under the License.
 
 package v1beta2
 
+// BackingImageListerExpansion allows custom methods to be added to
+// BackingImageLister.
+type BackingImageListerExpansion interface{}
+
+// BackingImageNamespaceListerExpansion allows custom methods to be added to
+// BackingImageNamespaceLister.
+type BackingImageNamespaceListerExpansion interface{}
+
+// BackingImageDataSourceListerExpansion allows custom methods to be added to
+// BackingImageDataSourceLister.
+type BackingImageDataSourceListerExpansion interface{}
+
+// BackingImageDataSourceNamespaceListerExpansion allows custom methods to be added to
+// BackingImageDataSourceNamespaceLister.
+type BackingImageDataSourceNamespaceListerExpansion interface{}
+
+// BackingImageManagerListerExpansion allows custom methods to be added to
+// BackingImageManagerLister.
+type BackingImageManagerListerExpansion interface{}
+
+// BackingImageManagerNamespaceListerExpansion allows custom methods to be added to
+// BackingImageManagerNamespaceLister.
+type BackingImageManagerNamespaceListerExpansion interface{}
+
 // BackupListerExpansion allows custom methods to be added to
 // BackupLister.
 type BackupListerExpansion interface{}

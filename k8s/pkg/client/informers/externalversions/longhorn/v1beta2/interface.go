@@ -24,6 +24,12 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// BackingImages returns a BackingImageInformer.
+	BackingImages() TypedBackingImageInformer
+	// BackingImageDataSources returns a BackingImageDataSourceInformer.
+	BackingImageDataSources() TypedBackingImageDataSourceInformer
+	// BackingImageManagers returns a BackingImageManagerInformer.
+	BackingImageManagers() TypedBackingImageManagerInformer
 	// Backups returns a BackupInformer.
 	Backups() TypedBackupInformer
 	// BackupVolumes returns a BackupVolumeInformer.
@@ -53,6 +59,21 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// BackingImages returns a TypedBackingImageInformer.
+func (v *version) BackingImages() TypedBackingImageInformer {
+	return &backingImageInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// BackingImageDataSources returns a TypedBackingImageDataSourceInformer.
+func (v *version) BackingImageDataSources() TypedBackingImageDataSourceInformer {
+	return &backingImageDataSourceInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// BackingImageManagers returns a TypedBackingImageManagerInformer.
+func (v *version) BackingImageManagers() TypedBackingImageManagerInformer {
+	return &backingImageManagerInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // Backups returns a TypedBackupInformer.

@@ -18,6 +18,12 @@ limitations under the License.
 
 package v1beta2
 
+type BackingImageExpansion interface{}
+
+type BackingImageDataSourceExpansion interface{}
+
+type BackingImageManagerExpansion interface{}
+
 type BackupExpansion interface{}
 
 type BackupVolumeExpansion interface{}

@@ -28,6 +28,9 @@ import (
 
 type LonghornV1beta2Interface interface {
 	RESTClient() rest.Interface
+	BackingImagesGetter
+	BackingImageDataSourcesGetter
+	BackingImageManagersGetter
 	BackupsGetter
 	BackupVolumesGetter
 	EnginesGetter
@@ -42,6 +45,18 @@ type LonghornV1beta2Interface interface {
 // LonghornV1beta2Client is used to interact with features provided by the longhorn.io group.
 type LonghornV1beta2Client struct {
 	restClient rest.Interface
+}
+
+func (c *LonghornV1beta2Client) BackingImages(namespace string) BackingImageInterface {
+	return newBackingImages(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) BackingImageDataSources(namespace string) BackingImageDataSourceInterface {
+	return newBackingImageDataSources(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) BackingImageManagers(namespace string) BackingImageManagerInterface {
+	return newBackingImageManagers(c, namespace)
 }
 
 func (c *LonghornV1beta2Client) Backups(namespace string) BackupInterface {

@@ -28,6 +28,18 @@ type FakeLonghornV1beta2 struct {
 	*testing.Fake
 }
 
+func (c *FakeLonghornV1beta2) BackingImages(namespace string) v1beta2.BackingImageInterface {
+	return newFakeBackingImages(c, namespace)
+}
+
+func (c *FakeLonghornV1beta2) BackingImageDataSources(namespace string) v1beta2.BackingImageDataSourceInterface {
+	return newFakeBackingImageDataSources(c, namespace)
+}
+
+func (c *FakeLonghornV1beta2) BackingImageManagers(namespace string) v1beta2.BackingImageManagerInterface {
+	return newFakeBackingImageManagers(c, namespace)
+}
+
 func (c *FakeLonghornV1beta2) Backups(namespace string) v1beta2.BackupInterface {
 	return newFakeBackups(c, namespace)
 }

@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli"
+	"google.golang.org/grpc"
+
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
+	"github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// diskFlags name the disk a backing image server works on.
+var diskFlags = []cli.Flag{
+	cli.StringFlag{Name: "disk-path", Usage: "the disk's folder (required)"},
+	cli.StringFlag{Name: "disk-uuid", Usage: "the disk's UUID, as its longhorn-disk.cfg records it (required)"},
+}
+
+func requireFlags(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.String(n) == "" {
+			return fmt.Errorf("--%s is required", n)
+		}
+	}
+	return nil
+}
+
+// listen opens the server's address; port 0 picks a free one, and the
+// address is logged either way so a parent process can read it.
+func listen(address string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", address, err)
+	}
+	return lis, nil
+}
+
+// parseParameters reads repeated --parameter key=value flags.
+func parseParameters(raw []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range raw {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--parameter %q: must be key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// BackingImageDataSourceCmd is `longhorn-manager backing-image-data-source`:
+// the server that prepares a backing image's first file.
+func BackingImageDataSourceCmd() cli.Command {
+	return cli.Command{
+		Name:  "backing-image-data-source",
+		Usage: "prepare a backing image's first file (download, upload or export) and serve its state",
+		Flags: append([]cli.Flag{
+			cli.StringFlag{Name: "listen", Value: "127.0.0.1:8001", Usage: "host:port of the HTTP API (a pod uses its IP; port 0 picks one)"},
+			cli.StringFlag{Name: "name", Usage: "the backing image's name (required)"},
+			cli.StringFlag{Name: "uuid", Usage: "the backing image's UUID (required)"},
+			cli.StringFlag{Name: "source-type", Usage: "download, upload or export-from-volume (required)"},
+			cli.StringSliceFlag{Name: "parameter", Usage: "a source parameter, key=value (url for download); repeatable"},
+			cli.StringFlag{Name: "checksum", Usage: "the expected SHA512; a file that differs fails"},
+			cli.DurationFlag{Name: "stall-timeout", Value: datasource.DefaultStallTimeout, Usage: "fail a download or upload that receives nothing for this long"},
+		}, diskFlags...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("backing-image-data-source takes no arguments, got %q", c.Args())
+			}
+			if err := requireFlags(c, "name", "uuid", "source-type", "disk-path", "disk-uuid"); err != nil {
+				return err
+			}
+			params, err := parseParameters(c.StringSlice("parameter"))
+			if err != nil {
+				return err
+			}
+			sourceType := longhorn.BackingImageDataSourceType(c.String("source-type"))
+			if sourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
+				// The engine-backed VolumeExporter comes with the controllers.
+				return errors.New("--source-type export-from-volume: not available from the command line yet (the controllers provide the engine's snapshot reader)")
+			}
+			srv, err := datasource.New(datasource.Config{
+				Name: c.String("name"), UUID: c.String("uuid"),
+				DiskPath: c.String("disk-path"), DiskUUID: c.String("disk-uuid"),
+				SourceType: sourceType, Parameters: params, ExpectedChecksum: c.String("checksum"),
+				StallTimeout: c.Duration("stall-timeout"),
+				Log:          logrus.WithField("component", "backing-image-data-source"),
+			})
+			if err != nil {
+				return err
+			}
+			lis, err := listen(c.String("listen"))
+			if err != nil {
+				return err
+			}
+			if err := srv.Start(); err != nil {
+				lis.Close()
+				return err
+			}
+			defer srv.Close()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				<-ctx.Done()
+				shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = hs.Shutdown(shut)
+			}()
+			logrus.WithFields(logrus.Fields{"backingImage": c.String("name"), "address": lis.Addr().String()}).Info("Serving the backing image data source")
+			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+// BackingImageManagerCmd is `longhorn-manager backing-image-manager`: the
+// gRPC service that owns the backing image files of one disk.
+func BackingImageManagerCmd() cli.Command {
+	return cli.Command{
+		Name:  "backing-image-manager",
+		Usage: "keep the backing image files of one disk (gRPC)",
+		Flags: append([]cli.Flag{
+			cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", Usage: "host:port of the gRPC service (a pod uses its IP; port 0 picks one)"},
+			cli.IntFlag{Name: "max-sends", Value: manager.DefaultMaxSends, Usage: "files sent to other managers at once"},
+		}, diskFlags...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("backing-image-manager takes no arguments, got %q", c.Args())
+			}
+			if err := requireFlags(c, "disk-path", "disk-uuid"); err != nil {
+				return err
+			}
+			if c.Int("max-sends") < 1 {
+				return fmt.Errorf("--max-sends must be at least 1, got %d", c.Int("max-sends"))
+			}
+			log := logrus.WithFields(logrus.Fields{"component": "backing-image-manager", "diskUUID": c.String("disk-uuid")})
+			srv, err := manager.New(manager.Config{
+				DiskPath: c.String("disk-path"), DiskUUID: c.String("disk-uuid"),
+				MaxSends: c.Int("max-sends"), Log: log,
+			})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			lis, err := listen(c.String("listen"))
+			if err != nil {
+				return err
+			}
+			g := grpc.NewServer()
+			srv.Register(g)
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				// Watch streams never end on their own: stop, not drain.
+				srv.Close()
+				g.Stop()
+			}()
+			log.WithField("address", lis.Addr().String()).Info("Serving the backing image manager")
+			return g.Serve(lis)
+		},
+	}
+}

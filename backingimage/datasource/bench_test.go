@@ -1,0 +1,99 @@
+package datasource
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+const benchSize = 64 << 20
+
+// benchSource serves benchSize random bytes over HTTP on 127.0.0.1.
+func benchSource(b *testing.B) ([]byte, *httptest.Server) {
+	data := randomBytes(b, benchSize)
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "image", time.Time{}, bytes.NewReader(data))
+	}))
+	b.Cleanup(src.Close)
+	return data, src
+}
+
+// BenchmarkDownload is a whole download by the data source: HTTP, SHA512
+// as it goes, the checksum check, fsync and rename.
+func BenchmarkDownload(b *testing.B) {
+	data, src := benchSource(b)
+	disk := newDisk(b, "disk-1")
+	sum := sha(data)
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		s, err := New(Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "download",
+			Parameters: download(src.URL), ExpectedChecksum: sum, Log: quietLog()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			b.Fatal(err)
+		}
+		for st := s.Status(); st.State != longhorn.BackingImageStateReadyForTransfer; st = s.Status() {
+			if st.State == longhorn.BackingImageStateFailed {
+				b.Fatal(st.Message)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkPlainCopyOfTheDownload is the floor: io.Copy of the same HTTP
+// body into a file, nothing else.
+func BenchmarkPlainCopyOfTheDownload(b *testing.B) { plainDownload(b, false) }
+
+// BenchmarkPlainCopyOfTheDownloadAndFsync adds the fsync that durability
+// needs, so the difference to BenchmarkDownload is the checksum work.
+func BenchmarkPlainCopyOfTheDownloadAndFsync(b *testing.B) { plainDownload(b, true) }
+
+func plainDownload(b *testing.B, fsync bool) {
+	_, src := benchSource(b)
+	dst := filepath.Join(b.TempDir(), "copy")
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		resp, err := http.Get(src.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, _ := os.Create(dst)
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		if fsync {
+			f.Sync()
+		}
+		f.Close()
+	}
+}
+
+// BenchmarkPlainFileCopy is io.Copy of the same bytes from one file to another.
+func BenchmarkPlainFileCopy(b *testing.B) {
+	data := randomBytes(b, benchSize)
+	dir := b.TempDir()
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, data, 0o644)
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		in, _ := os.Open(src)
+		out, _ := os.Create(filepath.Join(dir, "dst"))
+		if _, err := io.Copy(out, in); err != nil {
+			b.Fatal(err)
+		}
+		in.Close()
+		out.Close()
+	}
+}
