@@ -341,6 +341,9 @@ func TestAPIWebsocketSeesAJobAppearChangeAndDisappear(t *testing.T) {
 
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"watched","task":"snapshot","cron":"@hourly","retain":1}`).expect(t, 200)
 	nextList(t, conn, "job appears", func(n []string, _ string) bool { return len(n) == 1 && n[0] == "watched" })
+	// The throttled stream sends once a period, and only a list that
+	// differs from the last it sent: it sees the job before it goes.
+	nextList(t, slow, "job appears on the throttled stream", func(n []string, _ string) bool { return len(n) == 1 })
 	e.call(t, "PUT", "/v1/recurringjobs/watched", `{"cron":"@daily"}`).expect(t, 200)
 	nextList(t, conn, "job changes", func(_ []string, raw string) bool { return strings.Contains(raw, `"cron":"@daily"`) })
 	e.call(t, "DELETE", "/v1/recurringjobs/watched", "").expect(t, 204)

@@ -50,13 +50,15 @@ func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
 		}
 		return len(jobs.Items) == 4, nil
 	})
-	eventually(t, 10*time.Second, "volumes owned", func() (bool, error) {
+	// The first manager has done its work on the volumes (owner, state,
+	// finalizer) before it stops: what the second start must not redo.
+	eventually(t, 10*time.Second, "volumes owned and reconciled", func() (bool, error) {
 		vols, err := lh.LonghornV1beta2().Volumes(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, v := range vols.Items {
-			if v.Status.OwnerID != "node-1" {
+			if v.Status.OwnerID != "node-1" || v.Status.State == "" || len(v.Finalizers) == 0 {
 				return false, nil
 			}
 		}
