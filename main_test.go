@@ -43,6 +43,7 @@ func TestBadInputEndsWithOneClearLine(t *testing.T) {
 		{"missing kubeconfig file", []string{"daemon", "--kubeconfig", "/nonexistent/kubeconfig"}, "--kubeconfig /nonexistent/kubeconfig"},
 		{"unreachable apiserver", []string{"daemon", "--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--data-dir", t.TempDir(), "--api-address", "127.0.0.1:0"}, "cannot reach the Kubernetes API at https://127.0.0.1:1"},
 		{"no workers", []string{"daemon", "--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--workers", "0"}, "--workers must be at least 1"},
+		{"unknown runner", []string{"daemon", "--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--recurring-job-runner", "kubelet"}, "--recurring-job-runner must be \"cronjob\" or \"manager\""},
 		{"stray argument", []string{"daemon", "extra"}, "daemon takes no arguments"},
 	}
 	for _, c := range cases {

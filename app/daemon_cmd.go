@@ -41,6 +41,9 @@ func DaemonCmd() cli.Command {
 			if c.NArg() > 0 {
 				return fmt.Errorf("daemon takes no arguments, got %q", c.Args())
 			}
+			if r := c.String("recurring-job-runner"); r != string(longhorn.RecurringJobRunnerCronJob) && r != string(longhorn.RecurringJobRunnerManager) {
+				return fmt.Errorf("--recurring-job-runner must be %q or %q, got %q", longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager, r)
+			}
 			cfg, err := restConfig(c.String("kubeconfig"))
 			if err != nil {
 				return err
