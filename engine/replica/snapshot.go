@@ -176,6 +176,15 @@ func (r *Replica) Snapshots() ([]Snapshot, error) {
 	return append(out, Snapshot{Name: HeadName, Parent: r.meta.HeadParent, Size: size}), nil
 }
 
+// HasSnapshot tells whether the replica has a snapshot of that name,
+// removed or not, without reading any layer.
+func (r *Replica) HasSnapshot(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.meta.Snapshots[name]
+	return ok
+}
+
 // layerSize is the bytes of data a layer file holds.
 func (r *Replica) layerSize(file string) (int64, error) {
 	f, err := os.Open(filepath.Join(r.dir, file))
