@@ -50,6 +50,10 @@ type DaemonOptions struct {
 	Workers int
 	// ResyncPeriod is the informers' resync period.
 	ResyncPeriod time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the requests per second the
+	// daemon sends to the apiserver (client-go's token bucket).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// CronJob describes the pods of recurring-job CronJobs.
 	CronJob controller.CronJobConfig
 	// UpgradeAfterStep, when set, is called after each write of the
@@ -61,6 +65,15 @@ type DaemonOptions struct {
 	// daemon is ready.
 	OnReady func(apiAddress string)
 }
+
+// The daemon's default request rate to the apiserver. client-go's own
+// default, 5 per second, would take hours over the four or so writes each
+// of 30,000 snapshots needs; the apiserver's priority and fairness still
+// protects it from a busy manager.
+const (
+	DefaultKubeAPIQPS   = 200
+	DefaultKubeAPIBurst = 400
+)
 
 // shutdownTimeout bounds how long a stopping daemon waits for its parts.
 const shutdownTimeout = 5 * time.Second
@@ -81,6 +94,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second
 	}
+	if o.KubeAPIQPS <= 0 {
+		o.KubeAPIQPS = DefaultKubeAPIQPS
+	}
+	if o.KubeAPIBurst <= 0 {
+		o.KubeAPIBurst = DefaultKubeAPIBurst
+	}
 	if o.NodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is required")
 	}
@@ -95,6 +114,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
 	}
 	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg = countKubeRequests(cfg, registry)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -118,8 +141,6 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 
 	ds, inf := newDataStore(lhClient, kubeClient, o)
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := controller.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 
@@ -168,7 +189,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	engineHost, _, _ := net.SplitHostPort(engineListener.Addr().String())
 	var volumeController *controller.VolumeController
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
-		func(volume string) { volumeController.EnqueueVolume(volume) })
+		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)

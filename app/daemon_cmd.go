@@ -28,6 +28,8 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
 			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service; the host also serves the volumes' NBD frontends (the DaemonSet uses the pod IP)"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller"},
+			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
+			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
@@ -53,6 +55,8 @@ func DaemonCmd() cli.Command {
 				APIAddress:    c.String("api-address"),
 				EngineAddress: c.String("engine-address"),
 				Workers:       c.Int("workers"),
+				KubeAPIQPS:    float32(c.Float64("kube-api-qps")),
+				KubeAPIBurst:  c.Int("kube-api-burst"),
 				CronJob: controller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
 					ServiceAccount:         c.String("service-account"),
