@@ -27,7 +27,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
 			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service; the host also serves the volumes' NBD frontends (the DaemonSet uses the pod IP)"},
-			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller"},
+			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes and snapshots)"},
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
 			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
