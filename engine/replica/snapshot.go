@@ -109,14 +109,20 @@ func (r *Replica) createSnapshot(name string, userCreated bool, created time.Tim
 		return err
 	}
 	// The chain gains a layer: the old head's file, now read-only, stays
-	// open at the same index, so the location map needs no change.
+	// open at the same index, so the location map needs no change; an
+	// old head that holds nothing is closed, as nothing reads from it.
 	f, err := os.OpenFile(filepath.Join(r.dir, headFile(r.meta.HeadIndex)), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
+	if !r.headWritten {
+		r.chain[len(r.chain)-1].Close()
+		r.chain[len(r.chain)-1] = nil
+	}
 	r.chainNames[len(r.chainNames)-1] = name
 	r.chain = append(r.chain, f)
 	r.chainNames = append(r.chainNames, "")
+	r.headWritten = false
 	return nil
 }
 
