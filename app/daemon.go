@@ -53,6 +53,10 @@ type DaemonOptions struct {
 	Workers int
 	// ResyncPeriod is the informers' resync period.
 	ResyncPeriod time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the requests per second the
+	// daemon sends to the apiserver (client-go's token bucket).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// CronJob describes the pods of recurring-job CronJobs.
 	CronJob controller.CronJobConfig
 	// UpgradeAfterStep, when set, is called after each write of the
@@ -63,11 +67,6 @@ type DaemonOptions struct {
 	// OnReady, when set, is called once with the API's address when the
 	// daemon is ready.
 	OnReady func(apiAddress string)
-	// KubeAPIQPS and KubeAPIBurst bound the daemon's requests to the
-	// apiserver; zero means 50 and 100 (client-go's own default of 5 and 10
-	// is far too low for thousands of objects).
-	KubeAPIQPS   float32
-	KubeAPIBurst int
 	// RecurringJobBeforeVolume, when set, is called by the manager runner
 	// before each volume's work; tests use it to hold a run midway.
 	RecurringJobBeforeVolume func(ctx context.Context, job, volume string)
@@ -78,6 +77,19 @@ type DaemonOptions struct {
 
 // recurringJobRunnerWorkers is the least number of manager-runner workers.
 const recurringJobRunnerWorkers = 16
+
+// The daemon's default request rate to the apiserver. client-go's own
+// default, 5 per second, would take hours over the four or so writes each
+// of 30,000 snapshots needs; the apiserver's priority and fairness still
+// protects it from a busy manager.
+const (
+	DefaultKubeAPIQPS   = 200
+	DefaultKubeAPIBurst = 400
+)
+
+// ioBoundWorkers multiplies --workers for the volume and snapshot
+// controllers.
+const ioBoundWorkers = 5
 
 // shutdownTimeout bounds how long a stopping daemon waits for its parts.
 const shutdownTimeout = 5 * time.Second
@@ -97,6 +109,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second
+	}
+	if o.KubeAPIQPS <= 0 {
+		o.KubeAPIQPS = DefaultKubeAPIQPS
+	}
+	if o.KubeAPIBurst <= 0 {
+		o.KubeAPIBurst = DefaultKubeAPIBurst
 	}
 	if o.NodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is required")
@@ -119,14 +137,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
 	}
 	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
-	cfg = rest.CopyConfig(cfg)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg = countKubeRequests(cfg, registry)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	if cfg.QPS <= 0 {
-		cfg.QPS = 50
-	}
-	if cfg.Burst <= 0 {
-		cfg.Burst = 100
-	}
 
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -150,8 +164,6 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 
 	ds, inf := newDataStore(lhClient, kubeClient, o)
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := controller.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 
@@ -200,7 +212,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	engineHost, _, _ := net.SplitHostPort(engineListener.Addr().String())
 	var volumeController *controller.VolumeController
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
-		func(volume string) { volumeController.EnqueueVolume(volume) })
+		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
@@ -236,9 +248,13 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("node", func(ctx context.Context) error { return nodeController.Run(ctx, o.Workers) })
 	run("setting", func(ctx context.Context) error { return settingController.Run(ctx, o.Workers) })
 	run("recurring-job", func(ctx context.Context) error { return recurringJobController.Run(ctx, o.Workers) })
-	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, o.Workers) })
+	// Volume and snapshot syncs spend their time waiting on the apiserver's
+	// answer to a write, not on the CPU, and come by the thousand (30
+	// snapshots per volume): they get more workers.
+	ioWorkers := ioBoundWorkers * o.Workers
+	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, ioWorkers) })
 	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
-	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, o.Workers) })
+	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, ioWorkers) })
 	if o.CronJob.ManagerRuns() {
 		runner := newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, listener.Addr(), o)
 		// Firing is one status write, bound by the apiserver's latency, not

@@ -103,7 +103,7 @@ func launchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 	return d, nil
 }
 
-func lhClient(t *testing.T, cfg *rest.Config) lhclientset.Interface {
+func lhClient(t testing.TB, cfg *rest.Config) lhclientset.Interface {
 	t.Helper()
 	c, err := lhclientset.NewForConfig(cfg)
 	if err != nil {
@@ -113,7 +113,7 @@ func lhClient(t *testing.T, cfg *rest.Config) lhclientset.Interface {
 }
 
 // eventually polls cond every 100ms for up to timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return cond()

@@ -25,7 +25,7 @@ import (
 const serviceAccount = "longhorn-service-account"
 
 // readManifests decodes every object of a YAML file in package/.
-func readManifests(t *testing.T, name string) []runtime.Object {
+func readManifests(t testing.TB, name string) []runtime.Object {
 	t.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -58,7 +58,7 @@ func readManifests(t *testing.T, name string) []runtime.Object {
 
 // installRBAC applies package/rbac.yaml to namespace, as an admin would to
 // longhorn-system.
-func installRBAC(t *testing.T, client kubernetes.Interface, namespace string) {
+func installRBAC(t testing.TB, client kubernetes.Interface, namespace string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, obj := range readManifests(t, "rbac.yaml") {

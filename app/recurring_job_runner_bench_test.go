@@ -66,9 +66,13 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 
 	// Jobs that fire once a year: nothing is due while idle.
 	start := time.Now()
-	parallel(b, n, func(i int) error {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("job-%05d", i)
+	}
+	parallel(b, 16, names, func(name string) error {
 		_, err := jobs.Create(ctx, &longhorn.RecurringJob{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%05d", i)},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "0 0 1 1 *", Retain: 1},
 		}, metav1.CreateOptions{})
 		return err
@@ -91,9 +95,9 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	perWrite := setup / time.Duration(3*n)
 	due := time.Now().Add(90*time.Second + 4*perWrite*time.Duration(n)).UTC().Truncate(time.Minute).Add(time.Minute)
 	cron := fmt.Sprintf("%d %d * * *", due.Minute(), due.Hour())
-	parallel(b, n, func(i int) error {
+	parallel(b, 16, names, func(name string) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			j, err := jobs.Get(ctx, fmt.Sprintf("job-%05d", i), metav1.GetOptions{})
+			j, err := jobs.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -126,31 +130,6 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	b.ReportMetric(p50.Seconds(), "p50-lateness-s")
 	b.ReportMetric(p99.Seconds(), "p99-lateness-s")
 	b.ReportMetric(setup.Seconds(), "setup-s")
-}
-
-// parallel runs f for 0..n-1 on 16 goroutines and fails on the first error.
-func parallel(b *testing.B, n int, f func(i int) error) {
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		first atomic.Value
-	)
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := first.Load(); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // waitJobs polls until every one of the n jobs meets cond.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/upgrade/upgradetest"
@@ -50,15 +51,16 @@ func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
 		}
 		return len(jobs.Items) == 4, nil
 	})
-	// The first manager has done its work on the volumes (owner, state,
-	// finalizer) before it stops: what the second start must not redo.
-	eventually(t, 10*time.Second, "volumes owned and reconciled", func() (bool, error) {
+	// Settled, not just owned: a volume's controller goes on after the
+	// claim (finalizer, replica and engine, state), and what it had left
+	// to do would show as a change on the second start.
+	eventually(t, 20*time.Second, "volumes owned and settled", func() (bool, error) {
 		vols, err := lh.LonghornV1beta2().Volumes(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, v := range vols.Items {
-			if v.Status.OwnerID != "node-1" || v.Status.State == "" || len(v.Finalizers) == 0 {
+			if v.Status.OwnerID != "node-1" || v.Status.State != longhorn.VolumeStateDetached || len(v.Finalizers) == 0 {
 				return false, nil
 			}
 		}

@@ -7,8 +7,9 @@ import (
 // Metrics counts reconciles and watches queue depths of the controllers,
 // in the registry the API serves on /metrics.
 type Metrics struct {
-	registry   prometheus.Registerer
-	reconciles *prometheus.CounterVec
+	registry    prometheus.Registerer
+	reconciles  *prometheus.CounterVec
+	engineCalls *prometheus.CounterVec
 }
 
 // NewMetrics registers the controller metrics in registry.
@@ -19,9 +20,21 @@ func NewMetrics(registry prometheus.Registerer) *Metrics {
 			Name: "longhorn_manager_reconcile_total",
 			Help: "Reconciles by controller and result (success, error).",
 		}, []string{"controller", "result"}),
+		engineCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhorn_manager_engine_calls_total",
+			Help: "Calls of this node's engines' control API (snapshots, purge, backups, status reads), by method.",
+		}, []string{"call"}),
 	}
-	registry.MustRegister(m.reconciles)
+	registry.MustRegister(m.reconciles, m.engineCalls)
 	return m
+}
+
+// EngineCall counts one call of an engine's control API.
+func (m *Metrics) EngineCall(call string) {
+	if m == nil {
+		return
+	}
+	m.engineCalls.WithLabelValues(call).Inc()
 }
 
 // observe counts one reconcile of a controller.

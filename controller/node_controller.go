@@ -35,6 +35,12 @@ type NodeController struct {
 	ds     *datastore.DataStore
 	nodeID string
 	clock  clock.WithTicker
+
+	// probed is when this node's disks were last probed, and for which
+	// generation of its spec; only this node's key (never two syncs at
+	// once) touches them.
+	probed           time.Time
+	probedGeneration int64
 }
 
 // NewNodeController wires the controller to the Node and Lease informers.
@@ -157,9 +163,16 @@ func (c *NodeController) sync(ctx context.Context, key string) error {
 	if name == c.nodeID {
 		status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeSchedulable,
 			boolStatus(node.Spec.AllowScheduling), schedulingReason(node.Spec.AllowScheduling), "", now)
-		status.DiskStatus = c.probeDisks(node, now)
-		// Disk space changes without any event: probe again soon.
-		c.queue.AddAfter(key, diskProbePeriod)
+		// Free space moves with every write to the disk, by anyone: probe
+		// once a period (or when the disks change), not on every sync, or
+		// each status write would bring the next.
+		if due := c.probed.Add(diskProbePeriod); !now.Before(due) || node.Generation != c.probedGeneration {
+			status.DiskStatus = c.probeDisks(node, now)
+			c.probed, c.probedGeneration = now, node.Generation
+			c.queue.AddAfter(key, diskProbePeriod)
+		} else {
+			c.queue.AddAfter(key, due.Sub(now))
+		}
 	} else if _, staleAt := heartbeatFresh(lease, now); staleAt.After(now) {
 		// Look again when the peer's heartbeat would go stale.
 		c.queue.AddAfter(key, staleAt.Sub(now)+time.Second)
@@ -172,6 +185,10 @@ func (c *NodeController) sync(ctx context.Context, key string) error {
 	updated := node.DeepCopy()
 	updated.Status = *status
 	if _, err := c.ds.UpdateNodeStatus(ctx, updated); err != nil {
+		if name == c.nodeID {
+			// The probe's result is lost: the retry probes again.
+			c.probed = time.Time{}
+		}
 		return fmt.Errorf("update status of node %s: %w", name, err)
 	}
 	if ready := getCondition(status.Conditions, longhorn.ConditionTypeReady); ready.Status != wasReady {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -142,19 +144,20 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 			}
 		}
-		if !run.Engine.PurgeStatus().IsPurging {
-			run.Engine.StartPurge()
-		}
+		// StartPurge does nothing while a purge runs.
+		run.Engine.StartPurge()
 		return nil
 	}
 
 	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
-		// Check the engine itself first: the status may lag, and a retry
-		// must never make two.
-		if _, err := run.Engine.Snapshot(snap.Name); err != nil {
-			if _, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels); err != nil {
-				return c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
-			}
+		// The status may lag: the engine itself refuses a second snapshot
+		// of the name, under its lock, so a retry never makes two.
+		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
+		switch {
+		case errors.Is(err, enginecontroller.ErrExists):
+		case err != nil:
+			return c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
+		default:
 			c.logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
 		return nil

@@ -152,6 +152,8 @@ func (c *VolumeController) readyDisk() (uuid, path string, err error) {
 // when it is detached, and mirrors the engine into the Engine's and the
 // Volume's status.
 func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volume) error {
+	// written is the Engine's resource version once its status is current.
+	var written string
 	replicas, e, err := c.ensureObjects(ctx, v)
 	if err != nil {
 		return err
@@ -177,7 +179,7 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
-			c.writeStatus(ctx, e, status)
+			_, _ = c.writeStatus(ctx, e, status)
 			return err
 		}
 		host, port, _ := net.SplitHostPort(c.engineAddress)
@@ -186,18 +188,29 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 		status.Port, _ = strconv.Atoi(port)
 		status.Endpoint = run.Endpoint
 		status.CurrentSize = v.Spec.Size
-		c.mirrorEngine(run.Engine, status)
+		// Read the generation first: a change while mirroring moves it, so
+		// the next sync reads the engine again.
+		gen := run.Engine.Generation()
+		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
+			c.mirrorEngine(run.Engine, status)
+		}
+		defer func() {
+			if written != "" {
+				c.mirrors.record(v.Name, run.Engine, gen, written)
+			}
+		}()
 		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.nodeID, v.Spec.DisableFrontend
 		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
 	} else {
 		if err := c.instances.Stop(v.Name); err != nil {
 			c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 		}
+		c.mirrors.forget(v.Name)
 		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
 		status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
 	}
-	if err := c.writeStatus(ctx, e, status); err != nil {
+	if written, err = c.writeStatus(ctx, e, status); err != nil {
 		return err
 	}
 	if err := c.syncReplicaStatus(ctx, replicas, status); err != nil {
@@ -325,16 +338,19 @@ func robustness(modes map[string]longhorn.ReplicaMode, want int) longhorn.Volume
 	return longhorn.VolumeRobustnessHealthy
 }
 
-func (c *VolumeController) writeStatus(ctx context.Context, e *longhorn.Engine, status *longhorn.EngineStatus) error {
+// writeStatus writes the Engine's status when it changed and returns the
+// resource version that holds it.
+func (c *VolumeController) writeStatus(ctx context.Context, e *longhorn.Engine, status *longhorn.EngineStatus) (string, error) {
 	if equality.Semantic.DeepEqual(status, &e.Status) {
-		return nil
+		return e.ResourceVersion, nil
 	}
 	updated := e.DeepCopy()
 	updated.Status = *status
-	if _, err := c.ds.UpdateEngineStatus(ctx, updated); err != nil {
-		return fmt.Errorf("update status of engine %s: %w", e.Name, err)
+	written, err := c.ds.UpdateEngineStatus(ctx, updated)
+	if err != nil {
+		return "", fmt.Errorf("update status of engine %s: %w", e.Name, err)
 	}
-	return nil
+	return written.ResourceVersion, nil
 }
 
 // cleanup runs while the volume is being deleted: the engine stops, the

@@ -27,6 +27,7 @@ type VolumeController struct {
 	// engineAddress is host:port of this node's engine gRPC service.
 	engineAddress string
 	clock         clock.Clock
+	mirrors       engineMirrors
 }
 
 // NewVolumeController wires the controller to the Volume informer.
@@ -35,7 +36,8 @@ type VolumeController struct {
 func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
 	instances *instance.Manager, engineAddress string, clk clock.Clock) *VolumeController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk}
+	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
+		mirrors: engineMirrors{seen: map[string]engineMirror{}}}
 	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,7 @@ import (
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	lhlisters "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/listers/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // DataStore reads Longhorn and Kubernetes objects of one namespace from the
@@ -42,6 +44,40 @@ type DataStore struct {
 	cronJobLister      batchlisters.CronJobLister
 
 	synced []cache.InformerSynced
+
+	// replicaIndexer and snapshotIndexer find a volume's objects by its
+	// label without a scan of every object (30,000 snapshots at scale).
+	replicaIndexer  cache.Indexer
+	snapshotIndexer cache.Indexer
+}
+
+// byVolume names the informer index of objects by their volume label.
+const byVolume = "longhorn-volume"
+
+func volumeLabelIndex(obj interface{}) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if v := m.GetLabels()[types.LabelVolume]; v != "" {
+		return []string{v}, nil
+	}
+	return nil, nil
+}
+
+// byVolumeIndex lists the objects of an informer's index by volume.
+func byVolumeIndex[T any](indexer cache.Indexer, volume string) ([]T, error) {
+	objs, err := indexer.ByIndex(byVolume, volume)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // Informers are the shared informer factories the datastore reads from.
@@ -93,6 +129,12 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		leaseLister:        inf.Kube.Coordination().V1().Leases().Lister(),
 		cronJobLister:      inf.Kube.Batch().V1().CronJobs().Lister(),
 	}
+	for _, informer := range []cache.SharedIndexInformer{lh.Replicas().Informer(), lh.Snapshots().Informer()} {
+		// Only fails once the informer started; New runs before.
+		_ = informer.AddIndexers(cache.Indexers{byVolume: volumeLabelIndex})
+	}
+	ds.replicaIndexer = lh.Replicas().Informer().GetIndexer()
+	ds.snapshotIndexer = lh.Snapshots().Informer().GetIndexer()
 	ds.synced = []cache.InformerSynced{
 		lh.Settings().Informer().HasSynced,
 		lh.Nodes().Informer().HasSynced,

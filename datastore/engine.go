@@ -4,10 +4,8 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // EngineName is the name of a volume's engine.
@@ -35,7 +33,7 @@ func (ds *DataStore) UpdateEngineStatus(ctx context.Context, e *longhorn.Engine)
 
 // ListVolumeReplicasRO returns the cached Replicas of a volume.
 func (ds *DataStore) ListVolumeReplicasRO(volume string) ([]*longhorn.Replica, error) {
-	return ds.replicaLister.Replicas(ds.namespace).List(labels.SelectorFromSet(labels.Set{types.LabelVolume: volume}))
+	return byVolumeIndex[*longhorn.Replica](ds.replicaIndexer, volume)
 }
 
 // CreateReplica creates a Replica.

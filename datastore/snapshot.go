@@ -4,10 +4,8 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // GetSnapshotRO returns the cached Snapshot; the caller must not modify it.
@@ -17,7 +15,7 @@ func (ds *DataStore) GetSnapshotRO(name string) (*longhorn.Snapshot, error) {
 
 // ListVolumeSnapshotsRO returns the cached Snapshots of a volume.
 func (ds *DataStore) ListVolumeSnapshotsRO(volume string) ([]*longhorn.Snapshot, error) {
-	return ds.snapshotLister.Snapshots(ds.namespace).List(labels.SelectorFromSet(labels.Set{types.LabelVolume: volume}))
+	return byVolumeIndex[*longhorn.Snapshot](ds.snapshotIndexer, volume)
 }
 
 // CreateSnapshot creates a Snapshot object.

@@ -38,6 +38,8 @@ for _ in $(seq 1 120); do
 done
 grep -q '^ready ' "$dev/controlplane.out" || { echo "the control plane did not become ready in 60s" >&2; exit 1; }
 grep '^ready ' "$dev/controlplane.out"
+# bin/controlplane applies the CRDs; the admission policies go with them.
+./bin/kubectl --kubeconfig "$kubeconfig" apply -f k8s/crds/policies/ >/dev/null
 
 cat <<MSG
 

@@ -29,6 +29,7 @@ type BackupStatus struct {
 // snapshot of the volume's last backup are read when the replica still
 // has that snapshot.
 func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, labels map[string]string) error {
+	e.called("StartBackup")
 	e.mu.RLock()
 	members := e.healthy()
 	e.mu.RUnlock()
@@ -59,6 +60,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	}
 	e.backups[name] = &BackupStatus{Snapshot: snapshot, State: BackupStateInProgress}
 	e.backupMu.Unlock()
+	e.generation.Add(1)
 
 	go func() {
 		defer view.Close()
@@ -85,6 +87,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 		} else {
 			log.Info("Backup completed")
 		}
+		e.generation.Add(1)
 		e.changed()
 	}()
 	return nil
@@ -109,10 +112,12 @@ func (e *Engine) setBackup(name string, f func(*BackupStatus)) {
 	if st, ok := e.backups[name]; ok {
 		f(st)
 	}
+	e.generation.Add(1)
 }
 
 // BackupStatuses reports every backup this engine ran since it started.
 func (e *Engine) BackupStatuses() map[string]BackupStatus {
+	e.called("BackupStatuses")
 	e.backupMu.Lock()
 	defer e.backupMu.Unlock()
 	out := make(map[string]BackupStatus, len(e.backups))
@@ -136,6 +141,7 @@ type RestoreStatus struct {
 // RestoreStatus follows it. The volume must be new: blocks the backup
 // lacks are left as they are.
 func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error {
+	e.called("Restore")
 	url := store.URL(volume, backup)
 	e.setRestore(func(st *RestoreStatus) {
 		*st = RestoreStatus{IsRestoring: true, State: "in_progress", BackupURL: url, LastRestored: st.LastRestored}
@@ -159,10 +165,12 @@ func (e *Engine) setRestore(f func(*RestoreStatus)) {
 	e.backupMu.Lock()
 	defer e.backupMu.Unlock()
 	f(&e.restore)
+	e.generation.Add(1)
 }
 
 // RestoreStatus reports the last restore.
 func (e *Engine) RestoreStatus() RestoreStatus {
+	e.called("RestoreStatus")
 	e.backupMu.Lock()
 	defer e.backupMu.Unlock()
 	return e.restore

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,6 +37,8 @@ var (
 	ErrPrecondition = errors.New("not allowed now")
 	// ErrNoHealthyReplica: every replica has failed.
 	ErrNoHealthyReplica = errors.New("no healthy replica")
+	// ErrExists: a snapshot of that name exists (an ErrInvalid too).
+	ErrExists = errors.New("already exists")
 )
 
 type member struct {
@@ -74,6 +77,11 @@ type Engine struct {
 	restore  RestoreStatus
 	// changed is called after any change callers may want to observe.
 	changed func()
+	// generation moves with every change of what the engine reports,
+	// progress included (which does not call changed).
+	generation atomic.Uint64
+	// called counts the calls of the control API, for metrics.
+	called func(call string)
 }
 
 // New returns the engine of volume name over the given replicas.
@@ -81,7 +89,7 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 	if len(replicas) == 0 {
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
 	}
-	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, backups: map[string]*BackupStatus{}}
+	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{}}
 	names := make([]string, 0, len(replicas))
 	for n := range replicas {
 		names = append(names, n)
@@ -102,6 +110,24 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 // OnChange sets a function called after snapshots or replica modes change.
 func (e *Engine) OnChange(f func()) { e.changed = f }
 
+// OnCall sets a function called with the method's name at each call of
+// the control API (snapshots, purge, backups, status reads; not I/O).
+// Set it before the engine is shared.
+func (e *Engine) OnCall(f func(call string)) { e.called = f }
+
+// Generation moves with every change of what the control API reports:
+// snapshots, replica modes, purge, backup and restore progress. A status
+// mirror that read the engine at one generation need not read it again
+// until the generation moves. Reading it is not a call of the engine.
+func (e *Engine) Generation() uint64 { return e.generation.Load() }
+
+// notify records a change and tells the OnChange function, in the
+// background so a caller holding the engine's locks is not blocked.
+func (e *Engine) notify() {
+	e.generation.Add(1)
+	go e.changed()
+}
+
 // Name is the volume name.
 func (e *Engine) Name() string { return e.name }
 
@@ -118,6 +144,7 @@ func (e *Engine) SetFrontend(on bool) {
 
 // ReplicaModes reports each replica's mode and last error.
 func (e *Engine) ReplicaModes() map[string]Mode {
+	e.called("ReplicaModes")
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := map[string]Mode{}
@@ -133,7 +160,7 @@ func (e *Engine) fail(m *member, err error) {
 	}
 	m.mode, m.err = ModeERR, err.Error()
 	e.log.WithError(err).WithField("replica", m.name).Error("Replica failed; the volume carries on without it")
-	go e.changed()
+	e.notify()
 }
 
 // ReadAt reads from the first healthy replica, failing over to the next.
@@ -215,6 +242,7 @@ func (e *Engine) healthy() []*member {
 // CreateSnapshot takes a snapshot on every healthy replica at once, named
 // name (a fresh UUID when empty), and returns its name.
 func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, error) {
+	e.called("CreateSnapshot")
 	if name == "" {
 		name = uuid.NewString()
 	}
@@ -227,12 +255,8 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	if len(members) == 0 {
 		return "", ErrNoHealthyReplica
 	}
-	if list, err := members[0].r.Snapshots(); err == nil {
-		for _, s := range list {
-			if s.Name == name {
-				return "", fmt.Errorf("%w: snapshot %s already exists", ErrInvalid, name)
-			}
-		}
+	if members[0].r.HasSnapshot(name) {
+		return "", fmt.Errorf("%w: snapshot %s %w", ErrInvalid, name, ErrExists)
 	}
 	now := e.clock.Now()
 	done := 0
@@ -250,13 +274,14 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 		return "", ErrNoHealthyReplica
 	}
 	e.log.WithField("snapshot", name).Info("Created snapshot")
-	go e.changed()
+	e.notify()
 	return name, nil
 }
 
 // Snapshots lists the snapshots and the head, as the first healthy
 // replica has them.
 func (e *Engine) Snapshots() ([]replica.Snapshot, error) {
+	e.called("Snapshots")
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	members := e.healthy()
@@ -283,6 +308,7 @@ func (e *Engine) Snapshot(name string) (replica.Snapshot, error) {
 // DeleteSnapshot marks a snapshot removed on every healthy replica; a
 // purge frees its data.
 func (e *Engine) DeleteSnapshot(name string) error {
+	e.called("DeleteSnapshot")
 	if name == replica.HeadName {
 		return fmt.Errorf("%w: %s cannot be deleted", ErrInvalid, replica.HeadName)
 	}
@@ -301,13 +327,14 @@ func (e *Engine) DeleteSnapshot(name string) error {
 		}
 	}
 	e.log.WithField("snapshot", name).Info("Marked snapshot removed")
-	go e.changed()
+	e.notify()
 	return nil
 }
 
 // RevertSnapshot makes the volume read what snapshot name held. It is
 // refused while a frontend serves the volume.
 func (e *Engine) RevertSnapshot(name string) error {
+	e.called("RevertSnapshot")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.frontend {
@@ -326,13 +353,14 @@ func (e *Engine) RevertSnapshot(name string) error {
 		}
 	}
 	e.log.WithField("snapshot", name).Info("Reverted to snapshot")
-	go e.changed()
+	e.notify()
 	return nil
 }
 
 // StartPurge purges removed snapshots on every healthy replica in the
 // background, unless a purge already runs; PurgeStatus follows it.
 func (e *Engine) StartPurge() {
+	e.called("StartPurge")
 	e.purgeMu.Lock()
 	if e.purge.IsPurging {
 		e.purgeMu.Unlock()
@@ -340,7 +368,7 @@ func (e *Engine) StartPurge() {
 	}
 	e.purge = PurgeStatus{IsPurging: true, State: "in_progress"}
 	e.purgeMu.Unlock()
-	go e.changed()
+	e.notify()
 	go func() {
 		err := e.purgeAll()
 		e.purgeMu.Lock()
@@ -349,6 +377,7 @@ func (e *Engine) StartPurge() {
 			e.purge = PurgeStatus{State: "error", Error: err.Error()}
 		}
 		e.purgeMu.Unlock()
+		e.generation.Add(1)
 		e.changed()
 	}()
 }
@@ -371,6 +400,7 @@ func (e *Engine) purgeAll() error {
 		e.purgeMu.Lock()
 		e.purge.Progress = (i + 1) * 100 / len(members)
 		e.purgeMu.Unlock()
+		e.generation.Add(1)
 	}
 	e.log.WithFields(logrus.Fields{"purged": purged, "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
 	return nil
@@ -378,6 +408,7 @@ func (e *Engine) purgeAll() error {
 
 // PurgeStatus reports the last purge.
 func (e *Engine) PurgeStatus() PurgeStatus {
+	e.called("PurgeStatus")
 	e.purgeMu.Lock()
 	defer e.purgeMu.Unlock()
 	return e.purge

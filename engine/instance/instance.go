@@ -47,13 +47,15 @@ type Manager struct {
 	log       *logrus.Entry
 	engines   map[string]*running
 	onChange  func(volume string)
+	onCall    func(call string)
 }
 
 // NewManager returns a manager whose engines the rpc server serves and
 // whose frontends listen on host (127.0.0.1 or the node's address).
-// onChange is called when an engine's snapshots or replicas change.
-func NewManager(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string)) *Manager {
-	return &Manager{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange}
+// onChange is called when an engine's snapshots or replicas change;
+// onCall, when not nil, at each call of an engine's control API.
+func NewManager(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string), onCall func(call string)) *Manager {
+	return &Manager{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange, onCall: onCall}
 }
 
 // Get returns the running engine of a volume.
@@ -96,6 +98,9 @@ func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, fronte
 		return Running{}, err
 	}
 	e.OnChange(func() { m.onChange(volume) })
+	if m.onCall != nil {
+		e.OnCall(m.onCall)
+	}
 	run := &running{Running: Running{Engine: e}}
 	if frontend {
 		l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))

@@ -109,14 +109,20 @@ func (r *Replica) createSnapshot(name string, userCreated bool, created time.Tim
 		return err
 	}
 	// The chain gains a layer: the old head's file, now read-only, stays
-	// open at the same index, so the location map needs no change.
+	// open at the same index, so the location map needs no change; an
+	// old head that holds nothing is closed, as nothing reads from it.
 	f, err := os.OpenFile(filepath.Join(r.dir, headFile(r.meta.HeadIndex)), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
+	if !r.headWritten {
+		r.chain[len(r.chain)-1].Close()
+		r.chain[len(r.chain)-1] = nil
+	}
 	r.chainNames[len(r.chainNames)-1] = name
 	r.chain = append(r.chain, f)
 	r.chainNames = append(r.chainNames, "")
+	r.headWritten = false
 	return nil
 }
 
@@ -174,6 +180,15 @@ func (r *Replica) Snapshots() ([]Snapshot, error) {
 		return nil, err
 	}
 	return append(out, Snapshot{Name: HeadName, Parent: r.meta.HeadParent, Size: size}), nil
+}
+
+// HasSnapshot tells whether the replica has a snapshot of that name,
+// removed or not, without reading any layer.
+func (r *Replica) HasSnapshot(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.meta.Snapshots[name]
+	return ok
 }
 
 // layerSize is the bytes of data a layer file holds.

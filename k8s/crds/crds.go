@@ -1,6 +1,7 @@
 // Package crds holds the CustomResourceDefinitions of Longhorn's types, as
 // written by controller-gen from the markers on k8s/pkg/apis (run `make
-// generate`), and installs them.
+// generate`), and the admission policies in policies/ (written by hand)
+// for the rules CEL on a CRD cannot express, and installs them.
 package crds
 
 import (
@@ -23,6 +24,9 @@ import (
 
 //go:embed *.yaml
 var files embed.FS
+
+//go:embed policies/*.yaml
+var policyFiles embed.FS
 
 // All returns every CRD, sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
@@ -54,8 +58,16 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // Install creates or updates every CRD and waits until each is
-// Established, so objects of the types can be created right after.
+// Established, so objects of the types can be created right after, then
+// installs the admission policies.
 func Install(ctx context.Context, cfg *rest.Config) error {
+	if err := installCRDs(ctx, cfg); err != nil {
+		return err
+	}
+	return InstallPolicies(ctx, cfg)
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config) error {
 	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err

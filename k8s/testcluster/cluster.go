@@ -126,6 +126,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		_ = c.Stop()
 		return nil, fmt.Errorf("read kubeconfig %s: %w", kubeconfig, err)
 	}
+	// bin/controlplane applies the CRDs; the admission policies go here.
+	if err := crds.InstallPolicies(ctx, c.Config); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -1,0 +1,333 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// snapshotScale is the size of the snapshot benchmark: the issue's 1,000
+// volumes × 30 snapshots, 20 × 30 with -short, or
+// LONGHORN_BENCH_SNAPSHOT_SCALE=<volumes>x<snapshots>.
+func snapshotScale(b *testing.B) (volumes, perVolume int) {
+	volumes, perVolume = 1000, 30
+	if testing.Short() {
+		volumes = 20
+	}
+	if s := os.Getenv("LONGHORN_BENCH_SNAPSHOT_SCALE"); s != "" {
+		if _, err := fmt.Sscanf(s, "%dx%d", &volumes, &perVolume); err != nil {
+			b.Fatalf("LONGHORN_BENCH_SNAPSHOT_SCALE=%q: want <volumes>x<snapshots>", s)
+		}
+	}
+	return volumes, perVolume
+}
+
+// idleWindow is how long the benchmark watches the idle manager
+// (LONGHORN_BENCH_IDLE, a Go duration; one minute by default).
+func idleWindow(b *testing.B) time.Duration {
+	if s := os.Getenv("LONGHORN_BENCH_IDLE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatalf("LONGHORN_BENCH_IDLE=%q: %v", s, err)
+		}
+		return d
+	}
+	return time.Minute
+}
+
+// BenchmarkSnapshotObjectsAtScale runs the manager as a child process on
+// the real control plane with 1,000 attached volumes (1 MiB, one replica,
+// no frontend), creates 30 Snapshot objects per volume with a plain
+// client-go loop (round robin over the volumes, as a recurring job would)
+// and reports:
+//
+//   - sync-s: from the first create until every object is in sync (its
+//     volume label, finalizer and owner reference set, the engine snapshot
+//     taken, and its status equal to the engine's entry, ready to use);
+//   - bare-create-s: the same loop creating the same objects in a
+//     namespace no manager watches, and sync/bare, the ratio;
+//   - idle API writes and engine calls per minute, over a quiet window
+//     after the sync, and the snapshot reconciles in it;
+//   - the daemon's peak RSS (VmHWM of the child process: its controllers,
+//     informer caches and the 1,000 engines, which run inside it);
+//   - reconciles, API writes and engine calls per snapshot while syncing.
+func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
+	volumes, perVolume := snapshotScale(b)
+	total := volumes * perVolume
+	cluster := testcluster.Get(b)
+	ns := cluster.NewNamespace(b)
+	installRBAC(b, cluster.KubeClient(b), ns)
+	raiseOpenFileLimit(b, uint64(volumes*(perVolume+4)+4096))
+	d := startDaemonProcess(b, cluster.ServiceAccountConfig(ns, serviceAccount), ns)
+	// The bare loop is the fastest a client can go: no client-side limit.
+	unthrottled := rest.CopyConfig(cluster.Config)
+	unthrottled.QPS, unthrottled.Burst = -1, 0
+	admin := lhClient(b, unthrottled)
+	ctx := context.Background()
+
+	start := time.Now()
+	names := make([]string, volumes)
+	for i := range names {
+		names[i] = fmt.Sprintf("vol-%04d", i)
+	}
+	parallel(b, 8, names, func(name string) error {
+		if err := d.post("/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"1Mi","numberOfReplicas":1}`, name)); err != nil {
+			return err
+		}
+		return d.post("/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1","disableFrontend":true}`)
+	})
+	eventually(b, 30*time.Minute, "every volume attached", func() (bool, error) {
+		list, err := admin.LonghornV1beta2().Engines(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, e := range list.Items {
+			if e.Status.CurrentState == longhorn.InstanceStateRunning {
+				running++
+			}
+		}
+		return running == volumes, nil
+	})
+	b.Logf("%d volumes created and attached in %s", volumes, time.Since(start).Round(time.Second))
+	waitQuiet(b, d)
+
+	watch := watchSync(b, admin, ns, total)
+	before := d.metrics(b)
+	b.ResetTimer()
+	start = time.Now()
+	createSnapshots(b, admin, ns, names, perVolume)
+	created := time.Since(start)
+	select {
+	case <-watch.done:
+	case <-time.After(60 * time.Minute):
+		b.Fatalf("only %d of %d Snapshot objects in sync after an hour", watch.count(), total)
+	}
+	syncTime := time.Since(start)
+	b.StopTimer()
+	after := d.metrics(b)
+	b.Logf("%d Snapshot objects created in %s, all in sync after %s", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond))
+
+	waitQuiet(b, d)
+	window := idleWindow(b)
+	idleBefore := d.metrics(b)
+	time.Sleep(window)
+	idleAfter := d.metrics(b)
+	perMinute := func(v float64) float64 { return v * float64(time.Minute) / float64(window) }
+	idleWrites := idleAfter.apiWrites() - idleBefore.apiWrites()
+	// The node's heartbeat (its Lease) and disk probe (free space, which
+	// other processes on the disk move) write at any scale.
+	nodeWrites := func(s scrape) float64 {
+		return s.apiWrites(`resource="leases"`) + s.apiWrites(`resource="nodes/status"`)
+	}
+	idleNodeWrites := nodeWrites(idleAfter) - nodeWrites(idleBefore)
+	idleEngine := idleAfter.sum("longhorn_manager_engine_calls_total") - idleBefore.sum("longhorn_manager_engine_calls_total")
+	idleSnapReconciles := idleAfter.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`) -
+		idleBefore.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`)
+	logDelta(b, "idle", idleBefore, idleAfter)
+	logDelta(b, "sync", before, after)
+	peakRSS := d.procStatus(b, "VmHWM")
+	fds := d.openFiles()
+
+	verifyAgainstEngines(b, d, admin, ns, names, perVolume)
+
+	bareNS := cluster.NewNamespace(b)
+	start = time.Now()
+	createSnapshots(b, admin, bareNS, names, perVolume)
+	bare := time.Since(start)
+	b.Logf("bare client-go loop: %d objects in %s", total, bare.Round(time.Millisecond))
+
+	during := func(family string, fragments ...string) float64 {
+		return (after.sum(family, fragments...) - before.sum(family, fragments...)) / float64(total)
+	}
+	b.ReportMetric(float64(volumes), "volumes")
+	b.ReportMetric(float64(total), "snapshots")
+	b.ReportMetric(syncTime.Seconds(), "sync-s")
+	b.ReportMetric(bare.Seconds(), "bare-create-s")
+	b.ReportMetric(syncTime.Seconds()/bare.Seconds(), "sync/bare")
+	b.ReportMetric(perMinute(idleWrites), "idle-api-writes/min")
+	b.ReportMetric(perMinute(idleWrites-idleNodeWrites), "idle-api-writes-but-node/min")
+	b.ReportMetric(perMinute(idleEngine), "idle-engine-calls/min")
+	b.ReportMetric(perMinute(idleSnapReconciles), "idle-snapshot-reconciles/min")
+	b.ReportMetric(peakRSS/1024, "peak-RSS-MiB")
+	b.ReportMetric(float64(fds), "open-files")
+	b.ReportMetric(during("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), "snapshot-reconciles/snap")
+	b.ReportMetric((after.apiWrites()-before.apiWrites())/float64(total), "api-writes/snap")
+	b.ReportMetric(during("longhorn_manager_engine_calls_total"), "engine-calls/snap")
+	b.ReportMetric(0, "ns/op")
+}
+
+// createSnapshots is the plain client-go loop: one Create per object, in
+// turn over the volumes.
+func createSnapshots(b *testing.B, client lhclientset.Interface, ns string, volumes []string, perVolume int) {
+	b.Helper()
+	api := client.LonghornV1beta2().Snapshots(ns)
+	for j := 0; j < perVolume; j++ {
+		for _, v := range volumes {
+			s := &longhorn.Snapshot{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-s%02d", v, j)},
+				Spec:       longhorn.SnapshotSpec{Volume: v, CreateSnapshot: true, Labels: map[string]string{"bench": "scale"}},
+			}
+			if _, err := api.Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+				b.Fatalf("create snapshot %s: %v", s.Name, err)
+			}
+		}
+	}
+}
+
+// syncWatch follows Snapshots and Engines through an informer and closes
+// done once every one of total Snapshot objects is in sync.
+type syncWatch struct {
+	mu      sync.Mutex
+	snaps   map[string]*longhorn.Snapshot
+	engines map[string]*longhorn.Engine
+	inSync  map[string]bool
+	total   int
+	done    chan struct{}
+}
+
+func watchSync(b *testing.B, client lhclientset.Interface, ns string, total int) *syncWatch {
+	w := &syncWatch{snaps: map[string]*longhorn.Snapshot{}, engines: map[string]*longhorn.Engine{},
+		inSync: map[string]bool{}, total: total, done: make(chan struct{})}
+	factory := lhinformers.NewSharedInformerFactoryWithOptions(client, 0, lhinformers.WithNamespace(ns))
+	lh := factory.Longhorn().V1beta2()
+	_, _ = lh.Snapshots().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { w.snapshot(obj.(*longhorn.Snapshot)) },
+		UpdateFunc: func(_, obj interface{}) { w.snapshot(obj.(*longhorn.Snapshot)) },
+	})
+	_, _ = lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { w.engine(obj.(*longhorn.Engine)) },
+		UpdateFunc: func(_, obj interface{}) { w.engine(obj.(*longhorn.Engine)) },
+	})
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop); factory.Shutdown() })
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	return w
+}
+
+func (w *syncWatch) snapshot(s *longhorn.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.snaps[s.Name] = s
+	w.check(s)
+}
+
+func (w *syncWatch) engine(e *longhorn.Engine) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.engines[e.Spec.VolumeName] = e
+	for name := range e.Status.Snapshots {
+		if s, ok := w.snaps[name]; ok {
+			w.check(s)
+		}
+	}
+}
+
+func (w *syncWatch) check(s *longhorn.Snapshot) {
+	if snapshotInSync(s, w.engines[s.Spec.Volume]) {
+		w.inSync[s.Name] = true
+	} else {
+		delete(w.inSync, s.Name)
+	}
+	if len(w.inSync) == w.total {
+		select {
+		case <-w.done:
+		default:
+			close(w.done)
+		}
+	}
+}
+
+func (w *syncWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inSync)
+}
+
+// snapshotInSync: the object is mutated, ready, and its status is the
+// engine's entry.
+func snapshotInSync(s *longhorn.Snapshot, e *longhorn.Engine) bool {
+	if e == nil || s.DeletionTimestamp != nil || s.Labels[types.LabelVolume] != s.Spec.Volume ||
+		len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Volume" || !slices.Contains(s.Finalizers, types.LonghornFinalizer) {
+		return false
+	}
+	info := e.Status.Snapshots[s.Name]
+	st := s.Status
+	return info != nil && st.ReadyToUse && st.Error == "" && st.CreationTime == info.Created && st.CreationTime != "" &&
+		st.Parent == info.Parent && maps.Equal(st.Children, info.Children) && st.MarkRemoved == info.Removed &&
+		strconv.FormatInt(st.Size, 10) == info.Size && maps.Equal(st.Labels, info.Labels)
+}
+
+// verifyAgainstEngines asks each engine, through the manager's API, for
+// its snapshots and compares them with the objects.
+func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Interface, ns string, volumes []string, perVolume int) {
+	b.Helper()
+	list, err := client.LonghornV1beta2().Snapshots(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	objects := map[string]*longhorn.Snapshot{}
+	for i := range list.Items {
+		objects[list.Items[i].Name] = &list.Items[i]
+	}
+	parallel(b, 4, volumes, func(v string) error {
+		var out struct {
+			Data []struct {
+				Name   string `json:"name"`
+				Parent string `json:"parent"`
+			} `json:"data"`
+		}
+		if err := d.postJSON("/v1/volumes/"+v+"?action=snapshotList", "{}", &out); err != nil {
+			return err
+		}
+		seen := 0
+		for _, s := range out.Data {
+			if s.Name == "volume-head" {
+				continue
+			}
+			seen++
+			o := objects[s.Name]
+			if o == nil || o.Spec.Volume != v || o.Status.Parent != s.Parent {
+				return fmt.Errorf("volume %s: engine snapshot %s (parent %q) has object %+v", v, s.Name, s.Parent, o)
+			}
+		}
+		if seen != perVolume {
+			return fmt.Errorf("volume %s: the engine has %d snapshots, want %d", v, seen, perVolume)
+		}
+		return nil
+	})
+}
+
+// waitQuiet waits until the daemon's workqueues are empty and it sent no
+// write but its heartbeat for five seconds.
+func waitQuiet(b *testing.B, d *daemonProcess) {
+	b.Helper()
+	last := d.metrics(b)
+	quiet := time.Now()
+	eventually(b, 30*time.Minute, "the daemon quiet", func() (bool, error) {
+		time.Sleep(time.Second)
+		m := d.metrics(b)
+		writes := func(s scrape) float64 { return s.apiWrites() - s.apiWrites(`resource="leases"`) }
+		if writes(m) != writes(last) || m.sum("longhorn_manager_workqueue_depth") > 0 {
+			last, quiet = m, time.Now()
+		}
+		return time.Since(quiet) >= 5*time.Second, nil
+	})
+}
