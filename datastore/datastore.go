@@ -38,8 +38,12 @@ type DataStore struct {
 	backupLister       lhlisters.BackupLister
 	backupVolumeLister lhlisters.BackupVolumeLister
 	recurringJobLister lhlisters.RecurringJobLister
-	leaseLister        coordinationlisters.LeaseLister
-	cronJobLister      batchlisters.CronJobLister
+
+	backingImageLister           lhlisters.BackingImageLister
+	backingImageDataSourceLister lhlisters.BackingImageDataSourceLister
+	backingImageManagerLister    lhlisters.BackingImageManagerLister
+	leaseLister                  coordinationlisters.LeaseLister
+	cronJobLister                batchlisters.CronJobLister
 
 	synced []cache.InformerSynced
 }
@@ -90,8 +94,12 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		backupLister:       lh.Backups().Lister(),
 		backupVolumeLister: lh.BackupVolumes().Lister(),
 		recurringJobLister: lh.RecurringJobs().Lister(),
-		leaseLister:        inf.Kube.Coordination().V1().Leases().Lister(),
-		cronJobLister:      inf.Kube.Batch().V1().CronJobs().Lister(),
+
+		backingImageLister:           lh.BackingImages().Lister(),
+		backingImageDataSourceLister: lh.BackingImageDataSources().Lister(),
+		backingImageManagerLister:    lh.BackingImageManagers().Lister(),
+		leaseLister:                  inf.Kube.Coordination().V1().Leases().Lister(),
+		cronJobLister:                inf.Kube.Batch().V1().CronJobs().Lister(),
 	}
 	ds.synced = []cache.InformerSynced{
 		lh.Settings().Informer().HasSynced,
@@ -103,6 +111,9 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.Backups().Informer().HasSynced,
 		lh.BackupVolumes().Informer().HasSynced,
 		lh.RecurringJobs().Informer().HasSynced,
+		lh.BackingImages().Informer().HasSynced,
+		lh.BackingImageDataSources().Informer().HasSynced,
+		lh.BackingImageManagers().Informer().HasSynced,
 		inf.Kube.Coordination().V1().Leases().Informer().HasSynced,
 		inf.Kube.Batch().V1().CronJobs().Informer().HasSynced,
 	}
