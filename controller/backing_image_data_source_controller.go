@@ -74,6 +74,20 @@ func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics,
 	return c
 }
 
+// Run runs the controller until ctx ends, then stops every poll. The
+// servers themselves are stopped by the runner's owner (the daemon).
+func (c *BackingImageDataSourceController) Run(ctx context.Context, workers int) error {
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name, m := range c.monitors {
+			m.cancel()
+			delete(c.monitors, name)
+		}
+	}()
+	return c.baseController.Run(ctx, workers)
+}
+
 func dataSourceServerKey(name string) string { return "backing-image-data-source/" + name }
 
 func (c *BackingImageDataSourceController) sync(ctx context.Context, key string) error {

@@ -71,6 +71,21 @@ func (c *BackingImageManagerController) enqueueNodeManagers() {
 	}
 }
 
+// Run runs the controller until ctx ends, then ends every Watch. The
+// servers themselves are stopped by the runner's owner (the daemon).
+func (c *BackingImageManagerController) Run(ctx context.Context, workers int) error {
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name, conn := range c.clients {
+			conn.cancel()
+			_ = conn.client.Close()
+			delete(c.clients, name)
+		}
+	}()
+	return c.baseController.Run(ctx, workers)
+}
+
 func managerServerKey(name string) string { return "backing-image-manager/" + name }
 
 func (c *BackingImageManagerController) sync(ctx context.Context, key string) error {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -99,8 +100,18 @@ func (r *ProcessRunner) Start(key string, args []string) error {
 	}
 	p := &serverProcess{cmd: cmd, done: make(chan struct{})}
 	found := make(chan string, 1)
-	go p.readLog(bufio.NewScanner(stderr), found)
+	logDone := make(chan struct{})
 	go func() {
+		defer close(logDone)
+		p.readLog(bufio.NewScanner(stderr), found)
+		// A line too long for the scanner ends it: keep draining, so the
+		// server never blocks on a full pipe.
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	go func() {
+		// Wait closes the pipe: read the log to its end first, so the
+		// last lines before an exit are kept.
+		<-logDone
 		err := cmd.Wait()
 		p.mu.Lock()
 		if err == nil {
