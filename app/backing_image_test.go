@@ -27,6 +27,9 @@ import (
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
+// restartDaemon starts the daemon of the last twoDiskNode again.
+var restartDaemon func() *runningDaemon
+
 // twoDiskNode starts a daemon whose node has a second disk, and answers
 // the disks' paths by UUID.
 func twoDiskNode(t *testing.T) (lh lhclientset.Interface, ns string, d *runningDaemon, disks map[string]string) {
@@ -34,7 +37,11 @@ func twoDiskNode(t *testing.T) (lh lhclientset.Interface, ns string, d *runningD
 	cluster := testcluster.Get(t)
 	ns = cluster.NewNamespace(t)
 	installRBAC(t, cluster.KubeClient(t), ns)
-	d = startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), withTestServers)
+	dataDir := t.TempDir()
+	d = startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, withTestServers)
+	restartDaemon = func() *runningDaemon {
+		return startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, withTestServers)
+	}
 	lh = lhClient(t, cluster.Config)
 	second := t.TempDir()
 	err := datastore.RetryOnConflict(func() error {
@@ -63,6 +70,28 @@ func twoDiskNode(t *testing.T) (lh lhclientset.Interface, ns string, d *runningD
 		return len(disks) == 2, nil
 	})
 	return lh, ns, d, disks
+}
+
+// waitReady waits until the image's file is ready on every disk whose
+// message contains want.
+func waitReady(t *testing.T, lh lhclientset.Interface, ns, name string, disks map[string]string, want string) *longhorn.BackingImage {
+	t.Helper()
+	var bi *longhorn.BackingImage
+	eventually(t, 90*time.Second, "the file of "+name+" is ready on every disk", func() (bool, error) {
+		var err error
+		bi, err = lh.LonghornV1beta2().BackingImages(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for disk := range disks {
+			f := bi.Status.DiskFileStatusMap[disk]
+			if f == nil || f.State != longhorn.BackingImageStateReady || !strings.Contains(f.Message, want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return bi
 }
 
 func serveImage(t *testing.T, size int) ([]byte, string, string) {
@@ -97,20 +126,7 @@ func TestBackingImageDownloadReachesBothDisksAndIsCleanedUp(t *testing.T) {
 	content, sum, url := serveImage(t, 3<<20)
 	createDownloadImage(t, lh, ns, "cirros", url, sum, disks)
 
-	var bi *longhorn.BackingImage
-	eventually(t, 90*time.Second, "the file is ready on both disks", func() (bool, error) {
-		var err error
-		bi, err = lh.LonghornV1beta2().BackingImages(ns).Get(context.Background(), "cirros", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for disk := range disks {
-			if f := bi.Status.DiskFileStatusMap[disk]; f == nil || f.State != longhorn.BackingImageStateReady {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	bi := waitReady(t, lh, ns, "cirros", disks, "")
 	if bi.Status.Checksum != sum || bi.Status.Size != int64(len(content)) {
 		t.Fatalf("status checksum %s size %d, want %s and %d", bi.Status.Checksum, bi.Status.Size, sum, len(content))
 	}
@@ -204,6 +220,28 @@ func TestBackingImageWithAWrongChecksumFailsAndIsNeverReady(t *testing.T) {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			conn.Close()
 			t.Errorf("a backing image server still answers on %s after the daemon stopped", addr)
+		}
+	}
+}
+
+func TestBackingImageFilesAreReusedAfterADaemonRestart(t *testing.T) {
+	lh, ns, d, disks := twoDiskNode(t)
+	content, sum, url := serveImage(t, 1<<20)
+	createDownloadImage(t, lh, ns, "reused", url, sum, disks)
+	before := waitReady(t, lh, ns, "reused", disks, "")
+	d.stop(t)
+
+	// The new daemon's managers find the files on the disks and check them
+	// again; nothing is downloaded twice.
+	restartDaemon()
+	after := waitReady(t, lh, ns, "reused", disks, "reused the file on the disk")
+	if after.Status.UUID != before.Status.UUID || after.Status.Checksum != sum {
+		t.Fatalf("after the restart: uuid %s checksum %s, want %s and %s", after.Status.UUID, after.Status.Checksum, before.Status.UUID, sum)
+	}
+	for disk, path := range disks {
+		got, err := os.ReadFile(filepath.Join(backingimage.FileFolder(path, "reused", after.Status.UUID), backingimage.DataFile))
+		if err != nil || !bytes.Equal(got, content) {
+			t.Fatalf("disk %s: the file differs from the source after the restart (%v)", disk, err)
 		}
 	}
 }
