@@ -48,8 +48,9 @@ type BackingImageDataSourceController struct {
 
 // dataSourceMonitor polls one server; the controller reads its findings.
 type dataSourceMonitor struct {
-	address string
-	cancel  context.CancelFunc
+	address   string
+	serverKey string
+	cancel    context.CancelFunc
 
 	mu       sync.Mutex
 	last     *datasource.FileStatus
@@ -269,7 +270,7 @@ func (c *BackingImageDataSourceController) ensureMonitor(key, name, addr string)
 		m.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &dataSourceMonitor{address: addr, cancel: cancel}
+	m := &dataSourceMonitor{address: addr, serverKey: dataSourceServerKey(name), cancel: cancel}
 	c.monitors[name] = m
 	go c.poll(ctx, key, m)
 	return m
@@ -298,6 +299,13 @@ func (c *BackingImageDataSourceController) poll(ctx context.Context, key string,
 		}
 		stopped := m.stopped
 		m.mu.Unlock()
+		if err != nil {
+			if _, aerr := c.runner.Address(m.serverKey); aerr != nil {
+				// The server itself is gone: the sync restarts it now, not
+				// after the failures add up.
+				changed = true
+			}
+		}
 		if changed {
 			c.queue.Add(key)
 		}
