@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
@@ -153,10 +154,20 @@ func TestAPIRecurringJobs(t *testing.T) {
 	if updated.body["cron"] != "*/30 * * * *" || updated.body["retain"].(float64) != 5 || len(updated.body["groups"].([]interface{})) != 0 {
 		t.Errorf("updated %s", updated.raw)
 	}
-	before, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "snap-b", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The controller records the new schedule in the job's status: wait
+	// until it has and the job stays put, so only the PUT below can write.
+	var before *longhorn.RecurringJob
+	eventually(t, 10*time.Second, "the controller has settled the updated job", func() (bool, error) {
+		job, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "snap-b", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		settled := before != nil && before.ResourceVersion == job.ResourceVersion &&
+			job.Status.ObservedSchedule != nil && job.Status.ObservedSchedule.Cron == "*/30 * * * *"
+		before = job
+		time.Sleep(200 * time.Millisecond)
+		return settled, nil
+	})
 	e.call(t, "PUT", "/v1/recurringjobs/snap-b", `{"cron":"*/30 * * * *","retain":5}`).expect(t, 200)
 	after, _ := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "snap-b", metav1.GetOptions{})
 	if after.ResourceVersion != before.ResourceVersion {
@@ -338,6 +349,10 @@ func TestAPIWebsocketSeesAJobAppearChangeAndDisappear(t *testing.T) {
 	nextList(t, conn, "initial empty list", func(n []string, _ string) bool { return len(n) == 0 })
 	slow := e.dial(t, "/v1/ws/1s/recurringjobs")
 	nextList(t, slow, "initial list on the throttled stream", func(n []string, _ string) bool { return len(n) == 0 })
+	// A throttled stream sends only lists that differ from its last one:
+	// had the job come and gone within its first period, it would rightly
+	// send nothing. Let the period pass, so it sends the job at once.
+	time.Sleep(1100 * time.Millisecond)
 
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"watched","task":"snapshot","cron":"@hourly","retain":1}`).expect(t, 200)
 	nextList(t, conn, "job appears", func(n []string, _ string) bool { return len(n) == 1 && n[0] == "watched" })

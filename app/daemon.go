@@ -70,6 +70,12 @@ type DaemonOptions struct {
 	// RecurringJobBeforeVolume, when set, is called by the manager runner
 	// before each volume's work; tests use it to hold a run midway.
 	RecurringJobBeforeVolume func(ctx context.Context, job, volume string)
+	// BackingImageServerCommand runs the backing image servers as child
+	// processes: the binary and any leading arguments; the daemon's own
+	// executable when empty. BackingImageServerEnv is added to their
+	// environment. Tests point these at the test binary.
+	BackingImageServerCommand []string
+	BackingImageServerEnv     []string
 	// OnRecurringJobFired, when set, is told by the manager runner of every
 	// run it fires and how late; benchmarks use it.
 	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
@@ -214,6 +220,17 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
 		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
+	serverRunner, err := newBackingImageServerRunner(log, o)
+	if err != nil {
+		return err
+	}
+	// The daemon's children stop with it: by the time this runs, the
+	// controllers that start servers have been stopped (see the end of
+	// RunDaemon).
+	defer serverRunner.StopAll()
+	backingImageController := controller.NewBackingImageController(log, metrics, ds, inf, o.NodeName, o.CronJob.ManagerImage, o.Clock)
+	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock)
+	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, serverRunner)
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
 	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
@@ -255,6 +272,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, ioWorkers) })
 	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
 	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, ioWorkers) })
+	run("backing-image", func(ctx context.Context) error { return backingImageController.Run(ctx, o.Workers) })
+	run("backing-image-data-source", func(ctx context.Context) error { return dataSourceController.Run(ctx, o.Workers) })
+	run("backing-image-manager", func(ctx context.Context) error { return backingImageManagerController.Run(ctx, o.Workers) })
 	if o.CronJob.ManagerRuns() {
 		runner := newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, listener.Addr(), o)
 		// Firing is one status write, bound by the apiserver's latency, not
@@ -305,6 +325,20 @@ func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry p
 	}
 	return controller.NewRecurringJobRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
 		controller.RecurringJobRunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)
+}
+
+// newBackingImageServerRunner runs the backing image servers as child
+// processes of this binary, on 127.0.0.1.
+func newBackingImageServerRunner(log *logrus.Entry, o DaemonOptions) (*controller.ProcessRunner, error) {
+	command := o.BackingImageServerCommand
+	if len(command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("cannot find this binary to run the backing image servers: %w", err)
+		}
+		command = []string{exe}
+	}
+	return controller.NewProcessRunner(log.WithField("component", "backing-image-servers"), command, o.BackingImageServerEnv), nil
 }
 
 // loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced

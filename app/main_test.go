@@ -1,10 +1,35 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/urfave/cli"
 
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
+// envRunServer makes the test binary a backing image server, so the
+// daemons the tests start can run their servers as child processes of
+// this binary, as a real daemon runs them of its own.
+const envRunServer = "LONGHORN_MANAGER_TEST_RUN_BACKING_IMAGE_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunServer) == "1" {
+		a := cli.NewApp()
+		a.Commands = []cli.Command{BackingImageDataSourceCmd(), BackingImageManagerCmd()}
+		if err := a.Run(os.Args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(testcluster.Main(m))
+}
+
+// withTestServers runs the daemon's backing image servers from this test binary.
+func withTestServers(o *DaemonOptions) {
+	o.BackingImageServerCommand = []string{os.Args[0]}
+	o.BackingImageServerEnv = []string{envRunServer + "=1"}
+}

@@ -66,6 +66,17 @@ func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
 		}
 		return true, nil
 	})
+	// The volume controller goes on after taking ownership (replicas, the
+	// detached state): stop only once nothing changes any more, so what a
+	// second start writes is its own doing.
+	var settled map[string]string
+	eventually(t, 15*time.Second, "the objects settle", func() (bool, error) {
+		v := f.Versions(t)
+		same := reflect.DeepEqual(v, settled)
+		settled = v
+		time.Sleep(500 * time.Millisecond)
+		return same, nil
+	})
 	d.stop(t)
 	before := f.Versions(t)
 

@@ -40,8 +40,12 @@ type DataStore struct {
 	backupLister       lhlisters.BackupLister
 	backupVolumeLister lhlisters.BackupVolumeLister
 	recurringJobLister lhlisters.RecurringJobLister
-	leaseLister        coordinationlisters.LeaseLister
-	cronJobLister      batchlisters.CronJobLister
+
+	backingImageLister           lhlisters.BackingImageLister
+	backingImageDataSourceLister lhlisters.BackingImageDataSourceLister
+	backingImageManagerLister    lhlisters.BackingImageManagerLister
+	leaseLister                  coordinationlisters.LeaseLister
+	cronJobLister                batchlisters.CronJobLister
 
 	synced []cache.InformerSynced
 
@@ -126,8 +130,12 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		backupLister:       lh.Backups().Lister(),
 		backupVolumeLister: lh.BackupVolumes().Lister(),
 		recurringJobLister: lh.RecurringJobs().Lister(),
-		leaseLister:        inf.Kube.Coordination().V1().Leases().Lister(),
-		cronJobLister:      inf.Kube.Batch().V1().CronJobs().Lister(),
+
+		backingImageLister:           lh.BackingImages().Lister(),
+		backingImageDataSourceLister: lh.BackingImageDataSources().Lister(),
+		backingImageManagerLister:    lh.BackingImageManagers().Lister(),
+		leaseLister:                  inf.Kube.Coordination().V1().Leases().Lister(),
+		cronJobLister:                inf.Kube.Batch().V1().CronJobs().Lister(),
 	}
 	for _, informer := range []cache.SharedIndexInformer{lh.Replicas().Informer(), lh.Snapshots().Informer()} {
 		// Only fails once the informer started; New runs before.
@@ -145,6 +153,9 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.Backups().Informer().HasSynced,
 		lh.BackupVolumes().Informer().HasSynced,
 		lh.RecurringJobs().Informer().HasSynced,
+		lh.BackingImages().Informer().HasSynced,
+		lh.BackingImageDataSources().Informer().HasSynced,
+		lh.BackingImageManagers().Informer().HasSynced,
 		inf.Kube.Coordination().V1().Leases().Informer().HasSynced,
 		inf.Kube.Batch().V1().CronJobs().Informer().HasSynced,
 	}

@@ -1,0 +1,332 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// backingImageCleanupRecheck is how soon a deleting image looks again for
+// files its managers still list.
+const backingImageCleanupRecheck = time.Second
+
+// BackingImageController keeps a BackingImage's data source and its
+// entries in the managers of its disks, and sums up their state in the
+// image's status. The data source prepares the first file; the manager of
+// the data source's disk takes it; the other disks' managers copy it from
+// a ready one.
+type BackingImageController struct {
+	*baseController
+	ds           *datastore.DataStore
+	ownership    ownership
+	nodeID       string
+	managerImage string
+	clock        clock.Clock
+}
+
+// NewBackingImageController wires the controller to its informers: a
+// change of a data source or a manager enqueues the images it concerns.
+func NewBackingImageController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+	nodeID, managerImage string, clk clock.Clock) *BackingImageController {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &BackingImageController{ds: ds, nodeID: nodeID, managerImage: managerImage, clock: clk,
+		ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}}
+	c.baseController = newBaseController("longhorn-backing-image", logger, metrics, c.sync,
+		lh.BackingImages().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced,
+		lh.BackingImageManagers().Informer().HasSynced, lh.Nodes().Informer().HasSynced)
+	lh.BackingImages().Informer().AddEventHandler(c.eventHandler())
+	lh.BackingImageDataSources().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
+		if bids, ok := obj.(*longhorn.BackingImageDataSource); ok {
+			return []string{bids.Name}
+		}
+		return nil
+	}))
+	lh.BackingImageManagers().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
+		bim, ok := obj.(*longhorn.BackingImageManager)
+		if !ok {
+			return nil
+		}
+		var names []string
+		for name := range bim.Spec.BackingImages {
+			names = append(names, name)
+		}
+		for name := range bim.Status.BackingImageFileMap {
+			names = append(names, name)
+		}
+		return names
+	}))
+	return c
+}
+
+// relatedHandler enqueues the backing images names(obj) returns.
+func (c *BackingImageController) relatedHandler(names func(obj interface{}) []string) cache.ResourceEventHandler {
+	add := func(obj interface{}) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		for _, name := range names(obj) {
+			c.queue.Add(c.ds.Namespace() + "/" + name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur interface{}) { add(cur) }, DeleteFunc: add}
+}
+
+// managerName is the BackingImageManager of a disk.
+func managerName(diskUUID string) string { return "bim-" + diskUUID }
+
+func (c *BackingImageController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	bi, err := c.ds.GetBackingImageRO(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.ownership.responsible(bi.Status.OwnerID, "") {
+		return nil
+	}
+	log := c.logger.WithFields(logrus.Fields{"backingImage": name, "uuid": bi.Status.UUID})
+	if bi.DeletionTimestamp != nil {
+		return c.cleanup(ctx, log, bi)
+	}
+	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
+		bi = bi.DeepCopy()
+		bi.Finalizers = append(bi.Finalizers, types.LonghornFinalizer)
+		_, err := c.ds.UpdateBackingImage(ctx, bi)
+		return err
+	}
+	if bi.Status.UUID == "" || bi.Status.OwnerID != c.nodeID {
+		// The UUID comes before anything else, so a new image with an old
+		// name never takes the old one's files.
+		bi = bi.DeepCopy()
+		if bi.Status.UUID == "" {
+			bi.Status.UUID = uuid.NewString()[:8]
+			log = log.WithField("uuid", bi.Status.UUID)
+			log.Info("Assigned the backing image its UUID")
+		}
+		bi.Status.OwnerID = c.nodeID
+		_, err := c.ds.UpdateBackingImageStatus(ctx, bi)
+		return err
+	}
+	if len(bi.Spec.Disks) == 0 {
+		return c.pickFirstDisk(ctx, log, bi)
+	}
+	bids, err := c.syncDataSource(ctx, log, bi)
+	if err != nil {
+		return err
+	}
+	managers, err := c.syncManagers(ctx, log, bi)
+	if err != nil {
+		return err
+	}
+	status := backingImageStatus(backingImageView{image: bi, dataSource: bids, managers: managers}, c.clock.Now().UTC().Format(time.RFC3339))
+	if bids != nil && !bids.Spec.FileTransferred && anyDiskReady(status.DiskFileStatusMap) {
+		// A manager holds the first file: the data source's server can go.
+		bids = bids.DeepCopy()
+		bids.Spec.FileTransferred = true
+		if _, err := c.ds.UpdateBackingImageDataSource(ctx, bids); err != nil {
+			return err
+		}
+		log.Info("The first file is ready on a disk: marked the data source transferred")
+	}
+	if reflect.DeepEqual(status, bi.Status) {
+		return nil
+	}
+	for disk, f := range status.DiskFileStatusMap {
+		if old := bi.Status.DiskFileStatusMap[disk]; old == nil || old.State != f.State {
+			log.WithFields(logrus.Fields{"diskUUID": disk, "state": f.State, "message": f.Message}).Info("Backing image file changed state")
+		}
+	}
+	bi = bi.DeepCopy()
+	bi.Status = status
+	_, err = c.ds.UpdateBackingImageStatus(ctx, bi)
+	return err
+}
+
+// pickFirstDisk gives an image created with no disk the first disk of the
+// owner's node, where its data source will prepare the file.
+func (c *BackingImageController) pickFirstDisk(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
+	disks, err := c.ds.ListNodeDisks(c.nodeID)
+	if err != nil {
+		return err
+	}
+	if len(disks) == 0 {
+		return fmt.Errorf("backing image %s has no disk and node %s has no disk with a UUID yet", bi.Name, c.nodeID)
+	}
+	bi = bi.DeepCopy()
+	bi.Spec.Disks = map[string]string{disks[0].UUID: ""}
+	log.WithFields(logrus.Fields{"diskUUID": disks[0].UUID, "path": disks[0].Path}).Info("The backing image names no disk: using the first disk of this node")
+	_, err = c.ds.UpdateBackingImage(ctx, bi)
+	return err
+}
+
+// syncDataSource creates the image's data source on its first disk, and
+// replaces one left by an older image of the same name.
+func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) (*longhorn.BackingImageDataSource, error) {
+	bids, err := c.ds.GetBackingImageDataSourceRO(bi.Name)
+	if err == nil && bids.Spec.UUID != bi.Status.UUID {
+		log.WithField("oldUUID", bids.Spec.UUID).Info("Deleting the data source of an older backing image of the same name")
+		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("waiting for the old data source of backing image %s to go", bi.Name)
+	}
+	if err == nil || !apierrors.IsNotFound(err) {
+		return bids, err
+	}
+	if anyDiskReady(bi.Status.DiskFileStatusMap) {
+		// The first file was handed over long ago; no new data source.
+		return nil, nil
+	}
+	var disk *datastore.Disk
+	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
+		if disk, err = c.ds.GetDiskByUUID(diskUUID); err == nil {
+			break
+		}
+	}
+	if disk == nil {
+		return nil, fmt.Errorf("backing image %s: no node has any of its disks %v", bi.Name, sortedKeys(bi.Spec.Disks))
+	}
+	bids = &longhorn.BackingImageDataSource{
+		ObjectMeta: metav1.ObjectMeta{Name: bi.Name, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(bi,
+			longhorn.SchemeGroupVersion.WithKind("BackingImage"))}},
+		Spec: longhorn.BackingImageDataSourceSpec{UUID: bi.Status.UUID, NodeID: disk.NodeID, DiskUUID: disk.UUID, DiskPath: disk.Path,
+			SourceType: bi.Spec.SourceType, Parameters: bi.Spec.SourceParameters, Checksum: bi.Spec.Checksum},
+	}
+	bids, err = c.ds.CreateBackingImageDataSource(ctx, bids)
+	if err != nil {
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"node": disk.NodeID, "diskUUID": disk.UUID, "sourceType": bi.Spec.SourceType}).Info("Created the backing image's data source")
+	return bids, nil
+}
+
+// syncManagers puts the image in the manager of every disk of spec.disks
+// (creating the manager when missing) and takes it out of the others. It
+// answers the managers of the image's disks, by disk UUID.
+func (c *BackingImageController) syncManagers(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) (map[string]*longhorn.BackingImageManager, error) {
+	bims, err := c.ds.ListBackingImageManagersRO()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*longhorn.BackingImageManager{}
+	for _, bim := range bims {
+		if _, wanted := bi.Spec.Disks[bim.Spec.DiskUUID]; wanted {
+			out[bim.Spec.DiskUUID] = bim
+			continue
+		}
+		if _, ok := bim.Spec.BackingImages[bi.Name]; ok {
+			if err := c.removeFromManager(ctx, bim, bi.Name); err != nil {
+				return nil, err
+			}
+			log.WithField("backingImageManager", bim.Name).Info("Removed the backing image from the manager of a disk it no longer names")
+		}
+	}
+	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
+		bim := out[diskUUID]
+		if bim == nil {
+			disk, err := c.ds.GetDiskByUUID(diskUUID)
+			if err != nil {
+				log.WithField("diskUUID", diskUUID).WithError(err).Warn("Cannot place the backing image on a disk")
+				continue
+			}
+			bim = &longhorn.BackingImageManager{
+				ObjectMeta: metav1.ObjectMeta{Name: managerName(diskUUID)},
+				Spec: longhorn.BackingImageManagerSpec{Image: c.managerImage, NodeID: disk.NodeID, DiskUUID: diskUUID, DiskPath: disk.Path,
+					BackingImages: map[string]string{bi.Name: bi.Status.UUID}},
+			}
+			if bim, err = c.ds.CreateBackingImageManager(ctx, bim); err != nil {
+				return nil, err
+			}
+			log.WithFields(logrus.Fields{"backingImageManager": bim.Name, "node": disk.NodeID, "path": disk.Path}).Info("Created the backing image manager of a disk")
+		} else if bim.Spec.BackingImages[bi.Name] != bi.Status.UUID {
+			bim = bim.DeepCopy()
+			if bim.Spec.BackingImages == nil {
+				bim.Spec.BackingImages = map[string]string{}
+			}
+			bim.Spec.BackingImages[bi.Name] = bi.Status.UUID
+			if bim, err = c.ds.UpdateBackingImageManager(ctx, bim); err != nil {
+				return nil, err
+			}
+			log.WithField("backingImageManager", bim.Name).Info("Added the backing image to the manager of a disk")
+		}
+		out[diskUUID] = bim
+	}
+	return out, nil
+}
+
+func (c *BackingImageController) removeFromManager(ctx context.Context, bim *longhorn.BackingImageManager, name string) error {
+	bim = bim.DeepCopy()
+	delete(bim.Spec.BackingImages, name)
+	_, err := c.ds.UpdateBackingImageManager(ctx, bim)
+	return err
+}
+
+// cleanup deletes the data source, takes the image out of every manager
+// and waits until no running manager lists its file; then the finalizer
+// goes.
+func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
+	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
+		return nil
+	}
+	if _, err := c.ds.GetBackingImageDataSourceRO(bi.Name); err == nil {
+		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		log.Info("Deleted the data source of a deleted backing image")
+	}
+	bims, err := c.ds.ListBackingImageManagersRO()
+	if err != nil {
+		return err
+	}
+	waiting := 0
+	for _, bim := range bims {
+		if _, ok := bim.Spec.BackingImages[bi.Name]; ok {
+			if err := c.removeFromManager(ctx, bim, bi.Name); err != nil {
+				return err
+			}
+			log.WithField("backingImageManager", bim.Name).Info("Removed a deleted backing image from a manager")
+		}
+		if f, ok := bim.Status.BackingImageFileMap[bi.Name]; ok && f.UUID == bi.Status.UUID &&
+			bim.Status.CurrentState == longhorn.BackingImageManagerStateRunning {
+			waiting++
+		}
+	}
+	if waiting > 0 {
+		c.queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, backingImageCleanupRecheck)
+		return nil
+	}
+	bi = bi.DeepCopy()
+	bi.Finalizers = slices.DeleteFunc(bi.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	if _, err := c.ds.UpdateBackingImage(ctx, bi); err != nil {
+		return err
+	}
+	log.Info("Backing image cleaned up: its files and data source are gone")
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,340 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+const (
+	// dataSourcePollInterval is how often a data source's server is asked
+	// for its file's state.
+	dataSourcePollInterval = 3 * time.Second
+	// dataSourceMaxPollFailures failed polls in a row end the watch; the
+	// next sync starts a new one.
+	dataSourceMaxPollFailures = 10
+	dataSourceRestartBackoff  = 5 * time.Second
+	dataSourceRestartMax      = 5 * time.Minute
+)
+
+// BackingImageDataSourceController runs the data source server of every
+// BackingImageDataSource on this node, polls it and records what it says
+// in the object's status. It stops the server once the file has been
+// handed to a manager (spec.fileTransferred).
+type BackingImageDataSourceController struct {
+	*baseController
+	ds     *datastore.DataStore
+	nodeID string
+	runner ServerRunner
+	clock  clock.Clock
+
+	mu       sync.Mutex
+	monitors map[string]*dataSourceMonitor
+	restarts map[string]*restartBackoff
+}
+
+// dataSourceMonitor polls one server; the controller reads its findings.
+type dataSourceMonitor struct {
+	address   string
+	serverKey string
+	cancel    context.CancelFunc
+
+	mu       sync.Mutex
+	last     *datasource.FileStatus
+	failures int
+	lastErr  error
+	stopped  bool
+}
+
+type restartBackoff struct {
+	failures int
+	next     time.Time
+}
+
+// NewBackingImageDataSourceController wires the controller to its informer.
+func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+	nodeID string, runner ServerRunner, clk clock.Clock) *BackingImageDataSourceController {
+	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
+	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk,
+		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
+	c.baseController = newBaseController("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
+	informer.AddEventHandler(c.eventHandler())
+	return c
+}
+
+// Run runs the controller until ctx ends, then stops every poll. The
+// servers themselves are stopped by the runner's owner (the daemon).
+func (c *BackingImageDataSourceController) Run(ctx context.Context, workers int) error {
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name, m := range c.monitors {
+			m.cancel()
+			delete(c.monitors, name)
+		}
+	}()
+	return c.baseController.Run(ctx, workers)
+}
+
+func dataSourceServerKey(name string) string { return "backing-image-data-source/" + name }
+
+func (c *BackingImageDataSourceController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	bids, err := c.ds.GetBackingImageDataSourceRO(name)
+	if apierrors.IsNotFound(err) {
+		c.stopServer(name, "its object is gone")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if bids.Spec.NodeID != c.nodeID {
+		return nil
+	}
+	if bids.DeletionTimestamp != nil {
+		c.stopServer(name, "its object is being deleted")
+		return nil
+	}
+	status := bids.Status.DeepCopy()
+	status.OwnerID = c.nodeID
+	if bids.Spec.FileTransferred {
+		c.stopServer(name, "the file was handed to a manager")
+		status.IP = ""
+		return c.writeStatus(ctx, bids, status)
+	}
+	addr, serverErr := c.runner.Address(dataSourceServerKey(name))
+	if serverErr != nil {
+		if !errors.Is(serverErr, ErrServerNotStarted) {
+			// The server died: no more polls of it.
+			c.stopMonitor(name)
+			status.CurrentState = longhorn.BackingImageStateFailed
+			status.Message = serverErr.Error()
+			status.IP = ""
+			if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeUpload {
+				// An upload cannot be redone without the user: keep it failed.
+				return c.writeStatus(ctx, bids, status)
+			}
+		}
+		if wait := c.restartWait(name, serverErr); wait > 0 {
+			c.queue.AddAfter(key, wait)
+			return c.writeStatus(ctx, bids, status)
+		}
+		args, err := dataSourceArgs(bids)
+		if err == nil {
+			err = c.runner.Start(dataSourceServerKey(name), args)
+		}
+		if err != nil {
+			c.logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
+			c.noteRestartFailure(name)
+			status.CurrentState = longhorn.BackingImageStateFailed
+			status.Message = err.Error()
+			return c.writeStatus(ctx, bids, status)
+		}
+		if addr, err = c.runner.Address(dataSourceServerKey(name)); err != nil {
+			return err
+		}
+		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
+	}
+	status.IP = addr
+	status.RunningParameters = bids.Spec.Parameters
+	m := c.ensureMonitor(key, name, addr)
+	m.mu.Lock()
+	last, failures, lastErr, stopped := m.last, m.failures, m.lastErr, m.stopped
+	m.mu.Unlock()
+	if stopped {
+		// Restart the watch: the next sync makes a new monitor.
+		c.stopMonitor(name)
+		status.CurrentState = longhorn.BackingImageStateUnknown
+		status.Message = fmt.Sprintf("no answer from the data source server in %d polls: %v", failures, lastErr)
+		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr}).WithError(lastErr).Warn("Restarting the watch of the data source server")
+		c.queue.AddAfter(key, dataSourcePollInterval)
+	} else if last != nil {
+		status.CurrentState = last.State
+		// A download of unknown length reports size -1 until it ends.
+		status.Size, status.Progress, status.Checksum, status.Message = max(last.Size, 0), last.Progress, last.Checksum, last.Message
+		if last.State == longhorn.BackingImageStateReadyForTransfer {
+			c.resetRestarts(name)
+		}
+	} else if status.CurrentState == "" {
+		status.CurrentState = longhorn.BackingImageStateStarting
+	}
+	return c.writeStatus(ctx, bids, status)
+}
+
+func (c *BackingImageDataSourceController) writeStatus(ctx context.Context, bids *longhorn.BackingImageDataSource, status *longhorn.BackingImageDataSourceStatus) error {
+	if reflect.DeepEqual(&bids.Status, status) {
+		return nil
+	}
+	if status.CurrentState != bids.Status.CurrentState {
+		c.logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "from": bids.Status.CurrentState, "to": status.CurrentState, "message": status.Message}).Info("Data source state changed")
+	}
+	bids = bids.DeepCopy()
+	bids.Status = *status
+	_, err := c.ds.UpdateBackingImageDataSourceStatus(ctx, bids)
+	return err
+}
+
+// dataSourceArgs are the server's flags for the object's spec.
+func dataSourceArgs(bids *longhorn.BackingImageDataSource) ([]string, error) {
+	if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
+		return nil, errors.New("sourceType export-from-volume is not supported yet: the engine's snapshot reader is not wired to the data source")
+	}
+	if bids.Spec.DiskPath == "" || bids.Spec.DiskUUID == "" || bids.Spec.UUID == "" {
+		return nil, fmt.Errorf("spec.diskPath, spec.diskUUID and spec.uuid must be set (got %q, %q, %q)", bids.Spec.DiskPath, bids.Spec.DiskUUID, bids.Spec.UUID)
+	}
+	args := []string{"backing-image-data-source", "--name", bids.Name, "--uuid", bids.Spec.UUID,
+		"--source-type", string(bids.Spec.SourceType), "--disk-path", bids.Spec.DiskPath, "--disk-uuid", bids.Spec.DiskUUID}
+	keys := make([]string, 0, len(bids.Spec.Parameters))
+	for k := range bids.Spec.Parameters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--parameter", k+"="+bids.Spec.Parameters[k])
+	}
+	if bids.Spec.Checksum != "" {
+		args = append(args, "--checksum", bids.Spec.Checksum)
+	}
+	return args, nil
+}
+
+// restartWait is how long to wait before (re)starting the server: zero
+// for a first start, a growing backoff after failures.
+func (c *BackingImageDataSourceController) restartWait(name string, serverErr error) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.restarts[name]
+	if !errors.Is(serverErr, ErrServerNotStarted) {
+		if b == nil {
+			b = &restartBackoff{}
+			c.restarts[name] = b
+		}
+		if b.next.IsZero() {
+			b.failures++
+			b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
+		}
+	}
+	if b == nil {
+		return 0
+	}
+	if wait := b.next.Sub(c.clock.Now()); wait > 0 {
+		return wait
+	}
+	b.next = time.Time{}
+	return 0
+}
+
+func (c *BackingImageDataSourceController) noteRestartFailure(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.restarts[name]
+	if b == nil {
+		b = &restartBackoff{}
+		c.restarts[name] = b
+	}
+	b.failures++
+	b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
+	c.queue.AddAfter(c.ds.Namespace()+"/"+name, b.next.Sub(c.clock.Now()))
+}
+
+func (c *BackingImageDataSourceController) resetRestarts(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.restarts, name)
+}
+
+// ensureMonitor starts polling the server at addr unless that runs.
+func (c *BackingImageDataSourceController) ensureMonitor(key, name, addr string) *dataSourceMonitor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.monitors[name]; m != nil && m.address == addr {
+		return m
+	}
+	if m := c.monitors[name]; m != nil {
+		m.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &dataSourceMonitor{address: addr, serverKey: dataSourceServerKey(name), cancel: cancel}
+	c.monitors[name] = m
+	go c.poll(ctx, key, m)
+	return m
+}
+
+// poll asks the server for the file's state every dataSourcePollInterval
+// and enqueues the object when the answer changes or the watch gives up.
+func (c *BackingImageDataSourceController) poll(ctx context.Context, key string, m *dataSourceMonitor) {
+	client := datasource.NewClient(m.address)
+	for {
+		st, err := client.Get(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		changed := false
+		if err != nil {
+			m.failures++
+			m.lastErr = err
+			m.stopped = m.failures >= dataSourceMaxPollFailures
+			changed = m.stopped
+		} else {
+			m.failures = 0
+			changed = !reflect.DeepEqual(m.last, st)
+			m.last = st
+		}
+		stopped := m.stopped
+		m.mu.Unlock()
+		if err != nil {
+			if _, aerr := c.runner.Address(m.serverKey); aerr != nil {
+				// The server itself is gone: the sync restarts it now, not
+				// after the failures add up.
+				changed = true
+			}
+		}
+		if changed {
+			c.queue.Add(key)
+		}
+		if stopped {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(dataSourcePollInterval):
+		}
+	}
+}
+
+func (c *BackingImageDataSourceController) stopMonitor(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.monitors[name]; m != nil {
+		m.cancel()
+		delete(c.monitors, name)
+	}
+}
+
+func (c *BackingImageDataSourceController) stopServer(name, why string) {
+	c.stopMonitor(name)
+	c.resetRestarts(name)
+	if _, err := c.runner.Address(dataSourceServerKey(name)); errors.Is(err, ErrServerNotStarted) {
+		return
+	}
+	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
+	c.runner.Stop(dataSourceServerKey(name))
+}

@@ -1,0 +1,312 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
+	bimanager "github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// managerRewatchDelay is the pause before watching a manager again after
+// its Watch stream ended.
+const managerRewatchDelay = time.Second
+
+// BackingImageManagerController runs the manager server of every
+// BackingImageManager on this node, follows it through Watch, brings each
+// wanted file to the disk (from the data source, or from a ready peer on
+// another disk), deletes the files no longer wanted, and mirrors the
+// files' states into the object's status.
+type BackingImageManagerController struct {
+	*baseController
+	ds     *datastore.DataStore
+	nodeID string
+	runner ServerRunner
+
+	mu      sync.Mutex
+	clients map[string]*managerConnection
+}
+
+// managerConnection is the client and Watch of one running server.
+type managerConnection struct {
+	address string
+	client  *bimanager.Client
+	cancel  context.CancelFunc
+}
+
+// NewBackingImageManagerController wires the controller to its informers.
+// Any data source or manager change enqueues this node's managers: one of
+// them may now fetch or sync a file.
+func NewBackingImageManagerController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+	nodeID string, runner ServerRunner) *BackingImageManagerController {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &BackingImageManagerController{ds: ds, nodeID: nodeID, runner: runner, clients: map[string]*managerConnection{}}
+	c.baseController = newBaseController("longhorn-backing-image-manager", logger, metrics, c.sync,
+		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
+	enqueueAll := func(interface{}) { c.enqueueNodeManagers() }
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueueAll, UpdateFunc: func(_, cur interface{}) { enqueueAll(cur) }, DeleteFunc: enqueueAll}
+	lh.BackingImageManagers().Informer().AddEventHandler(c.eventHandler())
+	lh.BackingImageManagers().Informer().AddEventHandler(handler)
+	lh.BackingImageDataSources().Informer().AddEventHandler(handler)
+	return c
+}
+
+func (c *BackingImageManagerController) enqueueNodeManagers() {
+	bims, err := c.ds.ListBackingImageManagersRO()
+	if err != nil {
+		return
+	}
+	for _, bim := range bims {
+		if bim.Spec.NodeID == c.nodeID {
+			c.enqueue(bim)
+		}
+	}
+}
+
+// Run runs the controller until ctx ends, then ends every Watch. The
+// servers themselves are stopped by the runner's owner (the daemon).
+func (c *BackingImageManagerController) Run(ctx context.Context, workers int) error {
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name, conn := range c.clients {
+			conn.cancel()
+			_ = conn.client.Close()
+			delete(c.clients, name)
+		}
+	}()
+	return c.baseController.Run(ctx, workers)
+}
+
+func managerServerKey(name string) string { return "backing-image-manager/" + name }
+
+func (c *BackingImageManagerController) sync(ctx context.Context, key string) error {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	bim, err := c.ds.GetBackingImageManagerRO(name)
+	if apierrors.IsNotFound(err) {
+		c.stopServer(name, "its object is gone")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if bim.Spec.NodeID != c.nodeID {
+		return nil
+	}
+	log := c.logger.WithFields(logrus.Fields{"backingImageManager": name, "diskUUID": bim.Spec.DiskUUID})
+	if bim.DeletionTimestamp != nil {
+		c.stopServer(name, "its object is being deleted")
+		return nil
+	}
+	if len(bim.Spec.BackingImages) == 0 && len(bim.Status.BackingImageFileMap) == 0 {
+		// Nothing to keep: the manager goes, unless a backing image was
+		// added meanwhile (the delete carries the resource version).
+		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			log.Info("Deleted the backing image manager: its disk keeps no backing image")
+			c.stopServer(name, "it keeps no file")
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		return nil
+	}
+	status := bim.Status.DeepCopy()
+	status.OwnerID = c.nodeID
+	conn, err := c.ensureServer(key, bim, log)
+	if err != nil {
+		status.CurrentState = longhorn.BackingImageManagerStateError
+		status.IP = ""
+		if werr := c.writeStatus(ctx, bim, status); werr != nil {
+			return werr
+		}
+		return err
+	}
+	files, err := conn.client.List(ctx)
+	if err != nil {
+		status.CurrentState = longhorn.BackingImageManagerStateUnknown
+		if werr := c.writeStatus(ctx, bim, status); werr != nil {
+			return werr
+		}
+		return err
+	}
+	if status.APIVersion == 0 {
+		if v, minV, err := conn.client.VersionGet(ctx); err == nil {
+			status.APIVersion, status.APIMinVersion = v, minV
+		}
+	}
+	for fname, f := range files {
+		if bim.Spec.BackingImages[fname] == f.UUID {
+			continue
+		}
+		if err := conn.client.Delete(ctx, fname, f.UUID); err != nil {
+			log.WithFields(logrus.Fields{"backingImage": fname, "uuid": f.UUID}).WithError(err).Warn("Cannot delete a backing image file no longer wanted")
+			continue
+		}
+		log.WithFields(logrus.Fields{"backingImage": fname, "uuid": f.UUID}).Info("Deleted a backing image file no longer wanted on this disk")
+		delete(files, fname)
+	}
+	for biName, uuid := range bim.Spec.BackingImages {
+		if f := files[biName]; f != nil && f.UUID == uuid && f.State != longhorn.BackingImageStateUnknown {
+			continue
+		}
+		if info := c.prepareFile(ctx, log, conn.client, bim, biName, uuid, files[biName]); info != nil {
+			files[biName] = info
+		}
+	}
+	status.CurrentState = longhorn.BackingImageManagerStateRunning
+	status.IP = conn.address
+	status.BackingImageFileMap = make(map[string]longhorn.BackingImageFileInfo, len(files))
+	for fname, f := range files {
+		status.BackingImageFileMap[fname] = longhorn.BackingImageFileInfo{Name: f.Name, UUID: f.UUID, State: f.State,
+			Size: f.Size, Progress: f.Progress, CurrentChecksum: f.CurrentChecksum, Message: f.Message}
+	}
+	return c.writeStatus(ctx, bim, status)
+}
+
+// prepareFile starts getting one wanted file: a file found on the disk at
+// start is verified (Fetch with no source), the disk of the data source
+// takes its file, any other disk syncs from a manager that has it ready.
+// It answers nil when there is nothing to do yet.
+func (c *BackingImageManagerController) prepareFile(ctx context.Context, log *logrus.Entry, client *bimanager.Client,
+	bim *longhorn.BackingImageManager, name, uuid string, cur *bimanager.FileInfo) *bimanager.FileInfo {
+	log = log.WithFields(logrus.Fields{"backingImage": name, "uuid": uuid})
+	bi, err := c.ds.GetBackingImageRO(name)
+	if err != nil || bi.Status.UUID != uuid || bi.DeletionTimestamp != nil {
+		return nil
+	}
+	checksum := bi.Spec.Checksum
+	if checksum == "" {
+		checksum = bi.Status.Checksum
+	}
+	if cur != nil && cur.UUID == uuid && cur.State == longhorn.BackingImageStateUnknown {
+		info, err := client.Fetch(ctx, name, uuid, checksum, "", 0)
+		if err != nil {
+			log.WithError(err).Warn("Cannot verify the backing image file found on the disk")
+			return nil
+		}
+		log.Info("Verifying the backing image file found on the disk")
+		return info
+	}
+	if bids, err := c.ds.GetBackingImageDataSourceRO(name); err == nil && bids.Spec.UUID == uuid && !bids.Spec.FileTransferred {
+		if bids.Spec.DiskUUID != bim.Spec.DiskUUID || bids.Status.CurrentState != longhorn.BackingImageStateReadyForTransfer || bids.Status.IP == "" {
+			return nil
+		}
+		info, err := client.Fetch(ctx, name, uuid, checksum, bids.Status.IP, bids.Status.Size)
+		if err != nil {
+			log.WithError(err).Warn("Cannot fetch the backing image file from its data source")
+			return nil
+		}
+		log.WithField("dataSource", bids.Status.IP).Info("Fetching the backing image file from its data source")
+		return info
+	}
+	peers, err := c.ds.ListBackingImageManagersRO()
+	if err != nil {
+		return nil
+	}
+	for _, peer := range peers {
+		f, ok := peer.Status.BackingImageFileMap[name]
+		if peer.Name == bim.Name || !ok || f.UUID != uuid || f.State != longhorn.BackingImageStateReady ||
+			peer.Status.CurrentState != longhorn.BackingImageManagerStateRunning || peer.Status.IP == "" {
+			continue
+		}
+		info, err := client.Sync(ctx, name, uuid, checksum, peer.Status.IP, f.Size)
+		if err != nil {
+			log.WithField("peer", peer.Name).WithError(err).Warn("Cannot sync the backing image file from a peer")
+			continue
+		}
+		log.WithFields(logrus.Fields{"peer": peer.Name, "peerDiskUUID": peer.Spec.DiskUUID}).Info("Syncing the backing image file from a peer manager")
+		return info
+	}
+	return nil
+}
+
+func (c *BackingImageManagerController) writeStatus(ctx context.Context, bim *longhorn.BackingImageManager, status *longhorn.BackingImageManagerStatus) error {
+	if reflect.DeepEqual(&bim.Status, status) {
+		return nil
+	}
+	bim = bim.DeepCopy()
+	bim.Status = *status
+	_, err := c.ds.UpdateBackingImageManagerStatus(ctx, bim)
+	return err
+}
+
+// ensureServer starts the manager's server when it does not run, and a
+// Watch of it that enqueues the object on every change.
+func (c *BackingImageManagerController) ensureServer(key string, bim *longhorn.BackingImageManager, log *logrus.Entry) (*managerConnection, error) {
+	skey := managerServerKey(bim.Name)
+	addr, err := c.runner.Address(skey)
+	if err != nil {
+		if !errors.Is(err, ErrServerNotStarted) {
+			log.WithError(err).Warn("The backing image manager server exited; starting it again")
+		}
+		args := []string{"backing-image-manager", "--disk-path", bim.Spec.DiskPath, "--disk-uuid", bim.Spec.DiskUUID}
+		if err := c.runner.Start(skey, args); err != nil {
+			return nil, err
+		}
+		if addr, err = c.runner.Address(skey); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn := c.clients[bim.Name]; conn != nil && conn.address == addr {
+		return conn, nil
+	} else if conn != nil {
+		conn.cancel()
+		_ = conn.client.Close()
+	}
+	client, err := bimanager.NewClient(addr, 0)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	conn := &managerConnection{address: addr, client: client, cancel: cancel}
+	c.clients[bim.Name] = conn
+	go c.watch(ctx, key, client)
+	return conn, nil
+}
+
+// watch enqueues the object on every notice of the server, and watches
+// again when the stream ends, until ctx ends.
+func (c *BackingImageManagerController) watch(ctx context.Context, key string, client *bimanager.Client) {
+	for ctx.Err() == nil {
+		if notices, err := client.Watch(ctx); err == nil {
+			for range notices {
+				c.queue.Add(key)
+			}
+		}
+		c.queue.Add(key)
+		select {
+		case <-ctx.Done():
+		case <-time.After(managerRewatchDelay):
+		}
+	}
+}
+
+func (c *BackingImageManagerController) stopServer(name, why string) {
+	c.mu.Lock()
+	if conn := c.clients[name]; conn != nil {
+		conn.cancel()
+		_ = conn.client.Close()
+		delete(c.clients, name)
+	}
+	c.mu.Unlock()
+	if _, err := c.runner.Address(managerServerKey(name)); errors.Is(err, ErrServerNotStarted) {
+		return
+	}
+	c.logger.WithFields(logrus.Fields{"backingImageManager": name, "reason": why}).Info("Stopping the backing image manager server")
+	c.runner.Stop(managerServerKey(name))
+}
