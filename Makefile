@@ -20,7 +20,7 @@ test: controlplane
 	bash scripts/test.sh
 
 bench:
-	go test -run '^$$' -bench . -benchmem -timeout 90m ./...
+	go test -run '^$$' -bench . -benchmem -timeout 150m ./...
 
 generate:
 	bash scripts/generate.sh

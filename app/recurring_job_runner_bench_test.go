@@ -22,7 +22,7 @@ import (
 )
 
 // BenchmarkManagerRunner10000Jobs runs the manager runner over 10,000
-// recurring jobs (LONGHORN_BENCH_JOBS to change) on the real control plane
+// recurring jobs (300 with -short; LONGHORN_BENCH_JOBS to change) on the real control plane
 // and reports: the manager's CPU use while nothing is due, and how late
 // the ticks fire when every job is due in the same minute (the worst
 // case: one status write per fire, and each run's own requests, all at
@@ -30,6 +30,9 @@ import (
 // the CPU figure is the manager's (and the benchmark's idle goroutines).
 func BenchmarkManagerRunner10000Jobs(b *testing.B) {
 	n := 10000
+	if testing.Short() {
+		n = 300
+	}
 	if v, err := strconv.Atoi(os.Getenv("LONGHORN_BENCH_JOBS")); err == nil && v > 0 {
 		n = v
 	}
