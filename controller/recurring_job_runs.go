@@ -43,6 +43,7 @@ type runTable struct {
 	mu       sync.Mutex
 	running  map[runKey]struct{}
 	finished map[runKey]time.Time
+	pruned   time.Time
 }
 
 func newRunTable() *runTable {
@@ -53,15 +54,20 @@ func newRunTable() *runTable {
 func (t *runTable) claim(k runKey, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for old, at := range t.finished {
-		if now.Sub(at) > finishedRunMemory {
-			delete(t.finished, old)
+	// Pruning walks every entry: once a minute is enough, not once a
+	// claim (a burst of 10,000 due ticks would walk 10,000 entries each).
+	if now.Sub(t.pruned) >= time.Minute {
+		for old, at := range t.finished {
+			if now.Sub(at) > finishedRunMemory {
+				delete(t.finished, old)
+			}
 		}
+		t.pruned = now
 	}
 	if _, ok := t.running[k]; ok {
 		return false
 	}
-	if _, ok := t.finished[k]; ok {
+	if at, ok := t.finished[k]; ok && now.Sub(at) <= finishedRunMemory {
 		return false
 	}
 	t.running[k] = struct{}{}
