@@ -58,6 +58,17 @@ type DataStore struct {
 // byVolume names the informer index of objects by their volume label.
 const byVolume = "longhorn-volume"
 
+// byBackingImage names the informer index of Replicas by the backing
+// image they use.
+const byBackingImage = "longhorn-backing-image"
+
+func replicaBackingImageIndex(obj interface{}) ([]string, error) {
+	if r, ok := obj.(*longhorn.Replica); ok && r.Spec.BackingImage != "" {
+		return []string{r.Spec.BackingImage}, nil
+	}
+	return nil, nil
+}
+
 func volumeLabelIndex(obj interface{}) ([]string, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -141,6 +152,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		// Only fails once the informer started; New runs before.
 		_ = informer.AddIndexers(cache.Indexers{byVolume: volumeLabelIndex})
 	}
+	_ = lh.Replicas().Informer().AddIndexers(cache.Indexers{byBackingImage: replicaBackingImageIndex})
 	ds.replicaIndexer = lh.Replicas().Informer().GetIndexer()
 	ds.snapshotIndexer = lh.Snapshots().Informer().GetIndexer()
 	ds.synced = []cache.InformerSynced{

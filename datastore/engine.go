@@ -36,6 +36,22 @@ func (ds *DataStore) ListVolumeReplicasRO(volume string) ([]*longhorn.Replica, e
 	return byVolumeIndex[*longhorn.Replica](ds.replicaIndexer, volume)
 }
 
+// ListBackingImageReplicasRO returns the cached Replicas that use a
+// backing image as the bottom of their chain, on any disk.
+func (ds *DataStore) ListBackingImageReplicasRO(backingImage string) ([]*longhorn.Replica, error) {
+	objs, err := ds.replicaIndexer.ByIndex(byBackingImage, backingImage)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*longhorn.Replica, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := o.(*longhorn.Replica); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // CreateReplica creates a Replica.
 func (ds *DataStore) CreateReplica(ctx context.Context, r *longhorn.Replica) (*longhorn.Replica, error) {
 	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).Create(ctx, r, metav1.CreateOptions{})
