@@ -64,6 +64,11 @@ type BackupInfo struct {
 	Labels            map[string]string `json:"labels"`
 	Compression       string            `json:"compression"`
 	Blocks            []BlockRef        `json:"blocks"`
+	// BackingImageName and BackingImageChecksum name the backing image the
+	// volume started from. The backup holds only what the volume's layers
+	// hold; a restore reads the rest from the same image.
+	BackingImageName     string `json:"backingImageName,omitempty"`
+	BackingImageChecksum string `json:"backingImageChecksum,omitempty"`
 	// Size is the bytes of data the backup holds (stored blocks, before
 	// compression).
 	Size int64 `json:"size"`
@@ -89,6 +94,14 @@ type BackupRequest struct {
 	// the rest is taken from that backup without reading it.
 	Changed      []bool
 	ChangedSince string
+	// Allocated, when set, marks the 4 KiB blocks the snapshot's layers
+	// hold, for a volume on a backing image: a backup block holding none
+	// is left out (the image provides it), and one holding any is stored
+	// even when it reads as zeros (the layers may have zeroed the image).
+	Allocated []bool
+	// BackingImageName and BackingImageChecksum are recorded in the backup.
+	BackingImageName     string
+	BackingImageChecksum string
 	// Progress, when set, receives the percentage done.
 	Progress func(percent int)
 }
@@ -248,6 +261,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	info := &BackupInfo{
 		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot,
 		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: "gzip",
+		BackingImageName: req.BackingImageName, BackingImageChecksum: req.BackingImageChecksum,
 	}
 	blocks := (size + BlockSize - 1) / BlockSize
 	refs := make([]*BlockRef, blocks)
@@ -318,6 +332,9 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 			}
 			continue
 		}
+		if req.Allocated != nil && !changedIn(req.Allocated, off, n) {
+			continue
+		}
 		data := (<-free)[:n]
 		if _, err := req.Source.ReadAt(data, off); err != nil {
 			readErr = fmt.Errorf("read snapshot %s at %d: %w", req.Snapshot, off, err)
@@ -325,7 +342,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 			break
 		}
 		stats.BytesRead += n
-		if isZero(data) {
+		if req.Allocated == nil && isZero(data) {
 			free <- data
 			continue
 		}

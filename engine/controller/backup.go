@@ -68,6 +68,15 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 			Name: name, Volume: e.name, Snapshot: snapshot, SnapshotCreatedAt: created, Labels: labels, Source: view,
 			Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
 		}
+		if b := r.Backing(); b != nil {
+			allocated, _, err := r.ChangedBlocks("", snapshot)
+			if err != nil {
+				e.setBackup(name, func(st *BackupStatus) { st.State, st.Error = BackupStateError, err.Error() })
+				e.changed()
+				return
+			}
+			req.Allocated, req.BackingImageName, req.BackingImageChecksum = allocated, b.Name, b.Checksum
+		}
 		if last := lastBackedUpSnapshot(store, e.name); last != "" {
 			if changed, full, err := r.ChangedBlocks(last, snapshot); err == nil && !full {
 				req.Changed, req.ChangedSince = changed, last

@@ -30,6 +30,8 @@ type volumeMeta struct {
 	HeadIndex  int                   `json:"headIndex"`
 	HeadParent string                `json:"headParent"`
 	Snapshots  map[string]*layerMeta `json:"snapshots"`
+	// Backing is the read-only file under the oldest layer, if any.
+	Backing *BackingFile `json:"backing,omitempty"`
 }
 
 // layerMeta describes one snapshot.

@@ -36,8 +36,11 @@ type Replica struct {
 	// chainNames names the files of chain: snapshot names, then "".
 	chainNames []string
 	// location[b] is 1 + the index in chain of the newest layer holding
-	// block b; 0 means no layer does and the block reads as zeros.
+	// block b; 0 means no layer does and the block reads from the backing
+	// file, or as zeros without one.
 	location []uint16
+	// backing reads the backing file; nil without one.
+	backing backingReader
 }
 
 // ErrNotFound is returned for a snapshot the replica does not have.
@@ -48,6 +51,10 @@ var ErrClosed = errors.New("replica is closed")
 
 // Create makes a new, empty replica of size bytes in dir.
 func Create(dir string, size int64) (*Replica, error) {
+	return create(dir, size, nil)
+}
+
+func create(dir string, size int64, backing *BackingFile) (*Replica, error) {
 	if size <= 0 || size%BlockSize != 0 {
 		return nil, fmt.Errorf("size %d must be a positive multiple of %d", size, BlockSize)
 	}
@@ -57,7 +64,7 @@ func Create(dir string, size int64) (*Replica, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	meta := volumeMeta{Size: size, BlockSize: BlockSize, HeadIndex: 0, Snapshots: map[string]*layerMeta{}}
+	meta := volumeMeta{Size: size, BlockSize: BlockSize, HeadIndex: 0, Snapshots: map[string]*layerMeta{}, Backing: backing}
 	if err := createSparse(filepath.Join(dir, headFile(0)), size); err != nil {
 		return nil, err
 	}
@@ -79,8 +86,16 @@ func Open(dir string) (*Replica, error) {
 	if err := r.removeUnreferenced(); err != nil {
 		return nil, err
 	}
+	if r.meta.Backing != nil {
+		b, err := openBacking(r.meta.Backing)
+		if err != nil {
+			return nil, fmt.Errorf("open replica %s: %w", dir, err)
+		}
+		r.backing = b
+	}
 	if err := r.loadChain(); err != nil {
 		r.closeChain()
+		r.closeBacking()
 		return nil, err
 	}
 	return r, nil
@@ -204,14 +219,22 @@ func (r *Replica) closeChain() {
 	r.chain, r.chainNames = nil, nil
 }
 
+func (r *Replica) closeBacking() {
+	if r.backing != nil {
+		r.backing.Close()
+		r.backing = nil
+	}
+}
+
 // Size is the volume size in bytes.
 func (r *Replica) Size() int64 { return r.meta.Size }
 
-// Close closes the layer files.
+// Close closes the layer files and the backing file.
 func (r *Replica) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closeChain()
+	r.closeBacking()
 	return nil
 }
 
@@ -250,7 +273,9 @@ func (r *Replica) readLocked(p []byte, off int64) error {
 		}
 		chunk := p[done : done+int(end-pos)]
 		if layer == 0 {
-			clear(chunk)
+			if err := readBacking(r.backing, chunk, pos); err != nil {
+				return err
+			}
 		} else if _, err := r.chain[layer-1].ReadAt(chunk, pos); err != nil && err != io.EOF {
 			return err
 		}

@@ -13,6 +13,9 @@ type SnapshotView struct {
 	size     int64
 	files    []*os.File
 	location []uint16
+	// backing is the view's own reader of the replica's backing file, so
+	// the view outlives a close of the replica.
+	backing backingReader
 }
 
 // OpenSnapshot returns a read-only view of snapshot name.
@@ -30,6 +33,11 @@ func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 		return nil, err
 	}
 	v := &SnapshotView{size: r.meta.Size, location: make([]uint16, r.meta.Size/BlockSize)}
+	if r.meta.Backing != nil {
+		if v.backing, err = openBacking(r.meta.Backing); err != nil {
+			return nil, err
+		}
+	}
 	for i, n := range names {
 		f, err := os.Open(filepath.Join(r.dir, snapshotFile(n)))
 		if err != nil {
@@ -56,7 +64,9 @@ func (v *SnapshotView) ReadAt(p []byte, off int64) (int, error) {
 		n := min(int64(len(p)-done), BlockSize-pos%BlockSize)
 		chunk := p[done : done+int(n)]
 		if layer := v.location[pos/BlockSize]; layer == 0 {
-			clear(chunk)
+			if err := readBacking(v.backing, chunk, pos); err != nil {
+				return done, err
+			}
 		} else if _, err := v.files[layer-1].ReadAt(chunk, pos); err != nil && err != io.EOF {
 			return done, err
 		}
@@ -72,6 +82,9 @@ func (v *SnapshotView) Size() int64 { return v.size }
 func (v *SnapshotView) Close() error {
 	for _, f := range v.files {
 		f.Close()
+	}
+	if v.backing != nil {
+		v.backing.Close()
 	}
 	return nil
 }
