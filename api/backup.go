@@ -35,7 +35,10 @@ type Backup struct {
 	Size            string            `json:"size"`
 	Labels          map[string]string `json:"labels"`
 	VolumeName      string            `json:"volumeName"`
-	Error           string            `json:"error,omitempty"`
+	// VolumeBackingImageName is the backing image the volume started
+	// from; a restore needs a volume on the same image.
+	VolumeBackingImageName string `json:"volumeBackingImageName,omitempty"`
+	Error                  string `json:"error,omitempty"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -60,6 +63,7 @@ func toBackup(b *longhorn.Backup) Backup {
 		Name:     b.Name, State: string(b.Status.State), Progress: b.Status.Progress, URL: b.Status.URL,
 		SnapshotName: b.Status.SnapshotName, SnapshotCreated: b.Status.SnapshotCreatedAt, Created: b.Status.BackupCreatedAt,
 		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
+		VolumeBackingImageName: b.Status.VolumeBackingImageName,
 	}
 }
 

@@ -200,7 +200,7 @@ func schemas() []Schema {
 				"name": {Type: "string"}, "state": {Type: "enum", Options: []string{"InProgress", "Completed", "Error"}},
 				"progress": {Type: "int"}, "url": {Type: "string"}, "snapshotName": {Type: "string"},
 				"snapshotCreated": {Type: "string"}, "created": {Type: "string"}, "size": {Type: "string"},
-				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "error": {Type: "string"},
+				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "volumeBackingImageName": {Type: "string"}, "error": {Type: "string"},
 			},
 		},
 		{

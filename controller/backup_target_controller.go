@@ -168,6 +168,7 @@ func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[str
 				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(v.Name, b.Name),
 				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
 				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: v.Name, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
+				VolumeBackingImageName: b.BackingImageName,
 			})
 		}
 	}

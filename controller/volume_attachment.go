@@ -74,7 +74,7 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 				Spec: longhorn.ReplicaSpec{
 					InstanceSpec: longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: c.ownership.nodeID, DataEngine: longhorn.DataEngineTypeV1},
 					DiskID:       diskUUID, DiskPath: diskPath, DataDirectoryName: replicaDataDir(v, i),
-					Active: true,
+					BackingImage: v.Spec.BackingImage, Active: true,
 				},
 			}
 			created, err := c.ds.CreateReplica(ctx, r)
@@ -160,12 +160,27 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
+	backing, waiting, err := c.backingFiles(ctx, v, replicas)
+	if err != nil {
+		return err
+	}
+	if v.Spec.BackingImage != "" {
+		if waiting != "" {
+			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusTrue, "WaitForBackingImage", waiting, c.clock.Now())
+		} else {
+			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
+		}
+	}
 	dirs := make([]instance.ReplicaDir, 0, len(replicas))
 	for _, r := range replicas {
-		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r)})
+		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name]})
 	}
+	_, running := c.instances.Get(v.Name)
+	// An engine already running keeps its open backing files; one that is
+	// not starts only once every replica's file is ready.
+	ready := waiting == "" || running
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
-	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas {
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready {
 		if err := c.restore(v, dirs); err != nil {
 			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
@@ -175,7 +190,7 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
 		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 && !vstatus.RestoreRequired {
+	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
@@ -271,6 +286,13 @@ func (c *VolumeController) restore(v *longhorn.Volume, dirs []instance.ReplicaDi
 	store, err := backupstore.Open(target)
 	if err != nil {
 		return err
+	}
+	info, err := store.Get(volume, backup)
+	if err != nil {
+		return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
+	}
+	if err := c.checkRestoreBackingImage(v, info); err != nil {
+		return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
 	}
 	_, wasRunning := c.instances.Get(v.Name)
 	run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, false)

@@ -41,8 +41,10 @@ func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.D
 	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
-		inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().HasSynced)
+		inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().HasSynced)
 	informer.AddEventHandler(c.eventHandler())
+	inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().AddEventHandler(c.backingImageHandler())
 	return c
 }
 

@@ -24,6 +24,9 @@ import (
 type ReplicaDir struct {
 	Name string
 	Dir  string
+	// Backing, when set, is the backing image file at the bottom of the
+	// replica's chain; a replica created without one never gains one.
+	Backing *replica.BackingFile
 }
 
 // Running describes a started engine.
@@ -85,7 +88,7 @@ func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, fronte
 		}
 	}
 	for _, rd := range replicas {
-		r, err := openOrCreate(rd.Dir, size)
+		r, err := openOrCreate(rd, size)
 		if err != nil {
 			closeAll()
 			return Running{}, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
@@ -154,9 +157,38 @@ func (m *Manager) StopAll() {
 	}
 }
 
-func openOrCreate(dir string, size int64) (*replica.Replica, error) {
-	if _, err := os.Stat(filepath.Join(dir, "volume.meta")); err == nil {
-		return replica.Open(dir)
+func openOrCreate(rd ReplicaDir, size int64) (*replica.Replica, error) {
+	if _, err := os.Stat(filepath.Join(rd.Dir, "volume.meta")); err != nil {
+		if rd.Backing != nil {
+			return replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
+		}
+		return replica.Create(rd.Dir, size)
 	}
-	return replica.Create(dir, size)
+	r, err := replica.Open(rd.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameBacking(r.Backing(), rd.Backing); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// sameBacking checks that an existing replica sits on the backing image
+// it is asked to: its data means nothing on top of another one.
+func sameBacking(have, want *replica.BackingFile) error {
+	switch {
+	case have == nil && want == nil:
+		return nil
+	case have == nil:
+		return fmt.Errorf("the replica was created without a backing image, not on %s", want.Name)
+	case want == nil:
+		return fmt.Errorf("the replica was created on backing image %s, and the volume has none", have.Name)
+	case have.Name != want.Name || have.Path != want.Path:
+		return fmt.Errorf("the replica was created on backing image %s (%s), not %s (%s)", have.Name, have.Path, want.Name, want.Path)
+	case want.Checksum != "" && have.Checksum != want.Checksum:
+		return fmt.Errorf("the replica was created on backing image %s with checksum %s, which now has %s", have.Name, have.Checksum, want.Checksum)
+	}
+	return nil
 }

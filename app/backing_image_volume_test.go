@@ -1,0 +1,227 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/controller"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// twoDiskAPIEnv is twoDiskNode with the API client of its daemon, and the
+// UUIDs of the disk replicas go to (the first by name) and of the other.
+func twoDiskAPIEnv(t *testing.T) (e *apiEnv, disks map[string]string, replicaDisk, otherDisk string) {
+	t.Helper()
+	lh, ns, d, disks := twoDiskNode(t)
+	cluster := testcluster.Get(t)
+	e = &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: cluster.KubeClient(t), lh: lh}, base: "http://" + d.apiAddress}
+	node, err := lh.LonghornV1beta2().Nodes(ns).Get(context.Background(), "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range node.Status.DiskStatus {
+		if name == "second-disk" {
+			otherDisk = st.DiskUUID
+		} else {
+			replicaDisk = st.DiskUUID
+		}
+	}
+	return e, disks, replicaDisk, otherDisk
+}
+
+func (e *apiEnv) waitVolumeFor(t *testing.T, timeout time.Duration, name, what string, cond func(v map[string]interface{}) bool) map[string]interface{} {
+	t.Helper()
+	var body map[string]interface{}
+	eventually(t, timeout, what, func() (bool, error) {
+		r := e.call(t, "GET", "/v1/volumes/"+name, "")
+		body = r.body
+		return r.status == 200 && cond(body), nil
+	})
+	return body
+}
+
+// replicaBacking reads the backing file a replica's metadata names.
+func replicaBacking(t *testing.T, r longhorn.Replica) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName, "volume.meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Backing *struct {
+			Path string `json:"path"`
+		} `json:"backing"`
+	}
+	if err := json.Unmarshal(data, &meta); err != nil || meta.Backing == nil {
+		t.Fatalf("replica %s: no backing file in its metadata (%v): %s", r.Name, err, data)
+	}
+	return meta.Backing.Path
+}
+
+// TestVolumeOnABackingImage: a volume created from an image that is on
+// another disk waits for the file on its replicas' disk (synced there by
+// the managers), then reads the image's bytes, with both replicas sharing
+// the one file; writes never reach the file; a backup records the image,
+// and restores only onto a volume on the same image.
+func TestVolumeOnABackingImage(t *testing.T) {
+	e, disks, replicaDisk, otherDisk := twoDiskAPIEnv(t)
+	content, sum, url := serveImage(t, 3<<20+1234)
+	createDownloadImage(t, e.lh, e.ns, "base", url, sum, map[string]string{otherDisk: disks[otherDisk]})
+
+	e.call(t, "POST", "/v1/volumes", `{"name":"vm","size":"8Mi","numberOfReplicas":2,"backingImage":"base"}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on its backing image", func(v map[string]interface{}) bool {
+		return v["state"] == "attached" && v["endpoint"] != ""
+	})
+	bi, err := e.lh.LonghornV1beta2().BackingImages(e.ns).Get(context.Background(), "base", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bi.Spec.Disks[replicaDisk]; !ok {
+		t.Fatalf("the replicas' disk %s was not added to the image's disks %v", replicaDisk, bi.Spec.Disks)
+	}
+	vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := conditionOf(vol.Status.Conditions, controller.ConditionTypeWaitForBackingImage); c.Status != longhorn.ConditionStatusFalse {
+		t.Fatalf("an attached volume still waits for its backing image: %+v", c)
+	}
+
+	want := make([]byte, 8<<20)
+	copy(want, content)
+	endpoint := v["endpoint"].(string)
+	if got := deviceContent(t, endpoint); !bytes.Equal(got, want) {
+		t.Fatal("the volume does not read its backing image's bytes")
+	}
+
+	// Both replicas sit on the disk's one file of the image.
+	file := filepath.Join(backingimage.FileFolder(disks[replicaDisk], "base", bi.Status.UUID), backingimage.DataFile)
+	replicas, err := e.lh.LonghornV1beta2().Replicas(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(replicas.Items) != 2 {
+		t.Fatalf("replicas: %d, %v", len(replicas.Items), err)
+	}
+	for _, r := range replicas.Items {
+		if r.Spec.BackingImage != "base" || r.Spec.DiskID != replicaDisk {
+			t.Fatalf("replica %s: backingImage %q on disk %s", r.Name, r.Spec.BackingImage, r.Spec.DiskID)
+		}
+		if got := replicaBacking(t, r); got != file {
+			t.Fatalf("replica %s opens %s, want the disk's file %s", r.Name, got, file)
+		}
+	}
+
+	// Writes go to the layers, never to the shared file.
+	qemuIO(t, endpoint, "write -P 0xab 1M 4k", "write -z 2M 8k", "flush")
+	for i := 1 << 20; i < 1<<20+4096; i++ {
+		want[i] = 0xab
+	}
+	clear(want[2<<20 : 2<<20+8192])
+	if got := deviceContent(t, endpoint); !bytes.Equal(got, want) {
+		t.Fatal("the volume does not read its writes over the image")
+	}
+	onDisk, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sha512.Sum512(onDisk); hex.EncodeToString(s[:]) != sum {
+		t.Fatal("a write reached the backing image's file")
+	}
+
+	// A backup records the image; a restore needs a volume on it.
+	e.call(t, "POST", "/v1/volumes/vm?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+	target := "file://" + t.TempDir()
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
+	})
+	backup := e.call(t, "POST", "/v1/volumes/vm?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	var url2 string
+	eventually(t, 60*time.Second, "the backup completed and names the image", func() (bool, error) {
+		r := e.call(t, "POST", "/v1/backupvolumes/vm?action=backupGet", `{"name":"`+backup+`"}`)
+		if r.status != 200 || r.body["state"] != "Completed" {
+			return false, nil
+		}
+		url2, _ = r.body["url"].(string)
+		return r.body["volumeBackingImageName"] == "base", nil
+	})
+
+	// Created with kubectl's path, not the API's, which may fill the image in.
+	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), &longhorn.Volume{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain"},
+		Spec:       longhorn.VolumeSpec{Size: 8 << 20, NumberOfReplicas: 1, FromBackup: url2},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the restore onto a volume without the image is refused", func() (bool, error) {
+		vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "plain", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := conditionOf(vol.Status.Conditions, "Restore")
+		return c.Status == longhorn.ConditionStatusFalse && strings.Contains(c.Message, "restore it into a volume with backingImage base"), nil
+	})
+
+	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":1,"backingImage":"base","fromBackup":"`+url2+`"}`).expect(t, 200)
+	eventually(t, 60*time.Second, "the restore onto the same image is done", func() (bool, error) {
+		vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "copy", metav1.GetOptions{})
+		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, err
+	})
+	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	c := e.waitVolumeFor(t, 60*time.Second, "copy", "the restored volume attached", func(v map[string]interface{}) bool {
+		return v["state"] == "attached" && v["endpoint"] != ""
+	})
+	if got := deviceContent(t, c["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Fatal("the restored volume does not read what the snapshot held over the image")
+	}
+}
+
+func conditionOf(conds []longhorn.Condition, condType string) longhorn.Condition {
+	for _, c := range conds {
+		if c.Type == condType {
+			return c
+		}
+	}
+	return longhorn.Condition{}
+}
+
+// TestVolumeWaitsForItsBackingImage: a volume whose image is missing, or
+// whose file failed, stays detached with the reason in its
+// WaitForBackingImage condition; it never starts on a half-made file.
+func TestVolumeWaitsForItsBackingImage(t *testing.T) {
+	e, disks, replicaDisk, _ := twoDiskAPIEnv(t)
+	_, _, url := serveImage(t, 1<<20)
+	wrong := strings.Repeat("0", 128)
+	createDownloadImage(t, e.lh, e.ns, "bad", url, wrong, map[string]string{replicaDisk: disks[replicaDisk]})
+	for _, vol := range []struct{ name, image, reason string }{
+		{"on-bad", "bad", "is failed"},
+		{"on-nothing", "nothing", "backing image nothing does not exist"},
+	} {
+		if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), &longhorn.Volume{
+			ObjectMeta: metav1.ObjectMeta{Name: vol.name},
+			Spec:       longhorn.VolumeSpec{Size: 4 << 20, NumberOfReplicas: 1, BackingImage: vol.image, NodeID: "node-1"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 90*time.Second, vol.name+" waits for its backing image, saying why", func() (bool, error) {
+			v, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), vol.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			c := conditionOf(v.Status.Conditions, controller.ConditionTypeWaitForBackingImage)
+			return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, vol.reason) &&
+				v.Status.State == longhorn.VolumeStateDetached, nil
+		})
+	}
+}
