@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 	"time"
@@ -56,7 +58,43 @@ func NewBackingImageManagerController(logger *logrus.Entry, metrics *Metrics, ds
 	lh.BackingImageManagers().Informer().AddEventHandler(c.eventHandler())
 	lh.BackingImageManagers().Informer().AddEventHandler(handler)
 	lh.BackingImageDataSources().Informer().AddEventHandler(handler)
+	// A disk that stops (or starts) being ready changes what its manager
+	// may do; heartbeats and probes alone do not.
+	lh.Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur interface{}) {
+			o, ok1 := old.(*longhorn.Node)
+			n, ok2 := cur.(*longhorn.Node)
+			if ok1 && ok2 && n.Name == nodeID && !maps.Equal(diskReadiness(o), diskReadiness(n)) {
+				c.enqueueNodeManagers()
+			}
+		},
+	})
 	return c
+}
+
+// diskReadiness maps a node's disk UUIDs to their readiness.
+func diskReadiness(n *longhorn.Node) map[string]bool {
+	out := make(map[string]bool, len(n.Status.DiskStatus))
+	for _, st := range n.Status.DiskStatus {
+		if st != nil && st.DiskUUID != "" {
+			out[st.DiskUUID] = getCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
+		}
+	}
+	return out
+}
+
+// diskProblem says why the manager's disk cannot be used now (gone from
+// the node, or not ready: another disk mounted at its path, its folder
+// gone), or "" when it can.
+func (c *BackingImageManagerController) diskProblem(bim *longhorn.BackingImageManager) string {
+	disk, err := c.ds.GetDiskByUUID(bim.Spec.DiskUUID)
+	if err != nil {
+		return fmt.Sprintf("disk %s is gone from node %s", bim.Spec.DiskUUID, bim.Spec.NodeID)
+	}
+	if !disk.Ready {
+		return fmt.Sprintf("disk %s (%s) is not ready: %s", disk.Name, disk.Path, disk.NotReady)
+	}
+	return ""
 }
 
 func (c *BackingImageManagerController) enqueueNodeManagers() {
@@ -125,6 +163,21 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 	}
 	status := bim.Status.DeepCopy()
 	status.OwnerID = c.nodeID
+	if problem := c.diskProblem(bim); problem != "" {
+		// Nothing may touch the folder: the server stops, and the files
+		// are unknown until the disk is back and the next server has
+		// verified them.
+		c.stopServer(name, problem)
+		status.CurrentState, status.IP = longhorn.BackingImageManagerStateUnknown, ""
+		for fname, f := range status.BackingImageFileMap {
+			f.State, f.Progress, f.Message = longhorn.BackingImageStateUnknown, 0, problem
+			status.BackingImageFileMap[fname] = f
+		}
+		if bim.Status.CurrentState != status.CurrentState {
+			log.WithField("reason", problem).Warn("The disk of the backing image manager cannot be used: stopped its server")
+		}
+		return c.writeStatus(ctx, bim, status)
+	}
 	conn, err := c.ensureServer(key, bim, log)
 	if err != nil {
 		status.CurrentState = longhorn.BackingImageManagerStateError

@@ -100,6 +100,25 @@ type Disk struct {
 	Name   string
 	Path   string
 	UUID   string
+	// Ready is the disk's Ready condition; NotReady says why it is not.
+	Ready    bool
+	NotReady string
+}
+
+// diskReadiness reads a disk's Ready condition.
+func diskReadiness(st *longhorn.DiskStatus) (bool, string) {
+	for _, c := range st.Conditions {
+		if c.Type == longhorn.ConditionTypeReady {
+			if c.Status == longhorn.ConditionStatusTrue {
+				return true, ""
+			}
+			if c.Message != "" {
+				return false, c.Message
+			}
+			return false, c.Reason
+		}
+	}
+	return false, "its readiness is not known yet"
 }
 
 // GetDiskByUUID finds the disk whose status records the UUID, on any node.
@@ -117,7 +136,8 @@ func (ds *DataStore) GetDiskByUUID(diskUUID string) (*Disk, error) {
 			if !ok {
 				continue
 			}
-			return &Disk{NodeID: node.Name, Name: name, Path: spec.Path, UUID: diskUUID}, nil
+			ready, why := diskReadiness(st)
+			return &Disk{NodeID: node.Name, Name: name, Path: spec.Path, UUID: diskUUID, Ready: ready, NotReady: why}, nil
 		}
 	}
 	return nil, fmt.Errorf("no node has a disk with UUID %s", diskUUID)
@@ -132,7 +152,8 @@ func (ds *DataStore) ListNodeDisks(nodeID string) ([]Disk, error) {
 	var out []Disk
 	for name, spec := range node.Spec.Disks {
 		if st := node.Status.DiskStatus[name]; st != nil && st.DiskUUID != "" {
-			out = append(out, Disk{NodeID: nodeID, Name: name, Path: spec.Path, UUID: st.DiskUUID})
+			ready, why := diskReadiness(st)
+			out = append(out, Disk{NodeID: nodeID, Name: name, Path: spec.Path, UUID: st.DiskUUID, Ready: ready, NotReady: why})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
