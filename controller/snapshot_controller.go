@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -163,7 +164,10 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if info == nil && running && snap.Status.CreationTime != "" {
-		if snap.Status.MarkRemoved {
+		// A delete and its purge may both land between two mirrors of
+		// the engine, so the object may never have seen the snapshot
+		// marked removed: the engine remembers what it purged.
+		if snap.Status.MarkRemoved || (hasEngine && run.Engine.WasPurged(snap.Name)) {
 			// Deleted and purged, by a recurring job or the API: the
 			// object goes too.
 			if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
@@ -209,7 +213,7 @@ func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name strin
 		}
 		_, err = c.ds.CreateSnapshot(ctx, &longhorn.Snapshot{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Labels: map[string]string{types.LabelVolume: v.Name},
+				Name: name, Labels: adoptedLabels(v.Name, info.Labels),
 				Finalizers: []string{types.LonghornFinalizer}, OwnerReferences: ownedBy(v),
 			},
 			Spec: longhorn.SnapshotSpec{Volume: v.Name, CreateSnapshot: false, Labels: info.Labels},
@@ -225,6 +229,19 @@ func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name strin
 		return nil
 	}
 	return nil
+}
+
+// adoptedLabels are the object labels of an engine snapshot's object: its
+// volume, and the recurring job that took it, so that
+// `kubectl delete lhsnap -l RecurringJob=<job>` prunes a job's snapshots.
+// A job name that is not a label value is left out (it is still in
+// status.labels).
+func adoptedLabels(volume string, engineLabels map[string]string) map[string]string {
+	labels := map[string]string{types.LabelVolume: volume}
+	if job := engineLabels[types.LabelRecurringJob]; job != "" && len(validation.IsValidLabelValue(job)) == 0 {
+		labels[types.LabelRecurringJob] = job
+	}
+	return labels
 }
 
 func (c *SnapshotController) releaseFinalizer(ctx context.Context, snap *longhorn.Snapshot) error {

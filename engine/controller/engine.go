@@ -71,6 +71,7 @@ type Engine struct {
 
 	purgeMu sync.Mutex
 	purge   PurgeStatus
+	purged  purgedNames
 
 	backupMu sync.Mutex
 	backups  map[string]*BackupStatus
@@ -259,6 +260,7 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 		return "", fmt.Errorf("%w: snapshot %s %w", ErrInvalid, name, ErrExists)
 	}
 	now := e.clock.Now()
+	e.purged.forget(name)
 	done := 0
 	for _, m := range members {
 		if err := m.r.CreateSnapshot(name, true, now, labels); err != nil {
@@ -396,6 +398,7 @@ func (e *Engine) purgeAll() error {
 		}
 		if i == 0 {
 			purged = p
+			e.purged.add(p)
 		}
 		e.purgeMu.Lock()
 		e.purge.Progress = (i + 1) * 100 / len(members)
