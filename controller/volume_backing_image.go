@@ -71,6 +71,9 @@ func (c *VolumeController) backingFiles(ctx context.Context, v *longhorn.Volume,
 	if bi.Status.UUID == "" {
 		return nil, fmt.Sprintf("backing image %s is not initialized yet", bi.Name), nil
 	}
+	if reason := volumeTooSmallForImage(v, bi); reason != "" {
+		return nil, reason, nil
+	}
 	if err := c.requestBackingFiles(ctx, bi, replicas); err != nil {
 		return nil, "", err
 	}
@@ -101,6 +104,17 @@ func (c *VolumeController) backingFiles(ctx context.Context, v *longhorn.Volume,
 		return nil, fmt.Sprintf("backing image %s: %s", bi.Name, strings.Join(waiting, "; ")), nil
 	}
 	return files, "", nil
+}
+
+// volumeTooSmallForImage says why a volume cannot start on its image
+// when it is smaller than the disk the image holds (known once a file is
+// ready), or returns "".
+func volumeTooSmallForImage(v *longhorn.Volume, bi *longhorn.BackingImage) string {
+	if bi.Status.VirtualSize <= v.Spec.Size {
+		return ""
+	}
+	return fmt.Sprintf("volume size %d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
+		v.Spec.Size, bi.Status.VirtualSize, bi.Name)
 }
 
 // requestBackingFiles adds the disks of the volume's replicas to the
