@@ -14,8 +14,8 @@ import (
 // The qcow2 reader's caches: L2 tables and inflated compressed clusters,
 // each about this many bytes (at least two clusters), per open reader.
 const (
-	qcow2L2CacheBytes         = 4 << 20
-	qcow2CompressedCacheBytes = 4 << 20
+	qcow2L2CacheBytes         = 1 << 20
+	qcow2CompressedCacheBytes = 2 << 20
 )
 
 // qcow2Reader reads the virtual disk of a qcow2 file, version 2 or 3,
