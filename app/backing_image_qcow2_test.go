@@ -124,3 +124,45 @@ func TestVolumeOnAQcow2BackingImage(t *testing.T) {
 		t.Fatal("a write reached the qcow2 image's file")
 	}
 }
+
+// TestVolumeWaitsOnAQcow2ImageItCannotUse: a qcow2 image with a backing
+// file of its own downloads and is ready (its bytes are the image's), but
+// has no virtual size; a volume on it waits, saying why, and never starts.
+func TestVolumeWaitsOnAQcow2ImageItCannotUse(t *testing.T) {
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img is not installed (Debian package qemu-utils, which scripts/test.sh installs): no qcow2 image to test with")
+	}
+	e, disks, replicaDisk, _ := twoDiskAPIEnv(t)
+	overlay := filepath.Join(t.TempDir(), "overlay.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", "-u", "-b", "/images/base.raw", "-F", "raw", overlay, "4M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v\n%s", err, out)
+	}
+	image, err := os.ReadFile(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, url := serveFile(t, "overlay.qcow2", image)
+	createDownloadImage(t, e.lh, e.ns, "overlay", url, sum, map[string]string{replicaDisk: disks[replicaDisk]})
+	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), &longhorn.Volume{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-overlay"},
+		Spec:       longhorn.VolumeSpec{Size: 8 << 20, NumberOfReplicas: 1, BackingImage: "overlay", NodeID: "node-1"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the volume waits, saying why the image cannot be used", func() (bool, error) {
+		v, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "on-overlay", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := conditionOf(v.Status.Conditions, controller.ConditionTypeWaitForBackingImage)
+		return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, "not a disk image volumes can use") &&
+			strings.Contains(c.Message, "/images/base.raw") && v.Status.State == longhorn.VolumeStateDetached, nil
+	})
+	bi, err := e.lh.LonghornV1beta2().BackingImages(e.ns).Get(context.Background(), "overlay", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := bi.Status.DiskFileStatusMap[replicaDisk]; f == nil || f.State != longhorn.BackingImageStateReady || bi.Status.VirtualSize != 0 {
+		t.Fatalf("the image's file %+v, virtual size %d: want ready, with no virtual size", f, bi.Status.VirtualSize)
+	}
+}

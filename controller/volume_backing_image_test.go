@@ -9,28 +9,37 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-func TestVolumeTooSmallForImage(t *testing.T) {
+func TestImageUnfitForVolume(t *testing.T) {
+	ready := func(msg string) map[string]*longhorn.BackingImageDiskFileStatus {
+		return map[string]*longhorn.BackingImageDiskFileStatus{"d1": {State: longhorn.BackingImageStateReady, Message: msg}}
+	}
 	cases := []struct {
-		name        string
-		volumeSize  int64
-		virtualSize int64
-		refused     bool
+		name       string
+		volumeSize int64
+		status     longhorn.BackingImageStatus
+		reason     string // "" when the volume may start
 	}{
-		{name: "a volume as large as the image starts", volumeSize: 1 << 30, virtualSize: 1 << 30},
-		{name: "a volume larger than the image starts", volumeSize: 2 << 30, virtualSize: 1 << 30},
-		{name: "an image whose size is not known yet does not hold the volume back", volumeSize: 1 << 20},
-		{name: "a volume smaller than the image's virtual size waits with the reason", volumeSize: 1 << 30, virtualSize: 1<<30 + 512, refused: true},
+		{name: "a volume as large as the image starts", volumeSize: 1 << 30,
+			status: longhorn.BackingImageStatus{Size: 1 << 20, VirtualSize: 1 << 30, DiskFileStatusMap: ready("")}},
+		{name: "a volume larger than the image starts", volumeSize: 2 << 30,
+			status: longhorn.BackingImageStatus{Size: 1 << 20, VirtualSize: 1 << 30, DiskFileStatusMap: ready("")}},
+		{name: "an image with no ready file yet does not hold the volume back", volumeSize: 1 << 20,
+			status: longhorn.BackingImageStatus{Size: 1 << 20, DiskFileStatusMap: map[string]*longhorn.BackingImageDiskFileStatus{
+				"d1": {State: longhorn.BackingImageStateInProgress}}}},
+		{name: "a volume smaller than the image's virtual size waits with the reason", volumeSize: 1 << 30,
+			status: longhorn.BackingImageStatus{Size: 1 << 20, VirtualSize: 1<<30 + 512, DiskFileStatusMap: ready("")},
+			reason: "volume size 1073741824 is smaller than the virtual size 1073742336 of backing image img"},
+		{name: "a ready file that is no disk image replicas can open holds the volume back with its message", volumeSize: 1 << 30,
+			status: longhorn.BackingImageStatus{Size: 1 << 20, DiskFileStatusMap: ready("volumes cannot use it: qcow2: encrypted")},
+			reason: "backing image img is not a disk image volumes can use: volumes cannot use it: qcow2: encrypted"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: longhorn.VolumeSpec{Size: c.volumeSize, BackingImage: "img"}}
-			bi := &longhorn.BackingImage{ObjectMeta: metav1.ObjectMeta{Name: "img"}, Status: longhorn.BackingImageStatus{VirtualSize: c.virtualSize}}
-			reason := volumeTooSmallForImage(v, bi)
-			if (reason != "") != c.refused {
-				t.Fatalf("reason %q, want refused %v", reason, c.refused)
-			}
-			if c.refused && !strings.Contains(reason, "smaller than the virtual size") {
-				t.Fatalf("reason %q does not say why", reason)
+			bi := &longhorn.BackingImage{ObjectMeta: metav1.ObjectMeta{Name: "img"}, Status: c.status}
+			reason := imageUnfitForVolume(v, bi)
+			if (reason == "") != (c.reason == "") || !strings.Contains(reason, c.reason) {
+				t.Fatalf("reason %q, want %q", reason, c.reason)
 			}
 		})
 	}
