@@ -20,14 +20,34 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
+// requireQemuImg skips a test that needs qcow2 images when qemu-img is
+// missing; call it before starting a daemon.
+func requireQemuImg(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img is not installed (Debian package qemu-utils, which scripts/test.sh installs): no qcow2 image to test with")
+	}
+}
+
+// qemuImg runs qemu-img and returns the bytes of the image it wrote at
+// out.
+func qemuImg(t *testing.T, out string, args ...string) []byte {
+	t.Helper()
+	if msg, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img %v: %v\n%s", args, err, msg)
+	}
+	image, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image
+}
+
 // qcow2Image makes a compressed qcow2 image (64 KiB clusters) of a raw
 // disk of size bytes: random data, a hole, a region that compresses. It
 // returns the raw disk and the image's bytes.
 func qcow2Image(t *testing.T, size int) ([]byte, []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img is not installed (Debian package qemu-utils, which scripts/test.sh installs): no qcow2 image to test with")
-	}
 	raw := make([]byte, size)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)
@@ -41,14 +61,7 @@ func qcow2Image(t *testing.T, size int) ([]byte, []byte) {
 	if err := os.WriteFile(src, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o", "cluster_size=65536", src, dst).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img convert: %v\n%s", err, out)
-	}
-	image, err := os.ReadFile(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw, image
+	return raw, qemuImg(t, dst, "convert", "-c", "-f", "raw", "-O", "qcow2", "-o", "cluster_size=65536", src, dst)
 }
 
 // TestVolumeOnAQcow2BackingImage: a qcow2 image downloaded from a local
@@ -57,8 +70,9 @@ func qcow2Image(t *testing.T, size int) ([]byte, []byte) {
 // volume large enough reads the image's disk (not the file's bytes)
 // through NBD, and writes never reach the file.
 func TestVolumeOnAQcow2BackingImage(t *testing.T) {
-	e, disks, replicaDisk, otherDisk := twoDiskAPIEnv(t)
+	requireQemuImg(t)
 	raw, image := qcow2Image(t, 3<<20+5*512)
+	e, disks, replicaDisk, otherDisk := twoDiskAPIEnv(t)
 	sum, url := serveFile(t, "disk.qcow2", image)
 	createDownloadImage(t, e.lh, e.ns, "qimg", url, sum, map[string]string{otherDisk: disks[otherDisk]})
 
@@ -129,18 +143,10 @@ func TestVolumeOnAQcow2BackingImage(t *testing.T) {
 // file of its own downloads and is ready (its bytes are the image's), but
 // has no virtual size; a volume on it waits, saying why, and never starts.
 func TestVolumeWaitsOnAQcow2ImageItCannotUse(t *testing.T) {
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img is not installed (Debian package qemu-utils, which scripts/test.sh installs): no qcow2 image to test with")
-	}
-	e, disks, replicaDisk, _ := twoDiskAPIEnv(t)
+	requireQemuImg(t)
 	overlay := filepath.Join(t.TempDir(), "overlay.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", "-u", "-b", "/images/base.raw", "-F", "raw", overlay, "4M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img create: %v\n%s", err, out)
-	}
-	image, err := os.ReadFile(overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
+	image := qemuImg(t, overlay, "create", "-f", "qcow2", "-u", "-b", "/images/base.raw", "-F", "raw", overlay, "4M")
+	e, disks, replicaDisk, _ := twoDiskAPIEnv(t)
 	sum, url := serveFile(t, "overlay.qcow2", image)
 	createDownloadImage(t, e.lh, e.ns, "overlay", url, sum, map[string]string{replicaDisk: disks[replicaDisk]})
 	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), &longhorn.Volume{
