@@ -52,15 +52,15 @@ func openQcow2(f *os.File) (backingReader, error) {
 // newQcow2Reader reads the qcow2 image in the fileSize bytes of f;
 // closer, if any, is closed with the reader.
 func newQcow2Reader(f io.ReaderAt, fileSize int64, closer io.Closer) (*qcow2Reader, error) {
-	q := &qcow2Reader{f: f, closer: closer, fileSize: fileSize}
-	var err error
-	buf := make([]byte, min(qcow2MaxHeaderRead, q.fileSize))
+	buf := make([]byte, min(qcow2MaxHeaderRead, fileSize))
 	if _, err := f.ReadAt(buf, 0); err != nil {
 		return nil, fmt.Errorf("qcow2: read the header: %w", err)
 	}
-	if q.h, err = parseQcow2Header(buf, q.fileSize); err != nil {
+	h, err := parseQcow2Header(buf, fileSize)
+	if err != nil {
 		return nil, err
 	}
+	q := &qcow2Reader{f: f, closer: closer, fileSize: fileSize, h: h}
 	if q.h.backingNameLen > 0 {
 		name := make([]byte, q.h.backingNameLen)
 		if _, err := f.ReadAt(name, q.h.backingNameOffset); err != nil {
@@ -112,7 +112,8 @@ func (q *qcow2Reader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := int(min(int64(len(p)), q.h.size-off))
 	cs, mask := q.h.clusterSize(), q.h.clusterSize()-1
-	// run is a pending read of consecutive data clusters into p[runAt:].
+	// run is a pending read of n bytes of consecutive data clusters at
+	// host in the file into p[at:].
 	var run struct{ host, at, n int64 }
 	flush := func() error {
 		if run.n == 0 {
