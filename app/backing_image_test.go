@@ -100,12 +100,20 @@ func serveImage(t *testing.T, size int) ([]byte, string, string) {
 	if _, err := rand.Read(content); err != nil {
 		t.Fatal(err)
 	}
+	sum, url := serveFile(t, "image.raw", content)
+	return content, sum, url
+}
+
+// serveFile serves content at /name from an HTTP server on 127.0.0.1
+// that the test stops, and returns its SHA512 and URL.
+func serveFile(t *testing.T, name string, content []byte) (string, string) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "image.raw", time.Time{}, bytes.NewReader(content))
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(content))
 	}))
 	t.Cleanup(srv.Close)
 	sum := sha512.Sum512(content)
-	return content, hex.EncodeToString(sum[:]), srv.URL + "/image.raw"
+	return hex.EncodeToString(sum[:]), srv.URL + "/" + name
 }
 
 func createDownloadImage(t *testing.T, lh lhclientset.Interface, ns, name, url, checksum string, disks map[string]string) {

@@ -224,7 +224,7 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 	status.BackingImageFileMap = make(map[string]longhorn.BackingImageFileInfo, len(files))
 	for fname, f := range files {
 		status.BackingImageFileMap[fname] = longhorn.BackingImageFileInfo{Name: f.Name, UUID: f.UUID, State: f.State,
-			Size: f.Size, Progress: f.Progress, CurrentChecksum: f.CurrentChecksum, Message: f.Message}
+			Size: f.Size, VirtualSize: f.VirtualSize, Progress: f.Progress, CurrentChecksum: f.CurrentChecksum, Message: f.Message}
 	}
 	return c.writeStatus(ctx, bim, status)
 }

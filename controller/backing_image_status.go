@@ -87,6 +87,9 @@ func backingImageStatus(v backingImageView, now string) longhorn.BackingImageSta
 		if bim := v.managers[disk]; bim != nil && st.State == longhorn.BackingImageStateReady {
 			if f, ok := bim.Status.BackingImageFileMap[bi.Name]; ok {
 				status.Size, status.Checksum = f.Size, f.CurrentChecksum
+				if f.VirtualSize > 0 {
+					status.VirtualSize = f.VirtualSize
+				}
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestBackingImageStatus(t *testing.T) {
 		return bim
 	}
 	ready := func(sum string) longhorn.BackingImageFileInfo {
-		return longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateReady, Size: 10, Progress: 100, CurrentChecksum: sum}
+		return longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateReady, Size: 10, VirtualSize: 64, Progress: 100, CurrentChecksum: sum}
 	}
 	dataSource := func(disk string, state longhorn.BackingImageState, sum, msg string, transferred bool) *longhorn.BackingImageDataSource {
 		return &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{UUID: "u1", DiskUUID: disk, FileTransferred: transferred},
@@ -40,6 +40,8 @@ func TestBackingImageStatus(t *testing.T) {
 		want      map[string]longhorn.BackingImageState
 		wantInMsg map[string]string
 		wantSum   string
+		// wantVirtualSize is the disk's size the image's status shows.
+		wantVirtualSize int64
 	}{
 		{
 			name: "the data source's state shows on its disk until the file is transferred",
@@ -53,10 +55,10 @@ func TestBackingImageStatus(t *testing.T) {
 			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateFailed}, wantInMsg: map[string]string{"d1": "checksum mismatch"},
 		},
 		{
-			name: "a ready file with the expected checksum is ready",
+			name: "a ready file with the expected checksum is ready and tells the image's virtual size",
 			view: backingImageView{image: image(sumA, "d1"), managers: map[string]*longhorn.BackingImageManager{
 				"d1": manager("d1", longhorn.BackingImageManagerStateRunning, ready(sumA))}},
-			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateReady}, wantSum: sumA,
+			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateReady}, wantSum: sumA, wantVirtualSize: 64,
 		},
 		{
 			name: "a file that hashes differently from spec.checksum is failed, never ready",
@@ -70,7 +72,7 @@ func TestBackingImageStatus(t *testing.T) {
 				managers: map[string]*longhorn.BackingImageManager{
 					"d1": manager("d1", longhorn.BackingImageManagerStateRunning, ready(sumA)),
 					"d2": manager("d2", longhorn.BackingImageManagerStateRunning, ready(sumB))}},
-			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateReady, "d2": longhorn.BackingImageStateFailed},
+			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateReady, "d2": longhorn.BackingImageStateFailed}, wantVirtualSize: 64,
 		},
 		{
 			name: "a file of an older image of the same name is not this image's",
@@ -102,6 +104,9 @@ func TestBackingImageStatus(t *testing.T) {
 			}
 			if c.wantSum != "" && got.Checksum != c.wantSum {
 				t.Fatalf("checksum %s, want %s", got.Checksum, c.wantSum)
+			}
+			if got.VirtualSize != c.wantVirtualSize {
+				t.Fatalf("virtual size %d, want %d", got.VirtualSize, c.wantVirtualSize)
 			}
 		})
 	}

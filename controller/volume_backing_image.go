@@ -71,6 +71,9 @@ func (c *VolumeController) backingFiles(ctx context.Context, v *longhorn.Volume,
 	if bi.Status.UUID == "" {
 		return nil, fmt.Sprintf("backing image %s is not initialized yet", bi.Name), nil
 	}
+	if reason := imageUnfitForVolume(v, bi); reason != "" {
+		return nil, reason, nil
+	}
 	if err := c.requestBackingFiles(ctx, bi, replicas); err != nil {
 		return nil, "", err
 	}
@@ -101,6 +104,33 @@ func (c *VolumeController) backingFiles(ctx context.Context, v *longhorn.Volume,
 		return nil, fmt.Sprintf("backing image %s: %s", bi.Name, strings.Join(waiting, "; ")), nil
 	}
 	return files, "", nil
+}
+
+// imageUnfitForVolume says why a volume cannot start on its image, or
+// returns "": the volume is smaller than the disk the image holds, or the
+// image's ready file is not a disk image replicas can open (a qcow2 image
+// with a backing file of its own, encrypted, corrupt): its manager then
+// reports no virtual size, and the reason in the file's message. Both are
+// known once a file is ready.
+func imageUnfitForVolume(v *longhorn.Volume, bi *longhorn.BackingImage) string {
+	if bi.Status.VirtualSize > v.Spec.Size {
+		return fmt.Sprintf("volume size %d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
+			v.Spec.Size, bi.Status.VirtualSize, bi.Name)
+	}
+	if bi.Status.VirtualSize > 0 || bi.Status.Size == 0 {
+		return ""
+	}
+	disks := make([]string, 0, len(bi.Status.DiskFileStatusMap))
+	for disk := range bi.Status.DiskFileStatusMap {
+		disks = append(disks, disk)
+	}
+	sort.Strings(disks)
+	for _, disk := range disks {
+		if st := bi.Status.DiskFileStatusMap[disk]; st != nil && st.State == longhorn.BackingImageStateReady {
+			return fmt.Sprintf("backing image %s is not a disk image volumes can use: %s", bi.Name, st.Message)
+		}
+	}
+	return ""
 }
 
 // requestBackingFiles adds the disks of the volume's replicas to the

@@ -62,6 +62,9 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 			return nil, fmt.Errorf("recurringJobSelector[%d]: %w", i, err)
 		}
 	}
+	if err := m.checkBackingImageSize(spec); err != nil {
+		return nil, err
+	}
 	v := &longhorn.Volume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: datastore.SelectorLabels(selector)},
 		Spec:       spec,
@@ -74,6 +77,29 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
 	}
 	return created, err
+}
+
+// checkBackingImageSize refuses a volume smaller than the disk its
+// backing image holds, once a ready file has told that size. An image
+// that does not exist yet, or whose size is not known yet, is not
+// refused here: the volume waits for it (WaitForBackingImage), and the
+// volume controller checks the size again.
+func (m *VolumeManager) checkBackingImageSize(spec longhorn.VolumeSpec) error {
+	if spec.BackingImage == "" {
+		return nil
+	}
+	bi, err := m.ds.GetBackingImageRO(spec.BackingImage)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if bi.Status.VirtualSize > spec.Size {
+		return invalid("size: %d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
+			spec.Size, bi.Status.VirtualSize, bi.Name)
+	}
+	return nil
 }
 
 // checkSelectorItem refuses an item whose name cannot be a label, and a

@@ -29,9 +29,12 @@ const DefaultTimeout = 30 * time.Second
 
 // FileInfo is the state of one file on a manager's disk.
 type FileInfo struct {
-	Name             string
-	UUID             string
-	Size             int64
+	Name string
+	UUID string
+	Size int64
+	// The size of the disk a ready file holds (0: unknown, or not a disk
+	// image volumes can use).
+	VirtualSize      int64
 	State            longhorn.BackingImageState
 	Progress         int
 	CurrentChecksum  string
@@ -44,7 +47,7 @@ type FileInfo struct {
 }
 
 func fromPB(i *pb.FileInfo) *FileInfo {
-	return &FileInfo{Name: i.Name, UUID: i.Uuid, Size: i.Size, State: longhorn.BackingImageState(i.State),
+	return &FileInfo{Name: i.Name, UUID: i.Uuid, Size: i.Size, VirtualSize: i.VirtualSize, State: longhorn.BackingImageState(i.State),
 		Progress: int(i.Progress), CurrentChecksum: i.CurrentChecksum, ExpectedChecksum: i.ExpectedChecksum,
 		Message: i.Message, Path: i.Path, Sending: int(i.Sending)}
 }

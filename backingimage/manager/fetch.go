@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -50,14 +51,24 @@ func (s *Server) progressFunc(name, uuid string, total int64, base, span int) fu
 	}
 }
 
-// markReady records a complete, verified file.
+// markReady records a complete, verified file, and the size of the disk
+// it holds, read from its header. A file that is not a disk image volumes
+// can use (a qcow2 image with a backing file of its own, encrypted,
+// corrupt) is still a ready copy of the image's bytes: its virtual size
+// stays 0 and the message says why replicas will refuse it.
 func (s *Server) markReady(log logrus.FieldLogger, name, uuid string, size int64, sum, how string) {
-	rel, _ := filepath.Rel(s.cfg.DiskPath, filepath.Join(s.folder(name, uuid), backingimage.DataFile))
+	path := filepath.Join(s.folder(name, uuid), backingimage.DataFile)
+	rel, _ := filepath.Rel(s.cfg.DiskPath, path)
+	virtualSize, err := replica.BackingFileVirtualSize(path)
+	if err != nil {
+		log.WithError(err).Warn("Backing image file is not a disk image volumes can use")
+		how = fmt.Sprintf("%s; volumes cannot use it: %v", how, err)
+	}
 	s.update(name, uuid, func(i *pb.FileInfo) {
-		i.State, i.Progress, i.Size, i.CurrentChecksum, i.Path, i.Message =
-			string(longhorn.BackingImageStateReady), 100, size, sum, rel, how
+		i.State, i.Progress, i.Size, i.VirtualSize, i.CurrentChecksum, i.Path, i.Message =
+			string(longhorn.BackingImageStateReady), 100, size, virtualSize, sum, rel, how
 	})
-	log.WithFields(logrus.Fields{"size": size, "checksum": sum}).Info("Backing image file is ready: " + how)
+	log.WithFields(logrus.Fields{"size": size, "virtualSize": virtualSize, "checksum": sum}).Info("Backing image file is ready: " + how)
 }
 
 // writeMeta is the hook that records a file just before it appears.

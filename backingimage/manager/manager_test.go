@@ -36,8 +36,8 @@ func TestFetchTakesTheDataSourceFileOnTheSameDisk(t *testing.T) {
 	}
 	info := waitFile(t, m.client, "ubuntu")
 	wantState(t, info, longhorn.BackingImageStateReady, "taken from the data source")
-	if info.CurrentChecksum != sha(data) || info.Size != int64(len(data)) || info.Progress != 100 {
-		t.Fatalf("info %+v", info)
+	if info.CurrentChecksum != sha(data) || info.Size != int64(len(data)) || info.VirtualSize != int64(len(data)) || info.Progress != 100 {
+		t.Fatalf("info %+v, want the raw file's size as its virtual size", info)
 	}
 	if got := m.fileBytes(t, "ubuntu", "u1"); string(got) != string(data) {
 		t.Fatal("the fetched file differs from the upload")

@@ -130,3 +130,16 @@ func (r *Replica) Backing() *BackingFile {
 	b := *r.meta.Backing
 	return &b
 }
+
+// BackingFileVirtualSize is the size of the disk a backing file holds:
+// the file's size for a raw image, the virtual size in a qcow2 image's
+// header. A file a replica could not open on (a qcow2 image with a
+// backing file of its own, encrypted, corrupt) is refused with the reason.
+func BackingFileVirtualSize(path string) (int64, error) {
+	b, err := openBacking(&BackingFile{Path: path})
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	return b.Size(), nil
+}

@@ -441,7 +441,11 @@ type FileInfo struct {
 	// The data file's path relative to the disk, once ready.
 	Path string `protobuf:"bytes,9,opt,name=path,proto3" json:"path,omitempty"`
 	// How many Sends of this file run now.
-	Sending       int32 `protobuf:"varint,10,opt,name=sending,proto3" json:"sending,omitempty"`
+	Sending int32 `protobuf:"varint,10,opt,name=sending,proto3" json:"sending,omitempty"`
+	// The size of the disk the file holds, once ready: its own size for a
+	// raw image, the virtual size in the header of a qcow2 one; 0 when the
+	// file is not a disk image a volume can use (message says why).
+	VirtualSize   int64 `protobuf:"varint,11,opt,name=virtual_size,json=virtualSize,proto3" json:"virtual_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +550,13 @@ func (x *FileInfo) GetSending() int32 {
 	return 0
 }
 
+func (x *FileInfo) GetVirtualSize() int64 {
+	if x != nil {
+		return x.VirtualSize
+	}
+	return 0
+}
+
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Files         map[string]*FileInfo   `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -621,7 +632,7 @@ const file_backingimage_rpc_manager_proto_rawDesc = "" +
 	"\n" +
 	"FileHeader\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x1a\n" +
-	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\x98\x02\n" +
+	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\xbb\x02\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -633,7 +644,8 @@ const file_backingimage_rpc_manager_proto_rawDesc = "" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x12\n" +
 	"\x04path\x18\t \x01(\tR\x04path\x12\x18\n" +
 	"\asending\x18\n" +
-	" \x01(\x05R\asending\"\xc3\x01\n" +
+	" \x01(\x05R\asending\x12!\n" +
+	"\fvirtual_size\x18\v \x01(\x03R\vvirtualSize\"\xc3\x01\n" +
 	"\fListResponse\x12N\n" +
 	"\x05files\x18\x01 \x03(\v28.longhorn.backingimagemanager.v1.ListResponse.FilesEntryR\x05files\x1ac\n" +
 	"\n" +

@@ -114,6 +114,12 @@ type BackingImageStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Size int64 `json:"size"`
+	// The size of the disk the image holds, from a ready file: the file's
+	// size for a raw image, the header's virtual size for a qcow2 one. A
+	// volume on the image must be at least this large. 0 while unknown.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	VirtualSize int64 `json:"virtualSize"`
 	// The SHA512 of the first file prepared.
 	// +optional
 	Checksum string `json:"checksum"`
@@ -136,6 +142,7 @@ type BackingImageStatus struct {
 // +kubebuilder:printcolumn:name="UUID",type=string,JSONPath=`.status.uuid`,description="The UUID of the backing image"
 // +kubebuilder:printcolumn:name="SourceType",type=string,JSONPath=`.spec.sourceType`,description="Where the first file comes from"
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`,description="The size of the file in bytes"
+// +kubebuilder:printcolumn:name="VirtualSize",type=integer,JSONPath=`.status.virtualSize`,description="The size of the disk the image holds, in bytes"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // BackingImage is a raw or qcow2 image that volumes start from, kept as

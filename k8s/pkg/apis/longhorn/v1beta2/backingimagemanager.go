@@ -51,6 +51,12 @@ type BackingImageFileInfo struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Size int64 `json:"size"`
+	// The size of the disk the ready file holds: the file's size for a raw
+	// image, the header's virtual size for a qcow2 one; 0 while unknown or
+	// when volumes cannot use the file.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	VirtualSize int64 `json:"virtualSize"`
 	// Percent of the file received, 0 to 100.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
