@@ -1,35 +1,24 @@
 package backingimage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
 )
 
-// DiskConfigFile is the file in which the node records a disk's identity
-// (see controller/node_disk.go).
-const DiskConfigFile = "longhorn-disk.cfg"
+// DiskConfigFile is the file in which the node records a disk's identity.
+const DiskConfigFile = diskconfig.File
 
 // ErrWrongDisk is returned when the folder at a disk path is not the
 // expected disk: another disk mounted there, or none at all.
 var ErrWrongDisk = errors.New("wrong disk")
 
-// ReadDiskUUID returns the UUID recorded in a disk's longhorn-disk.cfg.
+// ReadDiskUUID returns the UUID recorded in a disk's config.
 func ReadDiskUUID(disk string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(disk, DiskConfigFile))
+	cfg, err := diskconfig.Read(disk)
 	if err != nil {
 		return "", err
-	}
-	var cfg struct {
-		DiskUUID string `json:"diskUUID"`
-	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "", fmt.Errorf("disk config %s is corrupt: %w", filepath.Join(disk, DiskConfigFile), err)
-	}
-	if cfg.DiskUUID == "" {
-		return "", fmt.Errorf("disk config %s has no diskUUID", filepath.Join(disk, DiskConfigFile))
 	}
 	return cfg.DiskUUID, nil
 }

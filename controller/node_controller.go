@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -95,7 +96,7 @@ func (c *NodeController) Register(ctx context.Context, dataDir string) error {
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read node %s: %w", c.nodeID, err)
 	}
-	cfg, err := ensureDiskConfig(dataDir, "")
+	cfg, err := diskconfig.Ensure(dataDir, "")
 	if err != nil {
 		return fmt.Errorf("prepare default disk at %s: %w", dataDir, err)
 	}

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -52,7 +53,7 @@ func TestSetConditionKeepsTransitionTimeWhileStatusHolds(t *testing.T) {
 }
 
 func TestDiskStatus(t *testing.T) {
-	info := &diskInfo{Config: diskConfig{DiskUUID: "uuid-1"}, StorageMaximum: 1000, StorageAvail: 600}
+	info := &diskInfo{Config: diskconfig.Config{DiskUUID: "uuid-1"}, StorageMaximum: 1000, StorageAvail: 600}
 	cases := []struct {
 		name            string
 		spec            longhorn.DiskSpec
@@ -93,11 +94,11 @@ func TestDiskStatus(t *testing.T) {
 
 func TestEnsureDiskConfigKeepsTheUUID(t *testing.T) {
 	dir := t.TempDir()
-	first, err := ensureDiskConfig(dir, "disk-a")
+	first, err := diskconfig.Ensure(dir, "disk-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := ensureDiskConfig(dir, "other-name")
+	again, err := diskconfig.Ensure(dir, "other-name")
 	if err != nil {
 		t.Fatal(err)
 	}
