@@ -25,6 +25,10 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		`{"name":"vol","size":"99999999999999999999Ei"}`,
 		`{"name":"existing","isGroup":true}`,
 		`{"value":"true"}`,
+		`{"name":"img","sourceType":"download","parameters":{"url":"http://h/x"},"disks":["disk-a"],"minNumberOfCopies":2}`,
+		`{"name":"img","sourceType":"export-from-volume","parameters":{"volume-name":"vol","export-type":"qcow2"}}`,
+		`{"name":"up","sourceType":"upload","expectedChecksum":"00"}`,
+		`{"disks":["disk-a","disk-b"]}`, `{"disks":[""]}`, `{"disks":null}`,
 		`[]`, `null`, `{"name":`, `{"retain":1e400}`, "\x00", `{"labels":{"":""}}`,
 	} {
 		f.Add(seed)
@@ -35,7 +39,7 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 	}
 	volume := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol-0", Namespace: testNamespace}}
 	setting := &longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: "recurring-job-max-retention", Namespace: testNamespace}, Value: "100"}
-	s := newTestServer(f, existing, volume, setting)
+	s := newTestServer(f, append(backingImageObjects(), existing, volume, setting)...)
 	requests := []struct{ method, path string }{
 		{http.MethodPost, "/v1/recurringjobs"},
 		{http.MethodPut, "/v1/recurringjobs/existing"},
@@ -43,6 +47,10 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		{http.MethodPost, "/v1/volumes/vol-0?action=recurringJobAdd"},
 		{http.MethodPost, "/v1/volumes/vol-0?action=recurringJobDelete"},
 		{http.MethodPut, "/v1/settings/recurring-job-max-retention"},
+		{http.MethodPost, "/v1/backingimages"},
+		{http.MethodPost, "/v1/backingimages/base?action=backingImageCleanup"},
+		{http.MethodPost, "/v1/backingimages/up?action=upload&size=4"},
+		{http.MethodPost, "/v1/backingimages/base?action=upload&size=4"},
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, r := range requests {

@@ -71,6 +71,12 @@ func writeError(w http.ResponseWriter, err error) {
 		msg = strings.TrimPrefix(msg, manager.ErrInvalidInput.Error()+": ")
 	case errors.Is(err, manager.ErrNotFound):
 		status, code = http.StatusNotFound, "NotFound"
+	case errors.Is(err, manager.ErrConflict):
+		status, code = http.StatusConflict, "Conflict"
+		msg = strings.TrimPrefix(msg, manager.ErrConflict.Error()+": ")
+	case errors.Is(err, manager.ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, "Unavailable"
+		msg = strings.TrimPrefix(msg, manager.ErrUnavailable.Error()+": ")
 	}
 	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: msg})
 }

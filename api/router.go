@@ -35,12 +35,14 @@ type Server struct {
 	streams  *streams
 	metrics  *requestMetrics
 	registry *prometheus.Registry
+	// uploadWait bounds the wait for a new upload image's data source.
+	uploadWait time.Duration
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
 // to the informers, which must be the ones the datastore reads.
 func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, vm *manager.VolumeManager, clk clock.Clock, registry *prometheus.Registry) *Server {
-	s := &Server{ds: ds, vm: vm, clock: clk, logger: logger, registry: registry, metrics: newRequestMetrics(registry)}
+	s := &Server{ds: ds, vm: vm, clock: clk, logger: logger, registry: registry, metrics: newRequestMetrics(registry), uploadWait: defaultUploadWait}
 	s.streams = newStreams(s, inf)
 	return s
 }
@@ -110,6 +112,12 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/nodes", http.MethodGet, "nodes.list", s.listNodes)
 	handle("/v1/nodes/{name}", http.MethodGet, "nodes.get", s.getNode)
 
+	handle("/v1/backingimages", http.MethodGet, "backingimages.list", s.listBackingImages)
+	handle("/v1/backingimages", http.MethodPost, "backingimages.create", s.createBackingImage)
+	handle("/v1/backingimages/{name}", http.MethodGet, "backingimages.get", s.getBackingImage)
+	handle("/v1/backingimages/{name}", http.MethodDelete, "backingimages.delete", s.deleteBackingImage)
+	handle("/v1/backingimages/{name}", http.MethodPost, "backingimages.action", s.backingImageAction)
+
 	handle("/v1/ws/{resource}", http.MethodGet, "ws", s.serveStream)
 	handle("/v1/ws/{period}/{resource}", http.MethodGet, "ws", s.serveStream)
 
@@ -137,7 +145,7 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
 	base := baseURL(r)
 	w.Header().Set("X-API-Schemas", base+"/v1/schemas")
 	links := map[string]string{"self": base + "/v1", "schemas": base + "/v1/schemas"}
-	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes"} {
+	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages"} {
 		links[c] = base + "/v1/" + c
 	}
 	writeJSON(w, http.StatusOK, map[string]interface{}{"id": "v1", "type": "apiRoot", "links": links})

@@ -204,6 +204,38 @@ func schemas() []Schema {
 			},
 		},
 		{
+			ID: "backingImage", PluralName: "backingImages", collectionPath: "backingimages",
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "DELETE"},
+			ResourceFields: map[string]Field{
+				"name":              {Type: "string", Required: true, Create: true},
+				"sourceType":        {Type: "enum", Required: true, Create: true, Options: []string{"download", "upload", "export-from-volume"}},
+				"parameters":        {Type: "map[string]", Create: true, Nullable: true},
+				"expectedChecksum":  {Type: "string", Create: true},
+				"minNumberOfCopies": {Type: "int", Create: true, Default: 1, Min: intPtr(1)},
+				"disks":             {Type: "array[string]", Create: true, Nullable: true},
+				"uuid":              {Type: "string"},
+				"currentChecksum":   {Type: "string"},
+				"size":              {Type: "int"},
+				"diskFileStatusMap": {Type: "map[backingImageDiskFileStatus]"},
+				"deletionTimestamp": {Type: "string"},
+			},
+			ResourceActions: map[string]Action{
+				"backingImageCleanup": {Input: "backingImageCleanupInput", Output: "backingImage"},
+				"upload":              {Output: "backingImage"},
+			},
+		},
+		{
+			ID: "backingImageDiskFileStatus",
+			ResourceFields: map[string]Field{
+				"state":    {Type: "enum", Options: []string{"pending", "starting", "in-progress", "ready-for-transfer", "ready", "failed", "unknown"}},
+				"progress": {Type: "int"}, "message": {Type: "string"}, "lastStateTransitionTime": {Type: "string"},
+			},
+		},
+		{
+			ID:             "backingImageCleanupInput",
+			ResourceFields: map[string]Field{"disks": {Type: "array[string]", Required: true, Create: true}},
+		},
+		{
 			ID: "error",
 			ResourceFields: map[string]Field{
 				"status":  {Type: "int"},

@@ -27,6 +27,7 @@ const testNamespace = "longhorn-system"
 type testServer struct {
 	handler http.Handler
 	lh      *lhfake.Clientset
+	server  *Server
 }
 
 func newTestServer(tb testing.TB, objects ...runtime.Object) *testServer {
@@ -44,7 +45,7 @@ func newTestServer(tb testing.TB, objects ...runtime.Object) *testServer {
 	if err := ds.WaitForCacheSync(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	return &testServer{handler: s.Router(func() (bool, string) { return true, "" }), lh: lh}
+	return &testServer{handler: s.Router(func() (bool, string) { return true, "" }), lh: lh, server: s}
 }
 
 func testJobs(n int) []runtime.Object {

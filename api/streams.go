@@ -91,12 +91,17 @@ func newStreams(s *Server, inf datastore.Informers) *streams {
 			nodes, err := s.ds.ListNodesRO()
 			return s.nodeCollection(base, nodes), err
 		}},
+		"backingimages": {list: func(base string) (interface{}, error) {
+			images, err := s.ds.ListBackingImagesRO()
+			return s.backingImageCollection(base, images), err
+		}},
 	}}
 	informers := map[string]cache.SharedIndexInformer{
 		"recurringjobs": lh.RecurringJobs().Informer(),
 		"volumes":       lh.Volumes().Informer(),
 		"settings":      lh.Settings().Informer(),
 		"nodes":         lh.Nodes().Informer(),
+		"backingimages": lh.BackingImages().Informer(),
 	}
 	for name, h := range st.hubs {
 		h.subs = map[chan struct{}]struct{}{}
@@ -126,7 +131,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 	vars := mux.Vars(r)
 	h, ok := s.streams.hubs[vars["resource"]]
 	if !ok {
-		return notFound("no stream for %q; streams exist for recurringjobs, volumes, settings and nodes", vars["resource"])
+		return notFound("no stream for %q; streams exist for recurringjobs, volumes, settings, nodes and backingimages", vars["resource"])
 	}
 	var period time.Duration
 	if p := vars["period"]; p != "" {
