@@ -1,0 +1,31 @@
+package controller
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// The engine's rule for snapshot names.
+var snapshotName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+func TestExportSnapshotName(t *testing.T) {
+	for _, tc := range []struct {
+		name, image, uuid, want string
+	}{
+		{"named after the image and its UUID", "ubuntu", "0a1b2c3d", "bi-ubuntu-0a1b2c3d"},
+		{"a long image name is cut, the UUID kept", strings.Repeat("x", 80), "0a1b2c3d", "bi-" + strings.Repeat("x", 51) + "-0a1b2c3d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := exportSnapshotName(&longhorn.BackingImageDataSource{ObjectMeta: metav1.ObjectMeta{Name: tc.image},
+				Spec: longhorn.BackingImageDataSourceSpec{UUID: tc.uuid}})
+			if got != tc.want || !snapshotName.MatchString(got) {
+				t.Fatalf("got %q (valid: %v), want %q", got, snapshotName.MatchString(got), tc.want)
+			}
+		})
+	}
+}
