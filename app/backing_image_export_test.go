@@ -69,8 +69,9 @@ func (e *apiEnv) attachVolume(t *testing.T, name string) string {
 // TestBackingImageExportedFromAVolume: a backing image exported raw from
 // an attached volume is the volume's bytes (checksum and all), a new
 // volume on it reads them; a qcow2 export holds the same image; the
-// export reads a snapshot the controller took; a missing volume fails
-// with the reason, and a detached one waits until it is attached.
+// export reads a snapshot the controller took, which the engine keeps
+// from deletion meanwhile; a missing volume fails with the reason, and a
+// detached one waits until it is attached.
 func TestBackingImageExportedFromAVolume(t *testing.T) {
 	e, disks, _, _ := twoDiskAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
@@ -96,6 +97,13 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 		labels, _ := r.body["labels"].(map[string]interface{})
 		return r.status == 200 && labels[controller.ExportSnapshotLabel] == "from-src", nil
 	})
+
+	// The engine holds the snapshot for a while after the export's last
+	// read: a delete now is refused with the reason.
+	r := e.call(t, "POST", "/v1/volumes/src?action=snapshotDelete", `{"name":"`+snapName+`"}`)
+	if r.status != 400 || !strings.Contains(r.raw, "is held until") || !strings.Contains(r.raw, "export") {
+		t.Fatalf("deleting the snapshot just exported: %d %s", r.status, r.raw)
+	}
 
 	// A volume on the exported image reads the source's bytes.
 	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":1,"backingImage":"from-src"}`).expect(t, 200)
