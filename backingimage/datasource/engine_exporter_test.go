@@ -20,7 +20,7 @@ import (
 
 // serveEngine runs the engine service of volume "vol" (size bytes, one
 // replica) on loopback and returns its address and engine.
-func serveEngine(t *testing.T, size int64) (string, *controller.Engine) {
+func serveEngine(t testing.TB, size int64) (string, *controller.Engine) {
 	t.Helper()
 	r, err := replica.Create(filepath.Join(t.TempDir(), "r1"), size)
 	if err != nil {
