@@ -158,3 +158,69 @@ func TestSnapshotReadHoldsTheSnapshot(t *testing.T) {
 		t.Fatalf("read past the end: %v", err)
 	}
 }
+
+// TestSnapshotReadSurvivesAPurgeOfItsAncestors: purging a removed parent
+// merges it into the snapshot being read; what the read returns does not
+// change, during the read or after.
+func TestSnapshotReadSurvivesAPurgeOfItsAncestors(t *testing.T) {
+	const size = 4 << 20
+	c, e, _ := serveWithClock(t, size)
+	ctx := context.Background()
+	want := make([]byte, size)
+	old := bytes.Repeat([]byte{1}, 1<<20)
+	if _, err := e.WriteAt(old, 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(want, old)
+	if _, err := c.SnapshotCreate(ctx, "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	newer := bytes.Repeat([]byte{2}, 4096)
+	if _, err := e.WriteAt(newer, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[512<<10:], newer)
+	if _, err := c.SnapshotCreate(ctx, "s2", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	view, release, err := e.OpenSnapshotForRead("s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := c.SnapshotDelete(ctx, "s1"); err != nil {
+		t.Fatalf("the parent of the snapshot being read may go: %v", err)
+	}
+	if err := c.SnapshotPurge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := c.SnapshotPurgeStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, s := range st {
+			done = done && !s.IsPurging && s.State == "complete"
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("purge still running: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if list, _ := c.SnapshotList(ctx); list["s1"] != nil {
+		t.Fatal("s1 was not purged")
+	}
+	got := make([]byte, size)
+	if _, err := view.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the open read changed under the purge (%v)", err)
+	}
+	if _, err := c.SnapshotRead(ctx, "s2", got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("a read after the purge differs (%v)", err)
+	}
+}
