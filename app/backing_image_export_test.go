@@ -126,15 +126,39 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 	e.createExportImage(t, "from-nothing", "nothing", longhorn.ExportTypeRaw)
 	e.waitImageFile(t, "from-nothing", longhorn.BackingImageStateFailed, `sourceParameters.volume-name "nothing": the volume does not exist`)
 
-	// A detached volume: the export waits, then goes on once attached.
-	e.call(t, "POST", "/v1/volumes", `{"name":"later","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	// A detached volume: the export waits, then goes on once attached. The
+	// volume is large enough (2 GiB, empty: the engine sends nothing, the
+	// data source hashes the zeros) for the export to last several polls,
+	// and its progress shows in the data source's status as it goes.
+	e.call(t, "POST", "/v1/volumes", `{"name":"later","size":"2Gi","numberOfReplicas":1}`).expect(t, 200)
 	e.waitVolumeFor(t, 60*time.Second, "later", "later detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
 	e.createExportImage(t, "from-later", "later", longhorn.ExportTypeRaw)
 	e.waitImageFile(t, "from-later", longhorn.BackingImageStatePending, "the volume is not attached")
+	attached := time.Now()
 	e.attachVolume(t, "later")
-	later, _ := e.waitImageFile(t, "from-later", longhorn.BackingImageStateReady, "")
-	zeros := sha512.Sum512(make([]byte, 4<<20))
-	if later.Status.Checksum != hex.EncodeToString(zeros[:]) {
-		t.Fatalf("the export of an empty 4 MiB volume hashes to %s", later.Status.Checksum)
+	progress := map[int]bool{}
+	var done longhorn.BackingImageDataSourceStatus
+	eventually(t, 120*time.Second, "the export of later is ready for transfer", func() (bool, error) {
+		bids, err := e.lh.LonghornV1beta2().BackingImageDataSources(e.ns).Get(context.Background(), "from-later", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		done = bids.Status
+		if done.CurrentState == longhorn.BackingImageStateInProgress && done.Progress > 0 && done.Progress < 100 {
+			progress[done.Progress] = true
+		}
+		return done.CurrentState == longhorn.BackingImageStateReadyForTransfer, nil
+	})
+	// The controller polls the server every 3 s: an export that lasts
+	// longer than two polls must have shown its progress (on this
+	// machine it lasts about 8 s and shows two or three values).
+	if took := time.Since(attached); len(progress) == 0 && took > 7*time.Second {
+		t.Fatalf("the export took %s, and the data source's status never showed it in progress between 0 and 100%%", took.Round(time.Second))
 	}
+	// `head -c 2G /dev/zero | sha512sum`
+	const zeros2GiB = "0414cac598ebfa08e8e9c6d2544aa414385b9985c5d67d7a8746aa64324c715fa96ff63351016d30dd2b89276252c121c71619f15496b5ca95785d0b25fe4dfd"
+	if done.Checksum != zeros2GiB || done.Size != 2<<30 {
+		t.Fatalf("the export of an empty 2 GiB volume hashes to %s, size %d", done.Checksum, done.Size)
+	}
+	t.Logf("progress seen during the export of 2 GiB: %v", progress)
 }
