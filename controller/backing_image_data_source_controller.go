@@ -191,6 +191,9 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		if last.State == longhorn.BackingImageStateReadyForTransfer {
 			c.resetRestarts(name)
 		}
+		if retryFailedExport(bids, last) {
+			c.retryExport(name, last.Message)
+		}
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
 	}

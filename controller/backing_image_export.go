@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -101,4 +102,23 @@ func (c *BackingImageController) exportEngineNode(bi *longhorn.BackingImage) str
 		return ""
 	}
 	return src.EngineNode
+}
+
+// retryFailedExport tells whether an export that failed inside its server
+// is tried again: the snapshot is still there to read, and the cause may
+// have passed (the volume was detached or its engine restarted midway). A
+// cancelled export is not.
+func retryFailedExport(bids *longhorn.BackingImageDataSource, last *datasource.FileStatus) bool {
+	return bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume &&
+		last.State == longhorn.BackingImageStateFailed && last.Message != datasource.CancelledMessage
+}
+
+// retryExport stops a failed export's server, keeping its status, and
+// lets the next sync start a new one after the backoff; that sync waits
+// for the volume to be attached first.
+func (c *BackingImageDataSourceController) retryExport(name, why string) {
+	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Warn("Export failed: stopping its server, to try again from the same snapshot after the backoff")
+	c.stopMonitor(name)
+	c.runner.Stop(dataSourceServerKey(name))
+	c.noteRestartFailure(name)
 }

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -25,6 +26,29 @@ func TestExportSnapshotName(t *testing.T) {
 				Spec: longhorn.BackingImageDataSourceSpec{UUID: tc.uuid}})
 			if got != tc.want || !snapshotName.MatchString(got) {
 				t.Fatalf("got %q (valid: %v), want %q", got, snapshotName.MatchString(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestRetryFailedExport(t *testing.T) {
+	export := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeExportFromVolume}}
+	download := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeDownload}}
+	failed := &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: "volume vol has no engine on this node"}
+	for _, tc := range []struct {
+		name string
+		bids *longhorn.BackingImageDataSource
+		last *datasource.FileStatus
+		want bool
+	}{
+		{"an export that failed midway is tried again", export, failed, true},
+		{"a cancelled export is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: datasource.CancelledMessage}, false},
+		{"an export in progress is left alone", export, &datasource.FileStatus{State: longhorn.BackingImageStateInProgress}, false},
+		{"a failed download stays failed", download, failed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := retryFailedExport(tc.bids, tc.last); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
