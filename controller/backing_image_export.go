@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
@@ -107,10 +109,12 @@ func (c *BackingImageController) exportEngineNode(bi *longhorn.BackingImage) str
 // retryFailedExport tells whether an export that failed inside its server
 // is tried again: the snapshot is still there to read, and the cause may
 // have passed (the volume was detached or its engine restarted midway). A
-// cancelled export is not.
+// cancelled export is not, nor one whose file hashed to another checksum
+// than the expected one: the same snapshot would again.
 func retryFailedExport(bids *longhorn.BackingImageDataSource, last *datasource.FileStatus) bool {
 	return bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume &&
-		last.State == longhorn.BackingImageStateFailed && last.Message != datasource.CancelledMessage
+		last.State == longhorn.BackingImageStateFailed && last.Message != datasource.CancelledMessage &&
+		!strings.Contains(last.Message, backingimage.ErrChecksumMismatch.Error())
 }
 
 // retryExport stops a failed export's server, keeping its status, and

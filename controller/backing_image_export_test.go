@@ -43,6 +43,8 @@ func TestRetryFailedExport(t *testing.T) {
 	}{
 		{"an export that failed midway is tried again", export, failed, true},
 		{"a cancelled export is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: datasource.CancelledMessage}, false},
+		{"an export whose file has another checksum than expected is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed,
+			Message: "export snapshot s of volume v: checksum mismatch: the file hashes to 1, want 2"}, false},
 		{"an export in progress is left alone", export, &datasource.FileStatus{State: longhorn.BackingImageStateInProgress}, false},
 		{"a failed download stays failed", download, failed, false},
 	} {
