@@ -17,6 +17,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -72,6 +73,8 @@ func BackingImageDataSourceCmd() cli.Command {
 			cli.StringSliceFlag{Name: "parameter", Usage: "a source parameter, key=value (url for download); repeatable"},
 			cli.StringFlag{Name: "checksum", Usage: "the expected SHA512; a file that differs fails"},
 			cli.DurationFlag{Name: "stall-timeout", Value: datasource.DefaultStallTimeout, Usage: "fail a download or upload that receives nothing for this long"},
+			cli.StringFlag{Name: "engine-address", Usage: "host:port of the engine service that runs the volume (required for export-from-volume)"},
+			cli.DurationFlag{Name: "engine-timeout", Value: engineapi.DefaultTimeout, Usage: "deadline of each call of the engine (one range of the snapshot)"},
 		}, diskFlags...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -85,16 +88,25 @@ func BackingImageDataSourceCmd() cli.Command {
 				return err
 			}
 			sourceType := longhorn.BackingImageDataSourceType(c.String("source-type"))
+			var exporter datasource.VolumeExporter
 			if sourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
-				// The engine-backed VolumeExporter comes with the controllers.
-				return errors.New("--source-type export-from-volume: not available from the command line yet (the controllers provide the engine's snapshot reader)")
+				if err := requireFlags(c, "engine-address"); err != nil {
+					return fmt.Errorf("%w for export-from-volume", err)
+				}
+				if _, _, err := net.SplitHostPort(c.String("engine-address")); err != nil {
+					return fmt.Errorf("--engine-address %q: must be host:port: %w", c.String("engine-address"), err)
+				}
+				if c.Duration("engine-timeout") <= 0 {
+					return fmt.Errorf("--engine-timeout must be positive, got %s", c.Duration("engine-timeout"))
+				}
+				exporter = datasource.EngineExporter{Address: c.String("engine-address"), Timeout: c.Duration("engine-timeout")}
 			}
 			srv, err := datasource.New(datasource.Config{
 				Name: c.String("name"), UUID: c.String("uuid"),
 				DiskPath: c.String("disk-path"), DiskUUID: c.String("disk-uuid"),
 				SourceType: sourceType, Parameters: params, ExpectedChecksum: c.String("checksum"),
-				StallTimeout: c.Duration("stall-timeout"),
-				Log:          logrus.WithField("component", "backing-image-data-source"),
+				StallTimeout: c.Duration("stall-timeout"), Exporter: exporter,
+				Log: logrus.WithField("component", "backing-image-data-source"),
 			})
 			if err != nil {
 				return err

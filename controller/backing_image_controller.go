@@ -163,12 +163,17 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 // pickFirstDisk gives an image created with no disk the first disk of the
 // owner's node, where its data source will prepare the file.
 func (c *BackingImageController) pickFirstDisk(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
-	disks, err := c.ds.ListNodeDisks(c.nodeID)
+	node := c.nodeID
+	if n := c.exportEngineNode(bi); n != "" {
+		// An export runs where the volume's engine does.
+		node = n
+	}
+	disks, err := c.ds.ListNodeDisks(node)
 	if err != nil {
 		return err
 	}
 	if len(disks) == 0 {
-		return fmt.Errorf("backing image %s has no disk and node %s has no disk with a UUID yet", bi.Name, c.nodeID)
+		return fmt.Errorf("backing image %s has no disk and node %s has no disk with a UUID yet", bi.Name, node)
 	}
 	bi = bi.DeepCopy()
 	bi.Spec.Disks = map[string]string{disks[0].UUID: ""}
@@ -196,9 +201,16 @@ func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus
 		return nil, nil
 	}
 	var disk *datastore.Disk
+	engineNode := c.exportEngineNode(bi)
 	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
-		if disk, err = c.ds.GetDiskByUUID(diskUUID); err == nil {
-			break
+		d, err := c.ds.GetDiskByUUID(diskUUID)
+		if err != nil {
+			continue
+		}
+		// The first disk found, or for an export the first on the
+		// engine's node.
+		if disk == nil || (engineNode != "" && d.NodeID == engineNode && disk.NodeID != engineNode) {
+			disk = d
 		}
 	}
 	if disk == nil {

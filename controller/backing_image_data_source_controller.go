@@ -16,6 +16,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -40,6 +41,8 @@ type BackingImageDataSourceController struct {
 	nodeID string
 	runner ServerRunner
 	clock  clock.Clock
+	// newEngineClient reaches a volume's engine (export-from-volume).
+	newEngineClient func(address, volume string) (engineapi.EngineClient, error)
 
 	mu       sync.Mutex
 	monitors map[string]*dataSourceMonitor
@@ -68,7 +71,7 @@ type restartBackoff struct {
 func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
 	nodeID string, runner ServerRunner, clk clock.Clock) *BackingImageDataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
-	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk,
+	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, newEngineClient: defaultEngineClient,
 		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
 	c.baseController = newBaseController("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.eventHandler())
@@ -135,9 +138,23 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			c.queue.AddAfter(key, wait)
 			return c.writeStatus(ctx, bids, status)
 		}
-		args, err := dataSourceArgs(bids)
+		params, extra := bids.Spec.Parameters, []string(nil)
+		var err error
+		if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
+			params, extra, err = c.prepareExport(ctx, bids)
+			if isExportWait(err) {
+				// Not a failure: the export goes on once the volume is attached.
+				status.CurrentState, status.Message, status.IP = longhorn.BackingImageStatePending, err.Error(), ""
+				c.queue.AddAfter(key, exportWaitRecheck)
+				return c.writeStatus(ctx, bids, status)
+			}
+		}
+		var args []string
 		if err == nil {
-			err = c.runner.Start(dataSourceServerKey(name), args)
+			args, err = dataSourceArgs(bids, params)
+		}
+		if err == nil {
+			err = c.runner.Start(dataSourceServerKey(name), append(args, extra...))
 		}
 		if err != nil {
 			c.logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
@@ -150,9 +167,12 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			return err
 		}
 		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
+		status.RunningParameters = params
 	}
 	status.IP = addr
-	status.RunningParameters = bids.Spec.Parameters
+	if bids.Spec.SourceType != longhorn.BackingImageDataSourceTypeExportFromVolume || status.RunningParameters == nil {
+		status.RunningParameters = bids.Spec.Parameters
+	}
 	m := c.ensureMonitor(key, name, addr)
 	m.mu.Lock()
 	last, failures, lastErr, stopped := m.last, m.failures, m.lastErr, m.stopped
@@ -170,6 +190,9 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		status.Size, status.Progress, status.Checksum, status.Message = max(last.Size, 0), last.Progress, last.Checksum, last.Message
 		if last.State == longhorn.BackingImageStateReadyForTransfer {
 			c.resetRestarts(name)
+		}
+		if retryFailedExport(bids, last) {
+			c.retryExport(name, last.Message)
 		}
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
@@ -190,23 +213,21 @@ func (c *BackingImageDataSourceController) writeStatus(ctx context.Context, bids
 	return err
 }
 
-// dataSourceArgs are the server's flags for the object's spec.
-func dataSourceArgs(bids *longhorn.BackingImageDataSource) ([]string, error) {
-	if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
-		return nil, errors.New("sourceType export-from-volume is not supported yet: the engine's snapshot reader is not wired to the data source")
-	}
+// dataSourceArgs are the server's flags for the object's spec, with the
+// source parameters params (the spec's, and for an export the snapshot).
+func dataSourceArgs(bids *longhorn.BackingImageDataSource, params map[string]string) ([]string, error) {
 	if bids.Spec.DiskPath == "" || bids.Spec.DiskUUID == "" || bids.Spec.UUID == "" {
 		return nil, fmt.Errorf("spec.diskPath, spec.diskUUID and spec.uuid must be set (got %q, %q, %q)", bids.Spec.DiskPath, bids.Spec.DiskUUID, bids.Spec.UUID)
 	}
 	args := []string{"backing-image-data-source", "--name", bids.Name, "--uuid", bids.Spec.UUID,
 		"--source-type", string(bids.Spec.SourceType), "--disk-path", bids.Spec.DiskPath, "--disk-uuid", bids.Spec.DiskUUID}
-	keys := make([]string, 0, len(bids.Spec.Parameters))
-	for k := range bids.Spec.Parameters {
+	keys := make([]string, 0, len(params))
+	for k := range params {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		args = append(args, "--parameter", k+"="+bids.Spec.Parameters[k])
+		args = append(args, "--parameter", k+"="+params[k])
 	}
 	if bids.Spec.Checksum != "" {
 		args = append(args, "--checksum", bids.Spec.Checksum)

@@ -14,8 +14,12 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-// VolumeExporter reads volume snapshots for export-from-volume. The
-// controllers will provide one that reads through the volume's engine.
+// exportReadSize is how much of a snapshot one read asks for: one call of
+// the engine each, and a step of the progress.
+const exportReadSize = 8 << 20
+
+// VolumeExporter reads volume snapshots for export-from-volume:
+// EngineExporter reads them through the volume's engine.
 type VolumeExporter interface {
 	// OpenSnapshot returns the content of a volume's snapshot as a raw
 	// disk image of the volume's size.
@@ -92,7 +96,7 @@ func (s *Server) copySnapshot(ctx context.Context, snap SnapshotReader, path, ex
 		return "", err
 	}
 	defer part.Abort()
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, exportReadSize)
 	for off := int64(0); off < size; {
 		if ctx.Err() != nil {
 			return "", context.Cause(ctx)

@@ -91,7 +91,10 @@ type Server struct {
 	closed      bool
 }
 
-var errCancelled = errors.New("cancelled by request")
+// CancelledMessage is the message of a file whose work was cancelled.
+const CancelledMessage = "cancelled by request"
+
+var errCancelled = errors.New(CancelledMessage)
 
 // New checks cfg and returns a server that has not started yet.
 func New(cfg Config) (*Server, error) {

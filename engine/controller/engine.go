@@ -76,6 +76,11 @@ type Engine struct {
 	backupMu sync.Mutex
 	backups  map[string]*BackupStatus
 	restore  RestoreStatus
+
+	// holds are the snapshots reads keep from deletion, by name.
+	holdMu sync.Mutex
+	holds  map[string]*snapshotHold
+
 	// changed is called after any change callers may want to observe.
 	changed func()
 	// generation moves with every change of what the engine reports,
@@ -319,6 +324,10 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	members := e.healthy()
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
+	}
+	if why := e.heldReason(name); why != "" {
+		e.logHeldDelete(name, why)
+		return fmt.Errorf("%w: snapshot %s %s", ErrPrecondition, name, why)
 	}
 	for i, m := range members {
 		if err := m.r.MarkRemoved(name); err != nil {

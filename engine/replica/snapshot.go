@@ -222,3 +222,15 @@ func (r *Replica) MarkRemoved(name string) error {
 	next.Snapshots[name].Removed = true
 	return r.commit(next)
 }
+
+// SnapshotRemoved tells whether snapshot name exists and whether it is
+// marked removed, without reading any layer.
+func (r *Replica) SnapshotRemoved(name string) (exists, removed bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	m, ok := r.meta.Snapshots[name]
+	if !ok {
+		return false, false
+	}
+	return true, m.Removed
+}

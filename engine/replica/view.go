@@ -59,11 +59,18 @@ func (v *SnapshotView) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > v.size {
 		return 0, fmt.Errorf("range %d+%d is outside the volume of %d bytes", off, len(p), v.size)
 	}
+	end := off + int64(len(p))
 	for done := 0; done < len(p); {
 		pos := off + int64(done)
-		n := min(int64(len(p)-done), BlockSize-pos%BlockSize)
+		layer := v.location[pos/BlockSize]
+		// One read for the run of following blocks in the same layer.
+		next := (pos/BlockSize + 1) * BlockSize
+		for next < end && v.location[next/BlockSize] == layer {
+			next += BlockSize
+		}
+		n := min(next, end) - pos
 		chunk := p[done : done+int(n)]
-		if layer := v.location[pos/BlockSize]; layer == 0 {
+		if layer == 0 {
 			if err := readBacking(v.backing, chunk, pos); err != nil {
 				return done, err
 			}
@@ -87,4 +94,29 @@ func (v *SnapshotView) Close() error {
 		v.backing.Close()
 	}
 	return nil
+}
+
+// DataRuns calls fn for every run of [off, end) that may hold data: the
+// blocks some layer holds, and those the backing file covers. The rest
+// reads as zeros, so a reader of the snapshot may skip it.
+func (v *SnapshotView) DataRuns(off, end int64, fn func(start, end int64)) {
+	end = min(end, v.size)
+	var backingEnd int64
+	if v.backing != nil {
+		backingEnd = v.backing.Size()
+	}
+	data := func(b int64) bool { return v.location[b] != 0 || b*BlockSize < backingEnd }
+	start := int64(-1)
+	for b := max(off, 0) / BlockSize; b*BlockSize < end; b++ {
+		switch has := data(b); {
+		case has && start < 0:
+			start = max(b*BlockSize, off)
+		case !has && start >= 0:
+			fn(start, b*BlockSize)
+			start = -1
+		}
+	}
+	if start >= 0 {
+		fn(start, end)
+	}
 }

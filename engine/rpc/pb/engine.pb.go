@@ -913,6 +913,135 @@ func (x *RestoreStatusResponse) GetBackupUrl() string {
 	return ""
 }
 
+type SnapshotReadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Snapshot      string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        int64                  `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotReadRequest) Reset() {
+	*x = SnapshotReadRequest{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotReadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotReadRequest) ProtoMessage() {}
+
+func (x *SnapshotReadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotReadRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotReadRequest) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SnapshotReadRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *SnapshotReadRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *SnapshotReadRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SnapshotReadRequest) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+type SnapshotChunk struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Offset int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data   []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// Set in the first message only.
+	VolumeSize    int64 `protobuf:"varint,3,opt,name=volume_size,json=volumeSize,proto3" json:"volume_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SnapshotChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetVolumeSize() int64 {
+	if x != nil {
+		return x.VolumeSize
+	}
+	return 0
+}
+
 var File_engine_rpc_engine_proto protoreflect.FileDescriptor
 
 const file_engine_rpc_engine_proto_rawDesc = "" +
@@ -993,7 +1122,17 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12#\n" +
 	"\rlast_restored\x18\x05 \x01(\tR\flastRestored\x12\x1d\n" +
 	"\n" +
-	"backup_url\x18\x06 \x01(\tR\tbackupUrl2\xa3\b\n" +
+	"backup_url\x18\x06 \x01(\tR\tbackupUrl\"y\n" +
+	"\x13SnapshotReadRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x03R\x06length\"\\\n" +
+	"\rSnapshotChunk\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1f\n" +
+	"\vvolume_size\x18\x03 \x01(\x03R\n" +
+	"volumeSize2\x81\t\n" +
 	"\x06Engine\x12J\n" +
 	"\tVolumeGet\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1a.longhorn.engine.v1.Volume\x12g\n" +
 	"\x0eSnapshotCreate\x12).longhorn.engine.v1.SnapshotCreateRequest\x1a*.longhorn.engine.v1.SnapshotCreateResponse\x12[\n" +
@@ -1006,7 +1145,8 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\fBackupCreate\x12'.longhorn.engine.v1.BackupCreateRequest\x1a(.longhorn.engine.v1.BackupCreateResponse\x12[\n" +
 	"\fBackupStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a(.longhorn.engine.v1.BackupStatusResponse\x12H\n" +
 	"\aRestore\x12\".longhorn.engine.v1.RestoreRequest\x1a\x19.longhorn.engine.v1.Empty\x12]\n" +
-	"\rRestoreStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a).longhorn.engine.v1.RestoreStatusResponseB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
+	"\rRestoreStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a).longhorn.engine.v1.RestoreStatusResponse\x12\\\n" +
+	"\fSnapshotRead\x12'.longhorn.engine.v1.SnapshotReadRequest\x1a!.longhorn.engine.v1.SnapshotChunk0\x01B;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
 
 var (
 	file_engine_rpc_engine_proto_rawDescOnce sync.Once
@@ -1020,7 +1160,7 @@ func file_engine_rpc_engine_proto_rawDescGZIP() []byte {
 	return file_engine_rpc_engine_proto_rawDescData
 }
 
-var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_engine_rpc_engine_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: longhorn.engine.v1.Empty
 	(*VolumeRequest)(nil),          // 1: longhorn.engine.v1.VolumeRequest
@@ -1037,19 +1177,21 @@ var file_engine_rpc_engine_proto_goTypes = []any{
 	(*BackupStatusResponse)(nil),   // 12: longhorn.engine.v1.BackupStatusResponse
 	(*RestoreRequest)(nil),         // 13: longhorn.engine.v1.RestoreRequest
 	(*RestoreStatusResponse)(nil),  // 14: longhorn.engine.v1.RestoreStatusResponse
-	nil,                            // 15: longhorn.engine.v1.Volume.ReplicaModesEntry
-	nil,                            // 16: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 17: longhorn.engine.v1.Snapshot.LabelsEntry
-	nil,                            // 18: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	nil,                            // 19: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	(*SnapshotReadRequest)(nil),    // 15: longhorn.engine.v1.SnapshotReadRequest
+	(*SnapshotChunk)(nil),          // 16: longhorn.engine.v1.SnapshotChunk
+	nil,                            // 17: longhorn.engine.v1.Volume.ReplicaModesEntry
+	nil,                            // 18: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 19: longhorn.engine.v1.Snapshot.LabelsEntry
+	nil,                            // 20: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	nil,                            // 21: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
 }
 var file_engine_rpc_engine_proto_depIdxs = []int32{
-	15, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
-	16, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	17, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
+	17, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
+	18, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	19, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
 	6,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
-	18, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	19, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	20, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	21, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
 	11, // 6: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
 	1,  // 7: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
 	3,  // 8: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
@@ -1063,20 +1205,22 @@ var file_engine_rpc_engine_proto_depIdxs = []int32{
 	1,  // 16: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
 	13, // 17: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
 	1,  // 18: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	2,  // 19: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
-	4,  // 20: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
-	7,  // 21: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
-	6,  // 22: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
-	0,  // 23: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
-	0,  // 24: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
-	0,  // 25: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
-	8,  // 26: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
-	10, // 27: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
-	12, // 28: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
-	0,  // 29: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
-	14, // 30: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
-	19, // [19:31] is the sub-list for method output_type
-	7,  // [7:19] is the sub-list for method input_type
+	15, // 19: longhorn.engine.v1.Engine.SnapshotRead:input_type -> longhorn.engine.v1.SnapshotReadRequest
+	2,  // 20: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
+	4,  // 21: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
+	7,  // 22: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
+	6,  // 23: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
+	0,  // 24: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
+	0,  // 25: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
+	0,  // 26: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
+	8,  // 27: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
+	10, // 28: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
+	12, // 29: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
+	0,  // 30: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
+	14, // 31: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
+	16, // 32: longhorn.engine.v1.Engine.SnapshotRead:output_type -> longhorn.engine.v1.SnapshotChunk
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1093,7 +1237,7 @@ func file_engine_rpc_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_rpc_engine_proto_rawDesc), len(file_engine_rpc_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Engine_BackupStatus_FullMethodName        = "/longhorn.engine.v1.Engine/BackupStatus"
 	Engine_Restore_FullMethodName             = "/longhorn.engine.v1.Engine/Restore"
 	Engine_RestoreStatus_FullMethodName       = "/longhorn.engine.v1.Engine/RestoreStatus"
+	Engine_SnapshotRead_FullMethodName        = "/longhorn.engine.v1.Engine/SnapshotRead"
 )
 
 // EngineClient is the client API for Engine service.
@@ -53,6 +54,12 @@ type EngineClient interface {
 	// Restore writes a backup into the volume and returns when done.
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*Empty, error)
 	RestoreStatus(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*RestoreStatusResponse, error)
+	// SnapshotRead streams what a snapshot holds in [offset, offset+length)
+	// (to the end of the volume when length is 0). The first message has
+	// the volume's size and no data; then only the ranges that may hold
+	// data follow, in order: what no message covers reads as zeros. The
+	// snapshot cannot be deleted while it is read, nor for a lease after.
+	SnapshotRead(ctx context.Context, in *SnapshotReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type engineClient struct {
@@ -183,6 +190,25 @@ func (c *engineClient) RestoreStatus(ctx context.Context, in *VolumeRequest, opt
 	return out, nil
 }
 
+func (c *engineClient) SnapshotRead(ctx context.Context, in *SnapshotReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Engine_ServiceDesc.Streams[0], Engine_SnapshotRead_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotReadRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_SnapshotReadClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -200,6 +226,12 @@ type EngineServer interface {
 	// Restore writes a backup into the volume and returns when done.
 	Restore(context.Context, *RestoreRequest) (*Empty, error)
 	RestoreStatus(context.Context, *VolumeRequest) (*RestoreStatusResponse, error)
+	// SnapshotRead streams what a snapshot holds in [offset, offset+length)
+	// (to the end of the volume when length is 0). The first message has
+	// the volume's size and no data; then only the ranges that may hold
+	// data follow, in order: what no message covers reads as zeros. The
+	// snapshot cannot be deleted while it is read, nor for a lease after.
+	SnapshotRead(*SnapshotReadRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -245,6 +277,9 @@ func (UnimplementedEngineServer) Restore(context.Context, *RestoreRequest) (*Emp
 }
 func (UnimplementedEngineServer) RestoreStatus(context.Context, *VolumeRequest) (*RestoreStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestoreStatus not implemented")
+}
+func (UnimplementedEngineServer) SnapshotRead(*SnapshotReadRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotRead not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -483,6 +518,17 @@ func _Engine_RestoreStatus_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_SnapshotRead_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotReadRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServer).SnapshotRead(m, &grpc.GenericServerStream[SnapshotReadRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_SnapshotReadServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -539,6 +585,12 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Engine_RestoreStatus_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SnapshotRead",
+			Handler:       _Engine_SnapshotRead_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "engine/rpc/engine.proto",
 }

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// ExportSnapshotLabel marks the snapshot an export-from-volume backing
+// image reads; its value is the image's name.
+const ExportSnapshotLabel = "longhorn.io/for-exporting-backing-image"
+
+// exportWaitRecheck is how soon an export that waits for its volume to be
+// attached looks again.
+const exportWaitRecheck = 5 * time.Second
+
+// maxSnapshotName is the longest snapshot name the engine takes.
+const maxSnapshotName = 63
+
+// exportSnapshotName is the snapshot an export takes: named after the
+// image and its UUID, so a restarted controller or server finds the one
+// taken before instead of taking another, and a new image of the same
+// name takes its own.
+func exportSnapshotName(bids *longhorn.BackingImageDataSource) string {
+	suffix := "-" + bids.Spec.UUID
+	name := "bi-" + bids.Name
+	if len(name)+len(suffix) > maxSnapshotName {
+		name = name[:maxSnapshotName-len(suffix)]
+	}
+	return name + suffix
+}
+
+// prepareExport readies an export-from-volume data source: the volume
+// must be attached, with its engine on the data source's node; the export
+// reads a snapshot the controller takes first (or the one it took
+// before), so the file is one point in time however long the copy takes
+// and whatever the volume's users write meanwhile. It returns the server's
+// parameters (the spec's and snapshot-name) and its extra flags. An error
+// wrapping datastore.ErrExportVolumeNotAttached means: wait.
+func (c *BackingImageDataSourceController) prepareExport(ctx context.Context, bids *longhorn.BackingImageDataSource) (map[string]string, []string, error) {
+	src, err := c.ds.ValidateExportSource(bids.Spec.Parameters)
+	if err != nil {
+		return nil, nil, err
+	}
+	volume := src.Volume.Name
+	if src.EngineNode != "" && src.EngineNode != bids.Spec.NodeID {
+		return nil, nil, fmt.Errorf("volume %s: its engine runs on node %s, but the data source's disk %s is on node %s: an export runs on the engine's node",
+			volume, src.EngineNode, bids.Spec.DiskUUID, bids.Spec.NodeID)
+	}
+	client, err := c.newEngineClient(src.EngineAddress, volume)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer client.Close()
+	snapshot := exportSnapshotName(bids)
+	log := c.logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "volume": volume, "snapshot": snapshot})
+	info, err := client.SnapshotGet(ctx, snapshot)
+	switch {
+	case err == nil && info.Removed:
+		return nil, nil, fmt.Errorf("snapshot %s of volume %s, taken for this export, was deleted: delete the backing image and create it again to export anew", snapshot, volume)
+	case err == nil:
+		log.Info("Export reads the snapshot it took before")
+	case errors.Is(err, engineapi.ErrNotFound):
+		if _, err := client.SnapshotCreate(ctx, snapshot, map[string]string{ExportSnapshotLabel: bids.Name}); err != nil {
+			return nil, nil, fmt.Errorf("take the snapshot to export: %w", err)
+		}
+		log.Info("Took the snapshot of the volume to export")
+	default:
+		return nil, nil, err
+	}
+	params := maps.Clone(bids.Spec.Parameters)
+	params[longhorn.DataSourceParameterSnapshotName] = snapshot
+	return params, []string{"--engine-address", src.EngineAddress}, nil
+}
+
+// defaultEngineClient is how the controller reaches an engine.
+func defaultEngineClient(address, volume string) (engineapi.EngineClient, error) {
+	return engineapi.NewGRPCClient(address, volume, engineapi.DefaultTimeout)
+}
+
+// isExportWait tells an export that waits for its volume from one that
+// failed.
+func isExportWait(err error) bool { return errors.Is(err, datastore.ErrExportVolumeNotAttached) }
+
+// exportEngineNode is the node of the engine an export-from-volume image
+// reads; empty for other sources, or while the volume is not attached.
+func (c *BackingImageController) exportEngineNode(bi *longhorn.BackingImage) string {
+	if bi.Spec.SourceType != longhorn.BackingImageDataSourceTypeExportFromVolume {
+		return ""
+	}
+	src, err := c.ds.ValidateExportSource(bi.Spec.SourceParameters)
+	if err != nil {
+		return ""
+	}
+	return src.EngineNode
+}
+
+// retryFailedExport tells whether an export that failed inside its server
+// is tried again: the snapshot is still there to read, and the cause may
+// have passed (the volume was detached or its engine restarted midway). A
+// cancelled export is not, nor one whose file hashed to another checksum
+// than the expected one: the same snapshot would again.
+func retryFailedExport(bids *longhorn.BackingImageDataSource, last *datasource.FileStatus) bool {
+	return bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume &&
+		last.State == longhorn.BackingImageStateFailed && last.Message != datasource.CancelledMessage &&
+		!strings.Contains(last.Message, backingimage.ErrChecksumMismatch.Error())
+}
+
+// retryExport stops a failed export's server, keeping its status, and
+// lets the next sync start a new one after the backoff; that sync waits
+// for the volume to be attached first.
+func (c *BackingImageDataSourceController) retryExport(name, why string) {
+	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Warn("Export failed: stopping its server, to try again from the same snapshot after the backoff")
+	c.stopMonitor(name)
+	c.runner.Stop(dataSourceServerKey(name))
+	c.noteRestartFailure(name)
+}

@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// The engine's rule for snapshot names.
+var snapshotName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+func TestExportSnapshotName(t *testing.T) {
+	for _, tc := range []struct {
+		name, image, uuid, want string
+	}{
+		{"named after the image and its UUID", "ubuntu", "0a1b2c3d", "bi-ubuntu-0a1b2c3d"},
+		{"a long image name is cut, the UUID kept", strings.Repeat("x", 80), "0a1b2c3d", "bi-" + strings.Repeat("x", 51) + "-0a1b2c3d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := exportSnapshotName(&longhorn.BackingImageDataSource{ObjectMeta: metav1.ObjectMeta{Name: tc.image},
+				Spec: longhorn.BackingImageDataSourceSpec{UUID: tc.uuid}})
+			if got != tc.want || !snapshotName.MatchString(got) {
+				t.Fatalf("got %q (valid: %v), want %q", got, snapshotName.MatchString(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestRetryFailedExport(t *testing.T) {
+	export := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeExportFromVolume}}
+	download := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeDownload}}
+	failed := &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: "volume vol has no engine on this node"}
+	for _, tc := range []struct {
+		name string
+		bids *longhorn.BackingImageDataSource
+		last *datasource.FileStatus
+		want bool
+	}{
+		{"an export that failed midway is tried again", export, failed, true},
+		{"a cancelled export is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: datasource.CancelledMessage}, false},
+		{"an export whose file has another checksum than expected is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed,
+			Message: "export snapshot s of volume v: checksum mismatch: the file hashes to 1, want 2"}, false},
+		{"an export in progress is left alone", export, &datasource.FileStatus{State: longhorn.BackingImageStateInProgress}, false},
+		{"a failed download stays failed", download, failed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := retryFailedExport(tc.bids, tc.last); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+)
+
+// SnapshotHoldLease is how long a snapshot stays held after a read of it
+// ends. An export reads a snapshot range after range, one call each; the
+// lease keeps the snapshot from being deleted between two calls.
+const SnapshotHoldLease = time.Minute
+
+// snapshotHold counts the open reads of a snapshot and when its lease ends.
+type snapshotHold struct {
+	readers int
+	until   time.Time
+}
+
+// OpenSnapshotForRead opens a read-only view of snapshot name on the
+// first healthy replica and holds the snapshot: deleting it is refused
+// while the view is open and for SnapshotHoldLease after release, which
+// closes the view. A snapshot marked removed cannot be opened: a purge
+// may be about to merge it away.
+func (e *Engine) OpenSnapshotForRead(name string) (*replica.SnapshotView, func(), error) {
+	e.called("OpenSnapshotForRead")
+	if name == replica.HeadName {
+		return nil, nil, fmt.Errorf("%w: %s is not a snapshot: take one and read that", ErrInvalid, replica.HeadName)
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	members := e.healthy()
+	if len(members) == 0 {
+		return nil, nil, ErrNoHealthyReplica
+	}
+	r := members[0].r
+	exists, removed := r.SnapshotRemoved(name)
+	switch {
+	case !exists:
+		return nil, nil, fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+	case removed:
+		return nil, nil, fmt.Errorf("%w: snapshot %s is deleted (marked removed), it cannot be read", ErrPrecondition, name)
+	}
+	view, err := r.OpenSnapshot(name)
+	if err != nil {
+		e.fail(members[0], err)
+		return nil, nil, fmt.Errorf("snapshot %s on replica %s: %w", name, members[0].name, err)
+	}
+	e.holdMu.Lock()
+	if e.holds == nil {
+		e.holds = map[string]*snapshotHold{}
+	}
+	h := e.holds[name]
+	if h == nil {
+		h = &snapshotHold{}
+		e.holds[name] = h
+	}
+	h.readers++
+	e.holdMu.Unlock()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			view.Close()
+			e.holdMu.Lock()
+			h.readers--
+			h.until = e.clock.Now().Add(SnapshotHoldLease)
+			e.holdMu.Unlock()
+		})
+	}
+	return view, release, nil
+}
+
+// heldReason says why snapshot name may not be deleted now; empty when it
+// may. Leases that ended are dropped on the way.
+func (e *Engine) heldReason(name string) string {
+	e.holdMu.Lock()
+	defer e.holdMu.Unlock()
+	now := e.clock.Now()
+	for n, h := range e.holds {
+		if h.readers == 0 && !now.Before(h.until) {
+			delete(e.holds, n)
+		}
+	}
+	h := e.holds[name]
+	switch {
+	case h == nil:
+		return ""
+	case h.readers > 0:
+		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume); delete it once the export is done", h.readers)
+	default:
+		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume) that read it less than %s ago; delete it after that",
+			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)
+	}
+}
+
+// logHeldDelete records a refused delete of a held snapshot.
+func (e *Engine) logHeldDelete(name, why string) {
+	e.log.WithFields(logrus.Fields{"snapshot": name, "reason": why}).Warn("Refused to delete a snapshot an export holds")
+}
