@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
@@ -36,10 +38,11 @@ const (
 // handed to a manager (spec.fileTransferred).
 type BackingImageDataSourceController struct {
 	*baseController
-	ds     *datastore.DataStore
-	nodeID string
-	runner ServerRunner
-	clock  clock.Clock
+	ds       *datastore.DataStore
+	nodeID   string
+	runner   ServerRunner
+	clock    clock.Clock
+	recorder record.EventRecorder
 
 	mu       sync.Mutex
 	monitors map[string]*dataSourceMonitor
@@ -66,9 +69,9 @@ type restartBackoff struct {
 
 // NewBackingImageDataSourceController wires the controller to its informer.
 func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID string, runner ServerRunner, clk clock.Clock) *BackingImageDataSourceController {
+	nodeID string, runner ServerRunner, clk clock.Clock, recorder record.EventRecorder) *BackingImageDataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
-	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk,
+	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder,
 		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
 	c.baseController = newBaseController("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.eventHandler())
@@ -150,6 +153,11 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			return err
 		}
 		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
+		if status.CurrentState == longhorn.BackingImageStateFailed {
+			// A restart after a failure: the new server's first answer
+			// replaces the old reason.
+			status.CurrentState = longhorn.BackingImageStateStarting
+		}
 	}
 	status.IP = addr
 	status.RunningParameters = bids.Spec.Parameters
@@ -170,6 +178,9 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		status.Size, status.Progress, status.Checksum, status.Message = max(last.Size, 0), last.Progress, last.Checksum, last.Message
 		if last.State == longhorn.BackingImageStateReadyForTransfer {
 			c.resetRestarts(name)
+		}
+		if last.State == longhorn.BackingImageStateFailed && bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeDownload {
+			c.restartFailed(bids, last.Message)
 		}
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
@@ -240,7 +251,9 @@ func (c *BackingImageDataSourceController) restartWait(name string, serverErr er
 	return 0
 }
 
-func (c *BackingImageDataSourceController) noteRestartFailure(name string) {
+// noteRestartFailure counts a failure of the server and answers how long
+// until it may start again; the object is looked at again then.
+func (c *BackingImageDataSourceController) noteRestartFailure(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.restarts[name]
@@ -250,7 +263,9 @@ func (c *BackingImageDataSourceController) noteRestartFailure(name string) {
 	}
 	b.failures++
 	b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
-	c.queue.AddAfter(c.ds.Namespace()+"/"+name, b.next.Sub(c.clock.Now()))
+	wait := b.next.Sub(c.clock.Now())
+	c.queue.AddAfter(c.ds.Namespace()+"/"+name, wait)
+	return wait
 }
 
 func (c *BackingImageDataSourceController) resetRestarts(name string) {
@@ -337,4 +352,20 @@ func (c *BackingImageDataSourceController) stopServer(name, why string) {
 	}
 	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
 	c.runner.Stop(dataSourceServerKey(name))
+}
+
+// restartFailed stops a download server whose file failed (its temporary
+// folder goes with it, so nothing half-written stays) and starts a new
+// one after the backoff; an event says why. The status keeps the failure
+// and its reason until then.
+func (c *BackingImageDataSourceController) restartFailed(bids *longhorn.BackingImageDataSource, reason string) {
+	name := bids.Name
+	c.stopMonitor(name)
+	c.runner.Stop(dataSourceServerKey(name))
+	wait := c.noteRestartFailure(name)
+	msg := fmt.Sprintf("the download failed: %s; downloading again in %s", reason, wait.Round(time.Second))
+	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": reason, "retryIn": wait}).Warn("Data source failed: restarting it after the backoff")
+	if c.recorder != nil {
+		c.recorder.Event(bids, corev1.EventTypeWarning, "DataSourceFailed", msg)
+	}
 }
