@@ -181,6 +181,7 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		}
 		if last.State == longhorn.BackingImageStateFailed && bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeDownload {
 			c.restartFailed(bids, last.Message)
+			status.IP, status.RunningParameters = "", nil
 		}
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
