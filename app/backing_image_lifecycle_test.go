@@ -81,6 +81,20 @@ func TestBackingImageEveryCopyFailedIsDownloadedAgain(t *testing.T) {
 		}
 	}
 	restartDaemon()
+	// The status written before the restart says ready until the new
+	// managers have looked at the files.
+	eventually(t, 60*time.Second, "the corrupt copies are found", func() (bool, error) {
+		got, err := lh.LonghornV1beta2().BackingImages(ns).Get(context.Background(), "fragile", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, f := range got.Status.DiskFileStatusMap {
+			if f.State == longhorn.BackingImageStateReady {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	eventually(t, 120*time.Second, "every copy failed and the file is downloaded again, saying why", func() (bool, error) {
 		got, err := lh.LonghornV1beta2().BackingImages(ns).Get(context.Background(), "fragile", metav1.GetOptions{})
 		if err != nil {
