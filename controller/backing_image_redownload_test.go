@@ -1,10 +1,14 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -72,6 +76,42 @@ func TestEveryCopyFailed(t *testing.T) {
 				if !strings.Contains(why, w) {
 					t.Fatalf("reason %q does not say %q", why, w)
 				}
+			}
+		})
+	}
+}
+
+func TestSourcesThatCannotBeFetchedAgainSaySo(t *testing.T) {
+	manager := func() *longhorn.BackingImageManager {
+		return &longhorn.BackingImageManager{Status: longhorn.BackingImageManagerStatus{CurrentState: longhorn.BackingImageManagerStateRunning,
+			BackingImageFileMap: map[string]longhorn.BackingImageFileInfo{"img": {Name: "img", UUID: "u1", State: longhorn.BackingImageStateFailed}}}}
+	}
+	for _, c := range []struct {
+		source     longhorn.BackingImageDataSourceType
+		wantReason string
+		wantInMsg  string
+	}{
+		{longhorn.BackingImageDataSourceTypeUpload, "UploadCannotBeRedone", "upload it again"},
+		{longhorn.BackingImageDataSourceTypeExportFromVolume, "ExportNotWired", "volume vol-1"},
+	} {
+		t.Run(string(c.source), func(t *testing.T) {
+			bi := &longhorn.BackingImage{ObjectMeta: metav1.ObjectMeta{Name: "img"},
+				Spec: longhorn.BackingImageSpec{SourceType: c.source, SourceParameters: map[string]string{longhorn.DataSourceParameterVolumeName: "vol-1"},
+					Disks: map[string]string{"d1": ""}},
+				Status: longhorn.BackingImageStatus{UUID: "u1"}}
+			v := backingImageView{image: bi, managers: map[string]*longhorn.BackingImageManager{"d1": manager()},
+				dataSource: &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{UUID: "u1", DiskUUID: "d1", FileTransferred: true}}}
+			status := bi.Status.DeepCopy()
+			status.DiskFileStatusMap = map[string]*longhorn.BackingImageDiskFileStatus{"d1": {State: longhorn.BackingImageStateFailed, Message: "corrupt"}}
+			c2 := &BackingImageController{clock: clocktesting.NewFakeClock(time.Now())}
+			deleted, err := c2.redownloadIfEveryCopyFailed(context.Background(), logrus.NewEntry(logrus.New()), v, status, time.Now())
+			if err != nil || deleted {
+				t.Fatalf("deleted the data source %v, err %v", deleted, err)
+			}
+			cond := getCondition(status.Conditions, ConditionTypeRedownload)
+			if cond.Status != longhorn.ConditionStatusFalse || cond.Reason != c.wantReason || !strings.Contains(cond.Message, c.wantInMsg) ||
+				!strings.Contains(cond.Message, "corrupt") {
+				t.Fatalf("condition %+v", cond)
 			}
 		})
 	}
