@@ -167,15 +167,32 @@ func TestBackingImageFailedDownloadIsRetriedAfterTheBackoff(t *testing.T) {
 // TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload: the
 // daemon restarts with another default backing image manager image; each
 // disk gets a manager of the new image, which finds the files on the disk
-// and verifies them; the old managers go; nothing is downloaded again and
-// the files are never rewritten.
+// and verifies them; the old managers go; nothing is downloaded again, the
+// files are never rewritten, and a volume on the image reads its bytes
+// before and after.
 func TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload(t *testing.T) {
 	const oldImage, newImage = "longhorn-manager:v1", "longhorn-manager:v2"
-	lh, ns, d, disks := twoDiskNode(t, func(o *DaemonOptions) { o.BackingImageManagerImage = oldImage })
+	e, disks, _, _ := twoDiskAPIEnv(t, func(o *DaemonOptions) { o.BackingImageManagerImage = oldImage })
+	lh, ns := e.lh, e.ns
 	content := bytes.Repeat([]byte("kept across managers "), 50_000)
 	url, downloads := countingImageServer(t, func() []byte { return content })
 	createDownloadImage(t, lh, ns, "kept", url, sha512Hex(content), disks)
 	bi := waitReady(t, lh, ns, "kept", disks, "")
+	e.call(t, "POST", "/v1/volumes", `{"name":"vm","size":"2Mi","numberOfReplicas":1,"backingImage":"kept"}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	readsTheImage := func(what string) {
+		t.Helper()
+		v := e.waitVolumeFor(t, 90*time.Second, "vm", what, func(v map[string]interface{}) bool {
+			return v["state"] == "attached" && v["endpoint"] != ""
+		})
+		want := make([]byte, 2<<20)
+		copy(want, content)
+		if got := deviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the volume does not read its backing image's bytes", what)
+		}
+	}
+	readsTheImage("the volume attached on the image")
+
 	oldManagers, err := lh.LonghornV1beta2().BackingImageManagers(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +210,10 @@ func TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload(t *testing.T)
 			t.Fatal(err)
 		}
 	}
-	d.stop(t)
+	twoDiskDaemon.stop(t)
 
-	restartDaemon(func(o *DaemonOptions) { o.BackingImageManagerImage = newImage })
+	d := restartDaemon(func(o *DaemonOptions) { o.BackingImageManagerImage = newImage })
+	e.base = "http://" + d.apiAddress
 	eventually(t, 90*time.Second, "every disk's manager is of the new image and the old ones are gone", func() (bool, error) {
 		l, err := lh.LonghornV1beta2().BackingImageManagers(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
@@ -211,6 +229,7 @@ func TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload(t *testing.T)
 		return len(perDisk) == len(disks) && len(l.Items) == len(disks), nil
 	})
 	after := waitReady(t, lh, ns, "kept", disks, "reused the file on the disk")
+	readsTheImage("the volume attached again after the managers were replaced")
 	if n := downloads.Load(); n != 1 {
 		t.Fatalf("%d downloads, want only the first", n)
 	}

@@ -31,6 +31,9 @@ import (
 // the options it was started with and then opts.
 var restartDaemon func(opts ...func(*DaemonOptions)) *runningDaemon
 
+// twoDiskDaemon is the daemon the last twoDiskNode started.
+var twoDiskDaemon *runningDaemon
+
 // twoDiskNode starts a daemon whose node has a second disk, and answers
 // the disks' paths by UUID.
 func twoDiskNode(t *testing.T, opts ...func(*DaemonOptions)) (lh lhclientset.Interface, ns string, d *runningDaemon, disks map[string]string) {
@@ -41,6 +44,7 @@ func twoDiskNode(t *testing.T, opts ...func(*DaemonOptions)) (lh lhclientset.Int
 	dataDir := t.TempDir()
 	opts = append([]func(*DaemonOptions){withTestServers}, opts...)
 	d = startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, opts...)
+	twoDiskDaemon = d
 	restartDaemon = func(more ...func(*DaemonOptions)) *runningDaemon {
 		return startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, append(opts, more...)...)
 	}
