@@ -15,6 +15,7 @@ import (
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // apiEnv is a daemon running as its ServiceAccount with a client of its API.
@@ -276,7 +277,7 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	settings := e.call(t, "GET", "/v1/settings", "").expect(t, 200)
-	if len(settings.body["data"].([]interface{})) != 5 {
+	if len(settings.body["data"].([]interface{})) != len(types.SettingNames()) {
 		t.Errorf("settings %s", settings.raw)
 	}
 	e.call(t, "GET", "/v1/settings/recurring-job-max-retention", "").expect(t, 200, `"value":"100"`, `"max":250`)

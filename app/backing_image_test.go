@@ -27,20 +27,26 @@ import (
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
-// restartDaemon starts the daemon of the last twoDiskNode again.
-var restartDaemon func() *runningDaemon
+// restartDaemon starts the daemon of the last twoDiskNode again, with
+// the options it was started with and then opts.
+var restartDaemon func(opts ...func(*DaemonOptions)) *runningDaemon
+
+// twoDiskDaemon is the daemon the last twoDiskNode started.
+var twoDiskDaemon *runningDaemon
 
 // twoDiskNode starts a daemon whose node has a second disk, and answers
 // the disks' paths by UUID.
-func twoDiskNode(t *testing.T) (lh lhclientset.Interface, ns string, d *runningDaemon, disks map[string]string) {
+func twoDiskNode(t *testing.T, opts ...func(*DaemonOptions)) (lh lhclientset.Interface, ns string, d *runningDaemon, disks map[string]string) {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	ns = cluster.NewNamespace(t)
 	installRBAC(t, cluster.KubeClient(t), ns)
 	dataDir := t.TempDir()
-	d = startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, withTestServers)
-	restartDaemon = func() *runningDaemon {
-		return startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, withTestServers)
+	opts = append([]func(*DaemonOptions){withTestServers}, opts...)
+	d = startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, opts...)
+	twoDiskDaemon = d
+	restartDaemon = func(more ...func(*DaemonOptions)) *runningDaemon {
+		return startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, append(opts, more...)...)
 	}
 	lh = lhClient(t, cluster.Config)
 	second := t.TempDir()

@@ -22,9 +22,9 @@ import (
 
 // twoDiskAPIEnv is twoDiskNode with the API client of its daemon, and the
 // UUIDs of the disk replicas go to (the first by name) and of the other.
-func twoDiskAPIEnv(t *testing.T) (e *apiEnv, disks map[string]string, replicaDisk, otherDisk string) {
+func twoDiskAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) (e *apiEnv, disks map[string]string, replicaDisk, otherDisk string) {
 	t.Helper()
-	lh, ns, d, disks := twoDiskNode(t)
+	lh, ns, d, disks := twoDiskNode(t, opts...)
 	cluster := testcluster.Get(t)
 	e = &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: cluster.KubeClient(t), lh: lh}, base: "http://" + d.apiAddress}
 	node, err := lh.LonghornV1beta2().Nodes(ns).Get(context.Background(), "node-1", metav1.GetOptions{})

@@ -76,6 +76,17 @@ type DaemonOptions struct {
 	// environment. Tests point these at the test binary.
 	BackingImageServerCommand []string
 	BackingImageServerEnv     []string
+	// BackingImageManagerImage is the default backing image manager image:
+	// new managers run from it and managers of another image are replaced
+	// by ones of it, reusing their files. On the local control plane the
+	// servers are child processes of this binary, so it labels the version
+	// that runs them. CronJob.ManagerImage when empty.
+	BackingImageManagerImage string
+	// BackingImageCleanupWaitUnit is the unit of the
+	// backing-image-cleanup-wait-interval setting, a minute when zero.
+	// For tests only: a cleanup test sets a second rather than wait
+	// minutes.
+	BackingImageCleanupWaitUnit time.Duration
 	// OnRecurringJobFired, when set, is told by the manager runner of every
 	// run it fires and how late; benchmarks use it.
 	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
@@ -228,9 +239,14 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	// controllers that start servers have been stopped (see the end of
 	// RunDaemon).
 	defer serverRunner.StopAll()
-	backingImageController := controller.NewBackingImageController(log, metrics, ds, inf, o.NodeName, o.CronJob.ManagerImage, o.Clock)
-	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock)
-	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, serverRunner)
+	if o.BackingImageManagerImage == "" {
+		o.BackingImageManagerImage = o.CronJob.ManagerImage
+	}
+	backingImageController := controller.NewBackingImageController(log, metrics, ds, inf, controller.BackingImageControllerConfig{
+		NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
+		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
+	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
+	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
 	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)

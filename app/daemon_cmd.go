@@ -32,6 +32,7 @@ func DaemonCmd() cli.Command {
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
 			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
+			cli.StringFlag{Name: "backing-image-manager-image", Usage: "default backing image manager image: managers of another image are replaced by ones of it, which reuse their files (locally a label of the binary version that runs them); --manager-image when empty", EnvVar: "BACKING_IMAGE_MANAGER_IMAGE"},
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
@@ -54,14 +55,15 @@ func DaemonCmd() cli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return RunDaemon(ctx, cfg, DaemonOptions{
-				Namespace:     c.String("namespace"),
-				NodeName:      c.String("node-name"),
-				DataDir:       c.String("data-dir"),
-				APIAddress:    c.String("api-address"),
-				EngineAddress: c.String("engine-address"),
-				Workers:       c.Int("workers"),
-				KubeAPIQPS:    float32(c.Float64("kube-api-qps")),
-				KubeAPIBurst:  c.Int("kube-api-burst"),
+				Namespace:                c.String("namespace"),
+				NodeName:                 c.String("node-name"),
+				DataDir:                  c.String("data-dir"),
+				APIAddress:               c.String("api-address"),
+				EngineAddress:            c.String("engine-address"),
+				Workers:                  c.Int("workers"),
+				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
+				KubeAPIBurst:             c.Int("kube-api-burst"),
+				BackingImageManagerImage: c.String("backing-image-manager-image"),
 				CronJob: controller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
 					ServiceAccount:         c.String("service-account"),

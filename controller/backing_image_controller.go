@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -27,26 +30,49 @@ const backingImageCleanupRecheck = time.Second
 // entries in the managers of its disks, and sums up their state in the
 // image's status. The data source prepares the first file; the manager of
 // the data source's disk takes it; the other disks' managers copy it from
-// a ready one.
+// a ready one. It also runs the image's life cycle: a new download when
+// every copy failed, the cleanup of files no replica uses, the move to
+// managers of the default image, and a deletion held while replicas use
+// the image.
 type BackingImageController struct {
 	*baseController
-	ds           *datastore.DataStore
-	ownership    ownership
-	nodeID       string
-	managerImage string
-	clock        clock.Clock
+	ds        *datastore.DataStore
+	ownership ownership
+	cfg       BackingImageControllerConfig
+	clock     clock.Clock
+	recorder  record.EventRecorder
+}
+
+// BackingImageControllerConfig is what the BackingImage controller needs
+// besides its informers.
+type BackingImageControllerConfig struct {
+	NodeID string
+	// ManagerImage is the default backing image manager image: managers
+	// are created with it, and those of another image are replaced.
+	ManagerImage string
+	Clock        clock.Clock
+	Recorder     record.EventRecorder
+	// CleanupWaitUnit is the unit of the backing-image-cleanup-wait-interval
+	// setting: a minute. Tests only set it shorter, so a cleanup test
+	// does not wait minutes.
+	CleanupWaitUnit time.Duration
 }
 
 // NewBackingImageController wires the controller to its informers: a
-// change of a data source or a manager enqueues the images it concerns.
+// change of a data source or a manager enqueues the images it concerns,
+// and so does a replica that starts or stops using an image.
 func NewBackingImageController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID, managerImage string, clk clock.Clock) *BackingImageController {
+	cfg BackingImageControllerConfig) *BackingImageController {
+	if cfg.CleanupWaitUnit <= 0 {
+		cfg.CleanupWaitUnit = time.Minute
+	}
 	lh := inf.Longhorn.Longhorn().V1beta2()
-	c := &BackingImageController{ds: ds, nodeID: nodeID, managerImage: managerImage, clock: clk,
-		ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}}
+	c := &BackingImageController{ds: ds, cfg: cfg, clock: cfg.Clock, recorder: cfg.Recorder,
+		ownership: ownership{nodeID: cfg.NodeID, isUp: ds.IsNodeUp}}
 	c.baseController = newBaseController("longhorn-backing-image", logger, metrics, c.sync,
 		lh.BackingImages().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced,
-		lh.BackingImageManagers().Informer().HasSynced, lh.Nodes().Informer().HasSynced)
+		lh.BackingImageManagers().Informer().HasSynced, lh.Nodes().Informer().HasSynced,
+		lh.Replicas().Informer().HasSynced, lh.Settings().Informer().HasSynced)
 	lh.BackingImages().Informer().AddEventHandler(c.eventHandler())
 	lh.BackingImageDataSources().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
 		if bids, ok := obj.(*longhorn.BackingImageDataSource); ok {
@@ -68,7 +94,66 @@ func NewBackingImageController(logger *logrus.Entry, metrics *Metrics, ds *datas
 		}
 		return names
 	}))
+	// A replica's disk and image decide which files are in use. An update
+	// that moves a replica to another image (or disk) concerns both.
+	replicaImage := func(obj interface{}) []string {
+		if r, ok := obj.(*longhorn.Replica); ok && r.Spec.BackingImage != "" {
+			return []string{r.Spec.BackingImage}
+		}
+		return nil
+	}
+	lh.Replicas().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			return len(replicaImage(obj)) > 0
+		},
+		Handler: c.relatedHandlerPair(replicaImage, func(old, cur interface{}) bool {
+			o, ok1 := old.(*longhorn.Replica)
+			n, ok2 := cur.(*longhorn.Replica)
+			return !ok1 || !ok2 || o.Spec.BackingImage != n.Spec.BackingImage || o.Spec.DiskID != n.Spec.DiskID
+		}),
+	})
+	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool {
+			s, ok := obj.(*longhorn.Setting)
+			return ok && s.Name == string(types.SettingNameBackingImageCleanupWaitInterval)
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { c.enqueueAll() },
+			UpdateFunc: func(_, _ interface{}) { c.enqueueAll() },
+		},
+	})
 	return c
+}
+
+// enqueueAll enqueues every backing image.
+func (c *BackingImageController) enqueueAll() {
+	bis, err := c.ds.ListBackingImagesRO()
+	if err != nil {
+		return
+	}
+	for _, bi := range bis {
+		c.enqueue(bi)
+	}
+}
+
+// relatedHandlerPair is relatedHandler for objects whose update concerns
+// the images of both the old and the new object, and only when changed
+// says it matters.
+func (c *BackingImageController) relatedHandlerPair(names func(obj interface{}) []string, changed func(old, cur interface{}) bool) cache.ResourceEventHandler {
+	one := c.relatedHandler(names)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { one.OnAdd(obj, false) },
+		UpdateFunc: func(old, cur interface{}) {
+			if changed(old, cur) {
+				one.OnAdd(old, false)
+				one.OnAdd(cur, false)
+			}
+		},
+		DeleteFunc: func(obj interface{}) { one.OnDelete(obj) },
+	}
 }
 
 // relatedHandler enqueues the backing images names(obj) returns.
@@ -84,8 +169,13 @@ func (c *BackingImageController) relatedHandler(names func(obj interface{}) []st
 	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur interface{}) { add(cur) }, DeleteFunc: add}
 }
 
-// managerName is the BackingImageManager of a disk.
-func managerName(diskUUID string) string { return "bim-" + diskUUID }
+// managerName is the BackingImageManager of a disk that runs from image:
+// a manager of another image can keep the disk's files meanwhile, so the
+// image is part of the name.
+func managerName(image, diskUUID string) string {
+	sum := sha256.Sum256([]byte(image))
+	return "bim-" + hex.EncodeToString(sum[:])[:8] + "-" + diskUUID
+}
 
 func (c *BackingImageController) sync(ctx context.Context, key string) error {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
@@ -112,7 +202,7 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 		_, err := c.ds.UpdateBackingImage(ctx, bi)
 		return err
 	}
-	if bi.Status.UUID == "" || bi.Status.OwnerID != c.nodeID {
+	if bi.Status.UUID == "" || bi.Status.OwnerID != c.cfg.NodeID {
 		// The UUID comes before anything else, so a new image with an old
 		// name never takes the old one's files.
 		bi = bi.DeepCopy()
@@ -121,7 +211,7 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 			log = log.WithField("uuid", bi.Status.UUID)
 			log.Info("Assigned the backing image its UUID")
 		}
-		bi.Status.OwnerID = c.nodeID
+		bi.Status.OwnerID = c.cfg.NodeID
 		_, err := c.ds.UpdateBackingImageStatus(ctx, bi)
 		return err
 	}
@@ -136,7 +226,14 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	status := backingImageStatus(backingImageView{image: bi, dataSource: bids, managers: managers}, c.clock.Now().UTC().Format(time.RFC3339))
+	now := c.clock.Now()
+	view := backingImageView{image: bi, dataSource: bids, managers: managers}
+	status := backingImageStatus(view, now.UTC().Format(time.RFC3339))
+	used, err := c.usedDisks(bi.Name)
+	if err != nil {
+		return err
+	}
+	status.DiskLastRefAtMap = diskLastRefAt(bi.Spec.Disks, bi.Status.DiskLastRefAtMap, used, now)
 	if bids != nil && !bids.Spec.FileTransferred && anyDiskReady(status.DiskFileStatusMap) {
 		// A manager holds the first file: the data source's server can go.
 		bids = bids.DeepCopy()
@@ -146,24 +243,32 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 		}
 		log.Info("The first file is ready on a disk: marked the data source transferred")
 	}
-	if reflect.DeepEqual(status, bi.Status) {
-		return nil
+	redownloading, err := c.redownloadIfEveryCopyFailed(ctx, log, view, &status, now)
+	if err != nil {
+		return err
 	}
-	for disk, f := range status.DiskFileStatusMap {
-		if old := bi.Status.DiskFileStatusMap[disk]; old == nil || old.State != f.State {
-			log.WithFields(logrus.Fields{"diskUUID": disk, "state": f.State, "message": f.Message}).Info("Backing image file changed state")
+	if !reflect.DeepEqual(status, bi.Status) {
+		for disk, f := range status.DiskFileStatusMap {
+			if old := bi.Status.DiskFileStatusMap[disk]; old == nil || old.State != f.State {
+				log.WithFields(logrus.Fields{"diskUUID": disk, "state": f.State, "message": f.Message}).Info("Backing image file changed state")
+			}
+		}
+		bi = bi.DeepCopy()
+		bi.Status = status
+		if bi, err = c.ds.UpdateBackingImageStatus(ctx, bi); err != nil {
+			return err
 		}
 	}
-	bi = bi.DeepCopy()
-	bi.Status = status
-	_, err = c.ds.UpdateBackingImageStatus(ctx, bi)
-	return err
+	if redownloading {
+		return nil
+	}
+	return c.cleanupUnusedDisks(ctx, log, bi, used, now)
 }
 
 // pickFirstDisk gives an image created with no disk the first disk of the
 // owner's node, where its data source will prepare the file.
 func (c *BackingImageController) pickFirstDisk(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
-	node := c.nodeID
+	node := c.cfg.NodeID
 	if n := c.exportEngineNode(bi); n != "" {
 		// An export runs where the volume's engine does.
 		node = n
@@ -231,17 +336,25 @@ func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus
 }
 
 // syncManagers puts the image in the manager of every disk of spec.disks
-// (creating the manager when missing) and takes it out of the others. It
-// answers the managers of the image's disks, by disk UUID.
+// that runs from the default image (creating it when missing) and takes
+// it out of managers of disks it no longer names. It answers, by disk
+// UUID, the manager whose file the image's status shows: the default
+// one, or while it is not ready yet one of an older image that still
+// keeps the file (see backing_image_manager_replace.go).
 func (c *BackingImageController) syncManagers(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) (map[string]*longhorn.BackingImageManager, error) {
 	bims, err := c.ds.ListBackingImageManagersRO()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*longhorn.BackingImageManager{}
+	current := map[string]*longhorn.BackingImageManager{}
+	outdated := map[string][]*longhorn.BackingImageManager{}
 	for _, bim := range bims {
 		if _, wanted := bi.Spec.Disks[bim.Spec.DiskUUID]; wanted {
-			out[bim.Spec.DiskUUID] = bim
+			if bim.Spec.Image == c.cfg.ManagerImage {
+				current[bim.Spec.DiskUUID] = bim
+			} else {
+				outdated[bim.Spec.DiskUUID] = append(outdated[bim.Spec.DiskUUID], bim)
+			}
 			continue
 		}
 		if _, ok := bim.Spec.BackingImages[bi.Name]; ok {
@@ -251,37 +364,58 @@ func (c *BackingImageController) syncManagers(ctx context.Context, log *logrus.E
 			log.WithField("backingImageManager", bim.Name).Info("Removed the backing image from the manager of a disk it no longer names")
 		}
 	}
+	out := map[string]*longhorn.BackingImageManager{}
 	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
-		bim := out[diskUUID]
+		bim := current[diskUUID]
 		if bim == nil {
+			if busy := transferringManager(outdated[diskUUID]); busy != nil {
+				// A new manager would find the half-copied file and
+				// remove it: the old one keeps the disk until it is done.
+				if err := c.addToManager(ctx, log, busy, bi); err != nil {
+					return nil, err
+				}
+				log.WithField("backingImageManager", busy.Name).Info("Waiting for a transfer of the outdated backing image manager to end before replacing it")
+				out[diskUUID] = busy
+				continue
+			}
 			disk, err := c.ds.GetDiskByUUID(diskUUID)
 			if err != nil {
 				log.WithField("diskUUID", diskUUID).WithError(err).Warn("Cannot place the backing image on a disk")
+				if len(outdated[diskUUID]) > 0 {
+					out[diskUUID] = outdated[diskUUID][0]
+				}
 				continue
 			}
-			bim = &longhorn.BackingImageManager{
-				ObjectMeta: metav1.ObjectMeta{Name: managerName(diskUUID)},
-				Spec: longhorn.BackingImageManagerSpec{Image: c.managerImage, NodeID: disk.NodeID, DiskUUID: diskUUID, DiskPath: disk.Path,
-					BackingImages: map[string]string{bi.Name: bi.Status.UUID}},
-			}
+			bim = newManager(c.cfg.ManagerImage, disk.NodeID, diskUUID, disk.Path, outdated[diskUUID])
+			bim.Spec.BackingImages[bi.Name] = bi.Status.UUID
 			if bim, err = c.ds.CreateBackingImageManager(ctx, bim); err != nil {
 				return nil, err
 			}
-			log.WithFields(logrus.Fields{"backingImageManager": bim.Name, "node": disk.NodeID, "path": disk.Path}).Info("Created the backing image manager of a disk")
-		} else if bim.Spec.BackingImages[bi.Name] != bi.Status.UUID {
-			bim = bim.DeepCopy()
-			if bim.Spec.BackingImages == nil {
-				bim.Spec.BackingImages = map[string]string{}
-			}
-			bim.Spec.BackingImages[bi.Name] = bi.Status.UUID
-			if bim, err = c.ds.UpdateBackingImageManager(ctx, bim); err != nil {
-				return nil, err
-			}
-			log.WithField("backingImageManager", bim.Name).Info("Added the backing image to the manager of a disk")
+			log.WithFields(logrus.Fields{"backingImageManager": bim.Name, "node": disk.NodeID, "path": disk.Path, "image": c.cfg.ManagerImage,
+				"replaces": len(outdated[diskUUID])}).Info("Created the backing image manager of a disk")
+		} else if err := c.addToManager(ctx, log, bim, bi); err != nil {
+			return nil, err
 		}
-		out[diskUUID] = bim
+		out[diskUUID] = shownManager(bi, bim, outdated[diskUUID])
 	}
 	return out, nil
+}
+
+// addToManager puts the image in the manager's spec unless it is there.
+func (c *BackingImageController) addToManager(ctx context.Context, log *logrus.Entry, bim *longhorn.BackingImageManager, bi *longhorn.BackingImage) error {
+	if bim.Spec.BackingImages[bi.Name] == bi.Status.UUID {
+		return nil
+	}
+	bim = bim.DeepCopy()
+	if bim.Spec.BackingImages == nil {
+		bim.Spec.BackingImages = map[string]string{}
+	}
+	bim.Spec.BackingImages[bi.Name] = bi.Status.UUID
+	if _, err := c.ds.UpdateBackingImageManager(ctx, bim); err != nil {
+		return err
+	}
+	log.WithField("backingImageManager", bim.Name).Info("Added the backing image to the manager of a disk")
+	return nil
 }
 
 func (c *BackingImageController) removeFromManager(ctx context.Context, bim *longhorn.BackingImageManager, name string) error {
@@ -297,6 +431,10 @@ func (c *BackingImageController) removeFromManager(ctx context.Context, bim *lon
 func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
 	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
 		return nil
+	}
+	if held, err := c.holdDeletion(ctx, log, bi); held || err != nil {
+		// A replica going enqueues the image again.
+		return err
 	}
 	if _, err := c.ds.GetBackingImageDataSourceRO(bi.Name); err == nil {
 		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {

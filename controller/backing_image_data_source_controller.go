@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
@@ -37,10 +39,11 @@ const (
 // handed to a manager (spec.fileTransferred).
 type BackingImageDataSourceController struct {
 	*baseController
-	ds     *datastore.DataStore
-	nodeID string
-	runner ServerRunner
-	clock  clock.Clock
+	ds       *datastore.DataStore
+	nodeID   string
+	runner   ServerRunner
+	clock    clock.Clock
+	recorder record.EventRecorder
 	// newEngineClient reaches a volume's engine (export-from-volume).
 	newEngineClient func(address, volume string) (engineapi.EngineClient, error)
 
@@ -69,9 +72,9 @@ type restartBackoff struct {
 
 // NewBackingImageDataSourceController wires the controller to its informer.
 func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID string, runner ServerRunner, clk clock.Clock) *BackingImageDataSourceController {
+	nodeID string, runner ServerRunner, clk clock.Clock, recorder record.EventRecorder) *BackingImageDataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
-	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, newEngineClient: defaultEngineClient,
+	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder, newEngineClient: defaultEngineClient,
 		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
 	c.baseController = newBaseController("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.eventHandler())
@@ -168,6 +171,11 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		}
 		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
 		status.RunningParameters = params
+		if status.CurrentState == longhorn.BackingImageStateFailed {
+			// A restart after a failure: the new server's first answer
+			// replaces the old reason.
+			status.CurrentState = longhorn.BackingImageStateStarting
+		}
 	}
 	status.IP = addr
 	if bids.Spec.SourceType != longhorn.BackingImageDataSourceTypeExportFromVolume || status.RunningParameters == nil {
@@ -191,8 +199,12 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		if last.State == longhorn.BackingImageStateReadyForTransfer {
 			c.resetRestarts(name)
 		}
-		if retryFailedExport(bids, last) {
-			c.retryExport(name, last.Message)
+		if retryFailed(bids, last) {
+			c.restartFailed(bids, last.Message)
+			status.IP = ""
+			if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeDownload {
+				status.RunningParameters = nil
+			}
 		}
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
@@ -261,7 +273,9 @@ func (c *BackingImageDataSourceController) restartWait(name string, serverErr er
 	return 0
 }
 
-func (c *BackingImageDataSourceController) noteRestartFailure(name string) {
+// noteRestartFailure counts a failure of the server and answers how long
+// until it may start again; the object is looked at again then.
+func (c *BackingImageDataSourceController) noteRestartFailure(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.restarts[name]
@@ -271,7 +285,9 @@ func (c *BackingImageDataSourceController) noteRestartFailure(name string) {
 	}
 	b.failures++
 	b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
-	c.queue.AddAfter(c.ds.Namespace()+"/"+name, b.next.Sub(c.clock.Now()))
+	wait := b.next.Sub(c.clock.Now())
+	c.queue.AddAfter(c.ds.Namespace()+"/"+name, wait)
+	return wait
 }
 
 func (c *BackingImageDataSourceController) resetRestarts(name string) {
@@ -358,4 +374,24 @@ func (c *BackingImageDataSourceController) stopServer(name, why string) {
 	}
 	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
 	c.runner.Stop(dataSourceServerKey(name))
+}
+
+// restartFailed stops a download or export server whose file failed (its
+// temporary folder goes with it, so nothing half-written stays) and lets
+// the next sync start a new one after the backoff; an event says why. The
+// status keeps the failure and its reason until then.
+func (c *BackingImageDataSourceController) restartFailed(bids *longhorn.BackingImageDataSource, reason string) {
+	name := bids.Name
+	c.stopMonitor(name)
+	c.runner.Stop(dataSourceServerKey(name))
+	wait := c.noteRestartFailure(name)
+	msg := fmt.Sprintf("the download failed: %s; downloading again in %s", reason, wait.Round(time.Second))
+	if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
+		// The next start waits for the volume to be attached first.
+		msg = fmt.Sprintf("the export failed: %s; exporting the same snapshot again in %s", reason, wait.Round(time.Second))
+	}
+	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": reason, "retryIn": wait}).Warn("Data source failed: restarting it after the backoff")
+	if c.recorder != nil {
+		c.recorder.Event(bids, corev1.EventTypeWarning, "DataSourceFailed", msg)
+	}
 }

@@ -106,23 +106,20 @@ func (c *BackingImageController) exportEngineNode(bi *longhorn.BackingImage) str
 	return src.EngineNode
 }
 
-// retryFailedExport tells whether an export that failed inside its server
-// is tried again: the snapshot is still there to read, and the cause may
-// have passed (the volume was detached or its engine restarted midway). A
-// cancelled export is not, nor one whose file hashed to another checksum
-// than the expected one: the same snapshot would again.
-func retryFailedExport(bids *longhorn.BackingImageDataSource, last *datasource.FileStatus) bool {
-	return bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume &&
-		last.State == longhorn.BackingImageStateFailed && last.Message != datasource.CancelledMessage &&
-		!strings.Contains(last.Message, backingimage.ErrChecksumMismatch.Error())
-}
-
-// retryExport stops a failed export's server, keeping its status, and
-// lets the next sync start a new one after the backoff; that sync waits
-// for the volume to be attached first.
-func (c *BackingImageDataSourceController) retryExport(name, why string) {
-	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Warn("Export failed: stopping its server, to try again from the same snapshot after the backoff")
-	c.stopMonitor(name)
-	c.runner.Stop(dataSourceServerKey(name))
-	c.noteRestartFailure(name)
+// retryFailed tells whether a failed file is worth a new server after the
+// backoff: a download, whose source may answer right the next time, and
+// an export that failed on the way (a detach, an engine restart), not one
+// that hashed wrong (the same snapshot hashes the same). A cancelled file
+// was stopped on purpose and stays failed.
+func retryFailed(bids *longhorn.BackingImageDataSource, last *datasource.FileStatus) bool {
+	if last.State != longhorn.BackingImageStateFailed || last.Message == datasource.CancelledMessage {
+		return false
+	}
+	switch bids.Spec.SourceType {
+	case longhorn.BackingImageDataSourceTypeDownload:
+		return true
+	case longhorn.BackingImageDataSourceTypeExportFromVolume:
+		return !strings.Contains(last.Message, backingimage.ErrChecksumMismatch.Error())
+	}
+	return false
 }

@@ -31,7 +31,7 @@ func TestExportSnapshotName(t *testing.T) {
 	}
 }
 
-func TestRetryFailedExport(t *testing.T) {
+func TestRetryFailedDataSource(t *testing.T) {
 	export := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeExportFromVolume}}
 	download := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeDownload}}
 	failed := &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: "volume vol has no engine on this node"}
@@ -46,10 +46,13 @@ func TestRetryFailedExport(t *testing.T) {
 		{"an export whose file has another checksum than expected is not", export, &datasource.FileStatus{State: longhorn.BackingImageStateFailed,
 			Message: "export snapshot s of volume v: checksum mismatch: the file hashes to 1, want 2"}, false},
 		{"an export in progress is left alone", export, &datasource.FileStatus{State: longhorn.BackingImageStateInProgress}, false},
-		{"a failed download stays failed", download, failed, false},
+		{"a failed download is tried again (the source may answer right next time)", download, failed, true},
+		{"a download that hashed wrong too", download, &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: "checksum mismatch: the file hashes to 1, want 2"}, true},
+		{"a cancelled download is not", download, &datasource.FileStatus{State: longhorn.BackingImageStateFailed, Message: datasource.CancelledMessage}, false},
+		{"an upload is never (nothing to fetch again)", &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: longhorn.BackingImageDataSourceTypeUpload}}, failed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := retryFailedExport(tc.bids, tc.last); got != tc.want {
+			if got := retryFailed(tc.bids, tc.last); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})

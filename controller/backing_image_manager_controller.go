@@ -32,10 +32,21 @@ type BackingImageManagerController struct {
 	ds     *datastore.DataStore
 	nodeID string
 	runner ServerRunner
+	// defaultImage is the image managers run from; a manager of another
+	// image is replaced (see backing_image_manager_replace.go).
+	defaultImage string
 
 	mu      sync.Mutex
 	clients map[string]*managerConnection
+	// retried holds when a failed file was last asked for again, by
+	// manager/image/uuid, so a file that keeps failing is not retried in
+	// a loop.
+	retried map[string]time.Time
 }
+
+// failedFileRetryDelay is the least time between two attempts to get a
+// failed file again.
+const failedFileRetryDelay = 5 * time.Second
 
 // managerConnection is the client and Watch of one running server.
 type managerConnection struct {
@@ -48,9 +59,10 @@ type managerConnection struct {
 // Any data source or manager change enqueues this node's managers: one of
 // them may now fetch or sync a file.
 func NewBackingImageManagerController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID string, runner ServerRunner) *BackingImageManagerController {
+	nodeID, defaultImage string, runner ServerRunner) *BackingImageManagerController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
-	c := &BackingImageManagerController{ds: ds, nodeID: nodeID, runner: runner, clients: map[string]*managerConnection{}}
+	c := &BackingImageManagerController{ds: ds, nodeID: nodeID, defaultImage: defaultImage, runner: runner,
+		clients: map[string]*managerConnection{}, retried: map[string]time.Time{}}
 	c.baseController = newBaseController("longhorn-backing-image-manager", logger, metrics, c.sync,
 		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
 	enqueueAll := func(interface{}) { c.enqueueNodeManagers() }
@@ -147,6 +159,26 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		c.stopServer(name, "its object is being deleted")
 		return nil
 	}
+	all, err := c.ds.ListBackingImageManagersRO()
+	if err != nil {
+		return err
+	}
+	replacement := replacementOf(bim, c.defaultImage, all)
+	if replacement != nil && len(filesNotTakenOver(bim, replacement)) == 0 {
+		// The manager of the default image has every file ready: this one
+		// goes, and its files stay on the disk for the new one.
+		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			log.WithFields(logrus.Fields{"image": bim.Spec.Image, "replacement": replacement.Name, "replacementImage": replacement.Spec.Image}).
+				Info("Replaced a backing image manager of an old image: the new one has every file ready; the files stay")
+			c.stopServer(name, "replaced by "+replacement.Name)
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		return nil
+	}
 	if len(bim.Spec.BackingImages) == 0 && len(bim.Status.BackingImageFileMap) == 0 {
 		// Nothing to keep: the manager goes, unless a backing image was
 		// added meanwhile (the delete carries the resource version).
@@ -200,8 +232,21 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 			status.APIVersion, status.APIMinVersion = v, minV
 		}
 	}
+	if replacement != nil {
+		// Being replaced: the files are the new manager's to check and
+		// change; this one only serves them until then.
+		log.WithField("replacement", replacement.Name).Debug("Outdated backing image manager: waiting for its replacement to take the files over")
+		return c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+	}
 	for fname, f := range files {
 		if bim.Spec.BackingImages[fname] == f.UUID {
+			continue
+		}
+		if wantedBySibling(bim, all, fname, f.UUID) {
+			continue
+		}
+		if users := c.usersOnDisk(bim.Spec.DiskUUID, fname, f.UUID); len(users) > 0 {
+			log.WithFields(logrus.Fields{"backingImage": fname, "uuid": f.UUID, "replicas": users}).Warn("Keeping a backing image file replicas on this disk use")
 			continue
 		}
 		if err := conn.client.Delete(ctx, fname, f.UUID); err != nil {
@@ -212,21 +257,64 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		delete(files, fname)
 	}
 	for biName, uuid := range bim.Spec.BackingImages {
-		if f := files[biName]; f != nil && f.UUID == uuid && f.State != longhorn.BackingImageStateUnknown {
+		f := files[biName]
+		if f != nil && f.UUID == uuid && f.State != longhorn.BackingImageStateUnknown && f.State != longhorn.BackingImageStateFailed {
 			continue
 		}
-		if info := c.prepareFile(ctx, log, conn.client, bim, biName, uuid, files[biName]); info != nil {
+		if f != nil && f.UUID == uuid && f.State == longhorn.BackingImageStateFailed && !c.mayRetry(key, bim.Name, biName, uuid) {
+			continue
+		}
+		if info := c.prepareFile(ctx, log, conn.client, bim, biName, uuid, f); info != nil {
 			files[biName] = info
 		}
 	}
+	return c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+}
+
+// runningStatus is the status of a running manager with its files.
+func runningStatus(status *longhorn.BackingImageManagerStatus, address string, files map[string]*bimanager.FileInfo) *longhorn.BackingImageManagerStatus {
 	status.CurrentState = longhorn.BackingImageManagerStateRunning
-	status.IP = conn.address
+	status.IP = address
 	status.BackingImageFileMap = make(map[string]longhorn.BackingImageFileInfo, len(files))
 	for fname, f := range files {
 		status.BackingImageFileMap[fname] = longhorn.BackingImageFileInfo{Name: f.Name, UUID: f.UUID, State: f.State,
 			Size: f.Size, VirtualSize: f.VirtualSize, Progress: f.Progress, CurrentChecksum: f.CurrentChecksum, Message: f.Message}
 	}
-	return c.writeStatus(ctx, bim, status)
+	return status
+}
+
+// mayRetry reports whether a failed file may be asked for again now; when
+// not, the manager is looked at again once it may.
+func (c *BackingImageManagerController) mayRetry(key, bimName, name, uuid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := bimName + "/" + name + "/" + uuid
+	if wait := time.Until(c.retried[k].Add(failedFileRetryDelay)); wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return false
+	}
+	c.retried[k] = time.Now()
+	return true
+}
+
+// usersOnDisk names the replicas on the disk that use the image's file of
+// uuid (the image's current one).
+func (c *BackingImageManagerController) usersOnDisk(diskUUID, name, uuid string) []string {
+	bi, err := c.ds.GetBackingImageRO(name)
+	if err != nil || bi.Status.UUID != uuid {
+		return nil
+	}
+	replicas, err := c.ds.ListBackingImageReplicasRO(name)
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	var users []string
+	for _, r := range replicas {
+		if r.Spec.DiskID == diskUUID {
+			users = append(users, r.Name)
+		}
+	}
+	return users
 }
 
 // prepareFile starts getting one wanted file: a file found on the disk at
@@ -271,7 +359,7 @@ func (c *BackingImageManagerController) prepareFile(ctx context.Context, log *lo
 	}
 	for _, peer := range peers {
 		f, ok := peer.Status.BackingImageFileMap[name]
-		if peer.Name == bim.Name || !ok || f.UUID != uuid || f.State != longhorn.BackingImageStateReady ||
+		if peer.Name == bim.Name || peer.Spec.DiskUUID == bim.Spec.DiskUUID || !ok || f.UUID != uuid || f.State != longhorn.BackingImageStateReady ||
 			peer.Status.CurrentState != longhorn.BackingImageManagerStateRunning || peer.Status.IP == "" {
 			continue
 		}

@@ -34,6 +34,7 @@ func (v backingImageView) expectedChecksum() string {
 func (v backingImageView) diskFile(disk, expected string) longhorn.BackingImageDiskFileStatus {
 	bi := v.image
 	bim := v.managers[disk]
+	var managerFile *longhorn.BackingImageDiskFileStatus
 	if bim != nil {
 		if f, ok := bim.Status.BackingImageFileMap[bi.Name]; ok && f.UUID == bi.Status.UUID {
 			st := longhorn.BackingImageDiskFileStatus{State: f.State, Progress: f.Progress, Message: f.Message}
@@ -44,15 +45,22 @@ func (v backingImageView) diskFile(disk, expected string) longhorn.BackingImageD
 				st.State = longhorn.BackingImageStateFailed
 				st.Message = fmt.Sprintf("checksum mismatch: the file hashes to %s, want %s", f.CurrentChecksum, expected)
 			}
-			return st
+			if st.State != longhorn.BackingImageStateFailed {
+				return st
+			}
+			managerFile = &st
 		}
 	}
 	if ds := v.dataSource; ds != nil && ds.Spec.UUID == bi.Status.UUID && !ds.Spec.FileTransferred && ds.Spec.DiskUUID == disk {
+		// A failed file being fetched again shows the new data source.
 		state := ds.Status.CurrentState
 		if state == "" {
 			state = longhorn.BackingImageStatePending
 		}
 		return longhorn.BackingImageDiskFileStatus{State: state, Progress: ds.Status.Progress, Message: ds.Status.Message}
+	}
+	if managerFile != nil {
+		return *managerFile
 	}
 	switch {
 	case bim == nil || bim.Status.CurrentState == "" || bim.Status.CurrentState == longhorn.BackingImageManagerStateStarting:

@@ -81,6 +81,15 @@ func TestBackingImageStatus(t *testing.T) {
 			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStatePending},
 		},
 		{
+			name: "a failed file being downloaded again shows the new data source on its disk, and stays failed elsewhere",
+			view: backingImageView{image: image(sumA, "d1", "d2"), dataSource: dataSource("d1", longhorn.BackingImageStateInProgress, "", "", false),
+				managers: map[string]*longhorn.BackingImageManager{
+					"d1": manager("d1", longhorn.BackingImageManagerStateRunning, longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateFailed, Message: "corrupt"}),
+					"d2": manager("d2", longhorn.BackingImageManagerStateRunning, longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateFailed, Message: "corrupt"})}},
+			want:      map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateInProgress, "d2": longhorn.BackingImageStateFailed},
+			wantInMsg: map[string]string{"d2": "corrupt"},
+		},
+		{
 			name: "a disk whose manager is in error is unknown",
 			view: backingImageView{image: image("", "d1"), managers: map[string]*longhorn.BackingImageManager{
 				"d1": manager("d1", longhorn.BackingImageManagerStateError)}},

@@ -16,6 +16,7 @@ const (
 	SettingNameRecurringFailedJobsHistoryLimit      SettingName = "recurring-failed-jobs-history-limit"
 	SettingNameRecurringJobMaxRetention             SettingName = "recurring-job-max-retention"
 	SettingNameBackupTarget                         SettingName = "backup-target"
+	SettingNameBackingImageCleanupWaitInterval      SettingName = "backing-image-cleanup-wait-interval"
 )
 
 // SettingType is the kind of value a setting holds.
@@ -84,6 +85,15 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Type:        SettingTypeString,
 		Default:     "",
 		Check:       checkBackupTarget,
+	},
+	SettingNameBackingImageCleanupWaitInterval: {
+		DisplayName: "Backing Image Cleanup Wait Interval",
+		Description: "Minutes a backing image's file on a disk stays after the last replica on that disk stopped using it; then the disk is taken out of the image's disks and its file deleted, keeping the image's minNumberOfCopies ready copies.",
+		Category:    "general",
+		Type:        SettingTypeInt,
+		Default:     "60",
+		Min:         1,
+		Max:         60 * 24 * 30,
 	},
 }
 

@@ -22,6 +22,9 @@ func TestValidateSetting(t *testing.T) {
 		{"nfs backup target", SettingNameBackupTarget, "nfs://server:/export", true},
 		{"file backup target", SettingNameBackupTarget, "file:///var/backups", true},
 		{"unknown backup target scheme", SettingNameBackupTarget, "ftp://server/path", false},
+		{"cleanup wait interval accepts a minute", SettingNameBackingImageCleanupWaitInterval, "1", true},
+		{"cleanup wait interval refuses zero minutes", SettingNameBackingImageCleanupWaitInterval, "0", false},
+		{"cleanup wait interval refuses more than 30 days", SettingNameBackingImageCleanupWaitInterval, "43201", false},
 		{"unknown setting", SettingName("no-such-setting"), "x", false},
 	}
 	for _, c := range cases {

@@ -132,6 +132,12 @@ type BackingImageStatus struct {
 	// +optional
 	// +nullable
 	DiskLastRefAtMap map[string]string `json:"diskLastRefAtMap"`
+	// Observations of the image: DeletionBlocked while a deleted image
+	// is kept because replicas use it (the message names their volumes),
+	// Redownload when the file had to be fetched again.
+	// +optional
+	// +nullable
+	Conditions []Condition `json:"conditions"`
 }
 
 // +genclient

@@ -387,6 +387,11 @@ func (in *BackingImageStatus) DeepCopyInto(out *BackingImageStatus) {
 			(*out)[key] = val
 		}
 	}
+	if in.Conditions != nil {
+		in, out := &in.Conditions, &out.Conditions
+		*out = make([]Condition, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
