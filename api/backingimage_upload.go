@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -67,7 +66,7 @@ func (s *Server) uploadBackingImage(w http.ResponseWriter, r *http.Request, name
 	if err != nil {
 		return badRequest("request body: not a multipart/form-data body: %v", err)
 	}
-	part, err := firstFilePart(mr)
+	part, err := datasource.FirstFilePart(mr)
 	if err != nil {
 		return badRequest("request body: %v", err)
 	}
@@ -113,21 +112,4 @@ func uploadError(log *logrus.Entry, name string, body *partReader, err error) er
 	}
 	log.WithError(err).Warn("The upload could not reach the data source")
 	return &httpError{http.StatusBadGateway, "UploadFailed", fmt.Sprintf("upload to the data source of backing image %s failed: %v", name, err)}
-}
-
-// firstFilePart skips form fields to the first part that carries a file.
-func firstFilePart(mr *multipart.Reader) (*multipart.Part, error) {
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			return nil, errors.New("the multipart body holds no file part")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read the multipart body: %v", err)
-		}
-		if p.FileName() != "" {
-			return p, nil
-		}
-		p.Close()
-	}
 }

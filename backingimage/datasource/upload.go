@@ -38,7 +38,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	timeout := s.cfg.StallTimeout
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	part, err := firstFilePart(mr)
+	part, err := FirstFilePart(mr)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("upload: %v", err))
 		return
@@ -127,8 +127,9 @@ func (s *Server) receive(body io.Reader, size int64, extend func()) (string, err
 	return sum, nil
 }
 
-// firstFilePart skips form fields to the first part that carries a file.
-func firstFilePart(mr *multipart.Reader) (*multipart.Part, error) {
+// FirstFilePart skips form fields to the first part that carries a file:
+// the upload is that part, as the API and the data source both read it.
+func FirstFilePart(mr *multipart.Reader) (*multipart.Part, error) {
 	for {
 		p, err := mr.NextPart()
 		if err == io.EOF {
