@@ -65,6 +65,15 @@ func (c *SnapshotController) engineChanged(oldObj, newObj interface{}) {
 		for _, s := range snaps {
 			c.enqueue(s)
 		}
+	} else if !equality.Semantic.DeepEqual(old.Status.PurgeStatus, cur.Status.PurgeStatus) {
+		// A purge ended: the snapshots being deleted wait on it (one whose
+		// purge failed starts another).
+		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
+		for _, s := range snaps {
+			if s.DeletionTimestamp != nil {
+				c.enqueue(s)
+			}
+		}
 	}
 	var before map[string]*longhorn.SnapshotInfo
 	if old != nil {
@@ -147,6 +156,12 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 		}
 		// StartPurge does nothing while a purge runs.
 		run.Engine.StartPurge()
+		if why := failedPurge(e); why != "" {
+			// The purge started again; the error brings this snapshot back
+			// after the queue's backoff, so a purge that keeps failing is
+			// retried ever more slowly, not in a loop.
+			return fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
+		}
 		return nil
 	}
 
@@ -187,6 +202,20 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 	}
 	status.Size, _ = strconv.ParseInt(info.Size, 10, 64)
 	return c.writeStatus(ctx, snap, status)
+}
+
+// failedPurge is the error of the engine's last purge as its status
+// shows it, or "" when it did not fail.
+func failedPurge(e *longhorn.Engine) string {
+	if e == nil {
+		return ""
+	}
+	for _, p := range e.Status.PurgeStatus {
+		if p != nil && !p.IsPurging && p.Error != "" {
+			return p.Error
+		}
+	}
+	return ""
 }
 
 func needsMutation(snap *longhorn.Snapshot, v *longhorn.Volume) bool {
