@@ -81,6 +81,10 @@ type DaemonOptions struct {
 	// binary (the default, for a control plane with no kubelet), or "pod",
 	// pods of CronJob.ManagerImage on this node with CronJob.ServiceAccount.
 	BackingImageServerRunner string
+	// BackingImagePodPorts, when set, are the ports of the data source and
+	// manager pods' servers. For tests only: their fake kubelet runs every
+	// pod's server on 127.0.0.1, so the ports must differ.
+	BackingImagePodPorts [2]int32
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
 	// by ones of it, reusing their files. On the local control plane the
@@ -373,7 +377,8 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
 		return controller.NewPodRunner(log, kubeClient, controller.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
-			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount}), nil
+			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
+			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1]}), nil
 	}
 	command := o.BackingImageServerCommand
 	if len(command) == 0 {

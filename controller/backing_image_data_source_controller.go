@@ -165,6 +165,7 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 		if errors.Is(err, ErrServerPending) {
 			// Not a failure: the server's pod is on its way.
 			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
+			status.RunningParameters = params
 			c.queue.AddAfter(key, serverPendingRecheck)
 			return c.writeStatus(ctx, bids, status)
 		}

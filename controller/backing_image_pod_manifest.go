@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -93,11 +94,11 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 	case dataSourceSubcommand:
 		// A data source that fails is restarted by its controller, with a
 		// backoff and a fresh temporary folder: the kubelet must not.
-		port = DataSourcePodPort
+		port = cmp.Or(cfg.DataSourcePort, DataSourcePodPort)
 	case managerSubcommand:
 		// A manager keeps no state of its own beyond the disk: the kubelet
 		// may restart it in place.
-		port, restart = ManagerPodPort, corev1.RestartPolicyAlways
+		port, restart = cmp.Or(cfg.ManagerPort, ManagerPodPort), corev1.RestartPolicyAlways
 	default:
 		return nil, fmt.Errorf("server %s: unknown subcommand %q (want %s or %s)", key, args[0], dataSourceSubcommand, managerSubcommand)
 	}
@@ -158,10 +159,10 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
 					PeriodSeconds: serverReadinessPeriodSeconds,
 				},
+				// Not privileged, unlike Longhorn's: the servers only read
+				// and write files under the disk's folder, as the image's
+				// user (root), and touch no device.
 				VolumeMounts: []corev1.VolumeMount{{Name: serverDiskVolume, MountPath: diskPath}},
-				// Like the manager's own pod: the disk's files are root's,
-				// and hosts with SELinux deny a hostPath to others.
-				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 			}},
 			Volumes: []corev1.Volume{{
 				Name: serverDiskVolume,

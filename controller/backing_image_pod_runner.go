@@ -30,6 +30,10 @@ type PodRunnerConfig struct {
 	Image string
 	// ServiceAccount is the pods' service account.
 	ServiceAccount string
+	// DataSourcePort and ManagerPort are the ports the servers listen on
+	// in their pods; DataSourcePodPort and ManagerPodPort when zero. Tests
+	// that run every pod's server on 127.0.0.1 set them apart.
+	DataSourcePort, ManagerPort int32
 }
 
 // PodRunner is the ServerRunner of a cluster: each server is a pod of the
