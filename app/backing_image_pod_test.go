@@ -148,6 +148,24 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 		t.Fatalf("DataSourceFailed events while the pod waits: %s", events.Items[0].Message)
 	}
 
+	// The pod's server exits: the data source fails with the exit's
+	// reason, and after the backoff a new pod replaces the old one.
+	ds.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "server",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: "disk full"}}}}}
+	if _, err := kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the data source fails with the pod's exit", func() (bool, error) {
+		cur, err := lh.LonghornV1beta2().BackingImageDataSources(ns).Get(context.Background(), "podded", metav1.GetOptions{})
+		return err == nil && cur.Status.CurrentState == longhorn.BackingImageStateFailed &&
+			strings.Contains(cur.Status.Message, "terminated: exit code 2, Error: disk full"), err
+	})
+	eventually(t, 30*time.Second, "a new pod replaces the failed one, and the data source waits for it", func() (bool, error) {
+		p := serverPods(t, kube, ns)[ds.Name]
+		cur, err := lh.LonghornV1beta2().BackingImageDataSources(ns).Get(context.Background(), "podded", metav1.GetOptions{})
+		return err == nil && p != nil && p.UID != uid && p.Status.Phase == corev1.PodPending && cur.Status.CurrentState == longhorn.BackingImageStateStarting, err
+	})
+
 	// Deleting the image deletes its pods; the stand-in kubelet confirms.
 	if err := lh.LonghornV1beta2().BackingImages(ns).Delete(context.Background(), "podded", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -164,10 +182,19 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, listErr := sa.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	_, execErr := sa.CoreV1().Pods(ns).Get(context.Background(), "x", metav1.GetOptions{})
-	if !apierrors.IsForbidden(listErr) || !apierrors.IsNotFound(execErr) {
-		t.Errorf("pods as the ServiceAccount: list %v (want Forbidden), get %v (want NotFound)", listErr, execErr)
+	other := cluster.NewNamespace(t)
+	stray := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	checks := map[string]error{}
+	_, checks["list pods"] = sa.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	_, checks["create a pod in another namespace"] = sa.CoreV1().Pods(other).Create(context.Background(), stray, metav1.CreateOptions{})
+	_, checks["update a pod's status"] = sa.CoreV1().Pods(ns).UpdateStatus(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}, metav1.UpdateOptions{})
+	for what, err := range checks {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the ServiceAccount: %v, want Forbidden", what, err)
+		}
+	}
+	if _, err := sa.CoreV1().Pods(ns).Get(context.Background(), "x", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get a pod as the ServiceAccount: %v, want NotFound", err)
 	}
 }
 
