@@ -76,6 +76,15 @@ type DaemonOptions struct {
 	// environment. Tests point these at the test binary.
 	BackingImageServerCommand []string
 	BackingImageServerEnv     []string
+	// BackingImageServerRunner is where the backing image servers run
+	// (--backing-image-server-runner): "process", child processes of this
+	// binary (the default, for a control plane with no kubelet), or "pod",
+	// pods of CronJob.ManagerImage on this node with CronJob.ServiceAccount.
+	BackingImageServerRunner string
+	// BackingImagePodPorts, when set, are the ports of the data source and
+	// manager pods' servers. For tests only: their fake kubelet runs every
+	// pod's server on 127.0.0.1, so the ports must differ.
+	BackingImagePodPorts [2]int32
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
 	// by ones of it, reusing their files. On the local control plane the
@@ -142,6 +151,13 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	case longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager:
 	default:
 		return fmt.Errorf("--recurring-job-runner must be %q or %q, got %q", longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager, o.CronJob.Runner)
+	}
+	switch o.BackingImageServerRunner {
+	case "":
+		o.BackingImageServerRunner = BackingImageServerRunnerProcess
+	case BackingImageServerRunnerProcess, BackingImageServerRunnerPod:
+	default:
+		return backingImageServerRunnerError(o.BackingImageServerRunner)
 	}
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
@@ -231,14 +247,16 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
 		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
-	serverRunner, err := newBackingImageServerRunner(log, o)
+	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o)
 	if err != nil {
 		return err
 	}
-	// The daemon's children stop with it: by the time this runs, the
-	// controllers that start servers have been stopped (see the end of
-	// RunDaemon).
-	defer serverRunner.StopAll()
+	if p, ok := serverRunner.(*controller.ProcessRunner); ok {
+		// The daemon's children stop with it: by the time this runs, the
+		// controllers that start servers have been stopped (see the end
+		// of RunDaemon). Pods stay, for the next daemon to adopt.
+		defer p.StopAll()
+	}
 	if o.BackingImageManagerImage == "" {
 		o.BackingImageManagerImage = o.CronJob.ManagerImage
 	}
@@ -343,9 +361,25 @@ func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry p
 		controller.RecurringJobRunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)
 }
 
-// newBackingImageServerRunner runs the backing image servers as child
-// processes of this binary, on 127.0.0.1.
-func newBackingImageServerRunner(log *logrus.Entry, o DaemonOptions) (*controller.ProcessRunner, error) {
+// Where the backing image servers run (--backing-image-server-runner).
+const (
+	BackingImageServerRunnerProcess = "process"
+	BackingImageServerRunnerPod     = "pod"
+)
+
+func backingImageServerRunnerError(got string) error {
+	return fmt.Errorf("--backing-image-server-runner must be %q or %q, got %q", BackingImageServerRunnerProcess, BackingImageServerRunnerPod, got)
+}
+
+// newBackingImageServerRunner runs the backing image servers as pods on
+// this node, or as child processes of this binary on 127.0.0.1.
+func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions) (controller.ServerRunner, error) {
+	log = log.WithField("component", "backing-image-servers")
+	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
+		return controller.NewPodRunner(log, kubeClient, controller.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
+			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
+			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1]}), nil
+	}
 	command := o.BackingImageServerCommand
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -354,7 +388,7 @@ func newBackingImageServerRunner(log *logrus.Entry, o DaemonOptions) (*controlle
 		}
 		command = []string{exe}
 	}
-	return controller.NewProcessRunner(log.WithField("component", "backing-image-servers"), command, o.BackingImageServerEnv), nil
+	return controller.NewProcessRunner(log, command, o.BackingImageServerEnv), nil
 }
 
 // loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced

@@ -36,6 +36,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
+			cli.StringFlag{Name: "backing-image-server-runner", Value: BackingImageServerRunnerProcess, Usage: "where the backing image data source and manager servers run: \"process\" (child processes of this binary on 127.0.0.1) or \"pod\" (pods of --manager-image on this node, with the disk mounted)"},
 			cli.StringFlag{Name: "recurring-job-runner", Value: "cronjob", Usage: "what fires recurring jobs: \"cronjob\" (a CronJob per job, a pod per run) or \"manager\" (the manager holding the runner Lease runs them itself)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -44,6 +45,9 @@ func DaemonCmd() cli.Command {
 			}
 			if r := c.String("recurring-job-runner"); r != string(longhorn.RecurringJobRunnerCronJob) && r != string(longhorn.RecurringJobRunnerManager) {
 				return fmt.Errorf("--recurring-job-runner must be %q or %q, got %q", longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager, r)
+			}
+			if r := c.String("backing-image-server-runner"); r != BackingImageServerRunnerProcess && r != BackingImageServerRunnerPod {
+				return backingImageServerRunnerError(r)
 			}
 			cfg, err := restConfig(c.String("kubeconfig"))
 			if err != nil {
@@ -64,6 +68,7 @@ func DaemonCmd() cli.Command {
 				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
 				KubeAPIBurst:             c.Int("kube-api-burst"),
 				BackingImageManagerImage: c.String("backing-image-manager-image"),
+				BackingImageServerRunner: c.String("backing-image-server-runner"),
 				CronJob: controller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
 					ServiceAccount:         c.String("service-account"),

@@ -314,3 +314,12 @@ func TestDaemonRefusesAMissingNodeName(t *testing.T) {
 		t.Fatalf("want an error naming --node-name, got %v", err)
 	}
 }
+
+func TestDaemonRefusesAnUnknownBackingImageServerRunner(t *testing.T) {
+	// The API is unreachable: the error must come before any call to it.
+	err := RunDaemon(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, DaemonOptions{NodeName: "n", DataDir: t.TempDir(),
+		CronJob: testCronJobConfig, BackingImageServerRunner: "kubelet"})
+	if err == nil || !strings.Contains(err.Error(), `--backing-image-server-runner must be "process" or "pod", got "kubelet"`) {
+		t.Fatalf("want an error naming --backing-image-server-runner, got %v", err)
+	}
+}

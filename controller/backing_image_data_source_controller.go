@@ -31,6 +31,9 @@ const (
 	dataSourceMaxPollFailures = 10
 	dataSourceRestartBackoff  = 5 * time.Second
 	dataSourceRestartMax      = 5 * time.Minute
+	// serverPendingRecheck is how soon a server that is on its way (a pod
+	// not yet running) is looked at again.
+	serverPendingRecheck = 3 * time.Second
 )
 
 // BackingImageDataSourceController runs the data source server of every
@@ -126,7 +129,7 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 	}
 	addr, serverErr := c.runner.Address(dataSourceServerKey(name))
 	if serverErr != nil {
-		if !errors.Is(serverErr, ErrServerNotStarted) {
+		if !errors.Is(serverErr, ErrServerNotStarted) && !errors.Is(serverErr, ErrServerPending) {
 			// The server died: no more polls of it.
 			c.stopMonitor(name)
 			status.CurrentState = longhorn.BackingImageStateFailed
@@ -157,7 +160,14 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			args, err = dataSourceArgs(bids, params)
 		}
 		if err == nil {
-			err = c.runner.Start(dataSourceServerKey(name), append(args, extra...))
+			err = c.runner.Start(dataSourceServerKey(name), append(args, extra...), WithOwner(bids, "BackingImageDataSource"))
+		}
+		if errors.Is(err, ErrServerPending) {
+			// Not a failure: the server's pod is on its way.
+			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
+			status.RunningParameters = params
+			c.queue.AddAfter(key, serverPendingRecheck)
+			return c.writeStatus(ctx, bids, status)
 		}
 		if err != nil {
 			c.logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
@@ -253,7 +263,7 @@ func (c *BackingImageDataSourceController) restartWait(name string, serverErr er
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.restarts[name]
-	if !errors.Is(serverErr, ErrServerNotStarted) {
+	if !errors.Is(serverErr, ErrServerNotStarted) && !errors.Is(serverErr, ErrServerPending) {
 		if b == nil {
 			b = &restartBackoff{}
 			c.restarts[name] = b

@@ -211,6 +211,13 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		return c.writeStatus(ctx, bim, status)
 	}
 	conn, err := c.ensureServer(key, bim, log)
+	if errors.Is(err, ErrServerPending) {
+		// Not a failure: the server's pod is on its way.
+		log.WithField("reason", err.Error()).Debug("Waiting for the backing image manager server")
+		status.CurrentState, status.IP = longhorn.BackingImageManagerStateStarting, ""
+		c.queue.AddAfter(key, serverPendingRecheck)
+		return c.writeStatus(ctx, bim, status)
+	}
 	if err != nil {
 		status.CurrentState = longhorn.BackingImageManagerStateError
 		status.IP = ""
@@ -390,11 +397,11 @@ func (c *BackingImageManagerController) ensureServer(key string, bim *longhorn.B
 	skey := managerServerKey(bim.Name)
 	addr, err := c.runner.Address(skey)
 	if err != nil {
-		if !errors.Is(err, ErrServerNotStarted) {
+		if !errors.Is(err, ErrServerNotStarted) && !errors.Is(err, ErrServerPending) {
 			log.WithError(err).Warn("The backing image manager server exited; starting it again")
 		}
 		args := []string{"backing-image-manager", "--disk-path", bim.Spec.DiskPath, "--disk-uuid", bim.Spec.DiskUUID}
-		if err := c.runner.Start(skey, args); err != nil {
+		if err := c.runner.Start(skey, args, WithImage(bim.Spec.Image), WithOwner(bim, "BackingImageManager")); err != nil {
 			return nil, err
 		}
 		if addr, err = c.runner.Address(skey); err != nil {

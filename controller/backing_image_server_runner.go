@@ -13,26 +13,74 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // ServerRunner runs the backing image servers (data sources and per-disk
 // managers) somewhere the controllers can reach them. On the local control
-// plane they are child processes of the daemon's own binary; in a cluster
-// they will be pods. A server is named by a key the controller chooses.
+// plane they are child processes of the daemon's own binary (ProcessRunner);
+// in a cluster they are pods (PodRunner). A server is named by a key the controller chooses.
 type ServerRunner interface {
 	// Start runs the server with args (a subcommand and its flags, without
 	// --listen) unless one runs under key already. It returns once the
-	// server answers on its address.
-	Start(key string, args []string) error
+	// server answers on its address, or an error wrapping ErrServerPending
+	// when the server is on its way (a pod not yet running) and the caller
+	// should look again soon. opts say what runs it and what it serves;
+	// runners that need neither ignore them.
+	Start(key string, args []string, opts ...ServerOption) error
 	// Stop stops the server under key and waits for it; no-op when none.
 	Stop(key string)
 	// Address is the server's host:port. The error says why there is none:
-	// never started, or exited (with its last log lines).
+	// never started, on its way (ErrServerPending), or exited (with its
+	// last log lines).
 	Address(key string) (string, error)
 }
 
 // ErrServerNotStarted is Address's error for a key never started or stopped.
 var ErrServerNotStarted = errors.New("server not started")
+
+// ErrServerPending is wrapped by Start's and Address's errors for a server
+// that was started and does not answer yet for a reason outside it (its
+// pod waits for a node, an image, a kubelet): not a failure of the server.
+var ErrServerPending = errors.New("server pending")
+
+// ServerOptions say what runs a server and what it serves.
+type ServerOptions struct {
+	// Image is the image the server runs from; the runner's default when
+	// empty.
+	Image string
+	// Owner is the object the server serves: a pod is owned by it, so it
+	// goes with it.
+	Owner *metav1.OwnerReference
+}
+
+// ServerOption sets one of the ServerOptions.
+type ServerOption func(*ServerOptions)
+
+// WithImage runs the server from image.
+func WithImage(image string) ServerOption { return func(o *ServerOptions) { o.Image = image } }
+
+// WithOwner makes obj, a Longhorn object of kind, the server's owner. The
+// reference does not block the owner's deletion (that would need the
+// right to update the owner's finalizers): the controller stops the
+// server itself when the owner goes.
+func WithOwner(obj metav1.Object, kind string) ServerOption {
+	return func(o *ServerOptions) {
+		o.Owner = &metav1.OwnerReference{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: kind,
+			Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true)}
+	}
+}
+
+func serverOptions(opts []ServerOption) ServerOptions {
+	var o ServerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
 
 // ProcessRunner is the ServerRunner of the local control plane: each
 // server is a child process listening on a free 127.0.0.1 port.
@@ -71,8 +119,9 @@ func NewProcessRunner(log *logrus.Entry, command []string, env []string) *Proces
 	return &ProcessRunner{Command: command, Env: env, Log: log, procs: map[string]*serverProcess{}}
 }
 
-// Start implements ServerRunner.
-func (r *ProcessRunner) Start(key string, args []string) error {
+// Start implements ServerRunner. A child process has no image or owner:
+// opts are ignored.
+func (r *ProcessRunner) Start(key string, args []string, _ ...ServerOption) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.procs[key]; p != nil {
