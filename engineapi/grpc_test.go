@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
-	"github.com/cadence-storage/longhorn-manager/engine/replica"
-	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -27,33 +24,12 @@ func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
 
 func serveVolume(t *testing.T, volume string) (*GRPCClient, *controller.Engine) {
 	t.Helper()
-	replicas := map[string]*replica.Replica{}
-	for _, name := range []string{"r1", "r2"} {
-		r, err := replica.Create(filepath.Join(t.TempDir(), name), 4<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		replicas[name] = r
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
-	e, err := controller.New(volume, replicas, clock.RealClock{}, logrus.NewEntry(log))
+	e := rpctest.Engine(t, volume, 4<<20, clock.RealClock{}, "r1", "r2")
+	c, err := NewGRPCClient(rpctest.Serve(t, e), volume, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rpc.NewServer()
-	srv.Register(e)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(l)
-	c, err := NewGRPCClient(l.Addr().String(), volume, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); g.Stop(); e.Close() })
+	t.Cleanup(func() { c.Close() })
 	return c, e
 }
 

@@ -5,49 +5,28 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
-	"github.com/cadence-storage/longhorn-manager/engine/replica"
-	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 )
 
 // serveWithClock is serveVolume with one replica of size bytes and an
 // engine on a fake clock.
 func serveWithClock(t *testing.T, size int64) (*GRPCClient, *controller.Engine, *clocktesting.FakeClock) {
 	t.Helper()
-	r, err := replica.Create(filepath.Join(t.TempDir(), "r1"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e, err := controller.New("vol", map[string]*replica.Replica{"r1": r}, clk, logrus.NewEntry(log))
+	e := rpctest.Engine(t, "vol", size, clk, "r1")
+	c, err := NewGRPCClient(rpctest.Serve(t, e), "vol", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rpc.NewServer()
-	srv.Register(e)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(l)
-	c, err := NewGRPCClient(l.Addr().String(), "vol", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); g.Stop(); e.Close() })
+	t.Cleanup(func() { c.Close() })
 	return c, e, clk
 }
 

@@ -3,18 +3,14 @@ package datasource
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
-	"github.com/cadence-storage/longhorn-manager/engine/replica"
-	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -22,26 +18,8 @@ import (
 // replica) on loopback and returns its address and engine.
 func serveEngine(t testing.TB, size int64) (string, *controller.Engine) {
 	t.Helper()
-	r, err := replica.Create(filepath.Join(t.TempDir(), "r1"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
-	e, err := controller.New("vol", map[string]*replica.Replica{"r1": r}, clock.RealClock{}, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rpc.NewServer()
-	srv.Register(e)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(l)
-	t.Cleanup(func() { g.Stop(); e.Close() })
-	return l.Addr().String(), e
+	e := rpctest.Engine(t, "vol", size, clock.RealClock{}, "r1")
+	return rpctest.Serve(t, e), e
 }
 
 // TestExportThroughTheEngine: the engine exporter reads the snapshot, not
