@@ -33,21 +33,8 @@ func BenchmarkDownload(b *testing.B) {
 	sum := sha(data)
 	b.SetBytes(benchSize)
 	for b.Loop() {
-		s, err := New(Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "download",
+		prepareOnce(b, Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "download",
 			Parameters: download(src.URL), ExpectedChecksum: sum, Log: quietLog()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			b.Fatal(err)
-		}
-		for st := s.Status(); st.State != longhorn.BackingImageStateReadyForTransfer; st = s.Status() {
-			if st.State == longhorn.BackingImageStateFailed {
-				b.Fatal(st.Message)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		s.Close()
 	}
 }
 
@@ -112,21 +99,27 @@ func exportBench(b *testing.B, size int64) {
 	disk := newDisk(b, "disk-1")
 	b.SetBytes(size)
 	for b.Loop() {
-		s, err := New(Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "export-from-volume",
+		prepareOnce(b, Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "export-from-volume",
 			Parameters: exportParams("raw"), Exporter: EngineExporter{Address: addr}, Log: quietLog()})
-		if err != nil {
-			b.Fatal(err)
+	}
+}
+
+// prepareOnce runs a data source server with cfg until its file is ready
+// for transfer, then closes it.
+func prepareOnce(b *testing.B, cfg Config) {
+	s, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	for st := s.Status(); st.State != longhorn.BackingImageStateReadyForTransfer; st = s.Status() {
+		if st.State == longhorn.BackingImageStateFailed {
+			b.Fatal(st.Message)
 		}
-		if err := s.Start(); err != nil {
-			b.Fatal(err)
-		}
-		for st := s.Status(); st.State != longhorn.BackingImageStateReadyForTransfer; st = s.Status() {
-			if st.State == longhorn.BackingImageStateFailed {
-				b.Fatal(st.Message)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		s.Close()
+		time.Sleep(time.Millisecond)
 	}
 }
 
