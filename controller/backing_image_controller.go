@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -307,7 +308,7 @@ func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus
 	}
 	var disk *datastore.Disk
 	engineNode := c.exportEngineNode(bi)
-	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
+	for _, diskUUID := range slices.Sorted(maps.Keys(bi.Spec.Disks)) {
 		d, err := c.ds.GetDiskByUUID(diskUUID)
 		if err != nil {
 			continue
@@ -319,7 +320,7 @@ func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus
 		}
 	}
 	if disk == nil {
-		return nil, fmt.Errorf("backing image %s: no node has any of its disks %v", bi.Name, sortedKeys(bi.Spec.Disks))
+		return nil, fmt.Errorf("backing image %s: no node has any of its disks %v", bi.Name, slices.Sorted(maps.Keys(bi.Spec.Disks)))
 	}
 	bids = &longhorn.BackingImageDataSource{
 		ObjectMeta: metav1.ObjectMeta{Name: bi.Name, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(bi,
@@ -365,7 +366,7 @@ func (c *BackingImageController) syncManagers(ctx context.Context, log *logrus.E
 		}
 	}
 	out := map[string]*longhorn.BackingImageManager{}
-	for _, diskUUID := range sortedKeys(bi.Spec.Disks) {
+	for _, diskUUID := range slices.Sorted(maps.Keys(bi.Spec.Disks)) {
 		bim := current[diskUUID]
 		if bim == nil {
 			if busy := transferringManager(outdated[diskUUID]); busy != nil {
@@ -470,13 +471,4 @@ func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry,
 	}
 	log.Info("Backing image cleaned up: its files and data source are gone")
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

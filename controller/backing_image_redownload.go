@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -33,7 +35,7 @@ func everyCopyFailed(v backingImageView, files map[string]*longhorn.BackingImage
 	if len(bi.Spec.Disks) == 0 || v.dataSource == nil || v.dataSource.Spec.UUID != bi.Status.UUID || !v.dataSource.Spec.FileTransferred {
 		return false, ""
 	}
-	disks := sortedKeys(bi.Spec.Disks)
+	disks := slices.Sorted(maps.Keys(bi.Spec.Disks))
 	reasons := make([]string, 0, len(disks))
 	for _, disk := range disks {
 		bim := v.managers[disk]

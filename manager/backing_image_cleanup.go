@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -52,11 +53,11 @@ func decideBackingImageCleanup(c backingImageCleanup) (map[string]string, *clean
 			return nil, &cleanupRefusal{unknown: true, message: fmt.Sprintf("disks[%d]: empty disk UUID", i)}
 		}
 		if _, ok := c.Disks[disk]; !ok {
-			return nil, &cleanupRefusal{unknown: true, message: fmt.Sprintf("disks[%d]: disk %s holds no file of this backing image (its disks are %s)", i, disk, strings.Join(sortedDisks(c.Disks), ", "))}
+			return nil, &cleanupRefusal{unknown: true, message: fmt.Sprintf("disks[%d]: disk %s holds no file of this backing image (its disks are %s)", i, disk, strings.Join(slices.Sorted(maps.Keys(c.Disks)), ", "))}
 		}
 		remove[disk] = true
 	}
-	for _, disk := range sortedKeys(remove) {
+	for _, disk := range slices.Sorted(maps.Keys(remove)) {
 		if users := c.InUse[disk]; len(users) > 0 {
 			users = slices.Clone(users)
 			sort.Strings(users)
@@ -90,22 +91,4 @@ func decideBackingImageCleanup(c backingImageCleanup) (map[string]string, *clean
 		}
 	}
 	return keep, nil
-}
-
-func sortedDisks(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
