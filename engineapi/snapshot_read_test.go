@@ -55,7 +55,7 @@ func TestSnapshotReadReturnsTheSnapshotAndSkipsHoles(t *testing.T) {
 	}
 
 	got := make([]byte, size)
-	const window = 7 << 20 // not block-aligned ranges on purpose
+	const window = 7<<20 + 1000 // ranges that are not block-aligned, on purpose
 	for off := int64(0); off < size; off += window {
 		n := min(window, size-off)
 		volSize, err := c.SnapshotRead(ctx, "s1", got[off:off+n], off)
@@ -65,6 +65,15 @@ func TestSnapshotReadReturnsTheSnapshotAndSkipsHoles(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the snapshot read differs from what was written before it")
+	}
+
+	// A range past the volume's end is refused, and does not count
+	// against the replica that would have served it.
+	if _, err := c.SnapshotRead(ctx, "s1", make([]byte, 8192), size-4096); err == nil || !strings.Contains(err.Error(), "must lie within") {
+		t.Fatalf("read past the end: %v, want a refusal naming the rule", err)
+	}
+	if v, err := c.VolumeGet(ctx); err != nil || v.ReplicaModes["r1"] != "RW" {
+		t.Fatalf("after a refused read: %+v, %v; want replica r1 still RW", v, err)
 	}
 
 	// The raw stream carries the written blocks only.
@@ -98,7 +107,7 @@ func TestSnapshotReadHoldsTheSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, release, err := e.OpenSnapshotForRead("s1")
+	_, release, err := e.OpenSnapshotForRead("s1", 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +172,7 @@ func TestSnapshotReadSurvivesAPurgeOfItsAncestors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	view, release, err := e.OpenSnapshotForRead("s2")
+	view, release, err := e.OpenSnapshotForRead("s2", 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

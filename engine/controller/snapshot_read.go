@@ -21,12 +21,13 @@ type snapshotHold struct {
 	until   time.Time
 }
 
-// OpenSnapshotForRead opens a read-only view of snapshot name on the
-// first healthy replica and holds the snapshot: deleting it is refused
+// OpenSnapshotForRead opens a read-only view of [off, end) of snapshot
+// name (end < 0: to the volume's end) on the first healthy replica and
+// holds the snapshot: deleting it is refused
 // while the view is open and for SnapshotHoldLease after release, which
 // closes the view. A snapshot marked removed cannot be opened: a purge
 // may be about to merge it away.
-func (e *Engine) OpenSnapshotForRead(name string) (*replica.SnapshotView, func(), error) {
+func (e *Engine) OpenSnapshotForRead(name string, off, end int64) (*replica.SnapshotView, func(), error) {
 	e.called("OpenSnapshotForRead")
 	if name == replica.HeadName {
 		return nil, nil, fmt.Errorf("%w: %s is not a snapshot: take one and read that", ErrInvalid, replica.HeadName)
@@ -45,7 +46,10 @@ func (e *Engine) OpenSnapshotForRead(name string) (*replica.SnapshotView, func()
 	case removed:
 		return nil, nil, fmt.Errorf("%w: snapshot %s is deleted (marked removed), it cannot be read", ErrPrecondition, name)
 	}
-	view, err := r.OpenSnapshot(name)
+	if size := r.Size(); off < 0 || off > size || end > size || (end >= 0 && end < off) {
+		return nil, nil, fmt.Errorf("%w: range offset %d to %d: must lie within the volume's %d bytes", ErrInvalid, off, end, size)
+	}
+	view, err := r.OpenSnapshotRange(name, off, end)
 	if err != nil {
 		e.fail(members[0], err)
 		return nil, nil, fmt.Errorf("snapshot %s on replica %s: %w", name, members[0].name, err)

@@ -11,8 +11,14 @@ import (
 // SEEK_DATA and SEEK_HOLE, so the cost follows what was written rather
 // than the file's size.
 func dataExtents(f *os.File, size int64, fn func(start, end int64)) error {
+	return dataExtentsIn(f, 0, size, fn)
+}
+
+// dataExtentsIn is dataExtents for the ranges within [from, size): the
+// extents found are cut to it.
+func dataExtentsIn(f *os.File, from, size int64, fn func(start, end int64)) error {
 	fd := int(f.Fd())
-	var off int64
+	off := from
 	for off < size {
 		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
@@ -39,7 +45,13 @@ func dataExtents(f *os.File, size int64, fn func(start, end int64)) error {
 
 // dataBlocks calls fn for every BlockSize block of f that holds data.
 func dataBlocks(f *os.File, size int64, fn func(block int64)) error {
-	return dataExtents(f, size, func(start, end int64) {
+	return dataBlocksIn(f, 0, size, fn)
+}
+
+// dataBlocksIn calls fn for every block in [from, to) of f that holds
+// data; from and to are block-aligned.
+func dataBlocksIn(f *os.File, from, to int64, fn func(block int64)) error {
+	return dataExtentsIn(f, from, to, func(start, end int64) {
 		for b := start / BlockSize; b < (end+BlockSize-1)/BlockSize; b++ {
 			fn(b)
 		}

@@ -7,10 +7,15 @@ import (
 	"path/filepath"
 )
 
-// SnapshotView reads what a snapshot holds: its layer and its ancestors'.
-// It stays valid while the snapshot is not purged.
+// SnapshotView reads what a snapshot holds: its layer and its ancestors',
+// within a window of the volume (the whole volume, or the range it was
+// opened for). It stays valid while the snapshot is not purged.
 type SnapshotView struct {
-	size     int64
+	size int64
+	// from and to bound the window, block-aligned; location maps its
+	// blocks (the first is from/BlockSize) to the layer holding them, 0
+	// for none (the backing file or zeros).
+	from, to int64
 	files    []*os.File
 	location []uint16
 	// backing is the view's own reader of the replica's backing file, so
@@ -18,8 +23,18 @@ type SnapshotView struct {
 	backing backingReader
 }
 
-// OpenSnapshot returns a read-only view of snapshot name.
+// OpenSnapshot returns a read-only view of snapshot name, all of it. Its
+// cost follows the volume's size and the data its layers hold: a reader of
+// one range opens that range instead.
 func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
+	return r.OpenSnapshotRange(name, 0, -1)
+}
+
+// OpenSnapshotRange returns a read-only view of snapshot name that reads
+// [off, end) (widened to whole blocks); end < 0 means the volume's end.
+// Its cost follows the range, not the volume: an export reads a snapshot
+// range after range, each through a view of its own.
+func (r *Replica) OpenSnapshotRange(name string, off, end int64) (*SnapshotView, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.chain == nil {
@@ -32,7 +47,15 @@ func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &SnapshotView{size: r.meta.Size, location: make([]uint16, r.meta.Size/BlockSize)}
+	size := r.meta.Size
+	if end < 0 {
+		end = size
+	}
+	if off < 0 || off > end || end > size {
+		return nil, fmt.Errorf("range %d to %d is outside the volume of %d bytes", off, end, size)
+	}
+	from, to := off/BlockSize*BlockSize, (end+BlockSize-1)/BlockSize*BlockSize
+	v := &SnapshotView{size: size, from: from, to: to, location: make([]uint16, (to-from)/BlockSize)}
 	if r.meta.Backing != nil {
 		if v.backing, err = openBacking(r.meta.Backing); err != nil {
 			return nil, err
@@ -46,7 +69,8 @@ func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 		}
 		v.files = append(v.files, f)
 		idx := uint16(i + 1)
-		if err := dataBlocks(f, v.size, func(b int64) { v.location[b] = idx }); err != nil {
+		first := from / BlockSize
+		if err := dataBlocksIn(f, from, to, func(b int64) { v.location[b-first] = idx }); err != nil {
 			v.Close()
 			return nil, err
 		}
@@ -56,16 +80,16 @@ func (r *Replica) OpenSnapshot(name string) (*SnapshotView, error) {
 
 // ReadAt reads the snapshot's content.
 func (v *SnapshotView) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > v.size {
-		return 0, fmt.Errorf("range %d+%d is outside the volume of %d bytes", off, len(p), v.size)
+	if off < v.from || off+int64(len(p)) > v.to {
+		return 0, fmt.Errorf("range %d+%d is outside the view's %d to %d (volume of %d bytes)", off, len(p), v.from, v.to, v.size)
 	}
 	end := off + int64(len(p))
 	for done := 0; done < len(p); {
 		pos := off + int64(done)
-		layer := v.location[pos/BlockSize]
+		layer := v.layer(pos)
 		// One read for the run of following blocks in the same layer.
 		next := (pos/BlockSize + 1) * BlockSize
-		for next < end && v.location[next/BlockSize] == layer {
+		for next < end && v.layer(next) == layer {
 			next += BlockSize
 		}
 		n := min(next, end) - pos
@@ -81,6 +105,9 @@ func (v *SnapshotView) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return len(p), nil
 }
+
+// layer is the index of the layer holding the byte at pos, in the window.
+func (v *SnapshotView) layer(pos int64) uint16 { return v.location[(pos-v.from)/BlockSize] }
 
 // Size is the volume size.
 func (v *SnapshotView) Size() int64 { return v.size }
@@ -98,16 +125,17 @@ func (v *SnapshotView) Close() error {
 
 // DataRuns calls fn for every run of [off, end) that may hold data: the
 // blocks some layer holds, and those the backing file covers. The rest
-// reads as zeros, so a reader of the snapshot may skip it.
+// reads as zeros, so a reader of the snapshot may skip it. The range is
+// cut to the view's window.
 func (v *SnapshotView) DataRuns(off, end int64, fn func(start, end int64)) {
-	end = min(end, v.size)
+	off, end = max(off, v.from), min(end, v.size, v.to)
 	var backingEnd int64
 	if v.backing != nil {
 		backingEnd = v.backing.Size()
 	}
-	data := func(b int64) bool { return v.location[b] != 0 || b*BlockSize < backingEnd }
+	data := func(b int64) bool { return v.layer(b*BlockSize) != 0 || b*BlockSize < backingEnd }
 	start := int64(-1)
-	for b := max(off, 0) / BlockSize; b*BlockSize < end; b++ {
+	for b := off / BlockSize; b*BlockSize < end; b++ {
 		switch has := data(b); {
 		case has && start < 0:
 			start = max(b*BlockSize, off)
