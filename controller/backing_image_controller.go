@@ -299,8 +299,14 @@ func (c *BackingImageController) syncDataSource(ctx context.Context, log *logrus
 		}
 		return nil, fmt.Errorf("waiting for the old data source of backing image %s to go", bi.Name)
 	}
-	if err == nil || !apierrors.IsNotFound(err) {
-		return bids, err
+	if err == nil {
+		if node := c.exportEngineNode(bi); exportMisplaced(bids, node) && !anyDiskReady(bi.Status.DiskFileStatusMap) {
+			return nil, c.moveExport(ctx, log, bi, bids, node)
+		}
+		return bids, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
 	}
 	if anyDiskReady(bi.Status.DiskFileStatusMap) {
 		// The first file was handed over long ago; no new data source.

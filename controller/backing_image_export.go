@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
@@ -104,6 +106,64 @@ func (c *BackingImageController) exportEngineNode(bi *longhorn.BackingImage) str
 		return ""
 	}
 	return src.EngineNode
+}
+
+// exportMisplaced tells whether an export's data source waits on another
+// node than engineNode, where the volume's engine runs (empty when the
+// volume is not attached), without having started: it was placed while
+// the volume was detached, or on a disk the user named, or its volume was
+// attached elsewhere since. It can never read the volume from there: an
+// export runs on the engine's node. A data source that is preparing or
+// holds its file stays where it is.
+func exportMisplaced(bids *longhorn.BackingImageDataSource, engineNode string) bool {
+	if bids.Spec.SourceType != longhorn.BackingImageDataSourceTypeExportFromVolume || engineNode == "" ||
+		bids.Spec.NodeID == engineNode || bids.Spec.FileTransferred || bids.DeletionTimestamp != nil {
+		return false
+	}
+	switch bids.Status.CurrentState {
+	case "", longhorn.BackingImageStatePending, longhorn.BackingImageStateFailed:
+		return true
+	}
+	return false
+}
+
+// moveExport deletes a misplaced export's data source, so the next sync
+// creates it again on a disk of engineNode: one of spec.disks there, or
+// else the node's first disk, added to spec.disks first (the cleanup of
+// unused disks removes it later, as any other). The data source's
+// deletion brings the image back to the queue.
+func (c *BackingImageController) moveExport(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage,
+	bids *longhorn.BackingImageDataSource, engineNode string) error {
+	log = log.WithFields(logrus.Fields{"from": bids.Spec.NodeID, "to": engineNode, "volume": bi.Spec.SourceParameters[longhorn.DataSourceParameterVolumeName]})
+	hasDisk := false
+	for diskUUID := range bi.Spec.Disks {
+		if d, err := c.ds.GetDiskByUUID(diskUUID); err == nil && d.NodeID == engineNode {
+			hasDisk = true
+			break
+		}
+	}
+	if !hasDisk {
+		disks, err := c.ds.ListNodeDisks(engineNode)
+		if err != nil {
+			return err
+		}
+		if len(disks) == 0 {
+			return fmt.Errorf("backing image %s: the engine of its volume runs on node %s, which has no disk with a UUID yet", bi.Name, engineNode)
+		}
+		updated := bi.DeepCopy()
+		updated.Spec.Disks[disks[0].UUID] = ""
+		if _, err := c.ds.UpdateBackingImage(ctx, updated); err != nil {
+			return err
+		}
+		log.WithFields(logrus.Fields{"diskUUID": disks[0].UUID, "path": disks[0].Path}).Info("Added a disk of the engine's node to the backing image: an export runs there")
+	}
+	if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	msg := fmt.Sprintf("the volume's engine runs on node %s, not on node %s where the data source waited: the export moves there", engineNode, bids.Spec.NodeID)
+	log.Info("Moving the export's data source to the node of the volume's engine")
+	c.event(bi, corev1.EventTypeNormal, "ExportMoved", msg)
+	return nil
 }
 
 // retryFailed tells whether a failed file is worth a new server after the

@@ -58,3 +58,42 @@ func TestRetryFailedDataSource(t *testing.T) {
 		})
 	}
 }
+
+func TestExportMisplaced(t *testing.T) {
+	source := func(sourceType longhorn.BackingImageDataSourceType, node string, state longhorn.BackingImageState, edit ...func(*longhorn.BackingImageDataSource)) *longhorn.BackingImageDataSource {
+		bids := &longhorn.BackingImageDataSource{Spec: longhorn.BackingImageDataSourceSpec{SourceType: sourceType, NodeID: node},
+			Status: longhorn.BackingImageDataSourceStatus{CurrentState: state}}
+		for _, e := range edit {
+			e(bids)
+		}
+		return bids
+	}
+	export := longhorn.BackingImageDataSourceTypeExportFromVolume
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name       string
+		bids       *longhorn.BackingImageDataSource
+		engineNode string
+		want       bool
+	}{
+		{"waiting on another node than the engine's", source(export, "node-1", longhorn.BackingImageStatePending), "node-2", true},
+		{"failed on another node (it refused to read from there)", source(export, "node-1", longhorn.BackingImageStateFailed), "node-2", true},
+		{"new, no status yet", source(export, "node-1", ""), "node-2", true},
+		{"on the engine's node", source(export, "node-2", longhorn.BackingImageStatePending), "node-2", false},
+		{"the volume is not attached: no node to move to", source(export, "node-1", longhorn.BackingImageStatePending), "", false},
+		{"reading the volume already", source(export, "node-1", longhorn.BackingImageStateInProgress), "node-2", false},
+		{"its file is ready", source(export, "node-1", longhorn.BackingImageStateReadyForTransfer), "node-2", false},
+		{"its server is starting", source(export, "node-1", longhorn.BackingImageStateStarting), "node-2", false},
+		{"its file was handed over", source(export, "node-1", longhorn.BackingImageStateFailed,
+			func(b *longhorn.BackingImageDataSource) { b.Spec.FileTransferred = true }), "node-2", false},
+		{"being deleted", source(export, "node-1", longhorn.BackingImageStatePending,
+			func(b *longhorn.BackingImageDataSource) { b.DeletionTimestamp = &now }), "node-2", false},
+		{"a download goes nowhere", source(longhorn.BackingImageDataSourceTypeDownload, "node-1", longhorn.BackingImageStatePending), "node-2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := exportMisplaced(tc.bids, tc.engineNode); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
