@@ -74,9 +74,10 @@ func openBacking(b *BackingFile) (backingReader, error) {
 		return nil, fmt.Errorf("%w %s: %w", ErrBackingFile, b.Path, err)
 	}
 	if bytes.Equal(head, qcow2Magic) {
-		r, err := openQcow2(f)
+		// One reader per qcow2 file in the process (see openQcow2s); it
+		// takes f.
+		r, err := openQcow2s.open(f)
 		if err != nil {
-			f.Close()
 			return nil, fmt.Errorf("%w %s: %w", ErrBackingFile, b.Path, err)
 		}
 		return r, nil

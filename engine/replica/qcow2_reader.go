@@ -12,7 +12,8 @@ import (
 )
 
 // The qcow2 reader's caches: L2 tables and inflated compressed clusters,
-// each about this many bytes (at least two clusters), per open reader.
+// each about this many bytes (at least two clusters), per reader: one per
+// qcow2 file in the process (see openQcow2s).
 const (
 	qcow2L2CacheBytes         = 1 << 20
 	qcow2CompressedCacheBytes = 2 << 20
