@@ -200,21 +200,33 @@ func (c *RecurringJobController) observeSchedule(job *longhorn.RecurringJob, sta
 
 // deleteManagedCronJob removes the job's CronJob, if the manager made one.
 func (c *RecurringJobController) deleteManagedCronJob(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	deleted, err := c.deleteOwnCronJob(ctx, job, log)
+	if deleted {
+		log.Info("Deleted the CronJob of the recurring job: the manager runner fires it")
+	}
+	return err
+}
+
+// deleteOwnCronJob deletes the CronJob named after the job if the manager
+// made it (controlled by the job, or labelled managed-by the manager). A
+// user's own CronJob that happens to have the name is left alone, with a
+// warning: it is not the manager's to delete.
+func (c *RecurringJobController) deleteOwnCronJob(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) (bool, error) {
 	cj, err := c.ds.GetCronJobRO(job.Name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !isControlledBy(cj, job) && cj.Labels[types.LabelManagedBy] != types.ManagedByValue {
-		return nil
+		log.WithField("cronJob", cj.Name).Warn("A CronJob with the recurring job's name is not the manager's: left alone")
+		return false, nil
 	}
 	if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return false, err
 	}
-	log.Info("Deleted the CronJob of the recurring job: the manager runner fires it")
-	return nil
+	return true, nil
 }
 
 // consumeSkip skips the tick due now, once: status.lastSkipped is set to
@@ -288,10 +300,11 @@ func isControlledBy(cj *batchv1.CronJob, job *longhorn.RecurringJob) bool {
 // markInvalid records why the job cannot run and makes sure nothing runs
 // it: a CronJob left from an earlier valid spec is deleted.
 func (c *RecurringJobController) markInvalid(ctx context.Context, job *longhorn.RecurringJob, verr error, log *logrus.Entry) error {
-	if _, err := c.ds.GetCronJobRO(job.Name); err == nil {
-		if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	deleted, err := c.deleteOwnCronJob(ctx, job, log)
+	if err != nil {
+		return err
+	}
+	if deleted {
 		log.Info("Deleted the CronJob of a recurring job whose spec became invalid")
 	}
 	before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
@@ -320,7 +333,7 @@ func (c *RecurringJobController) cleanup(ctx context.Context, job *longhorn.Recu
 	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
 		return nil
 	}
-	if err := c.ds.DeleteCronJob(ctx, job.Name); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := c.deleteOwnCronJob(ctx, job, log); err != nil {
 		return fmt.Errorf("delete CronJob of recurring job %s: %w", job.Name, err)
 	}
 	keys := []string{types.RecurringJobLabelKey(job.Name)}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,7 +78,8 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHis
 			}},
 		},
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   job.Spec.Cron,
+			// Validation trims the expression; the apiserver does not.
+			Schedule:                   strings.TrimSpace(job.Spec.Cron),
 			TimeZone:                   ptr.To(zone),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			Suspend:                    ptr.To(job.Spec.Suspend),

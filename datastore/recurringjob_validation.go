@@ -66,8 +66,9 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 			errs = append(errs, field.Invalid(specPath.Child("timeZone"), spec.TimeZone, "must be an IANA time zone such as Europe/Paris; empty means UTC"))
 		}
 	}
-	if spec.StartingDeadlineSeconds != nil && *spec.StartingDeadlineSeconds < 0 {
-		errs = append(errs, field.Invalid(specPath.Child("startingDeadlineSeconds"), *spec.StartingDeadlineSeconds, "must not be negative"))
+	if spec.StartingDeadlineSeconds != nil && *spec.StartingDeadlineSeconds < MinStartingDeadlineSeconds {
+		errs = append(errs, field.Invalid(specPath.Child("startingDeadlineSeconds"), *spec.StartingDeadlineSeconds,
+			fmt.Sprintf("must be at least %d: the CronJob controller looks every 10 s, so a shorter deadline can miss every run; leave it unset for no deadline", MinStartingDeadlineSeconds)))
 	}
 
 	retainPath := specPath.Child("retain")
@@ -112,6 +113,11 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 // validateCron accepts what robfig/cron's ParseStandard accepts (five
 // fields or a descriptor such as @daily or @every 1h), except a time zone
 // prefix, and refuses a schedule that can never fire.
+// MinStartingDeadlineSeconds is the shortest starting deadline a job may
+// set. Kubernetes' CronJob controller takes 0 and then never runs the job;
+// under 10 s it may miss runs.
+const MinStartingDeadlineSeconds = 10
+
 func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 	trimmed := strings.TrimSpace(expr)
 	if trimmed == "" {
@@ -119,6 +125,15 @@ func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 	}
 	if strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
 		return field.ErrorList{field.Invalid(p, expr, "must not set a time zone inside the expression; use timeZone")}
+	}
+	if rest, ok := strings.CutPrefix(trimmed, "@every "); ok {
+		// cron turns any interval under a second (zero and negative ones
+		// included) into one second; the CronJob controller looks once a
+		// minute. Whole minutes only, so both runners agree.
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d < time.Minute || d%time.Minute != 0 {
+			return field.ErrorList{field.Invalid(p, expr, "@every must be followed by a whole number of minutes, at least one, such as \"@every 90m\"")}
+		}
 	}
 	schedule, err := cron.ParseStandard(trimmed)
 	if err != nil {

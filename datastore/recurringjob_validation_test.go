@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -29,6 +30,15 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"a plain snapshot job is valid", func(*longhorn.RecurringJob) {}, ""},
 		{"descriptors are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@hourly" }, ""},
 		{"@every durations are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1h30m" }, ""},
+		{"@every whole minutes are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 15m" }, ""},
+		{"@every under a minute is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1s" }, "whole number of minutes"},
+		{"@every 0s is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 0s" }, "whole number of minutes"},
+		{"a negative @every is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every -1h" }, "whole number of minutes"},
+		{"@every with seconds is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1m30s" }, "whole number of minutes"},
+		{"a cron with surrounding whitespace is accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = " @daily\n" }, ""},
+		{"startingDeadlineSeconds 0 is refused", func(j *longhorn.RecurringJob) { j.Spec.StartingDeadlineSeconds = ptr.To[int64](0) }, "spec.startingDeadlineSeconds"},
+		{"startingDeadlineSeconds 9 is refused", func(j *longhorn.RecurringJob) { j.Spec.StartingDeadlineSeconds = ptr.To[int64](9) }, "at least 10"},
+		{"startingDeadlineSeconds 10 is accepted", func(j *longhorn.RecurringJob) { j.Spec.StartingDeadlineSeconds = ptr.To[int64](10) }, ""},
 		{"step values are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "30 6-16/4 * * 1-5" }, ""},
 		{"an empty spec name is fine", func(j *longhorn.RecurringJob) { j.Spec.Name = "" }, ""},
 		{"a cron that is not cron is refused", func(j *longhorn.RecurringJob) { j.Spec.Cron = "every day" }, "spec.cron"},

@@ -48,8 +48,10 @@ type RecurringJobSpec struct {
 	// +optional
 	TimeZone string `json:"timeZone,omitempty"`
 	// StartingDeadlineSeconds, when set, bounds how late a missed tick may
-	// still run; older ticks are recorded as missed and not run.
-	// +kubebuilder:validation:Minimum=0
+	// still run; older ticks are recorded as missed and not run. At least
+	// 10: Kubernetes' CronJob controller never runs a job whose deadline
+	// is 0, and may miss runs under 10 s.
+	// +kubebuilder:validation:Minimum=10
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 	// SkipImmediately skips the tick that is due when the job is created or

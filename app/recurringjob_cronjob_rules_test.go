@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// TestACronJobTheManagerDidNotMakeIsLeftAlone: a user's CronJob that has
+// a recurring job's name is not the manager's: neither a job that turns
+// invalid nor its deletion deletes it.
+func TestACronJobTheManagerDidNotMakeIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	ctx := context.Background()
+	mine, err := e.kube.BatchV1().CronJobs(e.ns).Create(ctx, &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.createJob(t, "nightly", longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 1 * * *", Retain: 2, Concurrency: 1})
+	// Invalid now: the controller removes what would run it, but only
+	// what it made.
+	e.updateJob(t, "nightly", func(j *longhorn.RecurringJob) { j.Spec.Retain = 1000 })
+	eventually(t, 15*time.Second, "Ready=False for retain", func() (bool, error) {
+		return e.readyCondition(t, "nightly").Status == longhorn.ConditionStatusFalse, nil
+	})
+	stillMine := func(when string) {
+		t.Helper()
+		cj, err := e.kube.BatchV1().CronJobs(e.ns).Get(ctx, "nightly", metav1.GetOptions{})
+		if err != nil || cj.UID != mine.UID || cj.Spec.Schedule != "0 3 * * *" {
+			t.Fatalf("%s: the user's CronJob is gone or changed (%v)", when, err)
+		}
+	}
+	stillMine("after the job turned invalid")
+
+	if err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Delete(ctx, "nightly", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the recurring job deleted", func() (bool, error) {
+		_, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(ctx, "nightly", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	stillMine("after the recurring job was deleted")
+}
+
+// TestACronWithSurroundingWhitespaceIsScheduled: validation trims the
+// expression (a YAML block scalar ends it with a newline); the CronJob
+// gets the trimmed one, which the apiserver takes.
+func TestACronWithSurroundingWhitespaceIsScheduled(t *testing.T) {
+	t.Parallel()
+	e := newManagerEnv(t)
+	e.createJob(t, "padded", longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeSnapshot, Cron: " @daily\n", Retain: 2, Concurrency: 1})
+	e.waitCronJob(t, "padded", "a CronJob with the trimmed schedule", func(cj *batchv1.CronJob) bool { return cj.Spec.Schedule == "@daily" })
+	eventually(t, 10*time.Second, "Ready=True", func() (bool, error) {
+		return e.readyCondition(t, "padded").Status == longhorn.ConditionStatusTrue, nil
+	})
+}
