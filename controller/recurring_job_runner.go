@@ -68,6 +68,7 @@ type RecurringJobRunner struct {
 	wg      sync.WaitGroup
 	slots   chan struct{}
 	leading bool
+	terms   leaderTerms
 }
 
 // NewRecurringJobRunner wires the runner to the RecurringJob informer.
@@ -133,21 +134,30 @@ func (r *RecurringJobRunner) Run(ctx context.Context, workers int) error {
 		leaseDuration, renew, retry = 15*time.Second, 10*time.Second, 2*time.Second
 	}
 	for ctx.Err() == nil {
+		// A suffix tells two processes of one node apart (a restart
+		// before the old Lease expired).
+		identity := r.cfg.Identity + "-" + rand.String(5)
 		lock := &resourcelock.LeaseLock{
-			LeaseMeta: metav1.ObjectMeta{Namespace: r.ds.Namespace(), Name: RecurringJobRunnerLease},
-			Client:    r.ds.KubeClient().CoordinationV1(),
-			// A suffix tells two processes of one node apart (a restart
-			// before the old Lease expired).
-			LockConfig: resourcelock.ResourceLockConfig{Identity: r.cfg.Identity + "-" + rand.String(5)},
+			LeaseMeta:  metav1.ObjectMeta{Namespace: r.ds.Namespace(), Name: RecurringJobRunnerLease},
+			Client:     r.ds.KubeClient().CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		}
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: lock, Name: RecurringJobRunnerLease,
 			LeaseDuration: leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
-			// Released only after every run of this term has stopped (lead
-			// returns after that), so two managers never run at once.
-			ReleaseOnCancel: true,
+			// client-go would release the Lease as soon as renewing stops,
+			// before this term's runs have stopped; it is released below,
+			// after them, so two managers never run at once.
+			ReleaseOnCancel: false,
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) { r.lead(ctx, workers) },
+				OnStartedLeading: func(ctx context.Context) {
+					ok, end := r.terms.begin(ctx)
+					if !ok {
+						return
+					}
+					defer end()
+					r.lead(ctx, workers)
+				},
 				OnStoppedLeading: func() { r.logger.Info("No longer holds the recurring-job runner Lease") },
 			},
 		})
@@ -155,6 +165,10 @@ func (r *RecurringJobRunner) Run(ctx context.Context, workers int) error {
 			return err
 		}
 		elector.Run(ctx)
+		r.terms.wait()
+		if err := releaseLease(r.ds.KubeClient(), r.ds.Namespace(), RecurringJobRunnerLease, identity, r.clock.Now()); err != nil {
+			r.logger.WithError(err).Warn("Cannot release the recurring-job runner Lease; it expires by itself")
+		}
 	}
 	return nil
 }
@@ -177,7 +191,9 @@ func (r *RecurringJobRunner) lead(ctx context.Context, workers int) {
 	}
 	_ = base.Run(ctx, workers)
 	r.mu.Lock()
-	r.base, r.leading = nil, false
+	if r.base == base {
+		r.base, r.leading = nil, false
+	}
 	r.mu.Unlock()
 	r.wg.Wait()
 }
