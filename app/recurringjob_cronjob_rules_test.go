@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,11 @@ func TestACronJobTheManagerDidNotMakeIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.createJob(t, "nightly", longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 1 * * *", Retain: 2, Concurrency: 1})
+	eventually(t, 15*time.Second, "Ready=False saying the CronJob name is taken", func() (bool, error) {
+		c := e.readyCondition(t, "nightly")
+		return c.Status == longhorn.ConditionStatusFalse && c.Reason == longhorn.RecurringJobConditionReasonCronJobNameTaken &&
+			strings.Contains(c.Message, "did not make"), nil
+	})
 	// Invalid now: the controller removes what would run it, but only
 	// what it made.
 	e.updateJob(t, "nightly", func(j *longhorn.RecurringJob) { j.Spec.Retain = 1000 })

@@ -349,11 +349,36 @@ spec:
 		return e.readyCondition(t, "never").Status == longhorn.ConditionStatusTrue, nil
 	})
 
-	// Lowering the setting makes the job invalid again: its CronJob goes.
+	// Lowering the setting does not stop a job accepted before: it keeps
+	// its CronJob (and its retain), and its Ready condition says why it
+	// breaks the setting, with a Warning event.
 	e.setSetting(t, types.SettingNameRecurringJobMaxRetention, "50")
-	eventually(t, 10*time.Second, "CronJob removed when the setting makes retain invalid", func() (bool, error) {
+	eventually(t, 10*time.Second, "Ready=True, RetainAboveMaximum, once the setting is lowered", func() (bool, error) {
+		c := e.readyCondition(t, "never")
+		return c.Status == longhorn.ConditionStatusTrue && c.Reason == longhorn.RecurringJobConditionReasonRetainAboveMaximum &&
+			strings.Contains(c.Message, "spec.retain 100") && strings.Contains(c.Message, "(50)"), nil
+	})
+	e.waitCronJob(t, "never", "the CronJob kept", func(*batchv1.CronJob) bool { return true })
+	eventually(t, 10*time.Second, "a RetainAboveMaximum Warning event", func() (bool, error) {
+		events, err := e.kube.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == "never" && ev.Type == corev1.EventTypeWarning && ev.Reason == longhorn.RecurringJobConditionReasonRetainAboveMaximum {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// A new spec is checked against the setting as it is now: invalid,
+	// and its CronJob goes.
+	e.updateJob(t, "never", func(j *longhorn.RecurringJob) { j.Spec.Cron = "0 0 2 * *" })
+	eventually(t, 10*time.Second, "CronJob removed when a new spec breaks the setting", func() (bool, error) {
 		_, err := e.kube.BatchV1().CronJobs(e.ns).Get(context.Background(), "never", metav1.GetOptions{})
-		return apierrors.IsNotFound(err) && e.readyCondition(t, "never").Status == longhorn.ConditionStatusFalse, nil
+		c := e.readyCondition(t, "never")
+		return apierrors.IsNotFound(err) && c.Status == longhorn.ConditionStatusFalse && strings.Contains(c.Message, "spec.retain"), nil
 	})
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -152,12 +153,14 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		return c.consumeSkip(ctx, job, log)
 	}
 
-	if verr := c.ds.ValidateRecurringJob(job, c.clock.Now()); verr != nil {
+	warning, verr := c.ds.CheckRecurringJobToRun(job, c.clock.Now())
+	if verr != nil {
 		return c.markInvalid(ctx, job, verr, log)
 	}
-	// One status write carries what changed: the observed schedule, the
-	// CronJob's status, the Ready condition.
+	// One status write carries what changed: the accepted generation, the
+	// observed schedule, the CronJob's status, the Ready condition.
 	status := job.Status.DeepCopy()
+	status.ObservedGeneration = job.Generation
 	if !scheduleObserved(job) {
 		c.observeSchedule(job, status, log)
 	}
@@ -168,14 +171,30 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 			return err
 		}
 	} else {
-		if err := c.syncCronJob(ctx, job, log); err != nil {
+		if err := c.syncCronJob(ctx, job, log); errors.Is(err, errCronJobNameTaken) {
+			// The user's to resolve: said in the job's status, not retried.
+			before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
+			if before.Reason != longhorn.RecurringJobConditionReasonCronJobNameTaken {
+				log.WithError(err).Warn("Recurring job is not scheduled")
+				c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
+			}
+			return c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
+		} else if err != nil {
 			return err
 		}
 		if err := c.mirrorCronJobStatus(job, status); err != nil {
 			return err
 		}
 	}
-	status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, longhorn.RecurringJobConditionReasonScheduled, "", c.clock.Now())
+	reason := longhorn.RecurringJobConditionReasonScheduled
+	if warning != "" {
+		reason = longhorn.RecurringJobConditionReasonRetainAboveMaximum
+		if before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady); before.Reason != reason || before.Message != warning {
+			log.Warn(warning)
+			c.recorder.Event(job, corev1.EventTypeWarning, reason, warning)
+		}
+	}
+	status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, reason, warning, c.clock.Now())
 	if equality.Semantic.DeepEqual(*status, job.Status) {
 		return nil
 	}
@@ -275,7 +294,8 @@ func (c *RecurringJobController) syncCronJob(ctx context.Context, job *longhorn.
 		return err
 	}
 	if !isControlledBy(live, job) && live.Labels[types.LabelManagedBy] != types.ManagedByValue {
-		return fmt.Errorf("a CronJob named %s exists that the manager does not own; rename or delete it", job.Name)
+		return fmt.Errorf("%w: a CronJob named %s exists that the manager did not make; rename or delete it, and the job gets its own (looked at again within the resync period)",
+			errCronJobNameTaken, job.Name)
 	}
 	merged, changed := mergeCronJob(live, desired)
 	if !changed {
@@ -287,6 +307,9 @@ func (c *RecurringJobController) syncCronJob(ctx context.Context, job *longhorn.
 	log.WithField("cron", job.Spec.Cron).Info("Updated CronJob to match the recurring job")
 	return nil
 }
+
+// errCronJobNameTaken: a CronJob the manager did not make has the job's name.
+var errCronJobNameTaken = errors.New("CronJob name taken")
 
 func isControlledBy(cj *batchv1.CronJob, job *longhorn.RecurringJob) bool {
 	for _, ref := range cj.OwnerReferences {

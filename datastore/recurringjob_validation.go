@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -153,4 +154,34 @@ func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.T
 		return err
 	}
 	return ValidateRecurringJob(job, maxRetention, now)
+}
+
+// CheckRecurringJobToRun is the rule that decides whether a job is
+// scheduled and run: ValidateRecurringJob, except for a job whose current
+// spec the manager accepted before (status.observedGeneration is its
+// generation) and whose only fault is a retain above a
+// recurring-job-max-retention lowered since. Such a job keeps running
+// with its own retain (a lower one would delete snapshots and backups the
+// user keeps); warning says why it breaks the setting. The API checks
+// specs it writes with ValidateRecurringJob alone.
+func CheckRecurringJobToRun(job *longhorn.RecurringJob, maxRetention int, now time.Time) (warning string, err error) {
+	err = ValidateRecurringJob(job, maxRetention, now)
+	if err == nil || job.Status.ObservedGeneration != job.Generation || job.Generation == 0 {
+		return "", err
+	}
+	if ValidateRecurringJob(job, math.MaxInt32, now) != nil {
+		return "", err
+	}
+	return fmt.Sprintf("spec.retain %d is above the %s setting (%d), lowered after this spec was accepted: the job keeps running with retain %d; lower retain to follow the setting",
+		job.Spec.Retain, types.SettingNameRecurringJobMaxRetention, maxRetention, job.Spec.Retain), nil
+}
+
+// CheckRecurringJobToRun is CheckRecurringJobToRun against the current
+// recurring-job-max-retention setting.
+func (ds *DataStore) CheckRecurringJobToRun(job *longhorn.RecurringJob, now time.Time) (string, error) {
+	maxRetention, err := ds.GetSettingAsInt(types.SettingNameRecurringJobMaxRetention)
+	if err != nil {
+		return "", err
+	}
+	return CheckRecurringJobToRun(job, maxRetention, now)
 }

@@ -87,3 +87,37 @@ func TestValidateRecurringJob(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckRecurringJobToRun(t *testing.T) {
+	now := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+	job := func(generation, observed int64, retain int, cron string) *longhorn.RecurringJob {
+		return &longhorn.RecurringJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "daily", Generation: generation},
+			Spec:       longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeBackup, Cron: cron, Retain: retain, Concurrency: 1},
+			Status:     longhorn.RecurringJobStatus{ObservedGeneration: observed},
+		}
+	}
+	for _, tc := range []struct {
+		name             string
+		job              *longhorn.RecurringJob
+		wantErr, wantMsg string
+	}{
+		{"within the setting", job(3, 3, 40, "@daily"), "", ""},
+		{"accepted, then the setting was lowered: runs, with a warning", job(3, 3, 80, "@daily"), "", "spec.retain 80 is above"},
+		{"a new spec above the setting is refused", job(4, 3, 80, "@daily"), "spec.retain", ""},
+		{"never accepted: refused", job(1, 0, 80, "@daily"), "spec.retain", ""},
+		{"accepted, but another fault too: refused", job(3, 3, 80, "0 0 30 2 *"), "never fires", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, err := CheckRecurringJobToRun(tc.job, 50, now)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("want no error, got %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+			case !strings.Contains(msg, tc.wantMsg) || (tc.wantMsg == "" && msg != ""):
+				t.Fatalf("warning %q, want %q", msg, tc.wantMsg)
+			}
+		})
+	}
+}

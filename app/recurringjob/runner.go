@@ -108,9 +108,13 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	} else {
 		return Result{}, fmt.Errorf("the manager API cannot be reached: %w", err)
 	}
-	if err := datastore.ValidateRecurringJob(job, maxRetention, time.Now()); err != nil {
+	warning, err := datastore.CheckRecurringJobToRun(job, maxRetention, time.Now())
+	if err != nil {
 		r.event(ctx, job, corev1.EventTypeWarning, "InvalidSpec", "not run: "+err.Error())
 		return Result{}, fmt.Errorf("recurring job %s is invalid: %w", name, err)
+	}
+	if warning != "" {
+		log.Warn(warning)
 	}
 	volumes, err := r.selectVolumes(ctx, job)
 	if err != nil {

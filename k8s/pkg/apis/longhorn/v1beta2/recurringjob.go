@@ -101,6 +101,12 @@ type RecurringJobStatus struct {
 	// ticks before that time belong to an older schedule and never run.
 	// +optional
 	ObservedSchedule *RecurringJobObservedSchedule `json:"observedSchedule,omitempty"`
+	// ObservedGeneration is the generation of the spec the manager last
+	// accepted. retain is checked against recurring-job-max-retention when
+	// a spec is accepted: lowering the setting later does not stop a job
+	// whose spec was accepted before (its Ready condition says so).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // RecurringJobRunner names what runs a recurring job's ticks.
@@ -148,6 +154,13 @@ type RecurringJobObservedSchedule struct {
 const (
 	RecurringJobConditionReasonInvalidSpec = "InvalidSpec"
 	RecurringJobConditionReasonScheduled   = "Scheduled"
+	// RecurringJobConditionReasonRetainAboveMaximum: scheduled, but retain
+	// is above a recurring-job-max-retention lowered after the spec was
+	// accepted.
+	RecurringJobConditionReasonRetainAboveMaximum = "RetainAboveMaximum"
+	// RecurringJobConditionReasonCronJobNameTaken: not scheduled, a
+	// CronJob the manager did not make has the job's name.
+	RecurringJobConditionReasonCronJobNameTaken = "CronJobNameTaken"
 )
 
 // +genclient
