@@ -29,6 +29,8 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		`{"name":"img","sourceType":"export-from-volume","parameters":{"volume-name":"vol","export-type":"qcow2"}}`,
 		`{"name":"up","sourceType":"upload","expectedChecksum":"00"}`,
 		`{"disks":["disk-a","disk-b"]}`, `{"disks":[""]}`, `{"disks":null}`,
+		`{"hostId":"node-1","disableFrontend":true,"attachedBy":"recurring-job/snap/20261122T010000Z"}`,
+		`{"hostId":"node-1"}`, `{"attachedBy":"recurring-job/snap/20261122T010000Z"}`, `{"attachedBy":"-"}`, ``,
 		`[]`, `null`, `{"name":`, `{"retain":1e400}`, "\x00", `{"labels":{"":""}}`,
 	} {
 		f.Add(seed)
@@ -46,6 +48,8 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		{http.MethodPost, "/v1/volumes"},
 		{http.MethodPost, "/v1/volumes/vol-0?action=recurringJobAdd"},
 		{http.MethodPost, "/v1/volumes/vol-0?action=recurringJobDelete"},
+		{http.MethodPost, "/v1/volumes/vol-0?action=attach"},
+		{http.MethodPost, "/v1/volumes/vol-0?action=detach"},
 		{http.MethodPut, "/v1/settings/recurring-job-max-retention"},
 		{http.MethodPost, "/v1/backingimages"},
 		{http.MethodPost, "/v1/backingimages/base?action=backingImageCleanup"},

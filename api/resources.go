@@ -60,6 +60,8 @@ type Volume struct {
 	State                longhorn.VolumeState                 `json:"state"`
 	Robustness           longhorn.VolumeRobustness            `json:"robustness"`
 	CurrentNodeID        string                               `json:"currentNodeID"`
+	NodeID               string                               `json:"nodeID"`
+	AttachedBy           string                               `json:"attachedBy"`
 	FrontendDisabled     bool                                 `json:"frontendDisabled"`
 	Endpoint             string                               `json:"endpoint"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
@@ -201,7 +203,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	return Volume{
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
 		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, State: v.Status.State, Robustness: v.Status.Robustness,
-		CurrentNodeID: v.Status.CurrentNodeID, RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
+		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
 		FrontendDisabled: v.Status.FrontendDisabled, Endpoint: s.volumeEndpoint(v.Name),
 	}
 }

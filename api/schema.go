@@ -88,6 +88,8 @@ func schemas() []Schema {
 				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
 				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},
 				"currentNodeID":        {Type: "string"},
+				"nodeID":               {Type: "string"},
+				"attachedBy":           {Type: "string"},
 				"frontendDisabled":     {Type: "boolean"},
 				"endpoint":             {Type: "string"},
 				"conditions":           {Type: "array[condition]"},
@@ -97,7 +99,7 @@ func schemas() []Schema {
 				"recurringJobDelete": {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
 				"recurringJobList":   {Output: "collection[volumeRecurringJob]"},
 				"attach":             {Input: "attachInput", Output: "volume"},
-				"detach":             {Output: "volume"},
+				"detach":             {Input: "detachInput", Output: "volume"},
 				"snapshotCreate":     {Input: "snapshotInput", Output: "snapshot"},
 				"snapshotList":       {Output: "collection[snapshot]"},
 				"snapshotGet":        {Input: "snapshotInput", Output: "snapshot"},
@@ -119,7 +121,12 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"hostId":          {Type: "string", Required: true, Create: true},
 				"disableFrontend": {Type: "boolean", Create: true, Default: false},
+				"attachedBy":      {Type: "string", Create: true},
 			},
+		},
+		{
+			ID:             "detachInput",
+			ResourceFields: map[string]Field{"attachedBy": {Type: "string", Create: true}},
 		},
 		{
 			ID: "snapshotInput",

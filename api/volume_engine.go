@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -14,12 +13,6 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
-
-// AttachInput is the body of the attach action.
-type AttachInput struct {
-	HostID          string `json:"hostId"`
-	DisableFrontend bool   `json:"disableFrontend"`
-}
 
 // SnapshotInput names a snapshot, and labels one being created.
 type SnapshotInput struct {
@@ -46,60 +39,6 @@ func toSnapshot(s *longhorn.SnapshotInfo) Snapshot {
 		Name:     s.Name, Parent: s.Parent, Children: s.Children, Removed: s.Removed, UserCreated: s.UserCreated,
 		Created: s.Created, Size: s.Size, Labels: s.Labels,
 	}
-}
-
-// setVolumeNode writes the node a volume should be attached to ("" to
-// detach), retrying conflicts on the newest version.
-func (s *Server) setVolumeNode(ctx context.Context, name, node string, disableFrontend bool) (*longhorn.Volume, error) {
-	var result *longhorn.Volume
-	err := datastore.RetryOnConflict(func() error {
-		v, err := s.ds.GetVolumeFresh(ctx, name)
-		if apierrors.IsNotFound(err) {
-			return notFound("volume %q not found", name)
-		}
-		if err != nil {
-			return err
-		}
-		if v.Spec.NodeID != "" && node != "" && v.Spec.NodeID != node {
-			return &httpError{http.StatusConflict, "Conflict", "volume " + name + " is attached to " + v.Spec.NodeID + "; detach it first"}
-		}
-		if v.Spec.NodeID == node && v.Spec.DisableFrontend == disableFrontend {
-			result = v
-			return nil
-		}
-		v.Spec.NodeID, v.Spec.DisableFrontend = node, disableFrontend
-		result, err = s.ds.UpdateVolume(ctx, v)
-		return err
-	})
-	return result, err
-}
-
-func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, name string) error {
-	var in AttachInput
-	if err := decodeBody(w, r, &in); err != nil {
-		return err
-	}
-	if in.HostID == "" {
-		return badRequest("hostId: required, the node to attach the volume to")
-	}
-	if _, err := s.ds.GetNodeRO(in.HostID); apierrors.IsNotFound(err) {
-		return badRequest("hostId: node %q is not a Longhorn node", in.HostID)
-	}
-	v, err := s.setVolumeNode(r.Context(), name, in.HostID, in.DisableFrontend)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
-	return nil
-}
-
-func (s *Server) detachVolume(w http.ResponseWriter, r *http.Request, name string) error {
-	v, err := s.setVolumeNode(r.Context(), name, "", false)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
-	return nil
 }
 
 // engineClient returns a client of the engine of an attached volume.

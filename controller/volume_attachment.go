@@ -214,7 +214,9 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 				c.mirrors.record(v.Name, run.Engine, gen, written)
 			}
 		}()
-		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.nodeID, v.Spec.DisableFrontend
+		// What the engine serves: a frontend is started on a running
+		// engine when asked for, never taken away from one.
+		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.nodeID, run.Endpoint == ""
 		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
 	} else {
 		if err := c.instances.Stop(v.Name); err != nil {

@@ -34,6 +34,12 @@ const (
 	LabelVolume = "longhornvolume"
 	// LabelNode names the node an object belongs to.
 	LabelNode = "longhornnode"
+
+	// AnnotationAttachedBy on a Volume names who attached it when that was
+	// not a user or a workload: a recurring job's run,
+	// recurring-job/<job>/<tick>. Only that attacher may detach the volume
+	// by its name; a plain attach removes the annotation (takes it over).
+	AnnotationAttachedBy = "longhorn.io/attached-by"
 )
 
 // RecurringJobLabelKey is the volume label that selects the job.

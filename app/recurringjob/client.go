@@ -125,6 +125,11 @@ type Volume struct {
 	State         string `json:"state"`
 	Robustness    string `json:"robustness"`
 	CurrentNodeID string `json:"currentNodeID"`
+	// NodeID is the node the volume is to be attached to ("" when it is
+	// to be detached); AttachedBy names who attached it when that was a
+	// recurring job's run ("" for a user or workload).
+	NodeID     string `json:"nodeID"`
+	AttachedBy string `json:"attachedBy"`
 }
 
 func (c *Client) action(ctx context.Context, kind, name, action string, in, out interface{}) error {
@@ -140,13 +145,16 @@ func (c *Client) Volume(ctx context.Context, name string) (*Volume, error) {
 	return v, c.do(ctx, http.MethodGet, "/v1/volumes/"+name, nil, v)
 }
 
-// Attach attaches a volume to node without a frontend; Detach detaches it.
-func (c *Client) Attach(ctx context.Context, volume, node string) error {
-	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node, "disableFrontend": true}, nil)
+// Attach attaches a volume to node without a frontend in the name of
+// attachedBy; the manager answers 409 when someone else attaches it.
+func (c *Client) Attach(ctx context.Context, volume, node, attachedBy string) error {
+	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node, "disableFrontend": true, "attachedBy": attachedBy}, nil)
 }
 
-func (c *Client) Detach(ctx context.Context, volume string) error {
-	return c.action(ctx, "volumes", volume, "detach", nil, nil)
+// Detach detaches a volume attached in the name of attachedBy; the
+// manager answers 409, leaving it attached, when it is someone else's now.
+func (c *Client) Detach(ctx context.Context, volume, attachedBy string) error {
+	return c.action(ctx, "volumes", volume, "detach", map[string]string{"attachedBy": attachedBy}, nil)
 }
 
 // Snapshots lists a volume's snapshots, volume-head excluded.

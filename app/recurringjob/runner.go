@@ -62,6 +62,10 @@ type Runner struct {
 	// BeforeVolume, when set, is called before each volume's work; tests
 	// use it to hold a run in the middle.
 	BeforeVolume func(ctx context.Context, job, volume string)
+	// AfterAttach, when set, is called once a volume is attached for the
+	// run, before the task; tests use it to change the volume's
+	// attachment while the run holds it.
+	AfterAttach func(ctx context.Context, job, volume string)
 }
 
 // Result counts the volumes of a run.

@@ -47,7 +47,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		value := map[string]string{"recurring-job-max-retention": "100", "allow-recurring-job-while-volume-detached": "false"}[parts[1]]
 		reply(200, map[string]string{"value": value})
 	case parts[0] == "volumes" && r.Method == http.MethodGet:
-		reply(200, Volume{Name: parts[1], State: "attached", Robustness: "healthy"})
+		reply(200, Volume{Name: parts[1], State: "attached", Robustness: "healthy", NodeID: "node-1"})
 	case parts[0] == "volumes":
 		vol := parts[1]
 		var in struct {
@@ -113,7 +113,7 @@ func newRunner(t testing.TB, volumes int, concurrency int, f *fakeManager) *Runn
 }
 
 // newTaskRunner runs a job named snap with spec over volumes labelled for it.
-func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f *fakeManager) *Runner {
+func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f http.Handler) *Runner {
 	t.Helper()
 	objs := []runtime.Object{&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: spec}}
 	for i := 0; i < volumes; i++ {

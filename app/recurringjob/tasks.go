@@ -24,33 +24,24 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
 		return "the volume is faulted", nil
 	}
-	if vol.State != string(longhorn.VolumeStateAttached) {
-		if !allowDetached {
-			return "the volume is detached and " + string(types.SettingNameAllowRecurringJobWhileVolumeDetached) + " is false", nil
-		}
-		node, err := r.API.ReadyNode(ctx)
-		if err != nil {
-			return "", err
-		}
-		if err := r.API.Attach(ctx, v.Name, node); err != nil {
-			return "", fmt.Errorf("attach for the run: %w", err)
-		}
-		// The volume ends the run detached, as it started.
-		defer func() {
-			if err := r.API.Detach(context.WithoutCancel(ctx), v.Name); err != nil {
-				r.Log.WithError(err).WithField("volume", v.Name).Error("Cannot detach the volume after the run")
-			}
-		}()
-		if err := r.waitState(ctx, v.Name, string(longhorn.VolumeStateAttached)); err != nil {
-			return "", err
-		}
+	own, skipReason, err := r.attachForRun(ctx, job.Name, vol, allowDetached)
+	if own {
+		// The run attached the volume: it detaches it in its own name, so
+		// a volume someone took over meanwhile stays attached.
+		defer r.releaseAfterRun(context.WithoutCancel(ctx), job.Name, v.Name)
+	}
+	if err != nil || skipReason != "" {
+		return skipReason, err
+	}
+	if r.AfterAttach != nil {
+		r.AfterAttach(ctx, job.Name, v.Name)
 	}
 	labels := map[string]string{}
 	for k, val := range job.Spec.Labels {
 		labels[k] = val
 	}
 	labels[types.LabelRecurringJob] = job.Name
-	labels[LabelTick] = r.Tick.UTC().Format("20060102T150405Z")
+	labels[LabelTick] = r.tickLabel()
 
 	switch job.Spec.Task {
 	case longhorn.RecurringJobTypeSnapshot, longhorn.RecurringJobTypeSnapshotForceCreate:
@@ -66,7 +57,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 }
 
 func (r *Runner) waitState(ctx context.Context, volume, state string) error {
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(attachWait)
 	for time.Now().Before(deadline) {
 		v, err := r.API.Volume(ctx, volume)
 		if err == nil && v.State == state {
@@ -78,7 +69,7 @@ func (r *Runner) waitState(ctx context.Context, volume, state string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("volume %s did not become %s within 2 minutes", volume, state)
+	return fmt.Errorf("volume %s did not become %s within %s", volume, state, attachWait)
 }
 
 // jobSnapshots are the snapshots this job made and has not deleted,

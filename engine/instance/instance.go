@@ -74,11 +74,20 @@ func (m *Manager) Get(volume string) (Running, bool) {
 
 // Start opens (or creates) the volume's replicas, starts its engine and,
 // with frontend set, serves it over NBD. Starting a running engine
-// returns it as it is.
+// returns it as it is, except that a frontend asked for on an engine
+// without one is started (a workload taking over a volume a recurring job
+// attached without a frontend); a frontend is never taken away from a
+// running engine, whose user may be reading through it.
 func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.engines[volume]; ok {
+		if frontend && r.nbd == nil {
+			if err := m.startFrontend(volume, r); err != nil {
+				return r.Running, err
+			}
+			m.log.WithFields(logrus.Fields{"volume": volume, "endpoint": r.Endpoint}).Info("Started the frontend of a running engine")
+		}
 		return r.Running, nil
 	}
 	opened := map[string]*replica.Replica{}
@@ -106,20 +115,28 @@ func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, fronte
 	}
 	run := &running{Running: Running{Engine: e}}
 	if frontend {
-		l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))
-		if err != nil {
+		if err := m.startFrontend(volume, run); err != nil {
 			e.Close()
-			return Running{}, fmt.Errorf("volume %s: frontend listener: %w", volume, err)
+			return Running{}, err
 		}
-		run.nbd = nbd.NewServer(volume, e, m.log)
-		go run.nbd.Serve(l)
-		run.Endpoint = "nbd://" + l.Addr().String() + "/" + volume
-		e.SetFrontend(true)
 	}
 	m.rpc.Register(e)
 	m.engines[volume] = run
 	m.log.WithFields(logrus.Fields{"volume": volume, "replicas": len(replicas), "endpoint": run.Endpoint}).Info("Started engine")
 	return run.Running, nil
+}
+
+// startFrontend serves the running engine over NBD.
+func (m *Manager) startFrontend(volume string, run *running) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))
+	if err != nil {
+		return fmt.Errorf("volume %s: frontend listener: %w", volume, err)
+	}
+	run.nbd = nbd.NewServer(volume, run.Engine, m.log)
+	go run.nbd.Serve(l)
+	run.Endpoint = "nbd://" + l.Addr().String() + "/" + volume
+	run.Engine.SetFrontend(true)
+	return nil
 }
 
 // Stop ends the volume's frontend and engine and closes its replicas.
