@@ -354,8 +354,11 @@ func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry p
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
 			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, Cache: ds, BeforeVolume: o.RecurringJobBeforeVolume,
 		}
-		_, err := r.Run(ctx, job)
-		return err
+		res, err := r.Run(ctx, job)
+		if err != nil {
+			return err
+		}
+		return res.Err()
 	}
 	return controller.NewRecurringJobRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
 		controller.RecurringJobRunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)

@@ -66,7 +66,9 @@ func RecurringJobCmd() cli.Command {
 				return err
 			}
 			fmt.Fprintf(os.Stdout, "succeeded=%d failed=%d skipped=%d max-in-flight=%d\n", res.Succeeded, res.Failed, res.Skipped, res.MaxInFlight)
-			return nil
+			// A failed volume fails the pod, so its Job fails and the
+			// CronJob's lastSuccessfulTime says when a run last did all.
+			return res.Err()
 		},
 	}
 }

@@ -326,8 +326,10 @@ func (r *RecurringJobRunner) finish(ctx context.Context, name string, tick time.
 			return err
 		}
 		if runErr != nil {
-			log.WithError(runErr).Warn("Run could not run")
-			r.recorder.Eventf(job, corev1.EventTypeWarning, EventReasonRunFailed, "run for %s could not run: %v", tick.UTC().Format(time.RFC3339), runErr)
+			// Not successful: lastSuccessfulTime stays at the last run
+			// that did all its volumes.
+			log.WithError(runErr).Warn("Run failed")
+			r.recorder.Eventf(job, corev1.EventTypeWarning, EventReasonRunFailed, "run for %s failed: %v", tick.UTC().Format(time.RFC3339), runErr)
 		}
 		return nil
 	})

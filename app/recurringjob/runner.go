@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -73,6 +74,21 @@ type Result struct {
 	Succeeded, Failed, Skipped int
 	// MaxInFlight is the most volumes worked on at once.
 	MaxInFlight int
+}
+
+// ErrVolumesFailed is wrapped by Result.Err when some volume failed.
+var ErrVolumesFailed = errors.New("volumes failed")
+
+// Err is the run's outcome as an error: nil when no volume failed. A run
+// where a volume failed is a failed run (its CronJob's Job fails, and the
+// manager runner does not count it as successful), even though the other
+// volumes were done.
+func (res Result) Err() error {
+	if res.Failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d of %d (%d succeeded, %d skipped); the job's events and this log say why",
+		ErrVolumesFailed, res.Failed, res.Failed+res.Succeeded+res.Skipped, res.Succeeded, res.Skipped)
 }
 
 // Run runs job once. It returns an error only when the run could not

@@ -3,6 +3,7 @@ package recurringjob
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -141,6 +142,12 @@ func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
 	}
 	if res.Succeeded != 5 || res.Failed != 1 || res.Skipped != 0 {
 		t.Fatalf("result %+v", res)
+	}
+	if err := res.Err(); !errors.Is(err, ErrVolumesFailed) || !strings.Contains(err.Error(), "1 of 6") {
+		t.Fatalf("a run with a failed volume: Err() = %v, want it failed, 1 of 6", err)
+	}
+	if err := (Result{Succeeded: 3, Skipped: 2}).Err(); err != nil {
+		t.Fatalf("a run with no failed volume: Err() = %v", err)
 	}
 	if res.MaxInFlight > 3 || f.maxFlight.Load() > 3 {
 		t.Fatalf("concurrency 3 exceeded: runner %d, server %d", res.MaxInFlight, f.maxFlight.Load())
