@@ -255,3 +255,23 @@ func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
 		t.Fatalf("new snapshot labels %v", left[2].Labels)
 	}
 }
+
+// TestSnapshotsSortByCreationTimeNotByString: within one second, RFC 3339
+// with nanoseconds puts "05Z" after "05.5Z" as strings; retention must
+// keep the newest, so the order is the times'.
+func TestSnapshotsSortByCreationTimeNotByString(t *testing.T) {
+	list := []Snapshot{
+		{Name: "c", Created: "2026-11-23T03:00:05.5Z"},
+		{Name: "a", Created: "2026-11-23T03:00:05Z"},
+		{Name: "d", Created: "2026-11-23T03:00:06Z"},
+		{Name: "b", Created: "2026-11-23T03:00:05.25Z"},
+	}
+	sortByCreated(list)
+	var got []string
+	for _, s := range list {
+		got = append(got, s.Name)
+	}
+	if strings.Join(got, "") != "abcd" {
+		t.Fatalf("order %v, want a b c d (oldest first)", got)
+	}
+}

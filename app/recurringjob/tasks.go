@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -87,11 +88,23 @@ func jobSnapshots(all []Snapshot, job string) []Snapshot {
 
 func sortByCreated(list []Snapshot) {
 	sort.Slice(list, func(i, j int) bool {
-		if list[i].Created != list[j].Created {
-			return list[i].Created < list[j].Created
+		if c := compareCreated(list[i].Created, list[j].Created); c != 0 {
+			return c < 0
 		}
 		return list[i].Name < list[j].Name
 	})
+}
+
+// compareCreated orders two creation times as times: RFC 3339 with
+// nanoseconds drops trailing zeros, so "…:05Z" sorts after "…:05.5Z" as a
+// string though it is earlier. Times that do not parse compare as strings.
+func compareCreated(a, b string) int {
+	ta, errA := time.Parse(time.RFC3339Nano, a)
+	tb, errB := time.Parse(time.RFC3339Nano, b)
+	if errA != nil || errB != nil {
+		return strings.Compare(a, b)
+	}
+	return ta.Compare(tb)
 }
 
 // deleteOldest deletes all but the newest keep snapshots of list, except
@@ -272,7 +285,7 @@ func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob
 			done = append(done, b)
 		}
 	}
-	sort.Slice(done, func(i, j int) bool { return done[i].Created < done[j].Created })
+	sort.Slice(done, func(i, j int) bool { return compareCreated(done[i].Created, done[j].Created) < 0 })
 	var errs []error
 	for i := 0; i < len(done)-job.Spec.Retain; i++ {
 		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !isNotFound(err) {
