@@ -37,7 +37,7 @@ func RecurringJobCmd() cli.Command {
 			if c.NArg() != 1 {
 				return fmt.Errorf("recurring-job takes the job's name, got %d arguments", c.NArg())
 			}
-			tick, err := scheduleTick(c.String("tick"), c.String("job-name"), time.Now())
+			tick, err := scheduleTick(c.String("tick"), c.Args().First(), c.String("job-name"), time.Now())
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func RecurringJobCmd() cli.Command {
 // scheduleTick is the schedule time a run is for: --tick, else the tick
 // in the Job's name (<cronjob>-<minutes since the epoch>, as the CronJob
 // controller names Jobs), else the current minute.
-func scheduleTick(flag, jobName string, now time.Time) (time.Time, error) {
+func scheduleTick(flag, recurringJob, jobName string, now time.Time) (time.Time, error) {
 	if flag != "" {
 		t, err := time.Parse(time.RFC3339, flag)
 		if err != nil {
@@ -84,7 +84,8 @@ func scheduleTick(flag, jobName string, now time.Time) (time.Time, error) {
 		}
 		return t, nil
 	}
-	if tick, ok := controller.TickFromJobName(jobName); ok {
+	// The CronJob has the recurring job's name.
+	if tick, ok := controller.TickFromJobName(recurringJob, jobName); ok {
 		return tick, nil
 	}
 	return now.UTC().Truncate(time.Minute), nil

@@ -404,7 +404,7 @@ func TestEveryMinuteJobProducesAJobRunningTheRecurringJobCommand(t *testing.T) {
 	}
 	// The job's status mirrors the CronJob: the tick, one execution, and
 	// the Job as the active run (no kubelet runs its pod here).
-	tick, ok := controller.TickFromJobName(job.Name)
+	tick, ok := controller.TickFromJobName("minutely", job.Name)
 	if !ok {
 		t.Fatalf("Job name %s carries no tick", job.Name)
 	}

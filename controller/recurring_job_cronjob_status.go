@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,18 +13,32 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
+// earliestTick and latestTick bound the ticks read from Job names: a Job
+// named like "nightly-1" (made by hand) is not one the CronJob controller
+// made.
+var (
+	earliestTick = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestTick   = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
 // TickFromJobName reads the schedule tick out of the name of a Job made by
-// the CronJob controller: <cronjob>-<minutes since the epoch>.
-func TickFromJobName(name string) (time.Time, bool) {
-	i := strings.LastIndex(name, "-")
-	if i < 0 {
+// the CronJob controller for cronJob: <cronjob>-<minutes since the
+// epoch>. A Job of another name (one made by hand with kubectl create job
+// --from, say) has no tick.
+func TickFromJobName(cronJob, name string) (time.Time, bool) {
+	digits, ok := strings.CutPrefix(name, cronJob+"-")
+	if !ok || cronJob == "" {
 		return time.Time{}, false
 	}
-	minutes, err := strconv.ParseInt(name[i+1:], 10, 64)
-	if err != nil || minutes <= 0 {
+	minutes, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || minutes <= 0 || minutes > math.MaxInt64/60 {
 		return time.Time{}, false
 	}
-	return time.Unix(minutes*60, 0).UTC(), true
+	tick := time.Unix(minutes*60, 0).UTC()
+	if tick.Before(earliestTick) || tick.After(latestTick) {
+		return time.Time{}, false
+	}
+	return tick, true
 }
 
 // mirrorCronJobStatus copies what the CronJob runner knows into status:
@@ -37,15 +52,20 @@ func (c *RecurringJobController) mirrorCronJobStatus(job *longhorn.RecurringJob,
 	if err != nil {
 		return err
 	}
+	// Only forward: a CronJob made again (deleted by hand, or after the
+	// runner changed) starts with an empty status, which must not erase
+	// what the job had.
 	if last := cj.Status.LastScheduleTime; last != nil && (status.LastScheduleTime == nil || last.After(status.LastScheduleTime.Time)) {
 		status.ExecutionCount++
+		status.LastScheduleTime = last.DeepCopy()
 	}
-	status.LastScheduleTime = cj.Status.LastScheduleTime.DeepCopy()
-	status.LastSuccessfulTime = cj.Status.LastSuccessfulTime.DeepCopy()
+	if ok := cj.Status.LastSuccessfulTime; ok != nil && (status.LastSuccessfulTime == nil || ok.After(status.LastSuccessfulTime.Time)) {
+		status.LastSuccessfulTime = ok.DeepCopy()
+	}
 	var active []longhorn.RecurringJobRun
 	for _, ref := range cj.Status.Active {
 		run := longhorn.RecurringJobRun{Runner: longhorn.RecurringJobRunnerCronJob, Name: ref.Name}
-		if tick, ok := TickFromJobName(ref.Name); ok {
+		if tick, ok := TickFromJobName(cj.Name, ref.Name); ok {
 			run.ScheduledTime = metav1.NewTime(tick)
 		}
 		active = append(active, run)

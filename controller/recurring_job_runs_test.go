@@ -69,12 +69,16 @@ func TestJobStateReadsTheStatus(t *testing.T) {
 
 func TestTickFromJobName(t *testing.T) {
 	for name, want := range map[string]string{
-		"nightly-29400480": "2025-11-25T00:00:00Z",
-		"nightly":          "",
-		"nightly-abc":      "",
-		"nightly-0":        "",
+		"nightly-29400480":          "2025-11-25T00:00:00Z",
+		"nightly":                   "",
+		"nightly-abc":               "",
+		"nightly-0":                 "",
+		"nightly-1":                 "", // by hand: 1970 is no CronJob tick
+		"other-29400480":            "", // another CronJob's Job
+		"nightly-x-29400480":        "",
+		"nightly-99999999999999999": "",
 	} {
-		got, ok := TickFromJobName(name)
+		got, ok := TickFromJobName("nightly", name)
 		if want == "" && ok || want != "" && (!ok || got.Format(time.RFC3339) != want) {
 			t.Errorf("%s: got %v %v, want %q", name, got, ok, want)
 		}
