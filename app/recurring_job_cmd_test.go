@@ -268,19 +268,24 @@ func TestSuspendTimeZoneAndSkipImmediatelyOnTheCronJobRunner(t *testing.T) {
 	e.waitCronJob(t, "paris", "CronJob with zone, suspension and deadline", func(cj *batchv1.CronJob) bool {
 		return *cj.Spec.TimeZone == "Europe/Paris" && *cj.Spec.Suspend && cj.Spec.StartingDeadlineSeconds != nil && *cj.Spec.StartingDeadlineSeconds == 600
 	})
-	// The daemon's default (false) fills skipImmediately of a new job.
-	eventually(t, 10*time.Second, "skipImmediately defaulted", func() (bool, error) {
+	// The manager records the suspension it saw, and leaves the spec as
+	// written: skipImmediately stays unset (the daemon's default applies).
+	eventually(t, 10*time.Second, "suspension observed, spec untouched", func() (bool, error) {
 		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "paris", metav1.GetOptions{})
-		return err == nil && j.Spec.SkipImmediately != nil && !*j.Spec.SkipImmediately, nil
+		return err == nil && j.Status.ObservedSuspend != nil && *j.Status.ObservedSuspend && j.Spec.SkipImmediately == nil && j.Status.LastSkipped == nil, nil
 	})
 
-	// Resume with skipImmediately: the tick due now is skipped once.
+	// Resume with skipImmediately: the tick due now is skipped, and the
+	// field stays true (a standing choice, never written back).
 	e.call(t, "PUT", "/v1/recurringjobs/paris", `{"suspend":false,"skipImmediately":true}`).expect(t, 200)
 	var skipped time.Time
-	eventually(t, 15*time.Second, "skip consumed", func() (bool, error) {
+	eventually(t, 15*time.Second, "skip recorded", func() (bool, error) {
 		j, err := e.lh.LonghornV1beta2().RecurringJobs(e.ns).Get(context.Background(), "paris", metav1.GetOptions{})
-		if err != nil || j.Status.LastSkipped == nil || j.Spec.SkipImmediately == nil || *j.Spec.SkipImmediately {
+		if err != nil || j.Status.LastSkipped == nil || j.Status.ObservedSuspend == nil || *j.Status.ObservedSuspend {
 			return false, err
+		}
+		if j.Spec.SkipImmediately == nil || !*j.Spec.SkipImmediately {
+			t.Fatalf("spec.skipImmediately written back: %v", j.Spec.SkipImmediately)
 		}
 		skipped = j.Status.LastSkipped.Time
 		return true, nil

@@ -158,11 +158,15 @@ func TestManagerRunnerSuspendAndResumeWithSkip(t *testing.T) {
 		t.Fatalf("a suspended job ran or shows a next tick: %+v", job.Status)
 	}
 
-	// Resume with skipImmediately: the tick due now is skipped, once.
+	// Resume with skipImmediately: the tick due now is skipped; the
+	// field is left as written.
 	e.call(t, "PUT", "/v1/recurringjobs/paused", `{"suspend":false,"skipImmediately":true}`).expect(t, 200)
-	job = e.waitJob(t, "paused", "skip consumed", 15*time.Second, func(j *longhorn.RecurringJob) bool {
-		return j.Status.LastSkipped != nil && j.Spec.SkipImmediately != nil && !*j.Spec.SkipImmediately
+	job = e.waitJob(t, "paused", "skip recorded", 15*time.Second, func(j *longhorn.RecurringJob) bool {
+		return j.Status.LastSkipped != nil && j.Status.ObservedSuspend != nil && !*j.Status.ObservedSuspend
 	})
+	if job.Spec.SkipImmediately == nil || !*job.Spec.SkipImmediately {
+		t.Fatalf("spec.skipImmediately written back: %v", job.Spec.SkipImmediately)
+	}
 	skipped := job.Status.LastSkipped.Time
 	if job.Status.ExecutionCount != 0 {
 		t.Fatalf("the skipped tick ran: %+v", job.Status)
@@ -183,7 +187,7 @@ func TestManagerRunnerSuspendAndResumeWithSkip(t *testing.T) {
 	if j := e.job(t, "paused"); j.Status.ExecutionCount != 1 {
 		t.Fatalf("ran while suspended: %+v", j.Status)
 	}
-	e.call(t, "PUT", "/v1/recurringjobs/paused", `{"suspend":false}`).expect(t, 200)
+	e.call(t, "PUT", "/v1/recurringjobs/paused", `{"suspend":false,"skipImmediately":false}`).expect(t, 200)
 	job = e.waitJob(t, "paused", "catch-up run after resume", 15*time.Second, func(j *longhorn.RecurringJob) bool {
 		return j.Status.ExecutionCount == 2 && len(j.Status.Active) == 0
 	})

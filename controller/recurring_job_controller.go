@@ -139,18 +139,17 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		return c.cleanup(ctx, job, log)
 	}
 	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
-		// First sight of a new job: the finalizer, and the daemon's
-		// default for skipImmediately when the job does not say.
+		// First sight of a new job: the finalizer. The spec is the
+		// user's: the manager never writes it.
 		updated := job.DeepCopy()
 		updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
-		if updated.Spec.SkipImmediately == nil {
-			updated.Spec.SkipImmediately = ptr.To(c.cfg.SkipImmediatelyDefault)
-		}
 		_, err := c.ds.UpdateRecurringJob(ctx, updated)
 		return err
 	}
-	if !job.Spec.Suspend && job.Spec.SkipImmediately != nil && *job.Spec.SkipImmediately {
-		return c.consumeSkip(ctx, job, log)
+	if !suspendObserved(job) {
+		// Created or resumed (or suspended): recorded before anything
+		// runs it, so a skip is in place before a tick can run.
+		return c.observeSuspend(ctx, job, log)
 	}
 
 	warning, verr := c.ds.CheckRecurringJobToRun(job, c.clock.Now())
@@ -248,25 +247,28 @@ func (c *RecurringJobController) deleteOwnCronJob(ctx context.Context, job *long
 	return true, nil
 }
 
-// consumeSkip skips the tick due now, once: status.lastSkipped is set to
-// now (a run for a tick not after it exits without work), then
-// skipImmediately goes back to false.
-func (c *RecurringJobController) consumeSkip(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
-	now := metav1.NewTime(c.clock.Now())
-	if job.Status.LastSkipped == nil || job.Status.LastSkipped.Before(&now) {
-		updated := job.DeepCopy()
-		updated.Status.LastSkipped = &now
-		var err error
-		if job, err = c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
-			return err
-		}
-	}
+// observeSuspend records spec.suspend as seen. A job seen created, or
+// resumed, with skipImmediately (or the daemon's default when unset)
+// skips the tick due now: status.lastSkipped is set to now, and a run for
+// a tick not after it does nothing. The spec is left as it is.
+func (c *RecurringJobController) observeSuspend(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
 	updated := job.DeepCopy()
-	updated.Spec.SkipImmediately = ptr.To(false)
-	if _, err := c.ds.UpdateRecurringJob(ctx, updated); err != nil {
+	updated.Status.ObservedSuspend = ptr.To(job.Spec.Suspend)
+	skip := c.cfg.SkipImmediatelyDefault
+	if job.Spec.SkipImmediately != nil {
+		skip = *job.Spec.SkipImmediately
+	}
+	now := metav1.NewTime(c.clock.Now())
+	skipped := !job.Spec.Suspend && skip && (job.Status.LastSkipped == nil || job.Status.LastSkipped.Before(&now))
+	if skipped {
+		updated.Status.LastSkipped = &now
+	}
+	if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
 		return err
 	}
-	log.WithField("lastSkipped", now.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately)")
+	if skipped {
+		log.WithField("lastSkipped", now.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
+	}
 	return nil
 }
 

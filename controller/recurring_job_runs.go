@@ -97,12 +97,20 @@ func (t *runTable) activeFor(job string) bool {
 	return false
 }
 
+// suspendObserved tells whether the controller has seen the job's current
+// suspend, and so made its skipImmediately decision.
+func suspendObserved(job *longhorn.RecurringJob) bool {
+	return job.Status.ObservedSuspend != nil && *job.Status.ObservedSuspend == job.Spec.Suspend
+}
+
 // jobState is what schedule.Decide needs to know of a job.
 func jobState(job *longhorn.RecurringJob, active bool) schedule.State {
 	st := schedule.State{
-		Created:         job.CreationTimestamp.Time,
-		Suspend:         job.Spec.Suspend,
-		SkipImmediately: job.Spec.SkipImmediately != nil && *job.Spec.SkipImmediately,
+		Created: job.CreationTimestamp.Time,
+		Suspend: job.Spec.Suspend,
+		// Until the controller has seen the job's suspend (and recorded a
+		// skip if there is one), the due tick waits for it.
+		SkipImmediately: !suspendObserved(job),
 		Active:          active,
 	}
 	if t := job.Status.LastScheduleTime; t != nil {
@@ -198,8 +206,8 @@ func (r *RecurringJobRunner) sync(ctx context.Context, key string) error {
 	case schedule.Missed, schedule.Forbidden:
 		return r.recordNotRun(ctx, job, sched, d, now, log)
 	case schedule.Skip:
-		// The controller consumes skipImmediately (one writer); its write
-		// brings the job back with lastSkipped set.
+		// The controller records the skip, if any (one writer); its
+		// write brings the job back.
 		return nil
 	}
 	if next := nextScheduleTime(sched, st, now); !sameTime(next, job.Status.NextScheduleTime) {

@@ -15,6 +15,9 @@ type State struct {
 	// before it belong to the old schedule.
 	ScheduleChanged time.Time
 	Suspend         bool
+	// SkipImmediately: a skip of the due tick may be pending (the job was
+	// just created or resumed and its skip not yet recorded); the due tick
+	// is not run meanwhile.
 	SkipImmediately bool
 	// StartingDeadline, when positive, bounds how late a tick may start.
 	StartingDeadline time.Duration
@@ -30,8 +33,8 @@ const (
 	Wait Action = iota
 	// Run the tick Decision.Tick.
 	Run
-	// Skip the due tick: record LastSkipped = now and consume
-	// skipImmediately.
+	// Skip: the due tick waits for its skip to be recorded
+	// (LastSkipped = now), if skipImmediately asks for one.
 	Skip
 	// Missed: the due tick is past its starting deadline; record it (an
 	// event) and set LastSkipped to it, so it is reported once; do not run

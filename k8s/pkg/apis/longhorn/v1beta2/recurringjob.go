@@ -55,7 +55,10 @@ type RecurringJobSpec struct {
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 	// SkipImmediately skips the tick that is due when the job is created or
-	// resumed; the manager consumes it (sets it back to false) once used.
+	// resumed (suspend turned false). It is a standing choice: the manager
+	// never writes it back (status.lastSkipped records each skip), so a
+	// manifest applied by GitOps stays as written. Unset means the
+	// daemon's --recurring-job-skip-immediately.
 	// +optional
 	SkipImmediately *bool `json:"skipImmediately,omitempty"`
 }
@@ -107,6 +110,11 @@ type RecurringJobStatus struct {
 	// whose spec was accepted before (its Ready condition says so).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ObservedSuspend is spec.suspend as the manager last saw it; unset
+	// before the manager first saw the job. Seeing the job created, or
+	// resumed (true to false), is when skipImmediately skips the due tick.
+	// +optional
+	ObservedSuspend *bool `json:"observedSuspend,omitempty"`
 }
 
 // RecurringJobRunner names what runs a recurring job's ticks.

@@ -1296,6 +1296,11 @@ func (in *RecurringJobStatus) DeepCopyInto(out *RecurringJobStatus) {
 		*out = new(RecurringJobObservedSchedule)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ObservedSuspend != nil {
+		in, out := &in.ObservedSuspend, &out.ObservedSuspend
+		*out = new(bool)
+		**out = **in
+	}
 	return
 }
 
