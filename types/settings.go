@@ -17,6 +17,10 @@ const (
 	SettingNameRecurringJobMaxRetention             SettingName = "recurring-job-max-retention"
 	SettingNameBackupTarget                         SettingName = "backup-target"
 	SettingNameBackingImageCleanupWaitInterval      SettingName = "backing-image-cleanup-wait-interval"
+	SettingNameTaintToleration                      SettingName = "taint-toleration"
+	SettingNameSystemManagedComponentsNodeSelector  SettingName = "system-managed-components-node-selector"
+	SettingNamePriorityClass                        SettingName = "priority-class"
+	SettingNameRegistrySecret                       SettingName = "registry-secret"
 )
 
 // SettingType is the kind of value a setting holds.
@@ -94,6 +98,38 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Default:     "60",
 		Min:         1,
 		Max:         60 * 24 * 30,
+	},
+	SettingNameTaintToleration: {
+		DisplayName: "Kubernetes Taint Toleration",
+		Description: "Tolerations of the pods the manager creates (recurring job CronJobs, backing image servers), separated by ';': key=value:effect, key:effect (any value) or :effect (every key), the effect NoSchedule, PreferNoSchedule or NoExecute; keys must not contain kubernetes.io. Example: key1=value1:NoSchedule; key2:NoExecute. Empty means none.",
+		Category:    "general",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkTaintToleration,
+	},
+	SettingNameSystemManagedComponentsNodeSelector: {
+		DisplayName: "System Managed Components Node Selector",
+		Description: "Node selector of the pods the manager creates, separated by ';': label-key1:label-value1;label-key2:label-value2. Empty means none.",
+		Category:    "general",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkNodeSelector,
+	},
+	SettingNamePriorityClass: {
+		DisplayName: "Priority Class",
+		Description: "The PriorityClass of the pods the manager creates. Empty means none.",
+		Category:    "general",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkObjectName("PriorityClass"),
+	},
+	SettingNameRegistrySecret: {
+		DisplayName: "Registry Secret",
+		Description: "The Secret, in the manager's namespace, the pods the manager creates pull their image with. Empty means none.",
+		Category:    "general",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkObjectName("Secret"),
 	},
 }
 
