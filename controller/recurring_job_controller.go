@@ -275,15 +275,11 @@ func (c *RecurringJobController) observeSuspend(ctx context.Context, job *longho
 // syncCronJob creates the job's CronJob or brings it back to what the job
 // and the settings say, writing only when something differs.
 func (c *RecurringJobController) syncCronJob(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
-	successful, err := c.ds.GetSettingAsInt(types.SettingNameRecurringSuccessfulJobsHistoryLimit)
+	set, err := c.cronJobSettings(log)
 	if err != nil {
 		return err
 	}
-	failed, err := c.ds.GetSettingAsInt(types.SettingNameRecurringFailedJobsHistoryLimit)
-	if err != nil {
-		return err
-	}
-	desired := desiredCronJob(job, c.cfg, int32(successful), int32(failed))
+	desired := desiredCronJob(job, c.cfg, set)
 	live, err := c.ds.GetCronJobRO(job.Name)
 	if apierrors.IsNotFound(err) {
 		if _, err := c.ds.CreateCronJob(ctx, desired); err != nil {
@@ -308,6 +304,36 @@ func (c *RecurringJobController) syncCronJob(ctx context.Context, job *longhorn.
 	}
 	log.WithField("cron", job.Spec.Cron).Info("Updated CronJob to match the recurring job")
 	return nil
+}
+
+// cronJobSettings reads the settings every CronJob follows. A pod setting
+// whose value does not parse (the datastore already hands out the default,
+// empty, for a value that breaks its rule, which the setting controller
+// reports) is left out with a warning rather than stopping the sync.
+func (c *RecurringJobController) cronJobSettings(log *logrus.Entry) (cronJobSettings, error) {
+	successful, err := c.ds.GetSettingAsInt(types.SettingNameRecurringSuccessfulJobsHistoryLimit)
+	if err != nil {
+		return cronJobSettings{}, err
+	}
+	failed, err := c.ds.GetSettingAsInt(types.SettingNameRecurringFailedJobsHistoryLimit)
+	if err != nil {
+		return cronJobSettings{}, err
+	}
+	var readErr error
+	placement, perr := types.ParsePodPlacement(func(name types.SettingName) (string, error) {
+		v, err := c.ds.GetSettingValue(name)
+		if err != nil && readErr == nil {
+			readErr = err
+		}
+		return v, err
+	})
+	if readErr != nil {
+		return cronJobSettings{}, readErr
+	}
+	if perr != nil {
+		log.WithError(perr).Warn("A pod setting of the recurring job pods does not parse; it is left out")
+	}
+	return cronJobSettings{SuccessfulHistory: int32(successful), FailedHistory: int32(failed), Placement: placement}, nil
 }
 
 // errCronJobNameTaken: a CronJob the manager did not make has the job's name.

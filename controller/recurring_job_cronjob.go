@@ -54,9 +54,18 @@ func cronJobLabels(job string) map[string]string {
 	}
 }
 
+// cronJobSettings is what the settings say about every job's CronJob.
+type cronJobSettings struct {
+	// SuccessfulHistory and FailedHistory are the CronJob's history limits.
+	SuccessfulHistory, FailedHistory int32
+	// Placement is the pods' tolerations, node selector, priority class
+	// and image pull secret.
+	Placement types.PodPlacement
+}
+
 // desiredCronJob is the CronJob that runs job: named after it, owned by it,
 // running `longhorn-manager -d recurring-job <name> --manager-url <url>`.
-func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHistory, failedHistory int32) *batchv1.CronJob {
+func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, set cronJobSettings) *batchv1.CronJob {
 	spec, _ := json.Marshal(job.Spec)
 	zone := job.Spec.TimeZone
 	if zone == "" {
@@ -84,8 +93,8 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHis
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			Suspend:                    ptr.To(job.Spec.Suspend),
 			StartingDeadlineSeconds:    job.Spec.StartingDeadlineSeconds,
-			SuccessfulJobsHistoryLimit: ptr.To(successfulHistory),
-			FailedJobsHistoryLimit:     ptr.To(failedHistory),
+			SuccessfulJobsHistoryLimit: ptr.To(set.SuccessfulHistory),
+			FailedJobsHistoryLimit:     ptr.To(set.FailedHistory),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: cronJobLabels(job.Name)},
 				Spec: batchv1.JobSpec{
@@ -96,6 +105,10 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, successfulHis
 							RestartPolicy:      corev1.RestartPolicyOnFailure,
 							ServiceAccountName: cfg.ServiceAccount,
 							Containers:         []corev1.Container{recurringJobContainer(job.Name, cfg)},
+							Tolerations:        set.Placement.Tolerations,
+							NodeSelector:       set.Placement.NodeSelector,
+							PriorityClassName:  set.Placement.PriorityClassName,
+							ImagePullSecrets:   set.Placement.ImagePullSecrets(),
 						},
 					},
 				},
@@ -160,6 +173,10 @@ func mergeCronJob(live, desired *batchv1.CronJob) (*batchv1.CronJob, bool) {
 	pod.Labels = dpod.Labels
 	pod.Spec.RestartPolicy = dpod.Spec.RestartPolicy
 	pod.Spec.ServiceAccountName = dpod.Spec.ServiceAccountName
+	pod.Spec.Tolerations = dpod.Spec.Tolerations
+	pod.Spec.NodeSelector = dpod.Spec.NodeSelector
+	pod.Spec.PriorityClassName = dpod.Spec.PriorityClassName
+	pod.Spec.ImagePullSecrets = dpod.Spec.ImagePullSecrets
 	if pod.Spec.DeprecatedServiceAccount != "" {
 		pod.Spec.DeprecatedServiceAccount = dpod.Spec.ServiceAccountName
 	}

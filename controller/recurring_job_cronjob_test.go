@@ -34,7 +34,7 @@ func asStored(cj *batchv1.CronJob) *batchv1.CronJob {
 }
 
 func TestMergeCronJob(t *testing.T) {
-	desired := desiredCronJob(testJob(), testCronJobConfig, 1, 1)
+	desired := desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
 	cases := []struct {
 		name        string
 		live        func() *batchv1.CronJob
@@ -67,11 +67,11 @@ func TestMergeCronJob(t *testing.T) {
 			l.Spec.Suspend = ptr.To(true)
 			return l
 		}, desired, true},
-		{"a new history limit is applied", func() *batchv1.CronJob { return asStored(desired) }, desiredCronJob(testJob(), testCronJobConfig, 3, 1), true},
+		{"a new history limit is applied", func() *batchv1.CronJob { return asStored(desired) }, desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 3, FailedHistory: 1}), true},
 		{"a new concurrency changes the recorded spec", func() *batchv1.CronJob { return asStored(desired) }, func() *batchv1.CronJob {
 			j := testJob()
 			j.Spec.Concurrency = 3
-			return desiredCronJob(j, testCronJobConfig, 1, 1)
+			return desiredCronJob(j, testCronJobConfig, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
 		}(), true},
 	}
 	for _, c := range cases {
