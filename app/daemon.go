@@ -32,6 +32,7 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
+	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
 )
@@ -247,7 +248,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
 		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
-	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o)
+	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds)
 	if err != nil {
 		return err
 	}
@@ -376,12 +377,19 @@ func backingImageServerRunnerError(got string) error {
 
 // newBackingImageServerRunner runs the backing image servers as pods on
 // this node, or as child processes of this binary on 127.0.0.1.
-func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions) (controller.ServerRunner, error) {
+func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore) (controller.ServerRunner, error) {
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
+		placement := func() types.PodPlacement {
+			p, err := types.ParsePodPlacement(ds.GetSettingValue)
+			if err != nil {
+				log.WithError(err).Warn("A pod setting cannot be read or does not parse; the backing image server pod is made without it")
+			}
+			return p
+		}
 		return controller.NewPodRunner(log, kubeClient, controller.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
 			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
-			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1]}), nil
+			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1], Placement: placement}), nil
 	}
 	command := o.BackingImageServerCommand
 	if len(command) == 0 {

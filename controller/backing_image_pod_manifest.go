@@ -175,5 +175,13 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 	if o.Owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*o.Owner}
 	}
+	if cfg.Placement != nil {
+		// Outside the spec hash: a settings change does not replace
+		// running servers.
+		p := cfg.Placement()
+		pod.Spec.Tolerations = p.Tolerations
+		pod.Spec.PriorityClassName = p.PriorityClassName
+		pod.Spec.ImagePullSecrets = p.ImagePullSecrets()
+	}
 	return pod, nil
 }

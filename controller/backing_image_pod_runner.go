@@ -16,6 +16,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // PodRunnerConfig is what the pod runner knows of the daemon.
@@ -34,6 +36,12 @@ type PodRunnerConfig struct {
 	// in their pods; DataSourcePodPort and ManagerPodPort when zero. Tests
 	// that run every pod's server on 127.0.0.1 set them apart.
 	DataSourcePort, ManagerPort int32
+	// Placement, when set, gives the pod settings at each pod's creation:
+	// its tolerations, priority class and image pull secret go on the
+	// pod. Not its node selector: the pod is bound to its disk's node by
+	// name, where a selector could only make it fail. A pod already made
+	// keeps what it was made with.
+	Placement func() types.PodPlacement
 }
 
 // PodRunner is the ServerRunner of a cluster: each server is a pod of the
