@@ -129,3 +129,19 @@ func TestParsePodPlacement(t *testing.T) {
 		t.Fatalf("got %+v, %v", p, err)
 	}
 }
+
+// Whatever the value, parsing answers without panicking, and what it
+// accepts the setting's rule accepts.
+func FuzzParsePodSettings(f *testing.F) {
+	for _, s := range []string{"", "key1=value1:NoSchedule; key2:NoExecute", ":NoSchedule", "a:b;c:d", "=:", ";;:", "k=v=w:NoExecute"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		if _, err := ParseTaintToleration(value); (err == nil) != (ValidateSetting(SettingNameTaintToleration, value) == nil) {
+			t.Fatalf("%q: parse and validation disagree", value)
+		}
+		if _, err := ParseNodeSelector(value); (err == nil) != (ValidateSetting(SettingNameSystemManagedComponentsNodeSelector, value) == nil) {
+			t.Fatalf("%q: parse and validation disagree", value)
+		}
+	})
+}
