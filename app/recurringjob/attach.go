@@ -149,17 +149,30 @@ func (r *Runner) releaseAfterRun(ctx context.Context, job, volume string) {
 	}
 }
 
+// detachedGrace is how long a volume must show no node before a run that
+// waits for it to be attached concludes it was detached: the manager's API
+// answers from its cache, which may not have the attach just written yet.
+const detachedGrace = 3 * time.Second
+
 // waitAttached waits until the volume is attached; it fails when the
-// volume has no node any more (detached meanwhile) or after attachWait.
+// volume has had no node for detachedGrace (detached meanwhile) or after
+// attachWait.
 func (r *Runner) waitAttached(ctx context.Context, volume string) error {
 	deadline := time.Now().Add(attachWait)
+	var noNodeSince time.Time
 	for {
 		v, err := r.API.Volume(ctx, volume)
 		switch {
 		case err == nil && v.State == string(longhorn.VolumeStateAttached) && v.NodeID != "":
 			return nil
 		case err == nil && v.NodeID == "":
-			return fmt.Errorf("volume %s was detached while the run waited for it to be attached", volume)
+			if noNodeSince.IsZero() {
+				noNodeSince = time.Now()
+			} else if time.Since(noNodeSince) >= detachedGrace {
+				return fmt.Errorf("volume %s was detached while the run waited for it to be attached", volume)
+			}
+		case err == nil:
+			noNodeSince = time.Time{}
 		case isNotFound(err):
 			return err
 		}
