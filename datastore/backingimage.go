@@ -17,6 +17,12 @@ func (ds *DataStore) GetBackingImageRO(name string) (*longhorn.BackingImage, err
 	return ds.backingImageLister.BackingImages(ds.namespace).Get(name)
 }
 
+// GetBackingImageFresh reads a BackingImage from the API: for a request
+// that may come right after the image's creation, before the cache has it.
+func (ds *DataStore) GetBackingImageFresh(ctx context.Context, name string) (*longhorn.BackingImage, error) {
+	return ds.lhClient.LonghornV1beta2().BackingImages(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // ListBackingImagesRO returns every cached BackingImage.
 func (ds *DataStore) ListBackingImagesRO() ([]*longhorn.BackingImage, error) {
 	return ds.backingImageLister.BackingImages(ds.namespace).List(labels.Everything())

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"time"
@@ -21,7 +22,7 @@ const uploadPollInterval = 200 * time.Millisecond
 func (m *VolumeManager) BackingImageUploadServer(ctx context.Context, name string, wait time.Duration) (string, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		addr, pending, err := m.uploadServerOnce(name)
+		addr, pending, err := m.uploadServerOnce(ctx, name)
 		if err != nil || addr != "" {
 			return addr, err
 		}
@@ -39,8 +40,15 @@ func (m *VolumeManager) BackingImageUploadServer(ctx context.Context, name strin
 // uploadServerOnce reads the cache once: the address when the server
 // waits for the upload, else what it is waiting for, or why an upload
 // can never be taken.
-func (m *VolumeManager) uploadServerOnce(name string) (addr, pending string, err error) {
+func (m *VolumeManager) uploadServerOnce(ctx context.Context, name string) (addr, pending string, err error) {
 	bi, err := m.GetBackingImage(name)
+	if errors.Is(err, ErrNotFound) {
+		// An upload sent right after the image's creation may come before
+		// the cache has the image: only the API says it does not exist.
+		if _, ferr := m.ds.GetBackingImageFresh(ctx, name); ferr == nil {
+			return "", "the backing image was just created", nil
+		}
+	}
 	if err != nil {
 		return "", "", err
 	}
