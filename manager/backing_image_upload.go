@@ -1,8 +1,8 @@
 package manager
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
