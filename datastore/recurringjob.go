@@ -15,6 +15,12 @@ func (ds *DataStore) GetRecurringJobRO(name string) (*longhorn.RecurringJob, err
 	return ds.recurringJobLister.RecurringJobs(ds.namespace).Get(name)
 }
 
+// GetRecurringJobFresh reads a RecurringJob from the API: for a request
+// that may come right after the job's creation, before the cache has it.
+func (ds *DataStore) GetRecurringJobFresh(ctx context.Context, name string) (*longhorn.RecurringJob, error) {
+	return ds.lhClient.LonghornV1beta2().RecurringJobs(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // ListRecurringJobsRO returns every cached RecurringJob.
 func (ds *DataStore) ListRecurringJobsRO() ([]*longhorn.RecurringJob, error) {
 	return ds.recurringJobLister.RecurringJobs(ds.namespace).List(labels.Everything())

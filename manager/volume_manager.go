@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,12 +112,18 @@ func (m *VolumeManager) checkSelectorItem(item datastore.RecurringJobSelectorIte
 	if item.IsGroup {
 		return nil
 	}
-	if _, err := m.ds.GetRecurringJobRO(item.Name); apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: name: recurring job %q does not exist", ErrInvalidInput, item.Name)
-	} else if err != nil {
-		return err
+	_, err := m.ds.GetRecurringJobRO(item.Name)
+	if apierrors.IsNotFound(err) {
+		// A job created a moment ago may not be in the cache yet: only
+		// the API says it does not exist.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = m.ds.GetRecurringJobFresh(ctx, item.Name)
 	}
-	return nil
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: name: recurring job %q does not exist", ErrInvalidInput, item.Name)
+	}
+	return err
 }
 
 // ListVolumeRecurringJobs lists the jobs and groups a volume selects.

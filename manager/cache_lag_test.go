@@ -1,5 +1,8 @@
 package manager
 
+// Requests that come right after a create, before the cache has the new
+// object, must not be answered "not found".
+
 import (
 	"context"
 	"errors"
@@ -32,5 +35,21 @@ func TestUploadRightAfterCreateWaitsForTheCache(t *testing.T) {
 	}
 	if _, err := m.BackingImageUploadServer(context.Background(), "missing", 300*time.Millisecond); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a missing image: %v, want not found", err)
+	}
+}
+
+// TestSelectingAJobJustCreated: a volume may select a job the manager's
+// cache does not have yet (created a moment ago); a job that does not
+// exist is refused naming it.
+func TestSelectingAJobJustCreated(t *testing.T) {
+	lh := lhfake.NewSimpleClientset(&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: "ns"}})
+	kube := kubefake.NewSimpleClientset()
+	m := NewVolumeManager(datastore.New("ns", lh, kube, datastore.NewInformers(lh, kube, "ns", 0)))
+	if err := m.checkSelectorItem(datastore.RecurringJobSelectorItem{Name: "fresh"}); err != nil {
+		t.Fatalf("a job the cache does not have yet: %v", err)
+	}
+	err := m.checkSelectorItem(datastore.RecurringJobSelectorItem{Name: "missing"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), `recurring job "missing" does not exist`) {
+		t.Fatalf("a missing job: %v", err)
 	}
 }
