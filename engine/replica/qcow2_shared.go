@@ -105,10 +105,3 @@ func (g *qcow2Registry) release(s *sharedQcow2) error {
 	delete(g.readers, s.id)
 	return s.qcow2Reader.Close()
 }
-
-// len is the number of qcow2 files open in the process.
-func (g *qcow2Registry) len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.readers)
-}

@@ -84,3 +84,10 @@ func TestQcow2ReadersAreSharedPerFile(t *testing.T) {
 	checkReads(t, e, data2, cs)
 	checkReads(t, d, data, cs)
 }
+
+// len is the number of qcow2 files open in the process.
+func (g *qcow2Registry) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.readers)
+}
