@@ -1,0 +1,205 @@
+package backupstore
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Backup stores a snapshot and returns the backup once it is visible.
+func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
+	var stats Stats
+	if req.Volume == "" || req.Snapshot == "" || req.Source == nil {
+		return nil, stats, errors.New("a backup needs a volume, a snapshot and its content")
+	}
+	lock := s.volumeLock(req.Volume)
+	lock.Lock()
+	defer lock.Unlock()
+
+	size := req.Source.Size()
+	vol := VolumeInfo{Name: req.Volume, Size: size, CreatedAt: s.now().UTC().Format(time.RFC3339)}
+	if err := s.readJSON(volumeCfgKey(req.Volume), &vol); err != nil && !errors.Is(err, ErrNotExist) {
+		return nil, stats, fmt.Errorf("read volume %s in the backup target: %w", req.Volume, err)
+	}
+	vol.Size = size
+
+	// Blocks the last backup holds, reusable where nothing changed.
+	previous := map[int64]string{}
+	incremental := false
+	if req.Changed != nil && req.ChangedSince != "" && vol.LastBackupName != "" {
+		var last BackupInfo
+		if err := s.readJSON(backupCfgKey(req.Volume, vol.LastBackupName), &last); err == nil && last.SnapshotName == req.ChangedSince && last.VolumeSize == size {
+			incremental = true
+			for _, ref := range last.Blocks {
+				previous[ref.Offset] = ref.Checksum
+			}
+		}
+	}
+
+	name := req.Name
+	if name == "" {
+		name = newBackupName()
+	}
+	if ok, err := s.driver.Exists(backupCfgKey(req.Volume, name)); err != nil {
+		return nil, stats, err
+	} else if ok {
+		return nil, stats, fmt.Errorf("backup %s of volume %s already exists", name, req.Volume)
+	}
+	info := &BackupInfo{
+		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot,
+		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: "gzip",
+		BackingImageName: req.BackingImageName, BackingImageChecksum: req.BackingImageChecksum,
+	}
+	blocks := (size + BlockSize - 1) / BlockSize
+	refs := make([]*BlockRef, blocks)
+	// Reading stays sequential; checksums, compression and uploads run on
+	// every core, which is where a backup spends its time.
+	type job struct {
+		index int64
+		data  []byte
+	}
+	jobs := make(chan job)
+	var (
+		wg       sync.WaitGroup
+		statsMu  sync.Mutex
+		firstErr error
+		done     int64
+	)
+	workers := max(1, runtime.GOMAXPROCS(0))
+	free := make(chan []byte, workers+1)
+	for i := 0; i < workers+1; i++ {
+		free <- make([]byte, BlockSize)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				sum := sha256.Sum256(j.data)
+				checksum := hex.EncodeToString(sum[:])
+				uploaded, err := s.putBlock(req.Volume, checksum, j.data)
+				statsMu.Lock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+				case err == nil && uploaded > 0:
+					stats.BytesUploaded += uploaded
+					stats.BlocksUploaded++
+				case err == nil:
+					stats.BlocksReused++
+				}
+				if err == nil {
+					refs[j.index] = &BlockRef{Offset: j.index * BlockSize, Checksum: checksum}
+				}
+				done++
+				if req.Progress != nil {
+					req.Progress(int(done * 100 / blocks))
+				}
+				statsMu.Unlock()
+				free <- j.data[:cap(j.data)]
+			}
+		}()
+	}
+	var readErr error
+	for i := int64(0); i < blocks; i++ {
+		statsMu.Lock()
+		failed := firstErr != nil
+		statsMu.Unlock()
+		if failed {
+			break
+		}
+		off := i * BlockSize
+		n := min(int64(BlockSize), size-off)
+		if incremental && !changedIn(req.Changed, off, n) {
+			if sum, ok := previous[off]; ok {
+				refs[i] = &BlockRef{Offset: off, Checksum: sum}
+				statsMu.Lock()
+				stats.BlocksReused++
+				statsMu.Unlock()
+			}
+			continue
+		}
+		if req.Allocated != nil && !changedIn(req.Allocated, off, n) {
+			continue
+		}
+		data := (<-free)[:n]
+		if _, err := req.Source.ReadAt(data, off); err != nil {
+			readErr = fmt.Errorf("read snapshot %s at %d: %w", req.Snapshot, off, err)
+			free <- data
+			break
+		}
+		stats.BytesRead += n
+		if req.Allocated == nil && isZero(data) {
+			free <- data
+			continue
+		}
+		jobs <- job{index: i, data: data}
+	}
+	close(jobs)
+	wg.Wait()
+	if readErr != nil {
+		return nil, stats, readErr
+	}
+	if firstErr != nil {
+		return nil, stats, firstErr
+	}
+	for i, ref := range refs {
+		if ref != nil {
+			info.Blocks = append(info.Blocks, *ref)
+			info.Size += min(int64(BlockSize), size-int64(i)*BlockSize)
+		}
+	}
+	info.CreatedAt = s.now().UTC().Format(time.RFC3339)
+	// The backup config goes last: until it exists the backup is invisible.
+	if err := s.writeJSON(backupCfgKey(req.Volume, info.Name), info); err != nil {
+		return nil, stats, fmt.Errorf("write backup %s: %w", info.Name, err)
+	}
+	vol.LastBackupName, vol.LastBackupAt = info.Name, info.CreatedAt
+	if err := s.writeJSON(volumeCfgKey(req.Volume), vol); err != nil {
+		return nil, stats, fmt.Errorf("write volume %s in the backup target: %w", req.Volume, err)
+	}
+	if req.Progress != nil {
+		req.Progress(100)
+	}
+	return info, stats, nil
+}
+
+func changedIn(changed []bool, off, n int64) bool {
+	for b := off / smallBlock; b < (off+n+smallBlock-1)/smallBlock && b < int64(len(changed)); b++ {
+		if changed[b] {
+			return true
+		}
+	}
+	return false
+}
+
+// putBlock stores a block unless the store has it; it returns the bytes
+// uploaded (0 when the block was there).
+func (s *Store) putBlock(volume, checksum string, data []byte) (int64, error) {
+	key := blockKey(volume, checksum)
+	exists, err := s.driver.Exists(key)
+	if err != nil {
+		return 0, fmt.Errorf("check block %s: %w", checksum, err)
+	}
+	if exists {
+		return 0, nil
+	}
+	var z bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+	if _, err := w.Write(data); err != nil {
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, err
+	}
+	if err := s.driver.Write(key, z.Bytes()); err != nil {
+		return 0, fmt.Errorf("upload block %s: %w", checksum, err)
+	}
+	return int64(z.Len()), nil
+}

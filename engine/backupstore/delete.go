@@ -1,0 +1,72 @@
+package backupstore
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Delete removes a backup, then the blocks no remaining backup uses.
+func (s *Store) Delete(volume, backup string) error {
+	lock := s.volumeLock(volume)
+	lock.Lock()
+	defer lock.Unlock()
+	if ok, err := s.driver.Exists(backupCfgKey(volume, backup)); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("backup %s of volume %s: %w", backup, volume, ErrNotExist)
+	}
+	if err := s.driver.Delete(backupCfgKey(volume, backup)); err != nil {
+		return fmt.Errorf("delete backup %s: %w", backup, err)
+	}
+	remaining, err := s.List(volume)
+	if err != nil {
+		return err
+	}
+	var vol VolumeInfo
+	if err := s.readJSON(volumeCfgKey(volume), &vol); err == nil && vol.LastBackupName == backup {
+		vol.LastBackupName, vol.LastBackupAt = "", ""
+		if n := len(remaining); n > 0 {
+			vol.LastBackupName, vol.LastBackupAt = remaining[n-1].Name, remaining[n-1].CreatedAt
+		}
+		if err := s.writeJSON(volumeCfgKey(volume), vol); err != nil {
+			return err
+		}
+	}
+	return s.collectBlocks(volume, remaining)
+}
+
+// collectBlocks deletes the blocks none of the backups uses. A crash in
+// the middle leaves unused blocks, which the next deletion collects.
+func (s *Store) collectBlocks(volume string, backups []*BackupInfo) error {
+	used := map[string]bool{}
+	for _, b := range backups {
+		for _, ref := range b.Blocks {
+			used[ref.Checksum] = true
+		}
+	}
+	level1, err := s.driver.List(volumeKey(volume) + "/blocks")
+	if err != nil {
+		return err
+	}
+	for _, d1 := range level1 {
+		level2, err := s.driver.List(d1)
+		if err != nil {
+			return err
+		}
+		for _, d2 := range level2 {
+			files, err := s.driver.List(d2)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				if !used[strings.TrimSuffix(path.Base(f), ".blk")] {
+					if err := s.driver.Delete(f); err != nil {
+						return fmt.Errorf("free block %s: %w", f, err)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package backupstore
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+)
+
+// Restore writes a backup into dst, which must read as zeros where the
+// backup holds no data (a new volume does). Every block is verified
+// against its checksum.
+func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(int)) (*BackupInfo, error) {
+	info, err := s.Get(volume, backup)
+	if err != nil {
+		return nil, err
+	}
+	for i, ref := range info.Blocks {
+		z, err := s.driver.Read(blockKey(volume, ref.Checksum))
+		if err != nil {
+			return nil, fmt.Errorf("backup %s: read block %s: %w", backup, ref.Checksum, err)
+		}
+		r, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return nil, fmt.Errorf("backup %s: block %s is corrupt: %w", backup, ref.Checksum, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(r, BlockSize+1))
+		if err != nil || len(data) > BlockSize {
+			return nil, fmt.Errorf("backup %s: block %s is corrupt", backup, ref.Checksum)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != ref.Checksum {
+			return nil, fmt.Errorf("backup %s: block %s does not match its checksum", backup, ref.Checksum)
+		}
+		if _, err := dst.WriteAt(data, ref.Offset); err != nil {
+			return nil, fmt.Errorf("backup %s: write at %d: %w", backup, ref.Offset, err)
+		}
+		if progress != nil {
+			progress((i + 1) * 100 / len(info.Blocks))
+		}
+	}
+	if progress != nil {
+		progress(100)
+	}
+	return info, nil
+}
