@@ -32,9 +32,10 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	// Blocks the last backup holds, reusable where nothing changed.
 	previous := map[int64]string{}
 	incremental := false
-	if req.Changed != nil && req.ChangedSince != "" && vol.LastBackupName != "" {
+	if req.Changed != nil && req.ChangedSinceID != "" && vol.LastBackupName != "" {
 		var last BackupInfo
-		if err := s.readJSON(backupCfgKey(req.Volume, vol.LastBackupName), &last); err == nil && last.SnapshotName == req.ChangedSince && last.VolumeSize == size {
+		if err := s.readJSON(backupCfgKey(req.Volume, vol.LastBackupName), &last); err == nil &&
+			last.SnapshotName == req.ChangedSince && last.SnapshotID == req.ChangedSinceID && last.VolumeSize == size {
 			incremental = true
 			for _, ref := range last.Blocks {
 				previous[ref.Offset] = ref.Checksum
@@ -52,7 +53,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 		return nil, stats, fmt.Errorf("backup %s of volume %s already exists", name, req.Volume)
 	}
 	info := &BackupInfo{
-		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot,
+		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot, SnapshotID: req.SnapshotID,
 		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: "gzip",
 		BackingImageName: req.BackingImageName, BackingImageChecksum: req.BackingImageChecksum,
 	}

@@ -47,10 +47,14 @@ type BlockRef struct {
 
 // BackupInfo is one backup.
 type BackupInfo struct {
-	Name              string            `json:"name"`
-	VolumeName        string            `json:"volumeName"`
-	VolumeSize        int64             `json:"volumeSize"`
-	SnapshotName      string            `json:"snapshotName"`
+	Name         string `json:"name"`
+	VolumeName   string `json:"volumeName"`
+	VolumeSize   int64  `json:"volumeSize"`
+	SnapshotName string `json:"snapshotName"`
+	// SnapshotID is the identity of the snapshot backed up (a name may be
+	// reused after a purge, an ID may not): the next backup is
+	// incremental only on this very snapshot. Empty in older backups.
+	SnapshotID        string            `json:"snapshotID,omitempty"`
 	SnapshotCreatedAt string            `json:"snapshotCreatedAt"`
 	CreatedAt         string            `json:"createdAt"`
 	Labels            map[string]string `json:"labels"`
@@ -78,14 +82,18 @@ type BackupRequest struct {
 	Name              string
 	Volume            string
 	Snapshot          string
+	SnapshotID        string
 	SnapshotCreatedAt string
 	Labels            map[string]string
 	Source            Source
-	// Changed, when set, marks the 4 KiB blocks that changed since
-	// ChangedSince, the snapshot the volume's last backup was taken from;
-	// the rest is taken from that backup without reading it.
-	Changed      []bool
-	ChangedSince string
+	// Changed, when set, marks the 4 KiB blocks that changed since the
+	// snapshot the volume's last backup was taken from, named
+	// ChangedSince with the ID ChangedSinceID; the rest is taken from that
+	// backup without reading it. Unless the last backup records that very
+	// snapshot (name and ID), the backup reads everything.
+	Changed        []bool
+	ChangedSince   string
+	ChangedSinceID string
 	// Allocated, when set, marks the 4 KiB blocks the snapshot's layers
 	// hold, for a volume on a backing image: a backup block holding none
 	// is left out (the image provides it), and one holding any is stored

@@ -83,7 +83,7 @@ func TestBackupRestoreAndIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := snapshotView(t, r, "s1")
-	b1, st1, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: v1, Labels: map[string]string{"RecurringJob": "daily"}})
+	b1, st1, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", SnapshotID: v1.ID(), Source: v1, Labels: map[string]string{"RecurringJob": "daily"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +100,12 @@ func TestBackupRestoreAndIncremental(t *testing.T) {
 	if err := r.CreateSnapshot("s2", true, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	changed, _, err := r.ChangedBlocks("s1", "s2")
+	v2 := snapshotView(t, r, "s2")
+	changed, _, err := r.ChangedBlocksByID(v1.ID(), v2.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := snapshotView(t, r, "s2")
-	b2, st2, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s2", Source: v2, Changed: changed, ChangedSince: "s1"})
+	b2, st2, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s2", SnapshotID: v2.ID(), Source: v2, Changed: changed, ChangedSince: "s1", ChangedSinceID: v1.ID()})
 	if err != nil {
 		t.Fatal(err)
 	}

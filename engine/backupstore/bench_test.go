@@ -59,10 +59,10 @@ func BenchmarkIncrementalBackup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: v}); err != nil {
+	if _, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", SnapshotID: v.ID(), Source: v}); err != nil {
 		b.Fatal(err)
 	}
-	prev := "s1"
+	prev, prevID := "s1", v.ID()
 	var uploaded int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -72,20 +72,21 @@ func BenchmarkIncrementalBackup(b *testing.B) {
 		if err := r.CreateSnapshot(name, true, time.Now(), nil); err != nil {
 			b.Fatal(err)
 		}
-		changed, _, err := r.ChangedBlocks(prev, name)
-		if err != nil {
-			b.Fatal(err)
-		}
 		view, err := r.OpenSnapshot(name)
 		if err != nil {
 			b.Fatal(err)
 		}
+		changed, _, err := r.ChangedBlocksByID(prevID, view.ID())
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
-		_, st, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: name, Source: view, Changed: changed, ChangedSince: prev})
+		_, st, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: name, SnapshotID: view.ID(), Source: view, Changed: changed, ChangedSince: prev, ChangedSinceID: prevID})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
+		prevID = view.ID()
 		view.Close()
 		uploaded += st.BytesUploaded
 		prev = name

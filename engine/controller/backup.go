@@ -41,17 +41,6 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	if err != nil {
 		return fmt.Errorf("%w: snapshot %s", ErrNotFound, snapshot)
 	}
-	info, err := r.Snapshots()
-	if err != nil {
-		view.Close()
-		return err
-	}
-	var created string
-	for _, s := range info {
-		if s.Name == snapshot {
-			created = s.Created
-		}
-	}
 	e.backupMu.Lock()
 	if st, ok := e.backups[name]; ok && st.State == BackupStateInProgress {
 		e.backupMu.Unlock()
@@ -65,7 +54,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	go func() {
 		defer view.Close()
 		req := backupstore.BackupRequest{
-			Name: name, Volume: e.name, Snapshot: snapshot, SnapshotCreatedAt: created, Labels: labels, Source: view,
+			Name: name, Volume: e.name, Snapshot: snapshot, SnapshotID: view.ID(), SnapshotCreatedAt: view.Created(), Labels: labels, Source: view,
 			Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
 		}
 		if b := r.Backing(); b != nil {
@@ -77,9 +66,12 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 			}
 			req.Allocated, req.BackingImageName, req.BackingImageChecksum = allocated, b.Name, b.Checksum
 		}
-		if last := lastBackedUpSnapshot(store, e.name); last != "" {
-			if changed, full, err := r.ChangedBlocks(last, snapshot); err == nil && !full {
-				req.Changed, req.ChangedSince = changed, last
+		// The base is the very snapshot the last backup was taken from,
+		// found by its ID: a snapshot that took its name after a purge
+		// is another one, and the backup is then full.
+		if last := lastBackedUpSnapshot(store, e.name); last != nil && last.SnapshotID != "" {
+			if changed, full, err := r.ChangedBlocksByID(last.SnapshotID, view.ID()); err == nil && !full {
+				req.Changed, req.ChangedSince, req.ChangedSinceID = changed, last.SnapshotName, last.SnapshotID
 			}
 		}
 		done, stats, err := store.Backup(req)
@@ -102,17 +94,18 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	return nil
 }
 
-// lastBackedUpSnapshot is the snapshot of the volume's last backup.
-func lastBackedUpSnapshot(store *backupstore.Store, volume string) string {
+// lastBackedUpSnapshot is the volume's last backup, nil when there is
+// none (or it cannot be read: the next backup is then full).
+func lastBackedUpSnapshot(store *backupstore.Store, volume string) *backupstore.BackupInfo {
 	v, err := store.Volume(volume)
 	if err != nil || v.LastBackupName == "" {
-		return ""
+		return nil
 	}
 	b, err := store.Get(volume, v.LastBackupName)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return b.SnapshotName
+	return b
 }
 
 func (e *Engine) setBackup(name string, f func(*BackupStatus)) {

@@ -264,11 +264,11 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	if members[0].r.HasSnapshot(name) {
 		return "", fmt.Errorf("%w: snapshot %s %w", ErrInvalid, name, ErrExists)
 	}
-	now := e.clock.Now()
+	now, id := e.clock.Now(), uuid.NewString()
 	e.purged.forget(name)
 	done := 0
 	for _, m := range members {
-		if err := m.r.CreateSnapshot(name, true, now, labels); err != nil {
+		if err := m.r.CreateSnapshotWithID(name, id, true, now, labels); err != nil {
 			if done == 0 {
 				return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 			}

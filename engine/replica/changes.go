@@ -12,8 +12,35 @@ import (
 // purged, or the volume was reverted past it), every block holding data
 // in name's ancestry counts as changed, and full is true.
 func (r *Replica) ChangedBlocks(since, name string) (changed []bool, full bool, err error) {
+	return r.changedBlocks(func(n string, _ *layerMeta) bool { return since != "" && n == since }, name)
+}
+
+// ChangedBlocksByID is ChangedBlocks with both snapshots named by their
+// IDs: a snapshot that merely took the name of another (the name was freed
+// by a purge) is not mistaken for it. When sinceID matches no ancestor
+// (or is empty), full is true.
+func (r *Replica) ChangedBlocksByID(sinceID, id string) (changed []bool, full bool, err error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	name := ""
+	for n, m := range r.meta.Snapshots {
+		if id != "" && m.ID == id {
+			name = n
+		}
+	}
+	if name == "" {
+		return nil, false, fmt.Errorf("snapshot with ID %q: %w", id, ErrNotFound)
+	}
+	return r.changedBlocksLocked(func(_ string, m *layerMeta) bool { return sinceID != "" && m.ID == sinceID }, name)
+}
+
+func (r *Replica) changedBlocks(isSince func(name string, m *layerMeta) bool, name string) (changed []bool, full bool, err error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changedBlocksLocked(isSince, name)
+}
+
+func (r *Replica) changedBlocksLocked(isSince func(name string, m *layerMeta) bool, name string) (changed []bool, full bool, err error) {
 	if r.chain == nil {
 		return nil, false, ErrClosed
 	}
@@ -26,7 +53,7 @@ func (r *Replica) ChangedBlocks(since, name string) (changed []bool, full bool, 
 	}
 	from, full := 0, true
 	for i, n := range names {
-		if n == since && since != "" {
+		if isSince(n, r.meta.Snapshots[n]) {
 			from, full = i+1, false
 		}
 	}

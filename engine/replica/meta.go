@@ -36,6 +36,10 @@ type volumeMeta struct {
 
 // layerMeta describes one snapshot.
 type layerMeta struct {
+	// ID is the snapshot's identity, random and never reused: a name may
+	// be taken again once its snapshot is purged, an ID may not. Empty
+	// for a snapshot taken before IDs were recorded.
+	ID          string            `json:"id,omitempty"`
 	Parent      string            `json:"parent"`
 	Removed     bool              `json:"removed"`
 	UserCreated bool              `json:"userCreated"`

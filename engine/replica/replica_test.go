@@ -225,7 +225,7 @@ func TestCrashDuringSnapshotOrPurge(t *testing.T) {
 		run   func(r *Replica, after step) error
 	}{
 		{"snapshot", []string{"link", "new head", "commit"}, func(r *Replica, after step) error {
-			return r.createSnapshot("s3", true, t0.Add(time.Hour), nil, after)
+			return r.createSnapshot("s3", "id-s3", true, t0.Add(time.Hour), nil, after)
 		}},
 		{"purge", []string{"merge", "commit"}, func(r *Replica, after step) error {
 			_, err := r.purge(after)
@@ -344,5 +344,59 @@ func TestChangedBlocks(t *testing.T) {
 	}
 	if _, _, err := r.ChangedBlocks("s1", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing snapshot: %v", err)
+	}
+}
+
+// TestSnapshotIDsSurviveReopenAndNeverRepeat: a name freed by a purge and
+// taken again names another snapshot, with another ID, and the changed
+// blocks since the old one are then the whole volume.
+func TestSnapshotIDsSurviveReopenAndNeverRepeat(t *testing.T) {
+	r, dir := newReplica(t)
+	write(t, r, 0, fill(1, BlockSize))
+	must(t, r.CreateSnapshot("s1", true, t0, nil))
+	write(t, r, 8*BlockSize, fill(2, BlockSize))
+	must(t, r.CreateSnapshotWithID("y", "id-y", true, t0.Add(time.Minute), nil))
+	id := func(name string) string {
+		t.Helper()
+		list, err := r.Snapshots()
+		must(t, err)
+		for _, s := range list {
+			if s.Name == name {
+				return s.ID
+			}
+		}
+		t.Fatalf("no snapshot %s", name)
+		return ""
+	}
+	old := id("s1")
+	if old == "" || id("y") != "id-y" {
+		t.Fatalf("IDs: s1 %q, y %q", old, id("y"))
+	}
+	must(t, r.MarkRemoved("s1"))
+	_, err := r.Purge()
+	must(t, err)
+	must(t, r.CreateSnapshot("s1", true, t0.Add(2*time.Minute), nil))
+	if id("s1") == old {
+		t.Fatal("the new s1 has the ID of the purged one")
+	}
+	must(t, r.Close())
+	r, err = Open(dir)
+	must(t, err)
+	t.Cleanup(func() { r.Close() })
+	if got := id("y"); got != "id-y" {
+		t.Fatalf("after a reopen y has ID %q", got)
+	}
+	changed, full, err := r.ChangedBlocksByID(old, id("s1"))
+	must(t, err)
+	if !full || !changed[0] || !changed[8] {
+		t.Fatalf("since the purged s1: full %v, block 0 %v, block 8 %v", full, changed[0], changed[8])
+	}
+	changed, full, err = r.ChangedBlocksByID("id-y", id("s1"))
+	must(t, err)
+	if full || changed[0] || changed[8] {
+		t.Fatalf("since y: full %v, block 0 %v, block 8 %v", full, changed[0], changed[8])
+	}
+	if err := r.CreateSnapshotWithID("s2", "", true, t0, nil); err == nil {
+		t.Fatal("an empty ID was accepted")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // MaxSnapshots bounds the snapshots of a replica, as Longhorn does.
@@ -17,7 +19,10 @@ var snapshotNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`
 
 // Snapshot is one snapshot, or the head (Name HeadName), as a list shows it.
 type Snapshot struct {
-	Name        string
+	Name string
+	// ID identifies this very snapshot: a later snapshot given the same
+	// name has another ID. Empty for one taken before IDs were recorded.
+	ID          string
 	Parent      string
 	Children    []string
 	Removed     bool
@@ -46,11 +51,21 @@ func isCrash(err error) bool {
 
 // CreateSnapshot freezes the head as snapshot name and opens a new, empty
 // head on top of it. Only the head's data is synced; no data is copied.
+// The snapshot gets a fresh ID.
 func (r *Replica) CreateSnapshot(name string, userCreated bool, created time.Time, labels map[string]string) error {
-	return r.createSnapshot(name, userCreated, created, labels, noStep)
+	return r.createSnapshot(name, uuid.NewString(), userCreated, created, labels, noStep)
 }
 
-func (r *Replica) createSnapshot(name string, userCreated bool, created time.Time, labels map[string]string, after step) (err error) {
+// CreateSnapshotWithID is CreateSnapshot with the ID given: an engine
+// gives every replica's copy of a snapshot the same one.
+func (r *Replica) CreateSnapshotWithID(name, id string, userCreated bool, created time.Time, labels map[string]string) error {
+	if id == "" {
+		return errors.New("a snapshot ID must not be empty")
+	}
+	return r.createSnapshot(name, id, userCreated, created, labels, noStep)
+}
+
+func (r *Replica) createSnapshot(name, id string, userCreated bool, created time.Time, labels map[string]string, after step) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.chain == nil {
@@ -95,7 +110,7 @@ func (r *Replica) createSnapshot(name string, userCreated bool, created time.Tim
 		return err
 	}
 	next := r.cloneMeta()
-	next.Snapshots[name] = &layerMeta{Parent: r.meta.HeadParent, UserCreated: userCreated, Created: created.UTC().Format(time.RFC3339Nano), Labels: labels}
+	next.Snapshots[name] = &layerMeta{ID: id, Parent: r.meta.HeadParent, UserCreated: userCreated, Created: created.UTC().Format(time.RFC3339Nano), Labels: labels}
 	next.HeadParent = name
 	next.HeadIndex++
 	if err := r.commit(next); err != nil {
@@ -166,7 +181,7 @@ func (r *Replica) Snapshots() ([]Snapshot, error) {
 		}
 		kids := children[name]
 		sort.Strings(kids)
-		out = append(out, Snapshot{Name: name, Parent: m.Parent, Children: kids, Removed: m.Removed,
+		out = append(out, Snapshot{Name: name, ID: m.ID, Parent: m.Parent, Children: kids, Removed: m.Removed,
 			UserCreated: m.UserCreated, Created: m.Created, Size: size, Labels: m.Labels})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -21,7 +21,15 @@ type SnapshotView struct {
 	// backing is the view's own reader of the replica's backing file, so
 	// the view outlives a close of the replica.
 	backing backingReader
+	// id and created are the snapshot's, read with the layers.
+	id, created string
 }
+
+// ID is the snapshot's identity (see Snapshot.ID).
+func (v *SnapshotView) ID() string { return v.id }
+
+// Created is the snapshot's creation time, RFC 3339.
+func (v *SnapshotView) Created() string { return v.created }
 
 // OpenSnapshot returns a read-only view of snapshot name, all of it. Its
 // cost follows the volume's size and the data its layers hold: a reader of
@@ -40,7 +48,8 @@ func (r *Replica) OpenSnapshotRange(name string, off, end int64) (*SnapshotView,
 	if r.chain == nil {
 		return nil, ErrClosed
 	}
-	if _, ok := r.meta.Snapshots[name]; !ok {
+	meta, ok := r.meta.Snapshots[name]
+	if !ok {
 		return nil, fmt.Errorf("snapshot %q: %w", name, ErrNotFound)
 	}
 	names, err := r.ancestry(name)
@@ -55,7 +64,7 @@ func (r *Replica) OpenSnapshotRange(name string, off, end int64) (*SnapshotView,
 		return nil, fmt.Errorf("range %d to %d is outside the volume of %d bytes", off, end, size)
 	}
 	from, to := off/BlockSize*BlockSize, (end+BlockSize-1)/BlockSize*BlockSize
-	v := &SnapshotView{size: size, from: from, to: to, location: make([]uint16, (to-from)/BlockSize)}
+	v := &SnapshotView{size: size, from: from, to: to, location: make([]uint16, (to-from)/BlockSize), id: meta.ID, created: meta.Created}
 	if r.meta.Backing != nil {
 		if v.backing, err = openBacking(r.meta.Backing); err != nil {
 			return nil, err
