@@ -91,14 +91,27 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	// Deleted Backup objects: the backup goes from the target first.
+	// Deleted Backup objects: the backup goes from the target first. A
+	// deletion that cannot run now (a backup or restore of the volume is
+	// in progress, here or on another manager) waits for the next poll;
+	// it does not hold up the mirror.
+	var deleteErr error
 	for _, b := range backups {
 		if b.DeletionTimestamp == nil || !slices.Contains(b.Finalizers, types.LonghornFinalizer) {
 			continue
 		}
 		vol := b.Labels[datastore.LabelBackupVolume]
 		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
-			return fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)
+			log := c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
+			if errors.Is(err, backupstore.ErrLocked) {
+				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
+				continue
+			}
+			log.WithError(err).Warn("Could not delete the backup from the target")
+			if deleteErr == nil {
+				deleteErr = fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)
+			}
+			continue
 		}
 		updated := b.DeepCopy()
 		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
@@ -133,7 +146,10 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 			}
 		}
 	}
-	return c.syncBackupVolumes(ctx, volumes)
+	if err := c.syncBackupVolumes(ctx, volumes); err != nil {
+		return err
+	}
+	return deleteErr
 }
 
 // desiredState is every backup the target holds or an engine runs, and

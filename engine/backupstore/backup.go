@@ -18,9 +18,13 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	if req.Volume == "" || req.Snapshot == "" || req.Source == nil {
 		return nil, stats, errors.New("a backup needs a volume, a snapshot and its content")
 	}
-	lock := s.volumeLock(req.Volume)
-	lock.Lock()
-	defer lock.Unlock()
+	// The lock is taken before anything is read: from here until the
+	// backup is visible, no deletion collects a block it may reuse.
+	lock, err := s.lock(req.Volume, lockBackup)
+	if err != nil {
+		return nil, stats, err
+	}
+	defer lock.release()
 
 	size := req.Source.Size()
 	vol := VolumeInfo{Name: req.Volume, Size: size, CreatedAt: s.now().UTC().Format(time.RFC3339)}
@@ -158,8 +162,19 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	info.CreatedAt = s.now().UTC().Format(time.RFC3339)
 	// The backup config goes last: until it exists the backup is invisible.
+	// It may appear only while the lock surely held: a lock lost before
+	// or during the write may have let a deletion free a reused block.
+	if err := lock.check(); err != nil {
+		return nil, stats, err
+	}
 	if err := s.writeJSON(backupCfgKey(req.Volume, info.Name), info); err != nil {
 		return nil, stats, fmt.Errorf("write backup %s: %w", info.Name, err)
+	}
+	if err := lock.check(); err != nil {
+		if delErr := s.driver.Delete(backupCfgKey(req.Volume, info.Name)); delErr != nil {
+			return nil, stats, fmt.Errorf("%w; and the backup written meanwhile could not be taken back: %v", err, delErr)
+		}
+		return nil, stats, err
 	}
 	vol.LastBackupName, vol.LastBackupAt = info.Name, info.CreatedAt
 	if err := s.writeJSON(volumeCfgKey(req.Volume), vol); err != nil {

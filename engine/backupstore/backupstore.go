@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"sync"
 	"time"
 )
 
@@ -114,14 +113,16 @@ type Stats struct {
 	BlocksReused   int
 }
 
-// Store is a backup target.
+// Store is a backup target. Any number of Stores, in this process or in
+// managers on other nodes, may work on one target at once: operations on
+// a volume coordinate through locks kept in the target (see lock.go).
 type Store struct {
 	target string
 	driver Driver
 	now    func() time.Time
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	// Lock timing; tests shorten it.
+	lockRefresh, lockExpiry, lockPoll time.Duration
 }
 
 // Open returns the store of a backup-target URL (file:///path).
@@ -135,21 +136,8 @@ func Open(target string) (*Store, error) {
 
 // NewStore returns a store on a driver.
 func NewStore(target string, d Driver) *Store {
-	return &Store{target: target, driver: d, now: time.Now, locks: map[string]*sync.Mutex{}}
-}
-
-// volumeLock serializes backups and deletions of one volume in this
-// process: a deletion's block collection must not race a backup that
-// reuses blocks.
-func (s *Store) volumeLock(volume string) *sync.Mutex {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, ok := s.locks[volume]
-	if !ok {
-		l = &sync.Mutex{}
-		s.locks[volume] = l
-	}
-	return l
+	return &Store{target: target, driver: d, now: time.Now,
+		lockRefresh: defaultLockRefresh, lockExpiry: defaultLockExpiry, lockPoll: defaultLockPoll}
 }
 
 func volumeKey(volume string) string    { return "backupstore/volumes/" + volume }

@@ -185,8 +185,9 @@ func TestAFailedBackupStaysInvisibleAndARetrySucceeds(t *testing.T) {
 	r.WriteAt(random(1, 12<<20), 0)
 	r.CreateSnapshot("s1", true, time.Now(), nil)
 	v := snapshotView(t, r, "s1")
-	// Before any block, mid-way, then with every block stored but no config.
-	for _, okWrites := range []int{0, 3, 3} {
+	// Before the lock, before any block, mid-way, then with every block
+	// stored but no config (each run writes its lock first).
+	for _, okWrites := range []int{0, 1, 4, 4} {
 		broken := NewStore("file://"+root, &failingDriver{Driver: &FileDriver{Root: root}, okWrites: okWrites})
 		if _, _, err := broken.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: v}); !errors.Is(err, errTargetDown) {
 			t.Fatalf("after %d writes: want the target's error, got %v", okWrites, err)

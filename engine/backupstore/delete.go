@@ -8,13 +8,18 @@ import (
 
 // Delete removes a backup, then the blocks no remaining backup uses.
 func (s *Store) Delete(volume, backup string) error {
-	lock := s.volumeLock(volume)
-	lock.Lock()
-	defer lock.Unlock()
+	lock, err := s.lock(volume, lockDelete)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	if ok, err := s.driver.Exists(backupCfgKey(volume, backup)); err != nil {
 		return err
 	} else if !ok {
 		return fmt.Errorf("backup %s of volume %s: %w", backup, volume, ErrNotExist)
+	}
+	if err := lock.check(); err != nil {
+		return err
 	}
 	if err := s.driver.Delete(backupCfgKey(volume, backup)); err != nil {
 		return fmt.Errorf("delete backup %s: %w", backup, err)
@@ -33,12 +38,12 @@ func (s *Store) Delete(volume, backup string) error {
 			return err
 		}
 	}
-	return s.collectBlocks(volume, remaining)
+	return s.collectBlocks(volume, remaining, lock)
 }
 
 // collectBlocks deletes the blocks none of the backups uses. A crash in
 // the middle leaves unused blocks, which the next deletion collects.
-func (s *Store) collectBlocks(volume string, backups []*BackupInfo) error {
+func (s *Store) collectBlocks(volume string, backups []*BackupInfo, lock *heldLock) error {
 	used := map[string]bool{}
 	for _, b := range backups {
 		for _, ref := range b.Blocks {
@@ -61,6 +66,9 @@ func (s *Store) collectBlocks(volume string, backups []*BackupInfo) error {
 			}
 			for _, f := range files {
 				if !used[strings.TrimSuffix(path.Base(f), ".blk")] {
+					if err := lock.check(); err != nil {
+						return err
+					}
 					if err := s.driver.Delete(f); err != nil {
 						return fmt.Errorf("free block %s: %w", f, err)
 					}

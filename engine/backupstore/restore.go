@@ -13,6 +13,13 @@ import (
 // backup holds no data (a new volume does). Every block is verified
 // against its checksum.
 func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(int)) (*BackupInfo, error) {
+	// A restore holds the volume like a backup does, so the backup it
+	// reads is not deleted under it.
+	lock, err := s.lock(volume, lockRestore)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
 	info, err := s.Get(volume, backup)
 	if err != nil {
 		return nil, err
