@@ -154,11 +154,11 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 
 // desiredState is every backup the target holds or an engine runs, and
 // every volume the target holds.
-func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[string]*longhorn.Backup, []backupstore.VolumeInfo, error) {
+func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[string]*longhorn.Backup, volumeStates, error) {
 	desired := map[string]*longhorn.Backup{}
 	engines, err := c.ds.ListEnginesRO()
 	if err != nil {
-		return desired, nil, err
+		return desired, volumeStates{}, err
 	}
 	for _, e := range engines {
 		for name, st := range e.Status.BackupStatus {
@@ -170,28 +170,43 @@ func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[str
 			})
 		}
 	}
-	volumes, err := store.Volumes()
+	listing, err := store.Scan()
 	if err != nil {
-		return desired, nil, fmt.Errorf("read the backup target: %w", err)
+		return desired, volumeStates{}, fmt.Errorf("read the backup target: %w", err)
 	}
-	for _, v := range volumes {
-		list, err := store.List(v.Name)
-		if err != nil {
-			return desired, nil, fmt.Errorf("read the backups of volume %s: %w", v.Name, err)
-		}
+	for volume, list := range listing.Backups {
 		for _, b := range list {
-			desired[b.Name] = backupObject(b.Name, v.Name, longhorn.BackupStatus{
-				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(v.Name, b.Name),
+			desired[b.Name] = backupObject(b.Name, volume, longhorn.BackupStatus{
+				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(volume, b.Name),
 				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
-				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: v.Name, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
+				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: volume, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
 				VolumeBackingImageName: b.BackingImageName,
 			})
 		}
+	}
+	// A config that cannot be used shows as a Backup in Error, so a user
+	// sees it and can delete it; nothing else reads it.
+	volumes := volumeStates{infos: listing.Volumes, invalid: map[string]string{}}
+	for _, bad := range listing.Invalid {
+		if bad.Backup == "" {
+			volumes.invalid[bad.Volume] = bad.Err.Error()
+			continue
+		}
+		desired[bad.Backup] = backupObject(bad.Backup, bad.Volume, longhorn.BackupStatus{
+			State: longhorn.BackupStateError, VolumeName: bad.Volume, URL: store.URL(bad.Volume, bad.Backup), Error: bad.Err.Error(),
+		})
 	}
 	return desired, volumes, nil
 }
 
 const backupStateCompleted = "Completed"
+
+// volumeStates are the volumes a target holds: their records, and why a
+// record that cannot be used cannot (by volume name).
+type volumeStates struct {
+	infos   []backupstore.VolumeInfo
+	invalid map[string]string
+}
 
 func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
 	return &longhorn.Backup{
@@ -228,7 +243,7 @@ func (c *BackupTargetController) syncBackup(ctx context.Context, live, want *lon
 	return err
 }
 
-func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes []backupstore.VolumeInfo) error {
+func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes volumeStates) error {
 	live, err := c.ds.ListBackupVolumesRO()
 	if err != nil {
 		return err
@@ -237,7 +252,11 @@ func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes 
 	for _, bv := range live {
 		have[bv.Name] = bv
 	}
-	for _, v := range volumes {
+	infos := volumes.infos
+	for name := range volumes.invalid {
+		infos = append(infos, backupstore.VolumeInfo{Name: name})
+	}
+	for _, v := range infos {
 		bv := have[v.Name]
 		delete(have, v.Name)
 		if bv == nil {
@@ -254,6 +273,9 @@ func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes 
 			OwnerID: c.nodeID, Size: strconv.FormatInt(v.Size, 10), CreatedAt: v.CreatedAt,
 			LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, LastSyncedAt: bv.Status.LastSyncedAt,
 			LastModificationTime: bv.Status.LastModificationTime,
+		}
+		if msg, ok := volumes.invalid[v.Name]; ok {
+			status.Messages = map[string]string{"Error": msg}
 		}
 		if equality.Semantic.DeepEqual(status, bv.Status) {
 			continue

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // Backup stores a snapshot and returns the backup once it is visible.
@@ -17,6 +19,18 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	var stats Stats
 	if req.Volume == "" || req.Snapshot == "" || req.Source == nil {
 		return nil, stats, errors.New("a backup needs a volume, a snapshot and its content")
+	}
+	if err := checkName("volume", req.Volume); err != nil {
+		return nil, stats, err
+	}
+	if req.Name != "" {
+		if err := checkName("backup", req.Name); err != nil {
+			return nil, stats, err
+		}
+	}
+	size := req.Source.Size()
+	if size <= 0 || size > MaxVolumeSize {
+		return nil, stats, fmt.Errorf("snapshot %s: a size of %d bytes cannot be backed up (1 byte to 1 PiB)", req.Snapshot, size)
 	}
 	// The lock is taken before anything is read: from here until the
 	// backup is visible, no deletion collects a block it may reuse.
@@ -26,9 +40,15 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	defer lock.release()
 
-	size := req.Source.Size()
 	vol := VolumeInfo{Name: req.Volume, Size: size, CreatedAt: s.now().UTC().Format(time.RFC3339)}
-	if err := s.readJSON(volumeCfgKey(req.Volume), &vol); err != nil && !errors.Is(err, ErrNotExist) {
+	switch found, err := s.Volume(req.Volume); {
+	case err == nil:
+		vol = *found
+	case errors.Is(err, ErrInvalid):
+		// The volume record is an index of the backups; a new one
+		// replaces it, and this backup is full.
+		logrus.WithField("volume", req.Volume).WithError(err).Warn("Replacing an invalid volume record in the backup target")
+	case !errors.Is(err, ErrNotExist):
 		return nil, stats, fmt.Errorf("read volume %s in the backup target: %w", req.Volume, err)
 	}
 	vol.Size = size
@@ -37,8 +57,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	previous := map[int64]string{}
 	incremental := false
 	if req.Changed != nil && req.ChangedSinceID != "" && vol.LastBackupName != "" {
-		var last BackupInfo
-		if err := s.readJSON(backupCfgKey(req.Volume, vol.LastBackupName), &last); err == nil &&
+		if last, err := s.Get(req.Volume, vol.LastBackupName); err == nil &&
 			last.SnapshotName == req.ChangedSince && last.SnapshotID == req.ChangedSinceID && last.VolumeSize == size {
 			incremental = true
 			for _, ref := range last.Blocks {

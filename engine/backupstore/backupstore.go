@@ -149,17 +149,6 @@ func blockKey(volume, sum string) string {
 	return volumeKey(volume) + "/blocks/" + sum[:2] + "/" + sum[2:4] + "/" + sum + ".blk"
 }
 
-func (s *Store) readJSON(key string, v interface{}) error {
-	data, err := s.driver.Read(key)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s in the backup target is corrupt: %w", key, err)
-	}
-	return nil
-}
-
 func (s *Store) writeJSON(key string, v interface{}) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -184,6 +173,9 @@ func ParseURL(backupURL string) (target, volume, backup string, err error) {
 	volume, backup = q.Get("volume"), q.Get("backup")
 	if volume == "" || backup == "" {
 		return "", "", "", fmt.Errorf("backup URL %q must name ?backup=...&volume=...", backupURL)
+	}
+	if err := checkNames(volume, backup); err != nil {
+		return "", "", "", fmt.Errorf("backup URL %q: %w", backupURL, err)
 	}
 	u.RawQuery = ""
 	return u.String(), volume, backup, nil

@@ -8,6 +8,9 @@ import (
 
 // Delete removes a backup, then the blocks no remaining backup uses.
 func (s *Store) Delete(volume, backup string) error {
+	if err := checkNames(volume, backup); err != nil {
+		return err
+	}
 	lock, err := s.lock(volume, lockDelete)
 	if err != nil {
 		return err
@@ -28,8 +31,7 @@ func (s *Store) Delete(volume, backup string) error {
 	if err != nil {
 		return err
 	}
-	var vol VolumeInfo
-	if err := s.readJSON(volumeCfgKey(volume), &vol); err == nil && vol.LastBackupName == backup {
+	if vol, err := s.Volume(volume); err == nil && vol.LastBackupName == backup {
 		vol.LastBackupName, vol.LastBackupAt = "", ""
 		if n := len(remaining); n > 0 {
 			vol.LastBackupName, vol.LastBackupAt = remaining[n-1].Name, remaining[n-1].CreatedAt

@@ -6,73 +6,164 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
-// Get returns one backup.
+// Get returns one backup, checked (see validate.go).
 func (s *Store) Get(volume, backup string) (*BackupInfo, error) {
-	var info BackupInfo
-	if err := s.readJSON(backupCfgKey(volume, backup), &info); err != nil {
-		if errors.Is(err, ErrNotExist) {
-			return nil, fmt.Errorf("backup %s of volume %s: %w", backup, volume, ErrNotExist)
-		}
+	if err := checkNames(volume, backup); err != nil {
 		return nil, err
 	}
-	return &info, nil
+	data, err := s.driver.Read(backupCfgKey(volume, backup))
+	if errors.Is(err, ErrNotExist) {
+		return nil, fmt.Errorf("backup %s of volume %s: %w", backup, volume, ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read backup %s of volume %s: %w", backup, volume, err)
+	}
+	return decodeBackup(data, volume, backup)
 }
 
-// List returns a volume's backups, oldest first.
-func (s *Store) List(volume string) ([]*BackupInfo, error) {
+// backupNames lists the names of a volume's backup configs.
+func (s *Store) backupNames(volume string) ([]string, error) {
 	keys, err := s.driver.List(volumeKey(volume) + "/backups")
 	if err != nil {
 		return nil, err
 	}
-	var out []*BackupInfo
+	var names []string
 	for _, k := range keys {
 		base := path.Base(k)
-		if !strings.HasPrefix(base, "backup_") || !strings.HasSuffix(base, ".cfg") {
-			continue
+		if strings.HasPrefix(base, "backup_") && strings.HasSuffix(base, ".cfg") {
+			names = append(names, strings.TrimSuffix(strings.TrimPrefix(base, "backup_"), ".cfg"))
 		}
-		info, err := s.Get(volume, strings.TrimSuffix(strings.TrimPrefix(base, "backup_"), ".cfg"))
+	}
+	return names, nil
+}
+
+// List returns a volume's backups, oldest first. It fails if any backup
+// config cannot be used: a deletion must know every block in use.
+func (s *Store) List(volume string) ([]*BackupInfo, error) {
+	if err := checkName("volume", volume); err != nil {
+		return nil, err
+	}
+	names, err := s.backupNames(volume)
+	if err != nil {
+		return nil, err
+	}
+	var out []*BackupInfo
+	for _, name := range names {
+		info, err := s.Get(volume, name)
+		if errors.Is(err, ErrNotExist) {
+			continue // deleted since the listing
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, info)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortBackups(out)
 	return out, nil
+}
+
+// sortBackups orders backups by creation time, then name.
+func sortBackups(list []*BackupInfo) {
+	at := func(b *BackupInfo) time.Time {
+		t, _ := time.Parse(time.RFC3339Nano, b.CreatedAt)
+		return t
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if ti, tj := at(list[i]), at(list[j]); !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return list[i].Name < list[j].Name
+	})
 }
 
 // Volume returns one volume's record; ErrNotExist when the store has none.
 func (s *Store) Volume(name string) (*VolumeInfo, error) {
-	var v VolumeInfo
-	if err := s.readJSON(volumeCfgKey(name), &v); err != nil {
+	if err := checkName("volume", name); err != nil {
 		return nil, err
 	}
-	return &v, nil
+	data, err := s.driver.Read(volumeCfgKey(name))
+	if err != nil {
+		return nil, err
+	}
+	return decodeVolume(data, name)
 }
 
-// Volumes lists the volumes the store holds backups of.
+// Volumes lists the volumes the store holds backups of. It fails if any
+// volume record cannot be used; Scan reports such records instead.
 func (s *Store) Volumes() ([]VolumeInfo, error) {
+	l, err := s.Scan()
+	if err != nil {
+		return nil, err
+	}
+	for _, bad := range l.Invalid {
+		if bad.Backup == "" {
+			return nil, bad.Err
+		}
+	}
+	return l.Volumes, nil
+}
+
+// Listing is what a target holds: the volumes and backups that can be
+// used, and the records that cannot, with why.
+type Listing struct {
+	Volumes []VolumeInfo
+	Backups map[string][]*BackupInfo
+	Invalid []InvalidRecord
+}
+
+// InvalidRecord is a volume record (Backup empty) or a backup config in
+// the target that breaks a rule or cannot be parsed.
+type InvalidRecord struct {
+	Volume, Backup string
+	Err            error
+}
+
+// Scan reads the whole target. A record that cannot be used is reported
+// in Invalid and the rest is read; only a failure to reach the target
+// fails the scan.
+func (s *Store) Scan() (*Listing, error) {
 	keys, err := s.driver.List("backupstore/volumes")
 	if err != nil {
 		return nil, err
 	}
-	var out []VolumeInfo
+	l := &Listing{Backups: map[string][]*BackupInfo{}}
 	for _, k := range keys {
-		var v VolumeInfo
-		if err := s.readJSON(k+"/volume.cfg", &v); err != nil {
-			if errors.Is(err, ErrNotExist) {
-				continue
-			}
+		name := path.Base(k)
+		if checkName("volume", name) != nil {
+			continue // not a folder this store writes
+		}
+		v, err := s.Volume(name)
+		if errors.Is(err, ErrNotExist) {
+			continue // a first backup in progress
+		}
+		if errors.Is(err, ErrInvalid) {
+			l.Invalid = append(l.Invalid, InvalidRecord{Volume: name, Err: err})
+		} else if err != nil {
+			return nil, err
+		} else {
+			l.Volumes = append(l.Volumes, *v)
+		}
+		names, err := s.backupNames(name)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		for _, b := range names {
+			info, err := s.Get(name, b)
+			switch {
+			case errors.Is(err, ErrNotExist):
+			case errors.Is(err, ErrInvalid):
+				l.Invalid = append(l.Invalid, InvalidRecord{Volume: name, Backup: b, Err: err})
+			case err != nil:
+				return nil, err
+			default:
+				l.Backups[name] = append(l.Backups[name], info)
+			}
+		}
+		sortBackups(l.Backups[name])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	sort.Slice(l.Volumes, func(i, j int) bool { return l.Volumes[i].Name < l.Volumes[j].Name })
+	return l, nil
 }

@@ -11,8 +11,12 @@ import (
 
 // Restore writes a backup into dst, which must read as zeros where the
 // backup holds no data (a new volume does). Every block is verified
-// against its checksum.
+// against its checksum; a dst that tells its size (an engine does) must
+// hold the backup's volume.
 func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(int)) (*BackupInfo, error) {
+	if err := checkNames(volume, backup); err != nil {
+		return nil, err
+	}
 	// A restore holds the volume like a backup does, so the backup it
 	// reads is not deleted under it.
 	lock, err := s.lock(volume, lockRestore)
@@ -24,6 +28,9 @@ func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(in
 	if err != nil {
 		return nil, err
 	}
+	if sized, ok := dst.(interface{ Size() int64 }); ok && sized.Size() < info.VolumeSize {
+		return nil, fmt.Errorf("backup %s of volume %s holds %d bytes, more than the %d of the volume restored into", backup, volume, info.VolumeSize, sized.Size())
+	}
 	for i, ref := range info.Blocks {
 		z, err := s.driver.Read(blockKey(volume, ref.Checksum))
 		if err != nil {
@@ -34,8 +41,8 @@ func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(in
 			return nil, fmt.Errorf("backup %s: block %s is corrupt: %w", backup, ref.Checksum, err)
 		}
 		data, err := io.ReadAll(io.LimitReader(r, BlockSize+1))
-		if err != nil || len(data) > BlockSize {
-			return nil, fmt.Errorf("backup %s: block %s is corrupt", backup, ref.Checksum)
+		if err != nil || len(data) > BlockSize || int64(len(data)) > info.VolumeSize-ref.Offset {
+			return nil, fmt.Errorf("backup %s: block %s at offset %d is corrupt (read %d bytes: %v)", backup, ref.Checksum, ref.Offset, len(data), err)
 		}
 		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != ref.Checksum {
 			return nil, fmt.Errorf("backup %s: block %s does not match its checksum", backup, ref.Checksum)

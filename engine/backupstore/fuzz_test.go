@@ -1,0 +1,74 @@
+package backupstore
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeBackup: a backup config from the target never panics the
+// decoder, and one it accepts is safe to use: every block key stays in the
+// volume's folder and every block lies inside the volume.
+func FuzzDecodeBackup(f *testing.F) {
+	sum := strings.Repeat("ab", 32)
+	f.Add([]byte(`{"name":"b1","volumeName":"vol","volumeSize":4194304,"compression":"gzip","blocks":[{"offset":0,"checksum":"` + sum + `"},{"offset":2097152,"checksum":"` + sum + `"}]}`))
+	f.Add([]byte(`{"name":"b1","volumeName":"vol","volumeSize":9223372036854775807,"compression":"gzip","blocks":[{"offset":9223372036852678656,"checksum":""}]}`))
+	f.Add([]byte(`{"name":"b1","volumeName":"vol","volumeSize":1,"compression":"gzip","blocks":[{"offset":-2097152,"checksum":"` + sum + `"}]}`))
+	f.Add([]byte(`{"name":"b1","volumeName":"vol","labels":{"a":"b"},"createdAt":"x"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		info, err := decodeBackup(data, "vol", "b1")
+		if err != nil {
+			return
+		}
+		prev := int64(-1)
+		for _, ref := range info.Blocks {
+			key := blockKey("vol", ref.Checksum)
+			if !strings.HasPrefix(key, volumeKey("vol")+"/blocks/") || strings.Contains(key, "..") {
+				t.Fatalf("accepted block key %q", key)
+			}
+			if ref.Offset < 0 || ref.Offset >= info.VolumeSize || ref.Offset%BlockSize != 0 || ref.Offset <= prev {
+				t.Fatalf("accepted block offset %d in a volume of %d", ref.Offset, info.VolumeSize)
+			}
+			prev = ref.Offset
+		}
+		if info.VolumeSize <= 0 || info.VolumeSize > MaxVolumeSize {
+			t.Fatalf("accepted volume size %d", info.VolumeSize)
+		}
+	})
+}
+
+// FuzzDecodeVolume: a volume record never panics the decoder, and the
+// last backup it names is a name that stays in the volume's folder.
+func FuzzDecodeVolume(f *testing.F) {
+	f.Add([]byte(`{"name":"vol","size":4194304,"lastBackupName":"backup-1"}`))
+	f.Add([]byte(`{"name":"vol","size":-1,"lastBackupName":"../x"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := decodeVolume(data, "vol")
+		if err != nil {
+			return
+		}
+		if v.LastBackupName != "" && (strings.Contains(v.LastBackupName, "/") || strings.HasPrefix(v.LastBackupName, ".")) {
+			t.Fatalf("accepted last backup %q", v.LastBackupName)
+		}
+	})
+}
+
+// FuzzParseURL: a backup URL from a user never panics the parser, and the
+// names it yields stay in the target.
+func FuzzParseURL(f *testing.F) {
+	f.Add("file:///t?backup=b1&volume=vol")
+	f.Add("s3://bucket@us-east-1/path?backup=backup-1&volume=v")
+	f.Add("file:///t?backup=..&volume=%2e%2e%2fetc")
+	f.Fuzz(func(t *testing.T, u string) {
+		_, volume, backup, err := ParseURL(u)
+		if err != nil {
+			return
+		}
+		for _, n := range []string{volume, backup} {
+			if strings.Contains(n, "/") || strings.HasPrefix(n, ".") || n == "" {
+				t.Fatalf("ParseURL(%q) yields the name %q", u, n)
+			}
+		}
+	})
+}
