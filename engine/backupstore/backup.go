@@ -1,13 +1,10 @@
 package backupstore
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -32,6 +29,13 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	if size <= 0 || size > MaxVolumeSize {
 		return nil, stats, fmt.Errorf("snapshot %s: a size of %d bytes cannot be backed up (1 byte to 1 PiB)", req.Snapshot, size)
 	}
+	method := req.Compression
+	if method == "" {
+		method = DefaultCompression
+	}
+	if err := CheckCompression(method); err != nil {
+		return nil, stats, fmt.Errorf("backup compression: %w", err)
+	}
 	// The lock is taken before anything is read: from here until the
 	// backup is visible, no deletion collects a block it may reuse.
 	lock, err := s.lock(req.Volume, lockBackup)
@@ -53,13 +57,14 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	vol.Size = size
 
-	// Blocks the last backup holds, reusable where nothing changed.
-	previous := map[int64]string{}
-	incremental := false
+	// Blocks the last backup holds, reusable where nothing changed: only
+	// when it was taken from the very snapshot the changes are counted
+	// from, and stored the same way (a block's file name says its method).
+	var previous map[int64]string
 	if req.Changed != nil && req.ChangedSinceID != "" && vol.LastBackupName != "" {
-		if last, err := s.Get(req.Volume, vol.LastBackupName); err == nil &&
-			last.SnapshotName == req.ChangedSince && last.SnapshotID == req.ChangedSinceID && last.VolumeSize == size {
-			incremental = true
+		if last, err := s.Get(req.Volume, vol.LastBackupName); err == nil && last.SnapshotName == req.ChangedSince &&
+			last.SnapshotID == req.ChangedSinceID && last.VolumeSize == size && last.Compression == method {
+			previous = map[int64]string{}
 			for _, ref := range last.Blocks {
 				previous[ref.Offset] = ref.Checksum
 			}
@@ -77,101 +82,12 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	info := &BackupInfo{
 		Name: name, VolumeName: req.Volume, VolumeSize: size, SnapshotName: req.Snapshot, SnapshotID: req.SnapshotID,
-		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: "gzip",
+		SnapshotCreatedAt: req.SnapshotCreatedAt, Labels: req.Labels, Compression: method,
 		BackingImageName: req.BackingImageName, BackingImageChecksum: req.BackingImageChecksum,
 	}
-	blocks := (size + BlockSize - 1) / BlockSize
-	refs := make([]*BlockRef, blocks)
-	// Reading stays sequential; checksums, compression and uploads run on
-	// every core, which is where a backup spends its time.
-	type job struct {
-		index int64
-		data  []byte
-	}
-	jobs := make(chan job)
-	var (
-		wg       sync.WaitGroup
-		statsMu  sync.Mutex
-		firstErr error
-		done     int64
-	)
-	workers := max(1, runtime.GOMAXPROCS(0))
-	free := make(chan []byte, workers+1)
-	for i := 0; i < workers+1; i++ {
-		free <- make([]byte, BlockSize)
-	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				sum := sha256.Sum256(j.data)
-				checksum := hex.EncodeToString(sum[:])
-				uploaded, err := s.putBlock(req.Volume, checksum, j.data)
-				statsMu.Lock()
-				switch {
-				case err != nil && firstErr == nil:
-					firstErr = err
-				case err == nil && uploaded > 0:
-					stats.BytesUploaded += uploaded
-					stats.BlocksUploaded++
-				case err == nil:
-					stats.BlocksReused++
-				}
-				if err == nil {
-					refs[j.index] = &BlockRef{Offset: j.index * BlockSize, Checksum: checksum}
-				}
-				done++
-				if req.Progress != nil {
-					req.Progress(int(done * 100 / blocks))
-				}
-				statsMu.Unlock()
-				free <- j.data[:cap(j.data)]
-			}
-		}()
-	}
-	var readErr error
-	for i := int64(0); i < blocks; i++ {
-		statsMu.Lock()
-		failed := firstErr != nil
-		statsMu.Unlock()
-		if failed {
-			break
-		}
-		off := i * BlockSize
-		n := min(int64(BlockSize), size-off)
-		if incremental && !changedIn(req.Changed, off, n) {
-			if sum, ok := previous[off]; ok {
-				refs[i] = &BlockRef{Offset: off, Checksum: sum}
-				statsMu.Lock()
-				stats.BlocksReused++
-				statsMu.Unlock()
-			}
-			continue
-		}
-		if req.Allocated != nil && !changedIn(req.Allocated, off, n) {
-			continue
-		}
-		data := (<-free)[:n]
-		if _, err := req.Source.ReadAt(data, off); err != nil {
-			readErr = fmt.Errorf("read snapshot %s at %d: %w", req.Snapshot, off, err)
-			free <- data
-			break
-		}
-		stats.BytesRead += n
-		if req.Allocated == nil && isZero(data) {
-			free <- data
-			continue
-		}
-		jobs <- job{index: i, data: data}
-	}
-	close(jobs)
-	wg.Wait()
-	if readErr != nil {
-		return nil, stats, readErr
-	}
-	if firstErr != nil {
-		return nil, stats, firstErr
+	refs, err := s.storeBlocks(req, method, previous, &stats)
+	if err != nil {
+		return nil, stats, err
 	}
 	for i, ref := range refs {
 		if ref != nil {
@@ -205,6 +121,109 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	return info, stats, nil
 }
 
+// storeBlocks reads the snapshot's blocks and stores those the target
+// lacks; previous holds the checksums (by offset) a block unchanged since
+// the last backup reuses without being read. Reading stays sequential;
+// checksums, compression and uploads run on req.Concurrency workers,
+// which is where a backup spends its time.
+func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64]string, stats *Stats) ([]*BlockRef, error) {
+	size := req.Source.Size()
+	blocks := (size + BlockSize - 1) / BlockSize
+	refs := make([]*BlockRef, blocks)
+	type job struct {
+		index int64
+		data  []byte
+	}
+	jobs := make(chan job)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex // guards stats, refs, firstErr and done
+		firstErr error
+		done     int64
+	)
+	workers := req.Concurrency
+	if workers <= 0 {
+		workers = DefaultConcurrency
+	}
+	free := make(chan []byte, workers+1)
+	for i := 0; i < workers+1; i++ {
+		free <- make([]byte, BlockSize)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				sum := sha256.Sum256(j.data)
+				checksum := hex.EncodeToString(sum[:])
+				uploaded, err := s.putBlock(req.Volume, checksum, method, j.data)
+				mu.Lock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+				case err == nil && uploaded > 0:
+					stats.BytesUploaded += uploaded
+					stats.BlocksUploaded++
+				case err == nil:
+					stats.BlocksReused++
+				}
+				if err == nil {
+					refs[j.index] = &BlockRef{Offset: j.index * BlockSize, Checksum: checksum}
+				}
+				done++
+				if req.Progress != nil {
+					req.Progress(int(done * 100 / blocks))
+				}
+				mu.Unlock()
+				free <- j.data[:cap(j.data)]
+			}
+		}()
+	}
+	var readErr error
+	for i := int64(0); i < blocks; i++ {
+		mu.Lock()
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		off := i * BlockSize
+		n := min(int64(BlockSize), size-off)
+		if previous != nil && !changedIn(req.Changed, off, n) {
+			if sum, ok := previous[off]; ok {
+				mu.Lock()
+				refs[i] = &BlockRef{Offset: off, Checksum: sum}
+				stats.BlocksReused++
+				mu.Unlock()
+			}
+			continue
+		}
+		if req.Allocated != nil && !changedIn(req.Allocated, off, n) {
+			continue
+		}
+		data := (<-free)[:n]
+		if _, err := req.Source.ReadAt(data, off); err != nil {
+			readErr = fmt.Errorf("read snapshot %s at %d: %w", req.Snapshot, off, err)
+			free <- data
+			break
+		}
+		mu.Lock()
+		stats.BytesRead += n
+		mu.Unlock()
+		if req.Allocated == nil && isZero(data) {
+			free <- data
+			continue
+		}
+		jobs <- job{index: i, data: data}
+	}
+	close(jobs)
+	wg.Wait()
+	if readErr != nil {
+		return nil, readErr
+	}
+	return refs, firstErr
+}
+
 func changedIn(changed []bool, off, n int64) bool {
 	for b := off / smallBlock; b < (off+n+smallBlock-1)/smallBlock && b < int64(len(changed)); b++ {
 		if changed[b] {
@@ -216,8 +235,8 @@ func changedIn(changed []bool, off, n int64) bool {
 
 // putBlock stores a block unless the store has it; it returns the bytes
 // uploaded (0 when the block was there).
-func (s *Store) putBlock(volume, checksum string, data []byte) (int64, error) {
-	key := blockKey(volume, checksum)
+func (s *Store) putBlock(volume, checksum, method string, data []byte) (int64, error) {
+	key := blockKey(volume, checksum, method)
 	exists, err := s.driver.Exists(key)
 	if err != nil {
 		return 0, fmt.Errorf("check block %s: %w", checksum, err)
@@ -225,16 +244,12 @@ func (s *Store) putBlock(volume, checksum string, data []byte) (int64, error) {
 	if exists {
 		return 0, nil
 	}
-	var z bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
-	if _, err := w.Write(data); err != nil {
+	z, err := compress(method, data)
+	if err != nil {
 		return 0, err
 	}
-	if err := w.Close(); err != nil {
-		return 0, err
-	}
-	if err := s.driver.Write(key, z.Bytes()); err != nil {
+	if err := s.driver.Write(key, z); err != nil {
 		return 0, fmt.Errorf("upload block %s: %w", checksum, err)
 	}
-	return int64(z.Len()), nil
+	return int64(len(z)), nil
 }

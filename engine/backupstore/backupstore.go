@@ -101,9 +101,18 @@ type BackupRequest struct {
 	// BackingImageName and BackingImageChecksum are recorded in the backup.
 	BackingImageName     string
 	BackingImageChecksum string
+	// Compression is how blocks are stored: lz4 (the default when
+	// empty), gzip or none.
+	Compression string
+	// Concurrency is how many blocks are compressed and uploaded at once
+	// (DefaultConcurrency when 0).
+	Concurrency int
 	// Progress, when set, receives the percentage done.
 	Progress func(percent int)
 }
+
+// DefaultConcurrency is Longhorn's default backup-concurrent-limit.
+const DefaultConcurrency = 2
 
 // Stats say what a backup did.
 type Stats struct {
@@ -144,9 +153,6 @@ func volumeKey(volume string) string    { return "backupstore/volumes/" + volume
 func volumeCfgKey(volume string) string { return volumeKey(volume) + "/volume.cfg" }
 func backupCfgKey(volume, b string) string {
 	return volumeKey(volume) + "/backups/backup_" + b + ".cfg"
-}
-func blockKey(volume, sum string) string {
-	return volumeKey(volume) + "/blocks/" + sum[:2] + "/" + sum[2:4] + "/" + sum + ".blk"
 }
 
 func (s *Store) writeJSON(key string, v interface{}) error {

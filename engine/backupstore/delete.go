@@ -3,7 +3,6 @@ package backupstore
 import (
 	"fmt"
 	"path"
-	"strings"
 )
 
 // Delete removes a backup, then the blocks no remaining backup uses.
@@ -46,10 +45,10 @@ func (s *Store) Delete(volume, backup string) error {
 // collectBlocks deletes the blocks none of the backups uses. A crash in
 // the middle leaves unused blocks, which the next deletion collects.
 func (s *Store) collectBlocks(volume string, backups []*BackupInfo, lock *heldLock) error {
-	used := map[string]bool{}
+	used := map[string]bool{} // block file names
 	for _, b := range backups {
 		for _, ref := range b.Blocks {
-			used[ref.Checksum] = true
+			used[path.Base(blockKey(volume, ref.Checksum, b.Compression))] = true
 		}
 	}
 	level1, err := s.driver.List(volumeKey(volume) + "/blocks")
@@ -67,7 +66,7 @@ func (s *Store) collectBlocks(volume string, backups []*BackupInfo, lock *heldLo
 				return err
 			}
 			for _, f := range files {
-				if !used[strings.TrimSuffix(path.Base(f), ".blk")] {
+				if _, _, ours := checksumOfBlockFile(path.Base(f)); ours && !used[path.Base(f)] {
 					if err := lock.check(); err != nil {
 						return err
 					}

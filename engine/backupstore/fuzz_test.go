@@ -22,7 +22,7 @@ func FuzzDecodeBackup(f *testing.F) {
 		}
 		prev := int64(-1)
 		for _, ref := range info.Blocks {
-			key := blockKey("vol", ref.Checksum)
+			key := blockKey("vol", ref.Checksum, info.Compression)
 			if !strings.HasPrefix(key, volumeKey("vol")+"/blocks/") || strings.Contains(key, "..") {
 				t.Fatalf("accepted block key %q", key)
 			}

@@ -1,8 +1,6 @@
 package backupstore
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -32,17 +30,13 @@ func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(in
 		return nil, fmt.Errorf("backup %s of volume %s holds %d bytes, more than the %d of the volume restored into", backup, volume, info.VolumeSize, sized.Size())
 	}
 	for i, ref := range info.Blocks {
-		z, err := s.driver.Read(blockKey(volume, ref.Checksum))
+		z, err := s.driver.Read(blockKey(volume, ref.Checksum, info.Compression))
 		if err != nil {
 			return nil, fmt.Errorf("backup %s: read block %s: %w", backup, ref.Checksum, err)
 		}
-		r, err := gzip.NewReader(bytes.NewReader(z))
+		data, err := decompress(info.Compression, z, min(int64(BlockSize), info.VolumeSize-ref.Offset))
 		if err != nil {
-			return nil, fmt.Errorf("backup %s: block %s is corrupt: %w", backup, ref.Checksum, err)
-		}
-		data, err := io.ReadAll(io.LimitReader(r, BlockSize+1))
-		if err != nil || len(data) > BlockSize || int64(len(data)) > info.VolumeSize-ref.Offset {
-			return nil, fmt.Errorf("backup %s: block %s at offset %d is corrupt (read %d bytes: %v)", backup, ref.Checksum, ref.Offset, len(data), err)
+			return nil, fmt.Errorf("backup %s: block %s at offset %d is corrupt: %v", backup, ref.Checksum, ref.Offset, err)
 		}
 		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != ref.Checksum {
 			return nil, fmt.Errorf("backup %s: block %s does not match its checksum", backup, ref.Checksum)

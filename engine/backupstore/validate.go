@@ -30,9 +30,6 @@ var (
 	imageSumPattern = regexp.MustCompile(`^[0-9a-f]{0,128}$`)
 )
 
-// compressions are the block encodings a backup may record.
-var compressions = map[string]bool{"gzip": true}
-
 func checkName(kind, name string) error {
 	if !namePattern.MatchString(name) {
 		return fmt.Errorf("%s name %q: %w: must be 1 to 253 letters, digits, '-', '_' or '.', starting with a letter or digit", kind, name, ErrInvalid)
@@ -75,8 +72,8 @@ func (b *BackupInfo) validate(volume, backup string) error {
 	if b.VolumeSize <= 0 || b.VolumeSize > MaxVolumeSize {
 		return invalid("volumeSize", "%d must be between 1 byte and 1 PiB", b.VolumeSize)
 	}
-	if !compressions[b.Compression] {
-		return invalid("compression", "%q is not a known compression", b.Compression)
+	if err := CheckCompression(b.Compression); err != nil {
+		return invalid("compression", "%v", err)
 	}
 	if b.Size < 0 || b.Size > b.VolumeSize {
 		return invalid("size", "%d must be between 0 and the volume size %d", b.Size, b.VolumeSize)
