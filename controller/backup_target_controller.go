@@ -138,7 +138,21 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 		return storeErr
 	}
 	for name, b := range existing {
-		if _, ok := desired[name]; !ok && b.DeletionTimestamp == nil {
+		if _, ok := desired[name]; ok || b.DeletionTimestamp != nil {
+			continue
+		}
+		switch b.Status.State {
+		case longhorn.BackupStateInProgress:
+			// No engine runs it any more (the manager restarted or the
+			// volume was detached) and the target does not hold it: it
+			// did not complete, and says so rather than vanish.
+			if err := c.markInterrupted(ctx, b); err != nil {
+				return err
+			}
+		case longhorn.BackupStateError:
+			// A failed backup stays until the user deletes it, so the
+			// failure is seen.
+		default:
 			// Gone from the target: the object goes too (its finalizer
 			// finds nothing left to delete).
 			if err := c.ds.DeleteBackup(ctx, name); err != nil && !apierrors.IsNotFound(err) {
@@ -200,6 +214,20 @@ func (c *BackupTargetController) desiredState(store *backupstore.Store) (map[str
 }
 
 const backupStateCompleted = "Completed"
+
+// markInterrupted puts a backup that no engine runs and the target lacks
+// in Error.
+func (c *BackupTargetController) markInterrupted(ctx context.Context, b *longhorn.Backup) error {
+	updated := b.DeepCopy()
+	updated.Status.State = longhorn.BackupStateError
+	updated.Status.Error = "interrupted: the engine running this backup stopped (a manager restart or the volume detached) before it completed; nothing of it is visible in the backup target, take a new backup"
+	updated.Status.LastSyncedAt = metav1.Now()
+	if _, err := c.ds.UpdateBackupStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": b.Status.VolumeName}).Warn("Backup interrupted: no engine runs it and the target does not hold it")
+	return nil
+}
 
 // volumeStates are the volumes a target holds: their records, and why a
 // record that cannot be used cannot (by volume name).
