@@ -1,6 +1,7 @@
 package backupstore
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -153,10 +154,11 @@ func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var z bytes.Buffer
 			for j := range jobs {
 				sum := sha256.Sum256(j.data)
 				checksum := hex.EncodeToString(sum[:])
-				uploaded, err := s.putBlock(req.Volume, checksum, method, j.data)
+				uploaded, err := s.putBlock(req.Volume, checksum, method, j.data, &z)
 				mu.Lock()
 				switch {
 				case err != nil && firstErr == nil:
@@ -235,7 +237,7 @@ func changedIn(changed []bool, off, n int64) bool {
 
 // putBlock stores a block unless the store has it; it returns the bytes
 // uploaded (0 when the block was there).
-func (s *Store) putBlock(volume, checksum, method string, data []byte) (int64, error) {
+func (s *Store) putBlock(volume, checksum, method string, data []byte, z *bytes.Buffer) (int64, error) {
 	key := blockKey(volume, checksum, method)
 	exists, err := s.driver.Exists(key)
 	if err != nil {
@@ -244,12 +246,12 @@ func (s *Store) putBlock(volume, checksum, method string, data []byte) (int64, e
 	if exists {
 		return 0, nil
 	}
-	z, err := compress(method, data)
+	stored, err := compress(method, data, z)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.driver.Write(key, z); err != nil {
+	if err := s.driver.Write(key, stored); err != nil {
 		return 0, fmt.Errorf("upload block %s: %w", checksum, err)
 	}
-	return int64(len(z)), nil
+	return int64(len(stored)), nil
 }

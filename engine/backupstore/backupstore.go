@@ -155,12 +155,14 @@ func backupCfgKey(volume, b string) string {
 	return volumeKey(volume) + "/backups/backup_" + b + ".cfg"
 }
 
-func (s *Store) writeJSON(key string, v interface{}) error {
+func (s *Store) writeJSON(key string, v interface{}) error { return writeJSONTo(s.driver, key, v) }
+
+func writeJSONTo(d Driver, key string, v interface{}) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return s.driver.Write(key, data)
+	return d.Write(key, data)
 }
 
 // URL is the backup's URL: the target with the backup and volume named in

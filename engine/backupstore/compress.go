@@ -60,17 +60,19 @@ var gzipWriters = sync.Pool{New: func() interface{} {
 
 var lz4Writers = sync.Pool{New: func() interface{} { return lz4.NewWriter(nil) }}
 
-// compress encodes a block in a method.
-func compress(method string, data []byte) ([]byte, error) {
-	var z bytes.Buffer
-	z.Grow(len(data) / 2)
+// compress encodes a block in a method, into z (reset first, and reused
+// by the caller from block to block: a fresh 2 MiB buffer per block cost
+// a backup a third of its time in allocation). The result is valid until
+// z is next used.
+func compress(method string, data []byte, z *bytes.Buffer) ([]byte, error) {
+	z.Reset()
 	switch method {
 	case CompressionNone:
 		return data, nil
 	case CompressionGzip:
 		w := gzipWriters.Get().(*gzip.Writer)
 		defer gzipWriters.Put(w)
-		w.Reset(&z)
+		w.Reset(z)
 		if _, err := w.Write(data); err != nil {
 			return nil, err
 		}
@@ -80,7 +82,7 @@ func compress(method string, data []byte) ([]byte, error) {
 	case CompressionLZ4:
 		w := lz4Writers.Get().(*lz4.Writer)
 		defer lz4Writers.Put(w)
-		w.Reset(&z)
+		w.Reset(z)
 		if _, err := w.Write(data); err != nil {
 			return nil, err
 		}

@@ -73,7 +73,8 @@ func TestEveryCompressionRestoresAndMethodsMix(t *testing.T) {
 // decompresses to more than the volume has room for is corrupt.
 func TestABlockThatExpandsPastItsPlaceIsRefused(t *testing.T) {
 	for _, method := range []string{CompressionGzip, CompressionLZ4, CompressionNone} {
-		z, err := compress(method, make([]byte, BlockSize))
+		var buf bytes.Buffer
+		z, err := compress(method, make([]byte, BlockSize), &buf)
 		if err != nil {
 			t.Fatal(err)
 		}
