@@ -33,11 +33,11 @@ import (
 
 // The keys of the backup-target-credential-secret, as Longhorn names them.
 const (
-	CredAccessKeyID       = "AWS_ACCESS_KEY_ID"
-	CredSecretAccessKey   = "AWS_SECRET_ACCESS_KEY"
-	CredSessionToken      = "AWS_SESSION_TOKEN"
-	CredEndpoints         = "AWS_ENDPOINTS"
-	CredCert              = "AWS_CERT"
+	CredAccessKeyID        = "AWS_ACCESS_KEY_ID"
+	CredSecretAccessKey    = "AWS_SECRET_ACCESS_KEY"
+	CredSessionToken       = "AWS_SESSION_TOKEN"
+	CredEndpoints          = "AWS_ENDPOINTS"
+	CredCert               = "AWS_CERT"
 	CredVirtualHostedStyle = "VIRTUAL_HOSTED_STYLE"
 )
 
@@ -369,7 +369,8 @@ func (d *S3Driver) explainResponse(resp minio.ErrorResponse) string {
 		detail += ": " + resp.Message
 	}
 	switch resp.Code {
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity":
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity",
+		"XAdminUserNotFound": // versitygw's for an unknown access key
 		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail)
 	case "NoSuchBucket":
 		return fmt.Sprintf("bucket %q does not exist on the S3 server: create it, or fix the bucket in the backup-target setting", d.bucket)
@@ -379,6 +380,10 @@ func (d *S3Driver) explainResponse(resp minio.ErrorResponse) string {
 		return fmt.Sprintf("the bucket is not in the region the backup target names: fix the region in the backup-target setting (%s)", detail)
 	case "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout":
 		return fmt.Sprintf("the S3 server failed, after retries (%s)", detail)
+	}
+	if resp.StatusCode == http.StatusForbidden {
+		// Servers have their own codes for a key they do not know.
+		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail)
 	}
 	return detail
 }
