@@ -50,6 +50,12 @@ func NewDriver(target string, cred map[string]string) (Driver, error) {
 	return nil, fmt.Errorf("backup target %q: the %s:// store is not supported yet; use s3://<bucket>@<region>/<path> or file:///path", target, u.Scheme)
 }
 
+// UsesCredential reports whether a backup-target URL reads the
+// backup-target-credential-secret (s3:// does; file:// does not).
+func UsesCredential(target string) bool {
+	return strings.HasPrefix(target, "s3://")
+}
+
 // FileDriver keeps objects as files under Root, as on an NFS share.
 type FileDriver struct {
 	Root string
