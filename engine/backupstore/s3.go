@@ -131,27 +131,30 @@ func ParseS3Target(target string, cred map[string]string) (*S3Config, error) {
 	if ep := strings.TrimSpace(cred[CredEndpoints]); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, fmt.Errorf("%s %q must be the URL of an S3 server, http(s)://host[:port]", CredEndpoints, ep)
+			return nil, credentialErrorf("%s %q must be the URL of an S3 server, http(s)://host[:port]", CredEndpoints, ep)
 		}
-		if strings.Trim(e.Path, "/") != "" || e.RawQuery != "" || e.User != nil {
-			return nil, fmt.Errorf("%s %q must be http(s)://host[:port] only: no path, query or user (the bucket and path go in the backup target)", CredEndpoints, ep)
+		if e.User != nil {
+			return nil, credentialErrorf("%s must be http(s)://host[:port] only, with no user or password in it: the keys go in %s and %s", CredEndpoints, CredAccessKeyID, CredSecretAccessKey)
+		}
+		if strings.Trim(e.Path, "/") != "" || e.RawQuery != "" {
+			return nil, credentialErrorf("%s %q must be http(s)://host[:port] only: no path or query (the bucket and path go in the backup target)", CredEndpoints, ep)
 		}
 		c.Endpoint = &url.URL{Scheme: e.Scheme, Host: e.Host}
 		// An S3-compatible server has no instance role to fall back on.
 		if c.AccessKeyID == "" {
-			return nil, fmt.Errorf("%s is missing from the %s Secret: the S3 server at %s needs it", CredAccessKeyID, credentialSecretSetting, ep)
+			return nil, credentialErrorf("%s is missing from the %s Secret: the S3 server at %s needs it", CredAccessKeyID, credentialSecretSetting, ep)
 		}
 	}
 	switch {
 	case c.AccessKeyID != "" && c.Secret == "":
-		return nil, fmt.Errorf("%s is missing from the %s Secret: %s is set and needs it", CredSecretAccessKey, credentialSecretSetting, CredAccessKeyID)
+		return nil, credentialErrorf("%s is missing from the %s Secret: %s is set and needs it", CredSecretAccessKey, credentialSecretSetting, CredAccessKeyID)
 	case c.AccessKeyID == "" && c.Secret != "":
-		return nil, fmt.Errorf("%s is missing from the %s Secret: %s is set and needs it", CredAccessKeyID, credentialSecretSetting, CredSecretAccessKey)
+		return nil, credentialErrorf("%s is missing from the %s Secret: %s is set and needs it", CredAccessKeyID, credentialSecretSetting, CredSecretAccessKey)
 	}
 	if pemData := cred[CredCert]; strings.TrimSpace(pemData) != "" {
 		pool, err := parseCABundle([]byte(pemData))
 		if err != nil {
-			return nil, fmt.Errorf("%s in the %s Secret: %v", CredCert, credentialSecretSetting, err)
+			return nil, credentialErrorf("%s in the %s Secret: %v", CredCert, credentialSecretSetting, err)
 		}
 		c.CAs = pool
 	}
@@ -160,9 +163,28 @@ func ParseS3Target(target string, cred map[string]string) (*S3Config, error) {
 		c.VirtualHostedStyle = true
 	case "", "false":
 	default:
-		return nil, fmt.Errorf("%s %q must be true or false", CredVirtualHostedStyle, v)
+		return nil, credentialErrorf("%s %q must be true or false", CredVirtualHostedStyle, v)
 	}
 	return c, nil
+}
+
+// credentialError is a backup-target-credential-secret whose content is
+// wrong: a key missing or malformed.
+type credentialError struct{ error }
+
+func (e credentialError) Unwrap() error { return e.error }
+
+func credentialErrorf(format string, args ...any) error {
+	return credentialError{fmt.Errorf(format, args...)}
+}
+
+// IsCredentialError reports whether err is fixed in the
+// backup-target-credential-secret: a key missing or malformed, keys the
+// server refuses, or a server certificate AWS_CERT does not vouch for.
+func IsCredentialError(err error) bool {
+	var ce credentialError
+	var se *S3Error
+	return errors.As(err, &ce) || (errors.As(err, &se) && se.Credential)
 }
 
 // parseCABundle reads PEM certificates onto the system's roots.
@@ -326,6 +348,10 @@ type S3Error struct {
 	Endpoint string
 	Reason   string
 	Err      error // fs.ErrNotExist for a missing object, else the cause
+	// Credential is set when the backup-target-credential-secret is what
+	// to fix: the server refused the keys, or its certificate is not
+	// trusted.
+	Credential bool
 }
 
 func (e *S3Error) Error() string {
@@ -347,14 +373,16 @@ func (d *S3Driver) fail(op, object string, err error, dl *deadline) error {
 		e.Reason = fmt.Sprintf("the S3 server did not answer within %s (it is stalled or too slow)", dl.limit)
 		e.Err = errS3Timeout
 	case errors.As(err, &resp) && resp.Code != "":
-		e.Reason = d.explainResponse(resp)
+		e.Reason, e.Credential = d.explainResponse(resp)
 		if resp.Code == "NoSuchKey" {
 			e.Err = ErrNotExist
 		}
 	case errors.As(err, &unknownAuthority), errors.As(err, &hostnameErr), errors.As(err, &certInvalid):
 		e.Reason = fmt.Sprintf("the S3 server's TLS certificate is not trusted: %v (set %s in the %s Secret to the CA bundle that signed it)", err, CredCert, credentialSecretSetting)
+		e.Credential = true
 	case err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		e.Reason = fmt.Sprintf("the server answers plain HTTP, not HTTPS: use an http:// URL in %s", CredEndpoints)
+		e.Credential = true
 	case errors.As(err, &uerr):
 		e.Reason = fmt.Sprintf("cannot reach the S3 server: %v", uerr.Err)
 	default:
@@ -363,7 +391,9 @@ func (d *S3Driver) fail(op, object string, err error, dl *deadline) error {
 	return e
 }
 
-func (d *S3Driver) explainResponse(resp minio.ErrorResponse) string {
+// explainResponse says what an error response means, and whether the
+// credential is what to fix.
+func (d *S3Driver) explainResponse(resp minio.ErrorResponse) (reason string, credential bool) {
 	detail := resp.Code
 	if resp.Message != "" {
 		detail += ": " + resp.Message
@@ -371,21 +401,21 @@ func (d *S3Driver) explainResponse(resp minio.ErrorResponse) string {
 	switch resp.Code {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity",
 		"XAdminUserNotFound": // versitygw's for an unknown access key
-		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail)
+		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail), true
 	case "NoSuchBucket":
-		return fmt.Sprintf("bucket %q does not exist on the S3 server: create it, or fix the bucket in the backup-target setting", d.bucket)
+		return fmt.Sprintf("bucket %q does not exist on the S3 server: create it, or fix the bucket in the backup-target setting", d.bucket), false
 	case "NoSuchKey":
-		return "no such object"
+		return "no such object", false
 	case "AuthorizationHeaderMalformed", "InvalidRegion", "PermanentRedirect", "IllegalLocationConstraintException":
-		return fmt.Sprintf("the bucket is not in the region the backup target names: fix the region in the backup-target setting (%s)", detail)
+		return fmt.Sprintf("the bucket is not in the region the backup target names: fix the region in the backup-target setting (%s)", detail), false
 	case "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout":
-		return fmt.Sprintf("the S3 server failed, after retries (%s)", detail)
+		return fmt.Sprintf("the S3 server failed, after retries (%s)", detail), false
 	}
 	if resp.StatusCode == http.StatusForbidden {
 		// Servers have their own codes for a key they do not know.
-		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail)
+		return fmt.Sprintf("access denied: check the %s (%s)", credentialSecretSetting, detail), true
 	}
-	return detail
+	return detail, false
 }
 
 // Write stores data as one object. A single PUT with a Content-MD5 the

@@ -60,6 +60,7 @@ func TestS3TargetAndCredentialAreCheckedUpFront(t *testing.T) {
 		{"secret without a key on AWS", "s3://backups@us-east-1/", map[string]string{CredSecretAccessKey: "s"}, "AWS_ACCESS_KEY_ID is missing"},
 		{"endpoint not a URL", "s3://backups@us-east-1/", with(CredEndpoints, "minio:9000"), "AWS_ENDPOINTS"},
 		{"endpoint with a path", "s3://backups@us-east-1/", with(CredEndpoints, "http://minio:9000/backups"), "AWS_ENDPOINTS"},
+		{"endpoint with a password", "s3://backups@us-east-1/", with(CredEndpoints, "http://me:pass@minio:9000"), "no user or password"},
 		{"cert not PEM", "s3://backups@us-east-1/", with(CredCert, "not a certificate"), "AWS_CERT"},
 		{"cert a key", "s3://backups@us-east-1/", with(CredCert, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}))), "AWS_CERT"},
 		{"cert corrupt", "s3://backups@us-east-1/", with(CredCert, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2}}))), "AWS_CERT"},
@@ -75,6 +76,11 @@ func TestS3TargetAndCredentialAreCheckedUpFront(t *testing.T) {
 				t.Fatalf("accepted; want an error saying %q", c.want)
 			case c.want != "" && !strings.Contains(err.Error(), c.want):
 				t.Fatalf("error %q does not say %q", err, c.want)
+			}
+			// What is wrong in the Secret is told apart from what is
+			// wrong in the backup-target setting.
+			if inSecret := c.want != "" && c.target == "s3://backups@us-east-1/"; err != nil && IsCredentialError(err) != inSecret {
+				t.Errorf("IsCredentialError(%q) = %v", err, !inSecret)
 			}
 		})
 	}
@@ -113,6 +119,9 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	d := s3Driver(t, srv.Target("p"), wrongSecret)
 	_, err := d.Read(key)
 	wantError(t, "a wrong secret", err, "access denied: check the backup-target-credential-secret", "s3://backups/p/"+key)
+	if !IsCredentialError(err) {
+		t.Errorf("access denied is not a credential error: %v", err)
+	}
 	_, err = d.Exists(key)
 	wantError(t, "a wrong secret (HEAD)", err, "access denied")
 	_, err = d.List("backupstore/volumes")
@@ -126,6 +135,9 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	noBucket := s3Driver(t, "s3://no-such-bucket@us-east-1/", srv.Credential())
 	err = noBucket.Write(key, []byte("x"))
 	wantError(t, "a missing bucket", err, `bucket "no-such-bucket" does not exist`)
+	if IsCredentialError(err) {
+		t.Errorf("a missing bucket is a credential error: %v", err)
+	}
 	_, err = noBucket.List("backupstore/volumes")
 	wantError(t, "a missing bucket (list)", err, `bucket "no-such-bucket" does not exist`)
 	_, err = noBucket.Read(key)
