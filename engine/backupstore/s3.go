@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -72,6 +73,10 @@ type S3Driver struct {
 	bucket   string
 	prefix   string // "" or "path/"
 	endpoint string // for errors: the URL the requests go to
+
+	// bucketSeen is set once the bucket is known to exist: a HEAD of a
+	// missing object and one in a missing bucket both answer a bare 404.
+	bucketSeen atomic.Bool
 }
 
 var (
@@ -462,13 +467,25 @@ func (d *S3Driver) Exists(key string) (bool, error) {
 	defer dl.stop()
 	_, err := d.client.StatObject(dl.ctx, d.bucket, object, minio.StatObjectOptions{})
 	if err == nil {
+		d.bucketSeen.Store(true)
 		return true, nil
 	}
 	err = d.fail("check", object, err, dl)
-	if errors.Is(err, ErrNotExist) {
-		return false, nil
+	if !errors.Is(err, ErrNotExist) {
+		return false, err
 	}
-	return false, err
+	// A missing bucket must not pass for an empty one: asked once.
+	if !d.bucketSeen.Load() {
+		ok, berr := d.client.BucketExists(dl.ctx, d.bucket)
+		switch {
+		case berr != nil:
+			return false, d.fail("check", object, berr, dl)
+		case !ok:
+			return false, d.fail("check", object, minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: http.StatusNotFound}, dl)
+		}
+		d.bucketSeen.Store(true)
+	}
+	return false, nil
 }
 
 // List returns the objects and "directories" (common prefixes) directly

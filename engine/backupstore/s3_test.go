@@ -142,6 +142,10 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	wantError(t, "a missing bucket (list)", err, `bucket "no-such-bucket" does not exist`)
 	_, err = noBucket.Read(key)
 	wantError(t, "a missing bucket (read)", err, `bucket "no-such-bucket" does not exist`)
+	_, err = noBucket.Exists(key)
+	wantError(t, "a missing bucket (exists)", err, `bucket "no-such-bucket" does not exist`)
+	err = noBucket.Delete(key)
+	wantError(t, "a missing bucket (delete)", err, `bucket "no-such-bucket" does not exist`)
 
 	// Nothing listens on the port.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
