@@ -3,7 +3,7 @@
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './scripts/*' -not -path './bin/*' -not -path './.dev/*') go.mod go.sum
 
-.PHONY: run test bench generate verify-generated lint controlplane build clean
+.PHONY: run test bench generate verify-generated lint controlplane s3server build clean
 
 build: bin/longhorn-manager
 
@@ -13,13 +13,16 @@ bin/longhorn-manager: $(GO_SOURCES)
 controlplane:
 	bash scripts/build-controlplane.sh
 
+s3server:
+	bash scripts/build-s3server.sh
+
 run: build controlplane
 	bash scripts/run.sh
 
 test: controlplane
 	bash scripts/test.sh
 
-bench:
+bench: s3server
 	go test -run '^$$' -bench . -benchmem -timeout 150m ./...
 
 generate:

@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -20,6 +21,8 @@ type BackupVolume struct {
 	Created        string `json:"created"`
 	LastBackupName string `json:"lastBackupName"`
 	LastBackupAt   string `json:"lastBackupAt"`
+	// Messages say why the target cannot be read, when it cannot.
+	Messages map[string]string `json:"messages,omitempty"`
 }
 
 // Backup is the API view of one backup.
@@ -54,7 +57,7 @@ func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 		r.Actions[a] = r.Links["self"] + "?action=" + a
 	}
 	return BackupVolume{Resource: r, Name: bv.Name, Size: bv.Status.Size, Created: bv.Status.CreatedAt,
-		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt}
+		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages}
 }
 
 func toBackup(b *longhorn.Backup) Backup {
@@ -160,12 +163,22 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if target == "" {
 		return badRequest("the %s setting is empty: set a backup target first", types.SettingNameBackupTarget)
 	}
+	var cred map[string]string
+	if backupstore.UsesCredential(target) {
+		cred, err = s.ds.GetBackupTargetCredential(r.Context())
+		if datastore.IsCredentialError(err) {
+			return badRequest("%v", err)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	client, err := s.engineClient(name)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	backup, err := client.SnapshotBackup(r.Context(), backupstore.NewBackupName(), in.Name, target, in.Labels)
+	backup, err := client.SnapshotBackup(r.Context(), backupstore.NewBackupName(), in.Name, target, cred, in.Labels)
 	if err != nil {
 		return engineError(err)
 	}

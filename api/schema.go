@@ -190,6 +190,7 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
 				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
+				"messages": {Type: "map[string]"},
 			},
 			ResourceActions: map[string]Action{
 				"backupList":   {Output: "collection[backup]"},

@@ -266,7 +266,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
 	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
 	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
-	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName)
+	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName, recorder)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
 	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
 

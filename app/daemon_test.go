@@ -282,7 +282,8 @@ func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
 	ctx := context.Background()
 	checks := map[string]error{}
 	_, checks["list settings in another namespace"] = saLH.LonghornV1beta2().Settings(other).List(ctx, metav1.ListOptions{})
-	_, checks["read secrets in its namespace"] = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	_, checks["list secrets in its namespace"] = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	_, checks["get a secret in another namespace"] = sa.CoreV1().Secrets(other).Get(ctx, "s3-secret", metav1.GetOptions{})
 	_, checks["list Kubernetes nodes"] = sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	checks["delete a Longhorn node"] = saLH.LonghornV1beta2().Nodes(ns).Delete(ctx, "node-1", metav1.DeleteOptions{})
 	for what, err := range checks {
@@ -292,6 +293,10 @@ func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
 	}
 	if _, err := saLH.LonghornV1beta2().Settings(ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("list settings in its own namespace: %v", err)
+	}
+	// The backup-target-credential-secret is read by name.
+	if _, err := sa.CoreV1().Secrets(ns).Get(ctx, "s3-secret", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get a secret in its own namespace: want NotFound, got %v", err)
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
@@ -29,17 +31,28 @@ const backupTargetPollPeriod = 30 * time.Second
 // backing up (InProgress, Error). Deleting a Backup object deletes the
 // backup from the target. One node does this: the first Ready node by
 // name, so the objects have one writer.
+//
+// A target it cannot read (a missing or refused credential, a missing
+// bucket, an unreachable server) is said in every BackupVolume's
+// messages and in a Warning event on the setting to fix:
+// backup-target-credential-secret when the credential is at fault,
+// backup-target otherwise.
 type BackupTargetController struct {
 	*baseController
-	ds     *datastore.DataStore
-	nodeID string
+	ds       *datastore.DataStore
+	nodeID   string
+	recorder record.EventRecorder
 }
+
+// BackupVolumeMessageTarget is the key of a BackupVolume's message saying
+// why the backup target cannot be read.
+const BackupVolumeMessageTarget = "backupTarget"
 
 // NewBackupTargetController wires the controller to the informers that
 // can change what it writes.
-func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string) *BackupTargetController {
+func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *BackupTargetController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
-	c := &BackupTargetController{ds: ds, nodeID: nodeID}
+	c := &BackupTargetController{ds: ds, nodeID: nodeID, recorder: recorder}
 	c.baseController = newBaseController("longhorn-backup-target", logger, metrics, c.sync,
 		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
 	poke := func(interface{}) { c.queue.Add(c.key()) }
@@ -49,7 +62,7 @@ func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datas
 	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj interface{}) bool {
 			s, ok := obj.(*longhorn.Setting)
-			return ok && s.Name == string(types.SettingNameBackupTarget)
+			return ok && (s.Name == string(types.SettingNameBackupTarget) || s.Name == string(types.SettingNameBackupTargetCredentialSecret))
 		},
 		Handler: handler,
 	})
@@ -83,9 +96,62 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 	if err != nil || target == "" {
 		return err
 	}
-	store, err := backupstore.Open(target)
+	err = c.syncTarget(ctx, target)
+	var te *targetError
+	if errors.As(err, &te) {
+		c.reportUnavailable(ctx, te)
+	}
+	return err
+}
+
+// targetError is a backup target that cannot be opened or read.
+type targetError struct{ err error }
+
+func (e *targetError) Error() string { return e.err.Error() }
+func (e *targetError) Unwrap() error { return e.err }
+
+// reportUnavailable says why the target cannot be read: a Warning event
+// on the setting to fix (the recorder folds the repeats of each poll into
+// one event with a count) and a message on every BackupVolume.
+func (c *BackupTargetController) reportUnavailable(ctx context.Context, te *targetError) {
+	setting := types.SettingNameBackupTarget
+	if datastore.IsCredentialError(te) || backupstore.IsCredentialError(te) {
+		setting = types.SettingNameBackupTargetCredentialSecret
+	}
+	if s, err := c.ds.GetSettingRO(setting); err == nil && c.recorder != nil {
+		c.recorder.Event(s, corev1.EventTypeWarning, "BackupTargetUnavailable", te.Error())
+	}
+	msg := "the backup target cannot be read: " + te.Error()
+	bvs, err := c.ds.ListBackupVolumesRO()
 	if err != nil {
-		return err
+		return
+	}
+	for _, bv := range bvs {
+		if bv.Status.Messages[BackupVolumeMessageTarget] == msg {
+			continue
+		}
+		updated := bv.DeepCopy()
+		if updated.Status.Messages == nil {
+			updated.Status.Messages = map[string]string{}
+		}
+		updated.Status.Messages[BackupVolumeMessageTarget] = msg
+		if _, err := c.ds.UpdateBackupVolumeStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+			c.logger.WithError(err).WithField("backupVolume", bv.Name).Warn("Cannot record the backup target's error")
+		}
+	}
+}
+
+func (c *BackupTargetController) syncTarget(ctx context.Context, target string) error {
+	var cred map[string]string
+	if backupstore.UsesCredential(target) {
+		var err error
+		if cred, err = c.ds.GetBackupTargetCredential(ctx); err != nil {
+			return &targetError{err}
+		}
+	}
+	store, err := backupstore.OpenWithCredential(target, cred)
+	if err != nil {
+		return &targetError{err}
 	}
 	backups, err := c.ds.ListBackupsRO("")
 	if err != nil {
@@ -109,7 +175,7 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 			}
 			log.WithError(err).Warn("Could not delete the backup from the target")
 			if deleteErr == nil {
-				deleteErr = fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)
+				deleteErr = &targetError{fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)}
 			}
 			continue
 		}
@@ -135,7 +201,7 @@ func (c *BackupTargetController) sync(ctx context.Context, key string) error {
 		}
 	}
 	if storeErr != nil {
-		return storeErr
+		return &targetError{storeErr}
 	}
 	for name, b := range existing {
 		if _, ok := desired[name]; ok || b.DeletionTimestamp != nil {

@@ -181,7 +181,7 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	ready := waiting == "" || running
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
 	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready {
-		if err := c.restore(v, dirs); err != nil {
+		if err := c.restore(ctx, v, dirs); err != nil {
 			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
 			return err
@@ -280,14 +280,22 @@ func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.V
 
 // restore writes the volume's fromBackup into its new replicas, through an
 // engine started without a frontend, before the volume may attach.
-func (c *VolumeController) restore(v *longhorn.Volume, dirs []instance.ReplicaDir) error {
+func (c *VolumeController) restore(ctx context.Context, v *longhorn.Volume, dirs []instance.ReplicaDir) error {
 	target, volume, backup, err := backupstore.ParseURL(v.Spec.FromBackup)
 	if err != nil {
 		return err
 	}
-	store, err := backupstore.Open(target)
+	// The backup-target-credential-secret opens the backup's target, as
+	// Longhorn does, whichever target the backup URL names.
+	var cred map[string]string
+	if backupstore.UsesCredential(target) {
+		if cred, err = c.ds.GetBackupTargetCredential(ctx); err != nil {
+			return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
+		}
+	}
+	store, err := backupstore.OpenWithCredential(target, cred)
 	if err != nil {
-		return err
+		return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
 	}
 	info, err := store.Get(volume, backup)
 	if err != nil {

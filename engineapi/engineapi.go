@@ -46,12 +46,14 @@ type EngineClient interface {
 	// Longhorn's engine does; this engine reports one entry.
 	SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error)
 	// SnapshotBackup starts a backup of snapshot to the backup target as
-	// backup name (generated when empty) and returns its name.
-	SnapshotBackup(ctx context.Context, name, snapshot, target string, labels map[string]string) (string, error)
+	// backup name (generated when empty) and returns its name. cred is the
+	// data of the backup-target-credential-secret (nil when none is set).
+	SnapshotBackup(ctx context.Context, name, snapshot, target string, cred, labels map[string]string) (string, error)
 	// BackupStatus reports the backups the engine ran, by backup name.
 	BackupStatus(ctx context.Context) (map[string]*longhorn.EngineBackupStatus, error)
-	// BackupRestore writes the backup at backupURL into the volume.
-	BackupRestore(ctx context.Context, backupURL string) error
+	// BackupRestore writes the backup at backupURL into the volume; cred
+	// as for SnapshotBackup.
+	BackupRestore(ctx context.Context, backupURL string, cred map[string]string) error
 	// RestoreStatus reports the last restore, by replica address as
 	// Longhorn's engine does; this engine reports one entry.
 	RestoreStatus(ctx context.Context) (map[string]*longhorn.RestoreStatus, error)

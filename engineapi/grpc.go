@@ -157,10 +157,10 @@ func (c *GRPCClient) SnapshotPurgeStatus(ctx context.Context) (map[string]*longh
 	}}, nil
 }
 
-func (c *GRPCClient) SnapshotBackup(ctx context.Context, name, snapshot, target string, labels map[string]string) (string, error) {
+func (c *GRPCClient) SnapshotBackup(ctx context.Context, name, snapshot, target string, cred, labels map[string]string) (string, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: name, Snapshot: snapshot, Target: target, Labels: labels})
+	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: name, Snapshot: snapshot, Target: target, Labels: labels, Credential: cred})
 	if err != nil {
 		return "", c.wrap("backup of snapshot "+snapshot, err)
 	}
@@ -184,10 +184,10 @@ func (c *GRPCClient) BackupStatus(ctx context.Context) (map[string]*longhorn.Eng
 // RestoreTimeout bounds a restore, which takes as long as its data does.
 const RestoreTimeout = time.Hour
 
-func (c *GRPCClient) BackupRestore(ctx context.Context, backupURL string) error {
+func (c *GRPCClient) BackupRestore(ctx context.Context, backupURL string, cred map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, RestoreTimeout)
 	defer cancel()
-	_, err := c.client.Restore(ctx, &pb.RestoreRequest{Volume: c.volume, BackupUrl: backupURL})
+	_, err := c.client.Restore(ctx, &pb.RestoreRequest{Volume: c.volume, BackupUrl: backupURL, Credential: cred})
 	return c.wrap("restore of "+backupURL, err)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -143,13 +144,13 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := "file://" + t.TempDir()
-	if _, err := c.SnapshotBackup(ctx, "", "missing", target, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := c.SnapshotBackup(ctx, "", "missing", target, nil, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("backup of a missing snapshot: %v", err)
 	}
-	if _, err := c.SnapshotBackup(ctx, "", "s1", "ftp://x", nil); !errors.Is(err, ErrInvalid) {
+	if _, err := c.SnapshotBackup(ctx, "", "s1", "ftp://x", nil, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("backup to an unsupported target: %v", err)
 	}
-	name, err := c.SnapshotBackup(ctx, "backup-one", "s1", target, map[string]string{"RecurringJob": "nightly"})
+	name, err := c.SnapshotBackup(ctx, "backup-one", "s1", target, nil, map[string]string{"RecurringJob": "nightly"})
 	if err != nil || name != "backup-one" {
 		t.Fatalf("backup: %q, %v", name, err)
 	}
@@ -173,7 +174,7 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 
 	// Restore into a second, new volume served by another engine.
 	c2, e2 := serveVolume(t, "restored")
-	if err := c2.BackupRestore(ctx, url); err != nil {
+	if err := c2.BackupRestore(ctx, url, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c2.RestoreStatus(ctx)
@@ -190,7 +191,64 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 	if string(got) != string(data) {
 		t.Fatal("the restored volume differs from the snapshot")
 	}
-	if err := c2.BackupRestore(ctx, target+"?backup=nope&volume=vol"); !errors.Is(err, ErrNotFound) {
+	if err := c2.BackupRestore(ctx, target+"?backup=nope&volume=vol", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("restore of a missing backup: %v", err)
+	}
+}
+
+// The backup-target-credential-secret's data travels with the request to
+// the engine, which opens the S3 target with it.
+func TestBackupAndRestoreOverGRPCToS3(t *testing.T) {
+	srv := s3test.Start(t)
+	c, e := serve(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i % 253)
+	}
+	e.WriteAt(data, 8192)
+	if _, err := c.SnapshotCreate(ctx, "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	target := srv.Target("cluster")
+	noSecret := srv.Credential()
+	delete(noSecret, "AWS_SECRET_ACCESS_KEY")
+	if _, err := c.SnapshotBackup(ctx, "", "s1", target, noSecret, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "AWS_SECRET_ACCESS_KEY is missing") {
+		t.Fatalf("backup with a credential lacking its secret: %v", err)
+	}
+	if _, err := c.SnapshotBackup(ctx, "backup-s3", "s1", target, srv.Credential(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	deadline := time.Now().Add(10 * time.Second)
+	for url == "" && time.Now().Before(deadline) {
+		st, err := c.BackupStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := st["backup-s3"]; b != nil && b.State == "Completed" {
+			url = b.BackupURL
+		} else if b != nil && b.State == "Error" {
+			t.Fatalf("backup failed: %s", b.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.HasPrefix(url, target+"?") {
+		t.Fatalf("backup URL %q", url)
+	}
+
+	c2, e2 := serveVolume(t, "restored")
+	wrong := srv.Credential()
+	wrong["AWS_SECRET_ACCESS_KEY"] = "wrong"
+	if err := c2.BackupRestore(ctx, url, wrong); err == nil || !strings.Contains(err.Error(), "access denied: check the backup-target-credential-secret") {
+		t.Fatalf("restore with a wrong secret: %v", err)
+	}
+	if err := c2.BackupRestore(ctx, url, srv.Credential()); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	e2.ReadAt(got, 8192)
+	if string(got) != string(data) {
+		t.Fatal("the volume restored from S3 differs from the snapshot")
 	}
 }

@@ -16,6 +16,7 @@ const (
 	SettingNameRecurringFailedJobsHistoryLimit      SettingName = "recurring-failed-jobs-history-limit"
 	SettingNameRecurringJobMaxRetention             SettingName = "recurring-job-max-retention"
 	SettingNameBackupTarget                         SettingName = "backup-target"
+	SettingNameBackupTargetCredentialSecret         SettingName = "backup-target-credential-secret"
 	SettingNameBackingImageCleanupWaitInterval      SettingName = "backing-image-cleanup-wait-interval"
 	SettingNameTaintToleration                      SettingName = "taint-toleration"
 	SettingNameSystemManagedComponentsNodeSelector  SettingName = "system-managed-components-node-selector"
@@ -89,6 +90,14 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Type:        SettingTypeString,
 		Default:     "",
 		Check:       checkBackupTarget,
+	},
+	SettingNameBackupTargetCredentialSecret: {
+		DisplayName: "Backup Target Credential Secret",
+		Description: "The Secret, in the manager's namespace, holding the credential of the backup target: for s3://, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and optionally AWS_ENDPOINTS (the URL of an S3-compatible server; AWS when empty), AWS_CERT (a PEM CA bundle for that server) and VIRTUAL_HOSTED_STYLE (true for virtual-hosted-style requests; path style otherwise). Empty means none: file:// needs none, and s3:// on AWS then uses the node's instance role.",
+		Category:    "backup",
+		Type:        SettingTypeString,
+		Default:     "",
+		Check:       checkObjectName("Secret"),
 	},
 	SettingNameBackingImageCleanupWaitInterval: {
 		DisplayName: "Backing Image Cleanup Wait Interval",
@@ -193,6 +202,9 @@ func checkBackupTarget(value string) error {
 	}
 	if u.Scheme == "file" && u.Path == "" {
 		return fmt.Errorf("value %q must name an absolute path after file://", value)
+	}
+	if u.Scheme == "s3" && (u.User == nil || u.User.Username() == "" || u.Host == "") {
+		return fmt.Errorf("value %q must be s3://<bucket>@<region>/<path>, for example s3://backups@us-east-1/", value)
 	}
 	return nil
 }

@@ -134,9 +134,17 @@ type Store struct {
 	lockRefresh, lockExpiry, lockPoll time.Duration
 }
 
-// Open returns the store of a backup-target URL (file:///path).
+// Open returns the store of a backup-target URL that needs no credential
+// (file:///path).
 func Open(target string) (*Store, error) {
-	d, err := NewDriver(target)
+	return OpenWithCredential(target, nil)
+}
+
+// OpenWithCredential returns the store of a backup-target URL (file:///path
+// or s3://<bucket>@<region>/<path>), with cred the data of the
+// backup-target-credential-secret (nil when none is set).
+func OpenWithCredential(target string, cred map[string]string) (*Store, error) {
+	d, err := NewDriver(target, cred)
 	if err != nil {
 		return nil, err
 	}

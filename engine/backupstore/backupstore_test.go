@@ -231,7 +231,7 @@ func TestCorruptBlockIsDetectedOnRestore(t *testing.T) {
 }
 
 func TestTargetsAndURLs(t *testing.T) {
-	for _, bad := range []string{"", "s3://bucket@us-east-1/", "file://relative", "::"} {
+	for _, bad := range []string{"", "s3://@us-east-1/", "file://relative", "::"} {
 		if _, err := Open(bad); err == nil {
 			t.Errorf("target %q was accepted", bad)
 		}

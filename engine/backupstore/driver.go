@@ -13,8 +13,8 @@ import (
 )
 
 // Driver stores objects by slash-separated key, and is safe for concurrent
-// use. The file driver is the one there is; an S3 driver fits the same
-// five calls.
+// use: the FileDriver on a filesystem (an NFS share), the S3Driver in a
+// bucket.
 type Driver interface {
 	// Write stores data under key so that a reader sees all of it or none.
 	Write(key string, data []byte) error
@@ -28,8 +28,10 @@ type Driver interface {
 // ErrNotExist is returned for a key the store does not have.
 var ErrNotExist = fs.ErrNotExist
 
-// NewDriver returns the driver of a backup-target URL.
-func NewDriver(target string) (Driver, error) {
+// NewDriver returns the driver of a backup-target URL. cred is the data of
+// the backup-target-credential-secret (nil when none is set): s3:// reads
+// its AWS_* keys, file:// needs none.
+func NewDriver(target string, cred map[string]string) (Driver, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, fmt.Errorf("backup target %q: %v", target, err)
@@ -40,10 +42,18 @@ func NewDriver(target string) (Driver, error) {
 			return nil, fmt.Errorf("backup target %q: file:// needs an absolute path", target)
 		}
 		return &FileDriver{Root: u.Path}, nil
+	case "s3":
+		return NewS3Driver(target, cred)
 	case "":
 		return nil, errors.New("no backup target is set (the backup-target setting is empty)")
 	}
-	return nil, fmt.Errorf("backup target %q: the %s:// store is not supported yet; use file:///path", target, u.Scheme)
+	return nil, fmt.Errorf("backup target %q: the %s:// store is not supported yet; use s3://<bucket>@<region>/<path> or file:///path", target, u.Scheme)
+}
+
+// UsesCredential reports whether a backup-target URL reads the
+// backup-target-credential-secret (s3:// does; file:// does not).
+func UsesCredential(target string) bool {
+	return strings.HasPrefix(target, "s3://")
 }
 
 // FileDriver keeps objects as files under Root, as on an NFS share.
@@ -83,9 +93,14 @@ func (d *FileDriver) List(prefix string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
+	dir := strings.Trim(prefix, "/")
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, strings.TrimSuffix(prefix, "/")+"/"+e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), "."):
+		case dir == "":
+			out = append(out, e.Name())
+		default:
+			out = append(out, dir+"/"+e.Name())
 		}
 	}
 	return out, nil

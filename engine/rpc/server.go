@@ -171,7 +171,7 @@ func (s *Server) BackupCreate(_ context.Context, req *pb.BackupCreateRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	store, err := backupstore.Open(req.Target)
+	store, err := backupstore.OpenWithCredential(req.Target, req.Credential)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -206,7 +206,7 @@ func (s *Server) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.Empty, 
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	store, err := backupstore.Open(target)
+	store, err := backupstore.OpenWithCredential(target, req.Credential)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -541,9 +541,14 @@ type BackupCreateRequest struct {
 	// Empty for a generated name.
 	Name     string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Snapshot string `protobuf:"bytes,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
-	// The backup target URL, such as file:///var/backups.
-	Target        string            `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The backup target URL, such as file:///var/backups or
+	// s3://bucket@us-east-1/path.
+	Target string            `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The data of the backup-target-credential-secret (AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS, AWS_CERT, VIRTUAL_HOSTED_STYLE);
+	// empty when none is set.
+	Credential    map[string]string `protobuf:"bytes,6,rep,name=credential,proto3" json:"credential,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -609,6 +614,13 @@ func (x *BackupCreateRequest) GetTarget() string {
 func (x *BackupCreateRequest) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *BackupCreateRequest) GetCredential() map[string]string {
+	if x != nil {
+		return x.Credential
 	}
 	return nil
 }
@@ -778,9 +790,12 @@ func (x *BackupStatusResponse) GetBackups() map[string]*BackupStatus {
 }
 
 type RestoreRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	BackupUrl     string                 `protobuf:"bytes,2,opt,name=backup_url,json=backupUrl,proto3" json:"backup_url,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Volume    string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	BackupUrl string                 `protobuf:"bytes,2,opt,name=backup_url,json=backupUrl,proto3" json:"backup_url,omitempty"`
+	// The data of the backup-target-credential-secret, as in
+	// BackupCreateRequest.
+	Credential    map[string]string `protobuf:"bytes,3,rep,name=credential,proto3" json:"credential,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -827,6 +842,13 @@ func (x *RestoreRequest) GetBackupUrl() string {
 		return x.BackupUrl
 	}
 	return ""
+}
+
+func (x *RestoreRequest) GetCredential() map[string]string {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
 }
 
 type RestoreStatusResponse struct {
@@ -1088,14 +1110,20 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"is_purging\x18\x01 \x01(\bR\tisPurging\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xfd\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x95\x03\n" +
 	"\x13BackupCreateRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\tR\bsnapshot\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12K\n" +
-	"\x06labels\x18\x05 \x03(\v23.longhorn.engine.v1.BackupCreateRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v23.longhorn.engine.v1.BackupCreateRequest.LabelsEntryR\x06labels\x12W\n" +
+	"\n" +
+	"credential\x18\x06 \x03(\v27.longhorn.engine.v1.BackupCreateRequest.CredentialEntryR\n" +
+	"credential\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
+	"\x0fCredentialEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
 	"\x14BackupCreateResponse\x12\x12\n" +
@@ -1110,11 +1138,17 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\abackups\x18\x01 \x03(\v25.longhorn.engine.v1.BackupStatusResponse.BackupsEntryR\abackups\x1a\\\n" +
 	"\fBackupsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
-	"\x05value\x18\x02 \x01(\v2 .longhorn.engine.v1.BackupStatusR\x05value:\x028\x01\"G\n" +
+	"\x05value\x18\x02 \x01(\v2 .longhorn.engine.v1.BackupStatusR\x05value:\x028\x01\"\xda\x01\n" +
 	"\x0eRestoreRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1d\n" +
 	"\n" +
-	"backup_url\x18\x02 \x01(\tR\tbackupUrl\"\xc6\x01\n" +
+	"backup_url\x18\x02 \x01(\tR\tbackupUrl\x12R\n" +
+	"\n" +
+	"credential\x18\x03 \x03(\v22.longhorn.engine.v1.RestoreRequest.CredentialEntryR\n" +
+	"credential\x1a=\n" +
+	"\x0fCredentialEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x01\n" +
 	"\x15RestoreStatusResponse\x12!\n" +
 	"\fis_restoring\x18\x01 \x01(\bR\visRestoring\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
@@ -1160,7 +1194,7 @@ func file_engine_rpc_engine_proto_rawDescGZIP() []byte {
 	return file_engine_rpc_engine_proto_rawDescData
 }
 
-var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_engine_rpc_engine_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: longhorn.engine.v1.Empty
 	(*VolumeRequest)(nil),          // 1: longhorn.engine.v1.VolumeRequest
@@ -1183,7 +1217,9 @@ var file_engine_rpc_engine_proto_goTypes = []any{
 	nil,                            // 18: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
 	nil,                            // 19: longhorn.engine.v1.Snapshot.LabelsEntry
 	nil,                            // 20: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	nil,                            // 21: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	nil,                            // 21: longhorn.engine.v1.BackupCreateRequest.CredentialEntry
+	nil,                            // 22: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	nil,                            // 23: longhorn.engine.v1.RestoreRequest.CredentialEntry
 }
 var file_engine_rpc_engine_proto_depIdxs = []int32{
 	17, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
@@ -1191,39 +1227,41 @@ var file_engine_rpc_engine_proto_depIdxs = []int32{
 	19, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
 	6,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
 	20, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	21, // 5: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
-	11, // 6: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
-	1,  // 7: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
-	3,  // 8: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
-	1,  // 9: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
-	5,  // 10: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 11: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 12: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
-	1,  // 13: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
-	1,  // 14: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	9,  // 15: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
-	1,  // 16: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	13, // 17: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
-	1,  // 18: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	15, // 19: longhorn.engine.v1.Engine.SnapshotRead:input_type -> longhorn.engine.v1.SnapshotReadRequest
-	2,  // 20: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
-	4,  // 21: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
-	7,  // 22: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
-	6,  // 23: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
-	0,  // 24: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
-	0,  // 25: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
-	0,  // 26: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
-	8,  // 27: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
-	10, // 28: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
-	12, // 29: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
-	0,  // 30: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
-	14, // 31: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
-	16, // 32: longhorn.engine.v1.Engine.SnapshotRead:output_type -> longhorn.engine.v1.SnapshotChunk
-	20, // [20:33] is the sub-list for method output_type
-	7,  // [7:20] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	21, // 5: longhorn.engine.v1.BackupCreateRequest.credential:type_name -> longhorn.engine.v1.BackupCreateRequest.CredentialEntry
+	22, // 6: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	23, // 7: longhorn.engine.v1.RestoreRequest.credential:type_name -> longhorn.engine.v1.RestoreRequest.CredentialEntry
+	11, // 8: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
+	1,  // 9: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
+	3,  // 10: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
+	1,  // 11: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
+	5,  // 12: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
+	5,  // 13: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
+	5,  // 14: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
+	1,  // 15: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
+	1,  // 16: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	9,  // 17: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
+	1,  // 18: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	13, // 19: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
+	1,  // 20: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	15, // 21: longhorn.engine.v1.Engine.SnapshotRead:input_type -> longhorn.engine.v1.SnapshotReadRequest
+	2,  // 22: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
+	4,  // 23: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
+	7,  // 24: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
+	6,  // 25: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
+	0,  // 26: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
+	0,  // 27: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
+	0,  // 28: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
+	8,  // 29: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
+	10, // 30: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
+	12, // 31: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
+	0,  // 32: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
+	14, // 33: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
+	16, // 34: longhorn.engine.v1.Engine.SnapshotRead:output_type -> longhorn.engine.v1.SnapshotChunk
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_engine_rpc_engine_proto_init() }
@@ -1237,7 +1275,7 @@ func file_engine_rpc_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_rpc_engine_proto_rawDesc), len(file_engine_rpc_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,71 @@
+package datastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// CredentialError is a backup-target-credential-secret that cannot be
+// read: the setting names a Secret that is missing or unreadable.
+type CredentialError struct {
+	Secret string
+	Err    error
+}
+
+func (e *CredentialError) Error() string { return e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
+// GetBackupTarget returns the backup-target setting and the data of the
+// Secret the backup-target-credential-secret setting names (nil when it
+// names none). The Secret is read from the API each time, with get only
+// (no list or watch of Secrets), so a changed credential applies at once.
+// A missing or unreadable Secret is a *CredentialError saying what to fix.
+func (ds *DataStore) GetBackupTarget(ctx context.Context) (target string, cred map[string]string, err error) {
+	target, err = ds.GetSettingValue(types.SettingNameBackupTarget)
+	if err != nil {
+		return "", nil, err
+	}
+	cred, err = ds.GetBackupTargetCredential(ctx)
+	return target, cred, err
+}
+
+// GetBackupTargetCredential returns the data of the Secret the
+// backup-target-credential-secret setting names, nil when it names none.
+func (ds *DataStore) GetBackupTargetCredential(ctx context.Context) (map[string]string, error) {
+	name, err := ds.GetSettingValue(types.SettingNameBackupTargetCredentialSecret)
+	if err != nil || name == "" {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	secret, err := ds.kubeClient.CoreV1().Secrets(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which does not exist in namespace %s",
+			types.SettingNameBackupTargetCredentialSecret, name, ds.namespace)}
+	case apierrors.IsForbidden(err):
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which the manager may not read (its Role needs get on secrets in namespace %s): %w",
+			types.SettingNameBackupTargetCredentialSecret, name, ds.namespace, err)}
+	case err != nil:
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("read Secret %q named by the %s setting: %w", name, types.SettingNameBackupTargetCredentialSecret, err)}
+	}
+	cred := make(map[string]string, len(secret.Data)+len(secret.StringData))
+	for k, v := range secret.Data {
+		cred[k] = string(v)
+	}
+	return cred, nil
+}
+
+// IsCredentialError reports whether err comes from reading the
+// backup-target-credential-secret.
+func IsCredentialError(err error) bool {
+	var ce *CredentialError
+	return errors.As(err, &ce)
+}

@@ -1,0 +1,318 @@
+package backupstore
+
+import (
+	"bytes"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
+)
+
+func TestS3TargetAndCredentialAreCheckedUpFront(t *testing.T) {
+	ok := map[string]string{CredAccessKeyID: "id", CredSecretAccessKey: "secret", CredEndpoints: "http://127.0.0.1:9000"}
+	with := func(k, v string) map[string]string {
+		c := map[string]string{}
+		for a, b := range ok {
+			c[a] = b
+		}
+		if v == "" {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	cases := []struct {
+		name   string
+		target string
+		cred   map[string]string
+		want   string // a fragment of the error; "" for none
+	}{
+		{"path style on a server", "s3://backups@us-east-1/", ok, ""},
+		{"a path in the bucket", "s3://backups@us-east-1/cluster/a", ok, ""},
+		{"no path at all", "s3://backups@us-east-1", ok, ""},
+		{"AWS with keys", "s3://backups@eu-west-3/", map[string]string{CredAccessKeyID: "id", CredSecretAccessKey: "s"}, ""},
+		{"AWS with the node's role", "s3://backups@eu-west-3/", nil, ""},
+		{"virtual hosted style", "s3://backups@us-east-1/", with(CredVirtualHostedStyle, "true"), ""},
+		{"no bucket", "s3://@us-east-1/", ok, "bucket is missing"},
+		{"no bucket nor region", "s3:///path", ok, "bucket is missing"},
+		{"no region", "s3://backups@/path", ok, "region is missing"},
+		{"bad bucket", "s3://a@us-east-1/", ok, `bucket "a"`},
+		{"bad bucket name", "s3://back..ups@us-east-1/", ok, `bucket "back..ups"`},
+		{"bad region", "s3://backups@US_EAST/", ok, `region "US_EAST"`},
+		{"keys in the URL", "s3://backups:secret@us-east-1/", ok, "credentials go in the backup-target-credential-secret"},
+		{"unclean path", "s3://backups@us-east-1/a/../b", ok, "must be clean"},
+		{"a query", "s3://backups@us-east-1/?x=1", ok, "no query"},
+		{"endpoint without a key", "s3://backups@us-east-1/", with(CredAccessKeyID, ""), "AWS_ACCESS_KEY_ID is missing from the backup-target-credential-secret"},
+		{"key without a secret", "s3://backups@us-east-1/", with(CredSecretAccessKey, ""), "AWS_SECRET_ACCESS_KEY is missing"},
+		{"secret without a key on AWS", "s3://backups@us-east-1/", map[string]string{CredSecretAccessKey: "s"}, "AWS_ACCESS_KEY_ID is missing"},
+		{"endpoint not a URL", "s3://backups@us-east-1/", with(CredEndpoints, "minio:9000"), "AWS_ENDPOINTS"},
+		{"endpoint with a path", "s3://backups@us-east-1/", with(CredEndpoints, "http://minio:9000/backups"), "AWS_ENDPOINTS"},
+		{"endpoint with a password", "s3://backups@us-east-1/", with(CredEndpoints, "http://me:pass@minio:9000"), "no user or password"},
+		{"cert not PEM", "s3://backups@us-east-1/", with(CredCert, "not a certificate"), "AWS_CERT"},
+		{"cert a key", "s3://backups@us-east-1/", with(CredCert, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}))), "AWS_CERT"},
+		{"cert corrupt", "s3://backups@us-east-1/", with(CredCert, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2}}))), "AWS_CERT"},
+		{"virtual hosted style not a bool", "s3://backups@us-east-1/", with(CredVirtualHostedStyle, "yes"), "VIRTUAL_HOSTED_STYLE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewDriver(c.target, c.cred)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && err == nil:
+				t.Fatalf("accepted; want an error saying %q", c.want)
+			case c.want != "" && !strings.Contains(err.Error(), c.want):
+				t.Fatalf("error %q does not say %q", err, c.want)
+			}
+			// What is wrong in the Secret is told apart from what is
+			// wrong in the backup-target setting.
+			if inSecret := c.want != "" && c.target == "s3://backups@us-east-1/"; err != nil && IsCredentialError(err) != inSecret {
+				t.Errorf("IsCredentialError(%q) = %v", err, !inSecret)
+			}
+		})
+	}
+}
+
+func s3Driver(t *testing.T, target string, cred map[string]string) *S3Driver {
+	t.Helper()
+	d, err := NewS3Driver(target, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func wantError(t *testing.T, what string, err error, fragments ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: error %q does not say %q", what, err, f)
+		}
+	}
+	if errors.Is(err, ErrNotExist) {
+		t.Errorf("%s: error %q passes for a missing object", what, err)
+	}
+}
+
+func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
+	srv := s3test.Start(t)
+	key := "backupstore/volumes/v/volume.cfg"
+
+	wrongSecret := srv.Credential()
+	wrongSecret[CredSecretAccessKey] = "not-the-secret"
+	d := s3Driver(t, srv.Target("p"), wrongSecret)
+	_, err := d.Read(key)
+	wantError(t, "a wrong secret", err, "access denied: check the backup-target-credential-secret", "s3://backups/p/"+key)
+	if !IsCredentialError(err) {
+		t.Errorf("access denied is not a credential error: %v", err)
+	}
+	_, err = d.Exists(key)
+	wantError(t, "a wrong secret (HEAD)", err, "access denied")
+	_, err = d.List("backupstore/volumes")
+	wantError(t, "a wrong secret (list)", err, "access denied")
+
+	unknownKey := srv.Credential()
+	unknownKey[CredAccessKeyID] = "nobody"
+	err = s3Driver(t, srv.Target(""), unknownKey).Write(key, []byte("x"))
+	wantError(t, "an unknown access key", err, "access denied: check the backup-target-credential-secret", "write s3://backups/"+key)
+
+	noBucket := s3Driver(t, "s3://no-such-bucket@us-east-1/", srv.Credential())
+	err = noBucket.Write(key, []byte("x"))
+	wantError(t, "a missing bucket", err, `bucket "no-such-bucket" does not exist`)
+	if IsCredentialError(err) {
+		t.Errorf("a missing bucket is a credential error: %v", err)
+	}
+	_, err = noBucket.List("backupstore/volumes")
+	wantError(t, "a missing bucket (list)", err, `bucket "no-such-bucket" does not exist`)
+	_, err = noBucket.Read(key)
+	wantError(t, "a missing bucket (read)", err, `bucket "no-such-bucket" does not exist`)
+	_, err = noBucket.Exists(key)
+	wantError(t, "a missing bucket (exists)", err, `bucket "no-such-bucket" does not exist`)
+	err = noBucket.Delete(key)
+	wantError(t, "a missing bucket (delete)", err, `bucket "no-such-bucket" does not exist`)
+
+	// Nothing listens on the port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	cred := srv.Credential()
+	cred[CredEndpoints] = "http://" + closed
+	start := time.Now()
+	err = s3Driver(t, srv.Target(""), cred).Write(key, []byte("x"))
+	wantError(t, "an unreachable endpoint", err, "cannot reach the S3 server", "http://"+closed, "connection refused")
+	t.Logf("unreachable endpoint: failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+
+	cred[CredEndpoints] = strings.Replace(srv.Endpoint, "http://", "https://", 1)
+	err = s3Driver(t, srv.Target(""), cred).Write(key, []byte("x"))
+	wantError(t, "https to an http server", err, "AWS_ENDPOINTS")
+
+	// And what works says nothing.
+	good := s3Driver(t, srv.Target(""), srv.Credential())
+	if err := good.Write(key, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.Read(key + ".missing"); !errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), key+".missing") {
+		t.Fatalf("a missing object: %v", err)
+	}
+}
+
+// stalledServer accepts connections and never answers.
+func stalledServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+func TestS3StalledServerFailsTheCall(t *testing.T) {
+	cred := map[string]string{CredAccessKeyID: "id", CredSecretAccessKey: "secret", CredEndpoints: stalledServer(t)}
+	d := s3Driver(t, "s3://backups@us-east-1/", cred)
+	d.Timeout = 300 * time.Millisecond
+	d.MinRate = 16 << 20 // a 2 MiB block gets 125 ms more
+	calls := map[string]func() error{
+		"write a block": func() error { return d.Write("blocks/b.blk", make([]byte, BlockSize)) },
+		"read":          func() error { _, err := d.Read("volume.cfg"); return err },
+		"exists":        func() error { _, err := d.Exists("volume.cfg"); return err },
+		"list":          func() error { _, err := d.List("backupstore/volumes"); return err },
+		"delete":        func() error { return d.Delete("volume.cfg") },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			err := call()
+			took := time.Since(start)
+			wantError(t, name, err, "did not answer within", "s3://backups/")
+			if took > 3*time.Second {
+				t.Errorf("%s took %s against a stalled server", name, took)
+			}
+		})
+	}
+}
+
+// flakyProxy forwards to an S3 server, but cuts the connection of the
+// first PUT after reading half its body.
+type flakyProxy struct {
+	proxy     *httputil.ReverseProxy
+	puts      atomic.Int32
+	cut       atomic.Bool
+	fullPuts  atomic.Int32
+	putLength int64
+}
+
+func (p *flakyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut {
+		p.puts.Add(1)
+		if !p.cut.Swap(true) {
+			_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if int64(len(body)) == r.ContentLength {
+			p.fullPuts.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	p.proxy.ServeHTTP(w, r)
+}
+
+func TestS3WriteIsRetriedWhole(t *testing.T) {
+	srv := s3test.Start(t)
+	backend, _ := url.Parse(srv.Endpoint)
+	p := &flakyProxy{proxy: httputil.NewSingleHostReverseProxy(backend)}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	cred := srv.Credential()
+	cred[CredEndpoints] = front.URL
+	d := s3Driver(t, srv.Target(""), cred)
+
+	data := random(3, BlockSize)
+	key := "backupstore/volumes/v/blocks/aa/bb/x.blk"
+	if err := d.Write(key, data); err != nil {
+		t.Fatalf("a write whose first attempt was cut: %v", err)
+	}
+	if p.puts.Load() != 2 || p.fullPuts.Load() != 1 {
+		t.Errorf("%d PUTs, %d of them whole; want the cut one and one whole retry", p.puts.Load(), p.fullPuts.Load())
+	}
+	direct := s3Driver(t, srv.Target(""), srv.Credential())
+	mustRead(t, direct, key, data)
+}
+
+func TestS3ServerRestart(t *testing.T) {
+	srv := s3test.Start(t)
+	d := s3Driver(t, srv.Target("x"), srv.Credential())
+	mustWrite(t, d, "a/one", []byte("1"))
+	srv.Stop(t)
+	err := d.Write("a/two", []byte("2"))
+	wantError(t, "a write while the server is down", err, "cannot reach the S3 server")
+	srv.Start(t)
+	mustWrite(t, d, "a/two", []byte("2"))
+	mustRead(t, d, "a/one", []byte("1"))
+	mustList(t, d, "a", "a/one", "a/two")
+}
+
+func TestS3CustomCA(t *testing.T) {
+	srv := s3test.Start(t)
+	backend, _ := url.Parse(srv.Endpoint)
+	front := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(backend))
+	front.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	cred := srv.Credential()
+	cred[CredEndpoints] = front.URL
+
+	err := s3Driver(t, srv.Target(""), cred).Write("k", []byte("x"))
+	wantError(t, "a server signed by an unknown CA", err, "not trusted", "set AWS_CERT")
+
+	cred[CredCert] = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}))
+	d := s3Driver(t, srv.Target(""), cred)
+	mustWrite(t, d, "k", []byte("x"))
+	mustRead(t, d, "k", []byte("x"))
+}
