@@ -96,7 +96,8 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 			info.Size += min(int64(BlockSize), size-int64(i)*BlockSize)
 		}
 	}
-	info.CreatedAt = s.now().UTC().Format(time.RFC3339)
+	// To the nanosecond, so backups taken within a second keep their order.
+	info.CreatedAt = s.now().UTC().Format(time.RFC3339Nano)
 	// The backup config goes last: until it exists the backup is invisible.
 	// It may appear only while the lock surely held: a lock lost before
 	// or during the write may have let a deletion free a reused block.
