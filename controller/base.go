@@ -7,6 +7,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -107,10 +108,25 @@ func (c *baseController) processNextWorkItem(ctx context.Context) bool {
 	// add of the same key can be processed again (never in parallel).
 	defer c.queue.Done(key)
 
-	err := c.sync(ctx, key)
+	err := c.syncRecovered(ctx, key)
 	c.metrics.observe(c.name, err)
 	c.handleErr(ctx, err, key)
 	return true
+}
+
+// syncRecovered runs the sync of key and turns a panic in it into an error,
+// logged with the key and the stack: the key is retried with backoff like
+// any failed sync, and the worker goes on with the other keys. (client-go's
+// HandleCrash would panic again.)
+func (c *baseController) syncRecovered(ctx context.Context, key string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.WithFields(logrus.Fields{"key": key, "panic": fmt.Sprint(r), "stack": string(debug.Stack())}).
+				Error("Recovered a panic while syncing")
+			err = fmt.Errorf("panic while syncing %s: %v", key, r)
+		}
+	}()
+	return c.sync(ctx, key)
 }
 
 func (c *baseController) handleErr(ctx context.Context, err error, key string) {
