@@ -7,7 +7,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -15,6 +14,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // maxRetries is how many times a key is retried with backoff before it is
@@ -119,13 +120,7 @@ func (c *baseController) processNextWorkItem(ctx context.Context) bool {
 // any failed sync, and the worker goes on with the other keys. (client-go's
 // HandleCrash would panic again.)
 func (c *baseController) syncRecovered(ctx context.Context, key string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger.WithFields(logrus.Fields{"key": key, "panic": fmt.Sprint(r), "stack": string(debug.Stack())}).
-				Error("Recovered a panic while syncing")
-			err = fmt.Errorf("panic while syncing %s: %v", key, r)
-		}
-	}()
+	defer panics.Recover(c.logger.WithField("key", key), &err)
 	return c.sync(ctx, key)
 }
 
