@@ -29,6 +29,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -354,7 +355,12 @@ func (s *Server) start(name, uuid, checksum string, work func(ctx context.Contex
 		defer s.wg.Done()
 		defer close(f.done)
 		defer cancel()
-		if err := work(ctx, log); err != nil {
+		// A panic in the work fails this file only, not the disk's others.
+		err := func() (err error) {
+			defer panics.Recover(log, &err)
+			return work(ctx, log)
+		}()
+		if err != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("stopped: %w", err)
 			}
