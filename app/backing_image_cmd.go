@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli"
-	"google.golang.org/grpc"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/backingimage/manager"
@@ -171,8 +170,7 @@ func BackingImageManagerCmd() cli.Command {
 			if err != nil {
 				return err
 			}
-			g := grpc.NewServer()
-			srv.Register(g)
+			g := srv.GRPCServer()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			go func() {

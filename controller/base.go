@@ -14,6 +14,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // maxRetries is how many times a key is retried with backoff before it is
@@ -107,10 +109,19 @@ func (c *baseController) processNextWorkItem(ctx context.Context) bool {
 	// add of the same key can be processed again (never in parallel).
 	defer c.queue.Done(key)
 
-	err := c.sync(ctx, key)
+	err := c.syncRecovered(ctx, key)
 	c.metrics.observe(c.name, err)
 	c.handleErr(ctx, err, key)
 	return true
+}
+
+// syncRecovered runs the sync of key and turns a panic in it into an error,
+// logged with the key and the stack: the key is retried with backoff like
+// any failed sync, and the worker goes on with the other keys. (client-go's
+// HandleCrash would panic again.)
+func (c *baseController) syncRecovered(ctx context.Context, key string) (err error) {
+	defer panics.Recover(c.logger.WithField("key", key), &err)
+	return c.sync(ctx, key)
 }
 
 func (c *baseController) handleErr(ctx context.Context, err error, key string) {

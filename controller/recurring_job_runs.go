@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cadence-storage/longhorn-manager/controller/schedule"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -289,7 +290,11 @@ func (r *RecurringJobRunner) start(ctx context.Context, job string, tick time.Ti
 			r.runs.release(key, false, r.clock.Now())
 			return
 		}
-		runErr := r.run(ctx, job, tick)
+		// A panic in the run is its failure, recorded as any other.
+		runErr := func() (err error) {
+			defer panics.Recover(log, &err)
+			return r.run(ctx, job, tick)
+		}()
 		<-r.slots
 		if ctx.Err() != nil {
 			// Not finished: it stays active in the status, and the next

@@ -21,6 +21,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -310,7 +311,12 @@ func (c *VolumeController) restore(ctx context.Context, v *longhorn.Volume, dirs
 		return err
 	}
 	start := time.Now()
-	err = run.Engine.Restore(store, volume, backup)
+	err = func() (err error) {
+		// A panic in the restore (a malformed backup, a bug) is its error:
+		// the engine started for it stops, and the volume says why.
+		defer panics.Recover(c.logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
+		return run.Engine.Restore(store, volume, backup)
+	}()
 	if !wasRunning {
 		if stopErr := c.instances.Stop(v.Name); err == nil {
 			err = stopErr

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -164,11 +165,15 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 			defer func() { <-slots }()
 			n := int(inFlight.Add(1))
 			defer inFlight.Add(-1)
-			if r.BeforeVolume != nil {
-				r.BeforeVolume(ctx, job.Name, v.Name)
-			}
-			outcome, err := r.runVolume(ctx, job, v, allowDetached)
 			vlog := log.WithField("volume", v.Name)
+			// A panic in one volume's work fails that volume only.
+			outcome, err := func() (outcome string, err error) {
+				defer panics.Recover(vlog, &err)
+				if r.BeforeVolume != nil {
+					r.BeforeVolume(ctx, job.Name, v.Name)
+				}
+				return r.runVolume(ctx, job, v, allowDetached)
+			}()
 			mu.Lock()
 			defer mu.Unlock()
 			res.MaxInFlight = max(res.MaxInFlight, n)

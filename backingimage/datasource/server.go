@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -198,7 +199,12 @@ func (s *Server) Start() error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := work(s.ctx); err != nil {
+		// A panic in the work fails the file instead of ending the process.
+		err := func() (err error) {
+			defer panics.Recover(s.log, &err)
+			return work(s.ctx)
+		}()
+		if err != nil {
 			s.fail(err)
 		}
 	}()

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"google.golang.org/grpc"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
@@ -88,8 +87,7 @@ func startManager(t testing.TB, disk, diskUUID string, tweak func(*Config)) *nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
-	srv.Register(g)
+	g := srv.GRPCServer()
 	go g.Serve(lis)
 	client, err := NewClient(lis.Addr().String(), 10*time.Second)
 	if err != nil {

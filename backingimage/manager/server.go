@@ -28,6 +28,8 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -149,8 +151,14 @@ func (s *Server) load() error {
 	return nil
 }
 
-// Register puts the service on g.
-func (s *Server) Register(g *grpc.Server) { pb.RegisterBackingImageManagerServer(g, s) }
+// GRPCServer returns a gRPC server with the service on it. A panic in a
+// handler answers codes.Internal and is logged: the disk's other files
+// keep being served.
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append(grpcrecover.ServerOptions(s.log), opts...)...)
+	pb.RegisterBackingImageManagerServer(g, s)
+	return g
+}
 
 // Close stops every fetch and sync and waits for them; their files end
 // failed and nothing half-written stays on the disk.
@@ -347,7 +355,12 @@ func (s *Server) start(name, uuid, checksum string, work func(ctx context.Contex
 		defer s.wg.Done()
 		defer close(f.done)
 		defer cancel()
-		if err := work(ctx, log); err != nil {
+		// A panic in the work fails this file only, not the disk's others.
+		err := func() (err error) {
+			defer panics.Recover(log, &err)
+			return work(ctx, log)
+		}()
+		if err != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("stopped: %w", err)
 			}

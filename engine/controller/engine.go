@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // Mode is a replica's mode as the engine sees it.
@@ -393,7 +394,10 @@ func (e *Engine) StartPurge() {
 	}()
 }
 
-func (e *Engine) purgeAll() error {
+// purgeAll purges every healthy replica. A panic in it is the purge's
+// error, logged with the stack: the engine goes on serving.
+func (e *Engine) purgeAll() (err error) {
+	defer panics.Recover(e.log, &err)
 	start := e.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()

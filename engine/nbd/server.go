@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // Device is what an export serves.
@@ -131,7 +133,11 @@ func (c *conn) put(vals ...interface{}) error {
 	return nil
 }
 
-func (s *Server) serveConn(nc net.Conn) error {
+// serveConn serves one client. A panic while serving ends this connection
+// only, logged with the export and the stack: the client sees it drop, the
+// engine and its other connections go on.
+func (s *Server) serveConn(nc net.Conn) (err error) {
+	defer panics.Recover(s.log.WithField("remote", nc.RemoteAddr().String()), &err)
 	c := &conn{r: bufio.NewReaderSize(nc, 128<<10), w: bufio.NewWriterSize(nc, 128<<10)}
 	if err := c.put(uint64(nbdMagic), uint64(optMagic), uint16(flagFixedNewstyle|flagNoZeroes)); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +16,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 )
 
 // Server holds the engines this node runs, by volume name.
@@ -41,9 +43,12 @@ func (s *Server) Unregister(volume string) {
 	s.mu.Unlock()
 }
 
-// GRPCServer returns a gRPC server with the engine service on it.
+// GRPCServer returns a gRPC server with the engine service on it. A panic
+// in a handler answers codes.Internal and is logged: the node's other
+// engines keep being served.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(opts...)
+	recovery := grpcrecover.ServerOptions(logrus.WithField("component", "engine-rpc"))
+	g := grpc.NewServer(append(recovery, opts...)...)
 	pb.RegisterEngineServer(g, s)
 	return g
 }
