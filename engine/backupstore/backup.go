@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	"github.com/sirupsen/logrus"
 )
 
@@ -157,9 +158,7 @@ func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64
 			defer wg.Done()
 			var z bytes.Buffer
 			for j := range jobs {
-				sum := sha256.Sum256(j.data)
-				checksum := hex.EncodeToString(sum[:])
-				uploaded, err := s.putBlock(req.Volume, checksum, method, j.data, &z)
+				checksum, uploaded, err := s.storeBlock(req.Volume, method, j.data, &z)
 				mu.Lock()
 				switch {
 				case err != nil && firstErr == nil:
@@ -234,6 +233,17 @@ func changedIn(changed []bool, off, n int64) bool {
 		}
 	}
 	return false
+}
+
+// storeBlock checksums a block and stores it unless the store has it. A
+// panic in it (a driver's, say) is the backup's error: the workers run
+// outside any caller that could recover it.
+func (s *Store) storeBlock(volume, method string, data []byte, z *bytes.Buffer) (checksum string, uploaded int64, err error) {
+	defer panics.Recover(logrus.WithField("volume", volume), &err)
+	sum := sha256.Sum256(data)
+	checksum = hex.EncodeToString(sum[:])
+	uploaded, err = s.putBlock(volume, checksum, method, data, z)
+	return checksum, uploaded, err
 }
 
 // putBlock stores a block unless the store has it; it returns the bytes

@@ -263,6 +263,16 @@ func (l *heldLock) write() error {
 // process may judge it stale.
 func (l *heldLock) refresh() {
 	defer close(l.done)
+	defer func() {
+		// A refresher that panicked keeps nothing alive: the lock is
+		// lost, and its holder stops at its next check.
+		if r := recover(); r != nil {
+			l.log.WithField("panic", fmt.Sprint(r)).Error("The backup target lock's refresher panicked")
+			l.mu.Lock()
+			l.lost = true
+			l.mu.Unlock()
+		}
+	}()
 	t := time.NewTicker(l.s.lockRefresh)
 	defer t.Stop()
 	for {

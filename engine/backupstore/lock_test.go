@@ -267,3 +267,28 @@ func TestLocksConflict(t *testing.T) {
 		}
 	}
 }
+
+// panickingBlocks panics on every write of a block.
+type panickingBlocks struct{ Driver }
+
+func (d panickingBlocks) Write(key string, data []byte) error {
+	if strings.HasSuffix(key, ".blk") {
+		panic("driver bug")
+	}
+	return d.Driver.Write(key, data)
+}
+
+// TestAPanicInABackupWorkerIsTheBackupsError: the block workers run
+// outside any caller that could recover; a panic there fails the backup
+// and nothing else.
+func TestAPanicInABackupWorkerIsTheBackupsError(t *testing.T) {
+	root := t.TempDir()
+	s := NewStore("file://"+root, panickingBlocks{&FileDriver{Root: root}})
+	_, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: &memSource{data: blocksOf('a', 'b')}})
+	if err == nil || !strings.Contains(err.Error(), "internal error: driver bug") {
+		t.Fatalf("backup through a panicking driver: %v", err)
+	}
+	if list, err := s.List("vol"); err != nil || len(list) != 0 {
+		t.Fatalf("listed after the panic: %+v, %v", list, err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // Backup states, as Longhorn's Backup objects have them.
@@ -53,28 +55,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 
 	go func() {
 		defer view.Close()
-		req := backupstore.BackupRequest{
-			Name: name, Volume: e.name, Snapshot: snapshot, SnapshotID: view.ID(), SnapshotCreatedAt: view.Created(), Labels: labels, Source: view,
-			Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
-		}
-		if b := r.Backing(); b != nil {
-			allocated, _, err := r.ChangedBlocks("", snapshot)
-			if err != nil {
-				e.setBackup(name, func(st *BackupStatus) { st.State, st.Error = BackupStateError, err.Error() })
-				e.changed()
-				return
-			}
-			req.Allocated, req.BackingImageName, req.BackingImageChecksum = allocated, b.Name, b.Checksum
-		}
-		// The base is the very snapshot the last backup was taken from,
-		// found by its ID: a snapshot that took its name after a purge
-		// is another one, and the backup is then full.
-		if last := lastBackedUpSnapshot(store, e.name); last != nil && last.SnapshotID != "" {
-			if changed, full, err := r.ChangedBlocksByID(last.SnapshotID, view.ID()); err == nil && !full {
-				req.Changed, req.ChangedSince, req.ChangedSinceID = changed, last.SnapshotName, last.SnapshotID
-			}
-		}
-		done, stats, err := store.Backup(req)
+		done, stats, err := e.runBackup(name, snapshot, store, labels, r, view)
 		e.setBackup(name, func(st *BackupStatus) {
 			if err != nil {
 				st.State, st.Error = BackupStateError, err.Error()
@@ -92,6 +73,32 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 		e.changed()
 	}()
 	return nil
+}
+
+// runBackup backs the snapshot view up; a panic in it (the target's
+// content is not trusted) is the backup's error, not the process's end.
+func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, r *replica.Replica, view *replica.SnapshotView) (done *backupstore.BackupInfo, stats backupstore.Stats, err error) {
+	defer panics.Recover(e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot}), &err)
+	req := backupstore.BackupRequest{
+		Name: name, Volume: e.name, Snapshot: snapshot, SnapshotID: view.ID(), SnapshotCreatedAt: view.Created(), Labels: labels, Source: view,
+		Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
+	}
+	if b := r.Backing(); b != nil {
+		allocated, _, err := r.ChangedBlocks("", snapshot)
+		if err != nil {
+			return nil, backupstore.Stats{}, err
+		}
+		req.Allocated, req.BackingImageName, req.BackingImageChecksum = allocated, b.Name, b.Checksum
+	}
+	// The base is the very snapshot the last backup was taken from,
+	// found by its ID: a snapshot that took its name after a purge
+	// is another one, and the backup is then full.
+	if last := lastBackedUpSnapshot(store, e.name); last != nil && last.SnapshotID != "" {
+		if changed, full, err := r.ChangedBlocksByID(last.SnapshotID, view.ID()); err == nil && !full {
+			req.Changed, req.ChangedSince, req.ChangedSinceID = changed, last.SnapshotName, last.SnapshotID
+		}
+	}
+	return store.Backup(req)
 }
 
 // lastBackedUpSnapshot is the volume's last backup, nil when there is
@@ -148,10 +155,7 @@ func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error 
 	e.setRestore(func(st *RestoreStatus) {
 		*st = RestoreStatus{IsRestoring: true, State: "in_progress", BackupURL: url, LastRestored: st.LastRestored}
 	})
-	_, err := store.Restore(volume, backup, e, func(p int) { e.setRestore(func(st *RestoreStatus) { st.Progress = p }) })
-	if err == nil {
-		err = e.Sync()
-	}
+	err := e.runRestore(store, volume, backup)
 	e.setRestore(func(st *RestoreStatus) {
 		st.IsRestoring = false
 		if err != nil {
@@ -161,6 +165,16 @@ func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error 
 		st.State, st.Progress, st.LastRestored = "complete", 100, backup
 	})
 	return err
+}
+
+// runRestore writes the backup into the volume; a panic in it is the
+// restore's error, so the restore status never stays in progress.
+func (e *Engine) runRestore(store *backupstore.Store, volume, backup string) (err error) {
+	defer panics.Recover(e.log.WithFields(logrus.Fields{"restore": backup, "from": volume}), &err)
+	if _, err := store.Restore(volume, backup, e, func(p int) { e.setRestore(func(st *RestoreStatus) { st.Progress = p }) }); err != nil {
+		return err
+	}
+	return e.Sync()
 }
 
 func (e *Engine) setRestore(f func(*RestoreStatus)) {
