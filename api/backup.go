@@ -9,6 +9,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -178,7 +179,16 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 		return err
 	}
 	defer client.Close()
-	backup, err := client.SnapshotBackup(r.Context(), backupstore.NewBackupName(), in.Name, target, cred, in.Labels)
+	compression, err := s.ds.GetSettingValue(types.SettingNameBackupCompressionMethod)
+	if err != nil {
+		return err
+	}
+	concurrency, err := s.ds.GetSettingAsInt(types.SettingNameBackupConcurrentLimit)
+	if err != nil {
+		return err
+	}
+	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target,
+		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency})
 	if err != nil {
 		return engineError(err)
 	}

@@ -45,10 +45,8 @@ type EngineClient interface {
 	// SnapshotPurgeStatus reports the purge, by replica address as
 	// Longhorn's engine does; this engine reports one entry.
 	SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error)
-	// SnapshotBackup starts a backup of snapshot to the backup target as
-	// backup name (generated when empty) and returns its name. cred is the
-	// data of the backup-target-credential-secret (nil when none is set).
-	SnapshotBackup(ctx context.Context, name, snapshot, target string, cred, labels map[string]string) (string, error)
+	// SnapshotBackup starts the backup req describes and returns its name.
+	SnapshotBackup(ctx context.Context, req BackupRequest) (string, error)
 	// BackupStatus reports the backups the engine ran, by backup name.
 	BackupStatus(ctx context.Context) (map[string]*longhorn.EngineBackupStatus, error)
 	// BackupRestore writes the backup at backupURL into the volume; cred
@@ -58,4 +56,20 @@ type EngineClient interface {
 	// Longhorn's engine does; this engine reports one entry.
 	RestoreStatus(ctx context.Context) (map[string]*longhorn.RestoreStatus, error)
 	Close() error
+}
+
+// BackupRequest says what SnapshotBackup backs up, and how.
+type BackupRequest struct {
+	// Name of the backup; generated when empty.
+	Name     string
+	Snapshot string
+	// Target is the backup-target URL; Credential the data of the
+	// backup-target-credential-secret (nil when none is set).
+	Target     string
+	Credential map[string]string
+	Labels     map[string]string
+	// Compression and Concurrency are the backup-compression-method and
+	// backup-concurrent-limit settings (the engine's defaults when empty).
+	Compression string
+	Concurrency int
 }

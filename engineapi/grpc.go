@@ -157,12 +157,13 @@ func (c *GRPCClient) SnapshotPurgeStatus(ctx context.Context) (map[string]*longh
 	}}, nil
 }
 
-func (c *GRPCClient) SnapshotBackup(ctx context.Context, name, snapshot, target string, cred, labels map[string]string) (string, error) {
+func (c *GRPCClient) SnapshotBackup(ctx context.Context, req BackupRequest) (string, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: name, Snapshot: snapshot, Target: target, Labels: labels, Credential: cred})
+	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: req.Name, Snapshot: req.Snapshot, Target: req.Target,
+		Labels: req.Labels, Credential: req.Credential, CompressionMethod: req.Compression, ConcurrentLimit: int32(req.Concurrency)})
 	if err != nil {
-		return "", c.wrap("backup of snapshot "+snapshot, err)
+		return "", c.wrap("backup of snapshot "+req.Snapshot, err)
 	}
 	return resp.Name, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
 	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
@@ -144,13 +145,17 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := "file://" + t.TempDir()
-	if _, err := c.SnapshotBackup(ctx, "", "missing", target, nil, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := c.SnapshotBackup(ctx, BackupRequest{Snapshot: "missing", Target: target}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("backup of a missing snapshot: %v", err)
 	}
-	if _, err := c.SnapshotBackup(ctx, "", "s1", "ftp://x", nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := c.SnapshotBackup(ctx, BackupRequest{Snapshot: "s1", Target: "ftp://x"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("backup to an unsupported target: %v", err)
 	}
-	name, err := c.SnapshotBackup(ctx, "backup-one", "s1", target, nil, map[string]string{"RecurringJob": "nightly"})
+	if _, err := c.SnapshotBackup(ctx, BackupRequest{Snapshot: "s1", Target: target, Compression: "zstd"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "backup-compression-method") {
+		t.Fatalf("backup with an unknown compression: %v", err)
+	}
+	name, err := c.SnapshotBackup(ctx, BackupRequest{Name: "backup-one", Snapshot: "s1", Target: target, Labels: map[string]string{"RecurringJob": "nightly"},
+		Compression: "gzip", Concurrency: 3})
 	if err != nil || name != "backup-one" {
 		t.Fatalf("backup: %q, %v", name, err)
 	}
@@ -170,6 +175,11 @@ func TestBackupAndRestoreOverGRPC(t *testing.T) {
 	}
 	if !strings.Contains(url, "backup=backup-one") || !strings.Contains(url, "volume=vol") {
 		t.Fatalf("backup URL %q", url)
+	}
+	if store, err := backupstore.Open(target); err != nil {
+		t.Fatal(err)
+	} else if info, err := store.Get("vol", "backup-one"); err != nil || info.Compression != "gzip" {
+		t.Fatalf("the backup taken with gzip: %+v, %v", info, err)
 	}
 
 	// Restore into a second, new volume served by another engine.
@@ -213,10 +223,10 @@ func TestBackupAndRestoreOverGRPCToS3(t *testing.T) {
 	target := srv.Target("cluster")
 	noSecret := srv.Credential()
 	delete(noSecret, "AWS_SECRET_ACCESS_KEY")
-	if _, err := c.SnapshotBackup(ctx, "", "s1", target, noSecret, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "AWS_SECRET_ACCESS_KEY is missing") {
+	if _, err := c.SnapshotBackup(ctx, BackupRequest{Snapshot: "s1", Target: target, Credential: noSecret}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "AWS_SECRET_ACCESS_KEY is missing") {
 		t.Fatalf("backup with a credential lacking its secret: %v", err)
 	}
-	if _, err := c.SnapshotBackup(ctx, "backup-s3", "s1", target, srv.Credential(), nil); err != nil {
+	if _, err := c.SnapshotBackup(ctx, BackupRequest{Name: "backup-s3", Snapshot: "s1", Target: target, Credential: srv.Credential()}); err != nil {
 		t.Fatal(err)
 	}
 	var url string

@@ -17,6 +17,8 @@ const (
 	SettingNameRecurringJobMaxRetention             SettingName = "recurring-job-max-retention"
 	SettingNameBackupTarget                         SettingName = "backup-target"
 	SettingNameBackupTargetCredentialSecret         SettingName = "backup-target-credential-secret"
+	SettingNameBackupCompressionMethod              SettingName = "backup-compression-method"
+	SettingNameBackupConcurrentLimit                SettingName = "backup-concurrent-limit"
 	SettingNameBackingImageCleanupWaitInterval      SettingName = "backing-image-cleanup-wait-interval"
 	SettingNameTaintToleration                      SettingName = "taint-toleration"
 	SettingNameSystemManagedComponentsNodeSelector  SettingName = "system-managed-components-node-selector"
@@ -98,6 +100,29 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Type:        SettingTypeString,
 		Default:     "",
 		Check:       checkObjectName("Secret"),
+	},
+	SettingNameBackupCompressionMethod: {
+		DisplayName: "Backup Compression Method",
+		Description: "How backup blocks are compressed: lz4 (fast, the default), gzip (smaller, slower) or none. A change applies to the next backup of each volume, which is then full.",
+		Category:    "backup",
+		Type:        SettingTypeString,
+		Default:     "lz4",
+		Check: func(v string) error {
+			switch v {
+			case "lz4", "gzip", "none":
+				return nil
+			}
+			return fmt.Errorf("%q must be lz4, gzip or none", v)
+		},
+	},
+	SettingNameBackupConcurrentLimit: {
+		DisplayName: "Backup Concurrent Limit Per Backup",
+		Description: "How many blocks of one backup are compressed and uploaded at once. More helps a remote target with high latency; each worker holds two 2 MiB buffers.",
+		Category:    "backup",
+		Type:        SettingTypeInt,
+		Default:     "2",
+		Min:         1,
+		Max:         64,
 	},
 	SettingNameBackingImageCleanupWaitInterval: {
 		DisplayName: "Backing Image Cleanup Wait Interval",

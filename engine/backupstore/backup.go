@@ -33,7 +33,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	method := req.Compression
 	if method == "" {
-		method = DefaultCompression
+		method = s.compression
 	}
 	if err := CheckCompression(method); err != nil {
 		return nil, stats, fmt.Errorf("backup compression: %w", err)
@@ -146,7 +146,7 @@ func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64
 	)
 	workers := req.Concurrency
 	if workers <= 0 {
-		workers = DefaultConcurrency
+		workers = s.concurrency
 	}
 	free := make(chan []byte, workers+1)
 	for i := 0; i < workers+1; i++ {

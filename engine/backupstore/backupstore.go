@@ -130,8 +130,33 @@ type Store struct {
 	driver Driver
 	now    func() time.Time
 
+	// compression and concurrency are what a backup request that leaves
+	// them empty uses (SetBackupDefaults).
+	compression string
+	concurrency int
+
 	// Lock timing; tests shorten it.
 	lockRefresh, lockExpiry, lockPoll time.Duration
+}
+
+// SetBackupDefaults sets how the store's backups compress blocks (lz4,
+// gzip or none; lz4 when empty) and how many blocks each compresses and
+// uploads at once (DefaultConcurrency when 0), unless a request says.
+func (s *Store) SetBackupDefaults(compression string, concurrency int) error {
+	if compression == "" {
+		compression = DefaultCompression
+	}
+	if err := CheckCompression(compression); err != nil {
+		return fmt.Errorf("backup-compression-method: %w", err)
+	}
+	if concurrency < 0 || concurrency > 64 {
+		return fmt.Errorf("backup-concurrent-limit: %d must be between 1 and 64", concurrency)
+	}
+	if concurrency == 0 {
+		concurrency = DefaultConcurrency
+	}
+	s.compression, s.concurrency = compression, concurrency
+	return nil
 }
 
 // Open returns the store of a backup-target URL that needs no credential
@@ -153,7 +178,7 @@ func OpenWithCredential(target string, cred map[string]string) (*Store, error) {
 
 // NewStore returns a store on a driver.
 func NewStore(target string, d Driver) *Store {
-	return &Store{target: target, driver: d, now: time.Now,
+	return &Store{target: target, driver: d, now: time.Now, compression: DefaultCompression, concurrency: DefaultConcurrency,
 		lockRefresh: defaultLockRefresh, lockExpiry: defaultLockExpiry, lockPoll: defaultLockPoll}
 }
 

@@ -180,6 +180,9 @@ func (s *Server) BackupCreate(_ context.Context, req *pb.BackupCreateRequest) (*
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := store.SetBackupDefaults(req.CompressionMethod, int(req.ConcurrentLimit)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	name := req.Name
 	if name == "" {
 		name = backupstore.NewBackupName()

@@ -548,9 +548,14 @@ type BackupCreateRequest struct {
 	// The data of the backup-target-credential-secret (AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS, AWS_CERT, VIRTUAL_HOSTED_STYLE);
 	// empty when none is set.
-	Credential    map[string]string `protobuf:"bytes,6,rep,name=credential,proto3" json:"credential,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Credential map[string]string `protobuf:"bytes,6,rep,name=credential,proto3" json:"credential,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How blocks are compressed (lz4 when empty, gzip, none) and how many
+	// are compressed and uploaded at once (2 when 0): the
+	// backup-compression-method and backup-concurrent-limit settings.
+	CompressionMethod string `protobuf:"bytes,7,opt,name=compression_method,json=compressionMethod,proto3" json:"compression_method,omitempty"`
+	ConcurrentLimit   int32  `protobuf:"varint,8,opt,name=concurrent_limit,json=concurrentLimit,proto3" json:"concurrent_limit,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *BackupCreateRequest) Reset() {
@@ -623,6 +628,20 @@ func (x *BackupCreateRequest) GetCredential() map[string]string {
 		return x.Credential
 	}
 	return nil
+}
+
+func (x *BackupCreateRequest) GetCompressionMethod() string {
+	if x != nil {
+		return x.CompressionMethod
+	}
+	return ""
+}
+
+func (x *BackupCreateRequest) GetConcurrentLimit() int32 {
+	if x != nil {
+		return x.ConcurrentLimit
+	}
+	return 0
 }
 
 type BackupCreateResponse struct {
@@ -1110,7 +1129,7 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"is_purging\x18\x01 \x01(\bR\tisPurging\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x95\x03\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xef\x03\n" +
 	"\x13BackupCreateRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -1119,7 +1138,9 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x06labels\x18\x05 \x03(\v23.longhorn.engine.v1.BackupCreateRequest.LabelsEntryR\x06labels\x12W\n" +
 	"\n" +
 	"credential\x18\x06 \x03(\v27.longhorn.engine.v1.BackupCreateRequest.CredentialEntryR\n" +
-	"credential\x1a9\n" +
+	"credential\x12-\n" +
+	"\x12compression_method\x18\a \x01(\tR\x11compressionMethod\x12)\n" +
+	"\x10concurrent_limit\x18\b \x01(\x05R\x0fconcurrentLimit\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
