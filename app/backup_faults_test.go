@@ -1,0 +1,144 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// TestABackupInterruptedByAManagerRestartIsMarkedFailed: the manager stops
+// while a backup is in progress (held back by a deletion's lock in the
+// target); after it comes back the Backup says it was interrupted, never
+// Completed, and stays.
+func TestABackupInterruptedByAManagerRestartIsMarkedFailed(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	dataDir := t.TempDir()
+	cfg := cluster.ServiceAccountConfig(ns, serviceAccount)
+	d := startDaemon(t, cfg, ns, "node-1", dataDir)
+	e := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}
+
+	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	qemuIO(t, v["endpoint"].(string), "write -P 0x42 0 4M", "flush")
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+	root := t.TempDir()
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"file://`+root+`"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, root), nil
+	})
+	// Another manager's deletion holds the volume: the backup waits.
+	locks := filepath.Join(root, "backupstore", "volumes", "src", "locks")
+	if err := os.MkdirAll(locks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(locks, "delete-other.lck"), []byte(`{"kind":"delete","id":"other","host":"node-2","seq":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	backup := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	eventually(t, 30*time.Second, "the Backup InProgress", func() (bool, error) {
+		b, err := e.lh.LonghornV1beta2().Backups(ns).Get(context.Background(), backup, metav1.GetOptions{})
+		return err == nil && b.Status.State == "InProgress", nil
+	})
+	d.stop(t)
+	d = startDaemon(t, cfg, ns, "node-1", dataDir)
+	e.base = "http://" + d.apiAddress
+	eventually(t, 60*time.Second, "the Backup marked interrupted", func() (bool, error) {
+		b, err := e.lh.LonghornV1beta2().Backups(ns).Get(context.Background(), backup, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if b.Status.State == "Completed" {
+			t.Fatal("the interrupted backup shows Completed")
+		}
+		return b.Status.State == "Error" && strings.Contains(b.Status.Error, "interrupted"), nil
+	})
+	// It stays, so the failure is seen, until it is deleted.
+	time.Sleep(3 * time.Second)
+	if b, err := e.lh.LonghornV1beta2().Backups(ns).Get(context.Background(), backup, metav1.GetOptions{}); err != nil || b.Status.State != "Error" {
+		t.Fatalf("the interrupted Backup after a while: %+v, %v", b, err)
+	}
+	// The first daemon's backup still waits in this test process, as a
+	// killed manager's would not: a file where its folder was ends it.
+	if err := os.RemoveAll(filepath.Join(root, "backupstore")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "backupstore"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+}
+
+// TestARestoreOfACorruptedBlockLeavesTheVolumeNotReady: a block corrupted
+// in the target fails the restore naming the block, and the volume is not
+// attached with wrong bytes.
+func TestARestoreOfACorruptedBlockLeavesTheVolumeNotReady(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	qemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "flush")
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+	root := t.TempDir()
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"file://`+root+`"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, root), nil
+	})
+	backup := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	var url string
+	eventually(t, 30*time.Second, "the backup Completed", func() (bool, error) {
+		b, err := e.lh.LonghornV1beta2().Backups(e.ns).Get(context.Background(), backup, metav1.GetOptions{})
+		if err == nil && b.Status.State == "Completed" {
+			url = b.Status.URL
+		}
+		return url != "", nil
+	})
+	// Flip a byte in the middle of the one block.
+	var block string
+	filepath.Walk(filepath.Join(root, "backupstore"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(p, ".blk") {
+			block = p
+		}
+		return nil
+	})
+	data, err := os.ReadFile(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(block, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(block), ".blk"), ".lz4")
+
+	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":1,"fromBackup":"`+url+`"}`).expect(t, 200)
+	eventually(t, 30*time.Second, "the restore's error naming the block", func() (bool, error) {
+		v, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "copy", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range v.Status.Conditions {
+			if c.Type == "Restore" && c.Status == "False" && strings.Contains(c.Message, sum) {
+				return v.Status.RestoreRequired, nil
+			}
+		}
+		return false, nil
+	})
+	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	time.Sleep(3 * time.Second)
+	if got := e.call(t, "GET", "/v1/volumes/copy", "").expect(t, 200); got.body["state"] == "attached" {
+		t.Fatal("a volume whose restore failed attached")
+	}
+}
