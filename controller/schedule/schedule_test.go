@@ -139,10 +139,55 @@ func TestDaylightSaving(t *testing.T) {
 	}
 }
 
-func BenchmarkMostRecentAfterAYearOfMinutes(b *testing.B) {
-	s, _ := Parse("* * * * *", "")
-	after, now := utc("2025-11-22T00:00:00Z"), utc("2026-11-22T09:30:30Z")
-	for i := 0; i < b.N; i++ {
-		s.MostRecent(after, now)
+// worstSchedules are the costliest schedules found for MostRecent and
+// Decide: a dense schedule whose last tick is half a year back (the old
+// search walked every minute of its last window), sparse ones whose ticks
+// are years apart, in zones with daylight saving, and a year of missed
+// minutes.
+var worstSchedules = []struct {
+	name, cron, tz string
+	after, now     string
+}{
+	{"a year of missed minutes", "* * * * *", "", "2025-11-22T00:00:00Z", "2026-11-22T09:30:30Z"},
+	{"every minute of January to June, on 31 December", "* * * 1-6 *", "", "2026-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
+	{"the same in Europe/Paris", "* * * 1-6 *", "Europe/Paris", "2026-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
+	{"every minute of the 1st to 15th, on the 31st", "* * 1-15 * *", "", "2026-12-01T00:00:00Z", "2026-12-31T12:00:00Z"},
+	{"weekdays of January, on 31 December", "* * * 1 1-5", "America/New_York", "2026-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
+	{"29 February, seven years back", "0 0 29 2 *", "Europe/Paris", "2090-01-01T00:00:00Z", "2103-02-28T00:00:00Z"},
+	{"once a year, a year back", "59 23 31 12 *", "Australia/Lord_Howe", "2020-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
+	{"weekly across a half-hour daylight-saving shift", "@weekly", "Australia/Lord_Howe", "2027-04-03T13:00:00Z", "2027-04-10T14:00:00Z"},
+	{"an interval, a year of missed ticks", "@every 1m", "", "2025-11-22T00:00:00Z", "2026-11-22T09:30:30Z"},
+}
+
+// BenchmarkMostRecent and BenchmarkDecide give the figures in the README.
+// They assert nothing about time (the machine varies).
+func BenchmarkMostRecent(b *testing.B) {
+	for _, c := range worstSchedules {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Parse(c.cron, c.tz)
+			if err != nil {
+				b.Fatal(err)
+			}
+			after, now := utc(c.after), utc(c.now)
+			for i := 0; i < b.N; i++ {
+				s.MostRecent(after, now)
+			}
+		})
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	for _, c := range worstSchedules {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Parse(c.cron, c.tz)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := State{Created: utc(c.after), LastSchedule: utc(c.after)}
+			now := utc(c.now)
+			for i := 0; i < b.N; i++ {
+				Decide(s, st, now)
+			}
+		})
 	}
 }
