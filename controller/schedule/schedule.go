@@ -2,10 +2,13 @@
 // functions of (schedule, time zone, status, now), in the style of the
 // Kubernetes CronJob controller's utils: no clients, no clock reads.
 //
-// Daylight saving follows robfig/cron evaluated in the job's time zone, as
-// Kubernetes CronJobs do: a tick inside the hour skipped in spring does
-// not fire that day, and a tick inside the hour repeated in autumn fires
-// at each of its two instants.
+// An instant is a tick when its wall clock in the job's time zone matches
+// the cron fields (see ticks.go), the daylight-saving policy of
+// Kubernetes CronJobs: a tick inside the time skipped in spring does not
+// fire that day, and a tick inside the time repeated in autumn fires at
+// each of its two instants. robfig/cron v3.0.1 parses the expression;
+// its own Next is not used, as it skips ticks around a half-hour shift
+// (Australia/Lord_Howe) and has no backward search.
 package schedule
 
 import (
@@ -18,8 +21,11 @@ import (
 
 // Schedule is a parsed cron expression in a time zone.
 type Schedule struct {
-	cron cron.Schedule
-	loc  *time.Location
+	// spec is a five-field expression or a descriptor other than @every;
+	// other is an @every schedule.
+	spec  *cron.SpecSchedule
+	other cron.Schedule
+	loc   *time.Location
 }
 
 // Parse reads a cron expression (five fields or a descriptor) for the
@@ -42,22 +48,50 @@ func Parse(expr, tz string) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, fmt.Errorf("cron %q: %v", expr, err)
 	}
-	return Schedule{cron: c, loc: loc}, nil
+	switch c := c.(type) {
+	case *cron.SpecSchedule:
+		return Schedule{spec: c, loc: loc}, nil
+	}
+	return Schedule{other: c, loc: loc}, nil
 }
 
-// Next is the first tick strictly after t; zero when there is none.
+// ceilSecond is the first whole second strictly after t.
+func ceilSecond(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second)
+}
+
+// Next is the first tick strictly after t; zero when there is none
+// within ten years.
 func (s Schedule) Next(t time.Time) time.Time {
-	return s.cron.Next(t.In(s.loc))
+	if s.spec == nil {
+		step()
+		return s.other.Next(t.In(s.loc))
+	}
+	u := ceilSecond(t)
+	return specNext(s.spec, s.loc, u, u.Add(searchHorizon))
 }
 
 // MostRecent is the latest tick in (after, now], or zero when there is
-// none. It takes bounded time however many ticks were missed: it looks
-// back from now in windows that double until one holds a tick, then walks
-// the ticks of that window only.
+// none. It takes bounded time however many ticks were missed: it searches
+// backwards from now over the cron fields.
 func (s Schedule) MostRecent(after, now time.Time) time.Time {
 	if !now.After(after) {
 		return time.Time{}
 	}
+	if s.spec == nil {
+		return s.intervalMostRecent(after, now)
+	}
+	u := now.Truncate(time.Second)
+	floor := ceilSecond(after)
+	if limit := u.Add(-searchHorizon); limit.After(floor) {
+		floor = limit
+	}
+	return specPrev(s.spec, s.loc, u, floor)
+}
+
+// intervalMostRecent looks back from now in windows that double until
+// one holds a tick; an interval schedule has at most two in the last.
+func (s Schedule) intervalMostRecent(after, now time.Time) time.Time {
 	first := s.Next(after)
 	if first.IsZero() || first.After(now) {
 		return time.Time{}
@@ -82,11 +116,25 @@ func (s Schedule) MostRecent(after, now time.Time) time.Time {
 	}
 }
 
-// CountMissed counts the ticks in (after, now], stopping at limit.
+// CountMissed counts the ticks in (after, now], stopping at limit, and
+// looks back ten years at most.
 func (s Schedule) CountMissed(after, now time.Time, limit int) int {
+	if floor := now.Add(-searchHorizon); floor.After(after) {
+		after = floor
+	}
 	n := 0
 	for t := s.Next(after); !t.IsZero() && !t.After(now) && n < limit; t = s.Next(t) {
 		n++
 	}
 	return n
+}
+
+// testHookStep, when set (by tests), is called at each step of a tick
+// search, so a test can bound the work without timing it.
+var testHookStep func()
+
+func step() {
+	if testHookStep != nil {
+		testHookStep()
+	}
 }

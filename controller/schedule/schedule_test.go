@@ -139,6 +139,58 @@ func TestDaylightSaving(t *testing.T) {
 	}
 }
 
+// A half-hour daylight-saving shift (Australia/Lord_Howe: +11 to +10:30
+// on the first Sunday of April at 02:00, back on the first Sunday of
+// October) moves no tick: robfig/cron v3.0.1 skipped the @weekly tick of
+// 2027-04-11, so after the run of 04-04 the requeue was two weeks.
+func TestHalfHourDaylightSaving(t *testing.T) {
+	weekly := mustParse(t, "@weekly", "Australia/Lord_Howe")
+	run := utc("2027-04-03T13:00:00Z")  // Sunday 2027-04-04 00:00 +11
+	want := utc("2027-04-10T13:30:00Z") // Sunday 2027-04-11 00:00 +10:30
+	if next := weekly.Next(run); !next.Equal(want) {
+		t.Fatalf("next after %s is %s, want %s", run, next.UTC(), want)
+	}
+	st := State{Created: utc("2027-03-01T00:00:00Z"), LastSchedule: run}
+	now := utc("2027-04-04T01:00:00Z")
+	if d := Decide(weekly, st, now); d.Action != Wait || d.Requeue != want.Sub(now)+requeueSlack {
+		t.Fatalf("after the run of 04-04: %+v, want a wait until %s", d, want)
+	}
+	if d := Decide(weekly, st, want.Add(5*time.Second)); d.Action != Run || !d.Tick.Equal(want) {
+		t.Fatalf("on 04-11: %+v, want the run of %s", d, want)
+	}
+	// The repeated half hour of April fires twice; the skipped half hour
+	// of October not at all.
+	autumn := mustParse(t, "45 1 * * *", "Australia/Lord_Howe")
+	first := autumn.Next(utc("2027-04-03T13:00:00Z"))
+	if second := autumn.Next(first); !first.Equal(utc("2027-04-03T14:45:00Z")) || !second.Equal(utc("2027-04-03T15:15:00Z")) {
+		t.Fatalf("the repeated 01:45 fires at %s and %s", first.UTC(), second.UTC())
+	}
+	spring := mustParse(t, "15 2 * * *", "Australia/Lord_Howe")
+	if next := spring.Next(utc("2027-10-02T13:30:00Z")); !next.Equal(utc("2027-10-03T15:15:00Z")) {
+		t.Fatalf("the skipped 02:15 of 2027-10-03 fires at %s, want the next day's", next.UTC())
+	}
+}
+
+// maxDecideSteps bounds the search steps of one Decide (a Next call, a
+// zone period, a month or a day visited).
+const maxDecideSteps = 1000
+
+// Decide does bounded work on every schedule, the worst ones included:
+// the test counts search steps, never time.
+func TestDecideDoesBoundedWork(t *testing.T) {
+	steps := 0
+	testHookStep = func() { steps++ }
+	defer func() { testHookStep = nil }()
+	for _, c := range worstSchedules {
+		s := mustParse(t, c.cron, c.tz)
+		steps = 0
+		Decide(s, State{Created: utc(c.after), LastSchedule: utc(c.after)}, utc(c.now))
+		if steps > maxDecideSteps {
+			t.Errorf("%s: %d search steps, want at most %d", c.name, steps, maxDecideSteps)
+		}
+	}
+}
+
 // worstSchedules are the costliest schedules found for MostRecent and
 // Decide: a dense schedule whose last tick is half a year back (the old
 // search walked every minute of its last window), sparse ones whose ticks
@@ -154,6 +206,7 @@ var worstSchedules = []struct {
 	{"every minute of the 1st to 15th, on the 31st", "* * 1-15 * *", "", "2026-12-01T00:00:00Z", "2026-12-31T12:00:00Z"},
 	{"weekdays of January, on 31 December", "* * * 1 1-5", "America/New_York", "2026-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
 	{"29 February, seven years back", "0 0 29 2 *", "Europe/Paris", "2090-01-01T00:00:00Z", "2103-02-28T00:00:00Z"},
+	{"29 February in Casablanca (four offset changes a year), since 1990", "0 0 29 2 *", "Africa/Casablanca", "1990-01-01T00:00:00Z", "2032-02-28T00:00:00Z"},
 	{"once a year, a year back", "59 23 31 12 *", "Australia/Lord_Howe", "2020-01-01T00:00:00Z", "2026-12-31T12:00:00Z"},
 	{"weekly across a half-hour daylight-saving shift", "@weekly", "Australia/Lord_Howe", "2027-04-03T13:00:00Z", "2027-04-10T14:00:00Z"},
 	{"an interval, a year of missed ticks", "@every 1m", "", "2025-11-22T00:00:00Z", "2026-11-22T09:30:30Z"},
