@@ -21,11 +21,13 @@ import (
 
 // Schedule is a parsed cron expression in a time zone.
 type Schedule struct {
-	// spec is a five-field expression or a descriptor other than @every;
-	// other is an @every schedule.
-	spec  *cron.SpecSchedule
-	other cron.Schedule
-	loc   *time.Location
+	// spec is a five-field expression or a descriptor other than @every.
+	spec *cron.SpecSchedule
+	// every is the interval of an @every schedule, whose ticks are
+	// anchor + k*every for every k >= 1, anchor in whole seconds.
+	every  time.Duration
+	anchor time.Time
+	loc    *time.Location
 }
 
 // Parse reads a cron expression (five fields or a descriptor) for the
@@ -51,8 +53,20 @@ func Parse(expr, tz string) (Schedule, error) {
 	switch c := c.(type) {
 	case *cron.SpecSchedule:
 		return Schedule{spec: c, loc: loc}, nil
+	case cron.ConstantDelaySchedule:
+		// robfig/cron makes it whole seconds, at least one.
+		return Schedule{every: c.Delay, loc: loc}, nil
 	}
-	return Schedule{other: c, loc: loc}, nil
+	return Schedule{}, fmt.Errorf("cron %q: a schedule of an unknown kind (%T)", expr, c)
+}
+
+// countedFrom is the schedule with an @every interval counted from
+// anchor (its fraction of a second dropped): every tick is anchor plus a
+// whole number of intervals, at least one. Other schedules do not change.
+// An @every schedule never given an anchor counts from the zero time.
+func (s Schedule) countedFrom(anchor time.Time) Schedule {
+	s.anchor = anchor.Truncate(time.Second)
+	return s
 }
 
 // ceilSecond is the first whole second strictly after t.
@@ -63,9 +77,9 @@ func ceilSecond(t time.Time) time.Time {
 // Next is the first tick strictly after t; zero when there is none
 // within ten years.
 func (s Schedule) Next(t time.Time) time.Time {
-	if s.spec == nil {
+	if s.every > 0 {
 		step()
-		return s.other.Next(t.In(s.loc))
+		return s.tick(max(s.index(t)+1, 1))
 	}
 	u := ceilSecond(t)
 	return specNext(s.spec, s.loc, u, u.Add(searchHorizon))
@@ -73,13 +87,18 @@ func (s Schedule) Next(t time.Time) time.Time {
 
 // MostRecent is the latest tick in (after, now], or zero when there is
 // none. It takes bounded time however many ticks were missed: it searches
-// backwards from now over the cron fields.
+// backwards from now over the cron fields, or divides for @every.
 func (s Schedule) MostRecent(after, now time.Time) time.Time {
 	if !now.After(after) {
 		return time.Time{}
 	}
-	if s.spec == nil {
-		return s.intervalMostRecent(after, now)
+	if s.every > 0 {
+		step()
+		k := s.index(now)
+		if k < 1 || k <= s.index(after) {
+			return time.Time{}
+		}
+		return s.tick(k)
 	}
 	u := now.Truncate(time.Second)
 	floor := ceilSecond(after)
@@ -89,44 +108,37 @@ func (s Schedule) MostRecent(after, now time.Time) time.Time {
 	return specPrev(s.spec, s.loc, u, floor)
 }
 
-// intervalMostRecent looks back from now in windows that double until
-// one holds a tick; an interval schedule has at most two in the last.
-func (s Schedule) intervalMostRecent(after, now time.Time) time.Time {
-	first := s.Next(after)
-	if first.IsZero() || first.After(now) {
-		return time.Time{}
-	}
-	for w := time.Minute; ; w *= 2 {
-		from := now.Add(-w)
-		if from.Before(after) {
-			from = after
-		}
-		t := s.Next(from)
-		if t.IsZero() || t.After(now) {
-			if from.Equal(after) {
-				return time.Time{}
-			}
-			continue
-		}
-		latest := t
-		for n := s.Next(t); !n.IsZero() && !n.After(now); n = s.Next(n) {
-			latest = n
-		}
-		return latest
-	}
-}
-
 // CountMissed counts the ticks in (after, now], stopping at limit, and
 // looks back ten years at most.
 func (s Schedule) CountMissed(after, now time.Time, limit int) int {
 	if floor := now.Add(-searchHorizon); floor.After(after) {
 		after = floor
 	}
+	if s.every > 0 {
+		n := s.index(now) - max(s.index(after), 0)
+		return int(min(max(n, 0), int64(limit)))
+	}
 	n := 0
 	for t := s.Next(after); !t.IsZero() && !t.After(now) && n < limit; t = s.Next(t) {
 		n++
 	}
 	return n
+}
+
+// index is, for an @every schedule, the k of its last tick at or before
+// t, anchor + k*every (zero or less before the first tick).
+func (s Schedule) index(t time.Time) int64 {
+	d, every := t.Unix()-s.anchor.Unix(), int64(s.every/time.Second)
+	k := d / every
+	if d < 0 && d%every != 0 {
+		k-- // floor, not truncation
+	}
+	return k
+}
+
+// tick is an @every schedule's k-th tick.
+func (s Schedule) tick(k int64) time.Time {
+	return time.Unix(s.anchor.Unix()+k*int64(s.every/time.Second), 0).In(s.loc)
 }
 
 // testHookStep, when set (by tests), is called at each step of a tick

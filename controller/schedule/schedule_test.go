@@ -139,6 +139,67 @@ func TestDaylightSaving(t *testing.T) {
 	}
 }
 
+// An @every schedule's ticks are counted from the job's creation, or
+// from the last change of its schedule: every tick is that time plus a
+// whole number of intervals, whatever ran, was skipped or was missed.
+func TestEveryCountsFromCreation(t *testing.T) {
+	hourly := mustParse(t, "@every 1h", "")
+	created := utc("2026-11-22T08:59:00Z")
+	for _, c := range []struct {
+		name     string
+		state    State
+		now      string
+		want     Action
+		tick     string
+		missed   int
+		nextTick string
+	}{
+		{name: "the first tick is an interval after creation", state: State{Created: created},
+			now: "2026-11-22T09:30:00Z", want: Wait, nextTick: "2026-11-22T09:59:00Z"},
+		{name: "after downtime the latest tick runs, not one an interval before now", state: State{Created: created},
+			now: "2026-11-22T12:00:00Z", want: Run, tick: "2026-11-22T11:59:00Z", missed: 3, nextTick: "2026-11-22T12:59:00Z"},
+		{name: "the next tick is an interval after the last, not after now", state: State{Created: created, LastSchedule: utc("2026-11-22T09:59:00Z")},
+			now: "2026-11-22T10:00:00Z", want: Wait, nextTick: "2026-11-22T10:59:00Z"},
+		{name: "a late run does not move the ticks", state: State{Created: created, LastSchedule: utc("2026-11-22T09:59:00Z")},
+			now: "2026-11-22T10:59:40Z", want: Run, tick: "2026-11-22T10:59:00Z", missed: 1, nextTick: "2026-11-22T11:59:00Z"},
+		{name: "a skip does not move the ticks", state: State{Created: created, LastSkipped: utc("2026-11-22T10:20:00Z")},
+			now: "2026-11-22T10:30:00Z", want: Wait, nextTick: "2026-11-22T10:59:00Z"},
+		{name: "a changed schedule counts from its change", state: State{Created: created, LastSchedule: utc("2026-11-22T09:59:00Z"), ScheduleChanged: utc("2026-11-22T10:17:05Z")},
+			now: "2026-11-22T10:30:00Z", want: Wait, nextTick: "2026-11-22T11:17:05Z"},
+		{name: "and fires then", state: State{Created: created, LastSchedule: utc("2026-11-22T09:59:00Z"), ScheduleChanged: utc("2026-11-22T10:17:05Z")},
+			now: "2026-11-22T11:17:06Z", want: Run, tick: "2026-11-22T11:17:05Z", missed: 1, nextTick: "2026-11-22T12:17:05Z"},
+		{name: "the anchor's fraction of a second is dropped, as in a stored timestamp", state: State{Created: created.Add(400 * time.Millisecond)},
+			now: "2026-11-22T09:59:00Z", want: Run, tick: "2026-11-22T09:59:00Z", missed: 1, nextTick: "2026-11-22T10:59:00Z"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := utc(c.now)
+			d := Decide(hourly, c.state, now)
+			if d.Action != c.want || c.tick != "" && !d.Tick.Equal(utc(c.tick)) || d.MissedTicks != c.missed {
+				t.Fatalf("%v of %s (%d missed), want %v of %s (%d missed)", d.Action, d.Tick.UTC().Format(time.RFC3339), d.MissedTicks, c.want, c.tick, c.missed)
+			}
+			// The requeue, the next tick in the status and the next
+			// decision agree.
+			after := c.state
+			if d.Action == Run {
+				after.LastSchedule = d.Tick
+			}
+			next := NextTick(hourly, after, now)
+			if !next.Equal(utc(c.nextTick)) {
+				t.Fatalf("next tick %s, want %s", next.UTC().Format(time.RFC3339), c.nextTick)
+			}
+			if d.Requeue != next.Sub(now)+requeueSlack {
+				t.Fatalf("requeue %s, want %s", d.Requeue, next.Sub(now)+requeueSlack)
+			}
+			if then := Decide(hourly, after, next); then.Action != Run || !then.Tick.Equal(next) {
+				t.Fatalf("at the next tick: %v of %s", then.Action, then.Tick.UTC())
+			}
+			if before := Decide(hourly, after, next.Add(-time.Second)); before.Action != Wait {
+				t.Fatalf("a second before the next tick: %v of %s", before.Action, before.Tick.UTC())
+			}
+		})
+	}
+}
+
 // A half-hour daylight-saving shift (Australia/Lord_Howe: +11 to +10:30
 // on the first Sunday of April at 02:00, back on the first Sunday of
 // October) moves no tick: robfig/cron v3.0.1 skipped the @weekly tick of
