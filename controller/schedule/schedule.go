@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	// The zone database is in the binary: a runtime image without
+	// /usr/share/zoneinfo still reads every timeZone alike.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 )
@@ -39,12 +42,9 @@ func Parse(expr, tz string) (Schedule, error) {
 	if strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
 		return Schedule{}, fmt.Errorf("cron %q: set the time zone in timeZone, not in the expression", expr)
 	}
-	loc := time.UTC
-	if tz != "" {
-		var err error
-		if loc, err = time.LoadLocation(tz); err != nil {
-			return Schedule{}, fmt.Errorf("timeZone %q is not an IANA time zone: %v", tz, err)
-		}
+	loc, err := LoadLocation(tz)
+	if err != nil {
+		return Schedule{}, err
 	}
 	c, err := cron.ParseStandard(trimmed)
 	if err != nil {
@@ -67,6 +67,22 @@ func Parse(expr, tz string) (Schedule, error) {
 func (s Schedule) countedFrom(anchor time.Time) Schedule {
 	s.anchor = anchor.Truncate(time.Second)
 	return s
+}
+
+// LoadLocation reads a job's timeZone: an IANA zone name, UTC when empty,
+// never the machine's zone ("Local" is refused).
+func LoadLocation(tz string) (*time.Location, error) {
+	switch tz {
+	case "":
+		return time.UTC, nil
+	case "Local":
+		return nil, fmt.Errorf("timeZone %q is not an IANA time zone: it is the machine's", tz)
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("timeZone %q is not an IANA time zone: %v", tz, err)
+	}
+	return loc, nil
 }
 
 // ceilSecond is the first whole second strictly after t.
