@@ -134,11 +134,10 @@ func (s Schedule) CountMissed(after, now time.Time, limit int) int {
 		n := s.index(now) - max(s.index(after), 0)
 		return int(min(max(n, 0), int64(limit)))
 	}
-	n := 0
-	for t := s.Next(after); !t.IsZero() && !t.After(now) && n < limit; t = s.Next(t) {
-		n++
+	if !now.After(after) {
+		return 0
 	}
-	return n
+	return specCount(s.spec, s.loc, ceilSecond(after), now.Truncate(time.Second), limit)
 }
 
 // index is, for an @every schedule, the k of its last tick at or before

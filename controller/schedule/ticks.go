@@ -53,8 +53,36 @@ func prevBit(mask uint64, from, min int) (int, bool) {
 	return 63 - bits.LeadingZeros64(m), true
 }
 
+var monthDays = [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
 func daysIn(y int, m time.Month) int {
-	return time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	if m == time.February && y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+		return 29
+	}
+	return monthDays[m]
+}
+
+// weekday is the day of the week of y-m-d in the proleptic Gregorian
+// calendar (Sakamoto's method): time.Date costs more, and this is done
+// for every month a search visits.
+func weekday(y int, m time.Month, d int) time.Weekday {
+	offsets := [13]int{0, 0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4}
+	if m < time.March {
+		y--
+	}
+	w := (y + floorDiv(y, 4) - floorDiv(y, 100) + floorDiv(y, 400) + offsets[m] + d) % 7
+	if w < 0 {
+		w += 7
+	}
+	return time.Weekday(w)
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // nextDay is the first day in [d, last] of the month whose first day is
@@ -150,7 +178,7 @@ func nextDate(sp *cron.SpecSchedule, y int, m time.Month, d, lastYear int) (int,
 		if time.Month(nm) != m {
 			m, d = time.Month(nm), 1
 		}
-		wd1 := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Weekday()
+		wd1 := weekday(y, m, 1)
 		if nd, ok := nextDay(sp, d, daysIn(y, m), wd1); ok {
 			return y, m, nd, true
 		}
@@ -173,7 +201,7 @@ func prevDate(sp *cron.SpecSchedule, y int, m time.Month, d, firstYear int) (int
 			m, d = time.Month(pm), 31
 		}
 		d = min(d, daysIn(y, m))
-		wd1 := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Weekday()
+		wd1 := weekday(y, m, 1)
 		if pd, ok := prevDay(sp, d, wd1); ok {
 			return y, m, pd, true
 		}
@@ -338,4 +366,26 @@ func specPrev(sp *cron.SpecSchedule, loc *time.Location, u, floor time.Time) tim
 		u = periodStart.Add(-time.Second)
 	}
 	return time.Time{}
+}
+
+// specCount counts the ticks in [u, end], both whole seconds, up to
+// limit: one offset lookup per period, not per tick.
+func specCount(sp *cron.SpecSchedule, loc *time.Location, u, end time.Time, limit int) int {
+	n := 0
+	for n < limit && !u.After(end) {
+		off, _, periodEnd := wallOffset(u, loc)
+		if periodEnd.IsZero() || periodEnd.After(end) {
+			periodEnd = end.Add(time.Second)
+		}
+		w, wallEnd := u.UTC().Add(off), periodEnd.UTC().Add(off)
+		for n < limit {
+			next, ok := wallNext(sp, w, wallEnd)
+			if !ok {
+				break
+			}
+			n, w = n+1, next.Add(time.Second)
+		}
+		u = periodEnd
+	}
+	return n
 }

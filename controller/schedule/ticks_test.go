@@ -72,7 +72,7 @@ func oracleWindows(t *testing.T, loc *time.Location) [][2]time.Time {
 	return ws
 }
 
-// Next and MostRecent agree with the definition of a tick, minute by
+// Next, MostRecent and CountMissed agree with the definition of a tick, minute by
 // minute, across offset changes of every kind.
 func TestTicksMatchTheirDefinition(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
@@ -116,6 +116,10 @@ func TestTicksMatchTheirDefinition(t *testing.T) {
 						if got := s.Next(x); !wantNext.IsZero() && !got.Equal(wantNext) {
 							t.Fatalf("%s in %s: Next(%s) = %s, want %s", expr, zone, x.UTC().Format(time.RFC3339Nano), got.UTC(), wantNext.UTC())
 						}
+						first := sort.Search(len(ticks), func(i int) bool { return ticks[i].After(w[0]) })
+						if got, want := s.CountMissed(w[0], x, 200), min(max(i-first, 0), 200); got != want {
+							t.Fatalf("%s in %s: CountMissed(%s, %s) = %d, want %d", expr, zone, w[0].UTC(), x.UTC().Format(time.RFC3339Nano), got, want)
+						}
 						if got := s.MostRecent(w[0], x); !got.Equal(wantPrev) {
 							t.Fatalf("%s in %s: MostRecent(%s, %s) = %s, want %s", expr, zone, w[0].UTC(), x.UTC().Format(time.RFC3339Nano), got.UTC(), wantPrev.UTC())
 						}
@@ -155,5 +159,17 @@ func TestLeapYearEndInAZoneRule(t *testing.T) {
 	daily := mustParse(t, "@daily", "Europe/Warsaw")
 	if got, want := daily.Next(utc("2040-12-31T12:00:00Z")), utc("2040-12-31T23:00:00Z"); !got.Equal(want) {
 		t.Fatalf("next %s, want %s", got.UTC(), want)
+	}
+}
+
+func TestWeekdayAndDaysIn(t *testing.T) {
+	for d := time.Date(-401, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2402; d = d.AddDate(0, 0, 13) {
+		y, m, day := d.Date()
+		if got := weekday(y, m, day); got != d.Weekday() {
+			t.Fatalf("weekday(%s) = %s, want %s", d.Format("2006-01-02"), got, d.Weekday())
+		}
+		if got, want := daysIn(y, m), time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day(); got != want {
+			t.Fatalf("daysIn(%d, %s) = %d, want %d", y, m, got, want)
+		}
 	}
 }
