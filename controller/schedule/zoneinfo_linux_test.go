@@ -20,11 +20,13 @@ const hiddenZoneinfoEnv = "SCHEDULE_TEST_ZONEINFO_HIDDEN"
 // tzdata): the package embeds the database. The test runs itself again in
 // a user and mount namespace where every zoneinfo directory is an empty
 // tmpfs, with ZONEINFO and GOROOT pointing at an empty directory and TZ
-// unset; there, only the embedded database can answer.
+// unset; there, only the embedded database can answer, and the ticks are
+// checked against their definition on it.
 func TestZonesWithoutSystemZoneinfo(t *testing.T) {
 	if os.Getenv(hiddenZoneinfoEnv) == "1" {
 		hideZoneinfo(t)
 		checkZones(t)
+		checkTicksMatchTheirDefinition(t)
 		return
 	}
 	empty := t.TempDir()
