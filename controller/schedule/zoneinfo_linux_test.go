@@ -51,6 +51,9 @@ func TestZonesWithoutSystemZoneinfo(t *testing.T) {
 		cmd.SysProcAttr = nil
 		out, err = cmd.CombinedOutput()
 	}
+	if err == nil && strings.Contains(string(out), "--- SKIP: TestZonesWithoutSystemZoneinfo") {
+		t.Skipf("the zoneinfo cannot be hidden here:\n%s", out)
+	}
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestZonesWithoutSystemZoneinfo") {
 		t.Fatalf("with the system's zoneinfo hidden: %v\n%s", err, out)
 	}
@@ -67,7 +70,9 @@ func hideZoneinfo(t *testing.T) {
 			continue
 		}
 		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-			t.Fatalf("hide %s: %v", dir, err)
+			// A user namespace without the right to mount (AppArmor's
+			// restriction of unprivileged user namespaces, say).
+			t.Skipf("cannot hide %s: %v", dir, err)
 		}
 	}
 	for _, dir := range zoneSources {
