@@ -146,6 +146,35 @@ func TestManagerRunnerRunsAnEveryMinuteJobOnceWithTwoManagers(t *testing.T) {
 	}
 }
 
+// An @every job ticks at its creation plus whole intervals, to the
+// second: the catch-up run after a suspension is for such a tick (robfig's
+// relative @every made it "an interval before now"), and nextScheduleTime
+// is the tick after it on the same grid.
+func TestManagerRunnerCountsEveryFromCreation(t *testing.T) {
+	t.Parallel()
+	e, _ := newRunnerEnv(t)
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"interval","task":"snapshot","cron":"@every 1m","retain":3,"suspend":true}`).expect(t, 200)
+	e.attachedVolume(t, "vol", "interval")
+	created := e.job(t, "interval").CreationTimestamp.Time
+	// The tick of creation + 1m passes while suspended, then the job
+	// resumes between two ticks.
+	time.Sleep(time.Until(created.Add(75 * time.Second)))
+	e.call(t, "PUT", "/v1/recurringjobs/interval", `{"suspend":false,"skipImmediately":false}`).expect(t, 200)
+	job := e.waitJob(t, "interval", "the catch-up run", 30*time.Second, func(j *longhorn.RecurringJob) bool {
+		return j.Status.LastScheduleTime != nil && j.Status.LastSuccessfulTime != nil && len(j.Status.Active) == 0
+	})
+	tick := job.Status.LastScheduleTime.Time
+	if d := tick.Sub(created); d <= 0 || d%time.Minute != 0 {
+		t.Fatalf("ran the tick %s, %s after the creation at %s: not whole minutes", tick.UTC(), d, created.UTC())
+	}
+	if next := job.Status.NextScheduleTime; next == nil || !next.After(tick) || next.Sub(created)%time.Minute != 0 {
+		t.Fatalf("nextScheduleTime %v after the tick %s of a job created at %s", next, tick.UTC(), created.UTC())
+	}
+	if n := e.tickSnapshots(t, "vol", tick); n != 1 {
+		t.Fatalf("%d snapshots for tick %s, want 1", n, tick)
+	}
+}
+
 func TestManagerRunnerSuspendAndResumeWithSkip(t *testing.T) {
 	t.Parallel()
 	e, _ := newRunnerEnv(t)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,9 +73,21 @@ func (c *RecurringJobController) mirrorCronJobStatus(job *longhorn.RecurringJob,
 	}
 	status.Active = active
 	if sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone); err == nil {
-		if next := nextScheduleTime(sched, jobState(job, len(active) > 0), c.clock.Now()); !sameTime(next, status.NextScheduleTime) {
+		if next := cronJobNextScheduleTime(sched, job, cj, len(active) > 0, c.clock.Now()); !sameTime(next, status.NextScheduleTime) {
 			status.NextScheduleTime = next
 		}
 	}
 	return nil
+}
+
+// cronJobNextScheduleTime is the tick the CronJob fires next. Kubernetes
+// counts an @every schedule from the CronJob's last tick, or from its
+// creation before one.
+func cronJobNextScheduleTime(sched schedule.Schedule, job *longhorn.RecurringJob, cj *batchv1.CronJob, active bool, now time.Time) *metav1.Time {
+	st := jobState(job, active)
+	st.Anchor = cj.CreationTimestamp.Time
+	if last := cj.Status.LastScheduleTime; last != nil {
+		st.Anchor = last.Time
+	}
+	return nextScheduleTime(sched, st, now)
 }

@@ -129,12 +129,10 @@ func jobState(job *longhorn.RecurringJob, active bool) schedule.State {
 	return st
 }
 
-// nextScheduleTime is the tick the job runs at next: nil while suspended.
+// nextScheduleTime is the tick the job runs at next, as the runner's
+// decision sees it: nil while suspended.
 func nextScheduleTime(s schedule.Schedule, st schedule.State, now time.Time) *metav1.Time {
-	if st.Suspend {
-		return nil
-	}
-	next := s.Next(now)
+	next := schedule.NextTick(s, st, now)
 	if next.IsZero() {
 		return nil
 	}

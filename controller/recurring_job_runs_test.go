@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/controller/schedule"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -82,5 +84,59 @@ func TestTickFromJobName(t *testing.T) {
 		if want == "" && ok || want != "" && (!ok || got.Format(time.RFC3339) != want) {
 			t.Errorf("%s: got %v %v, want %q", name, got, ok, want)
 		}
+	}
+}
+
+// An @every job's next tick in the status is counted from its creation
+// (or last schedule change), as the runner fires it: created 08:59, run at
+// 09:59, the next is 10:59, not an hour after now.
+func TestNextScheduleTimeOfAnInterval(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, _ := time.Parse(time.RFC3339, s)
+		return tm
+	}
+	job := &longhorn.RecurringJob{
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(at("2026-11-22T08:59:00Z"))},
+		Spec:       longhorn.RecurringJobSpec{Cron: "@every 1h"},
+		Status:     longhorn.RecurringJobStatus{LastScheduleTime: &metav1.Time{Time: at("2026-11-22T09:59:00Z")}},
+	}
+	sched, err := schedule.Parse(job.Spec.Cron, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := nextScheduleTime(sched, jobState(job, false), at("2026-11-22T10:00:00Z"))
+	if next == nil || !next.Time.Equal(at("2026-11-22T10:59:00Z")) {
+		t.Fatalf("nextScheduleTime %v, want 10:59", next)
+	}
+	job.Status.ObservedSchedule = &longhorn.RecurringJobObservedSchedule{Cron: "@every 1h", Since: &metav1.Time{Time: at("2026-11-22T10:17:05Z")}}
+	next = nextScheduleTime(sched, jobState(job, false), at("2026-11-22T10:20:00Z"))
+	if next == nil || !next.Time.Equal(at("2026-11-22T11:17:05Z")) {
+		t.Fatalf("after a change of schedule at 10:17:05, nextScheduleTime %v, want 11:17:05", next)
+	}
+}
+
+// On the CronJob runner, Kubernetes counts an @every schedule from the
+// CronJob's last tick, or its creation: the status shows that tick.
+func TestCronJobNextScheduleTimeOfAnInterval(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, _ := time.Parse(time.RFC3339, s)
+		return tm
+	}
+	job := &longhorn.RecurringJob{
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(at("2026-11-22T08:59:00Z"))},
+		Spec:       longhorn.RecurringJobSpec{Cron: "@every 1h"},
+	}
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(at("2026-11-22T08:59:02Z"))}}
+	sched, err := schedule.Parse(job.Spec.Cron, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := cronJobNextScheduleTime(sched, job, cj, false, at("2026-11-22T09:30:00Z")); next == nil || !next.Time.Equal(at("2026-11-22T09:59:02Z")) {
+		t.Fatalf("before a run: %v, want 09:59:02", next)
+	}
+	cj.Status.LastScheduleTime = &metav1.Time{Time: at("2026-11-22T09:59:02Z")}
+	job.Status.LastScheduleTime = cj.Status.LastScheduleTime
+	if next := cronJobNextScheduleTime(sched, job, cj, false, at("2026-11-22T10:00:00Z")); next == nil || !next.Time.Equal(at("2026-11-22T10:59:02Z")) {
+		t.Fatalf("after the run of 09:59:02: %v, want 10:59:02", next)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/cadence-storage/longhorn-manager/controller/schedule"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -63,7 +64,7 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)
 	if spec.TimeZone != "" {
-		if _, err := time.LoadLocation(spec.TimeZone); err != nil || spec.TimeZone == "Local" {
+		if _, err := schedule.LoadLocation(spec.TimeZone); err != nil {
 			errs = append(errs, field.Invalid(specPath.Child("timeZone"), spec.TimeZone, "must be an IANA time zone such as Europe/Paris; empty means UTC"))
 		}
 	}
@@ -136,11 +137,11 @@ func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 			return field.ErrorList{field.Invalid(p, expr, "@every must be followed by a whole number of minutes, at least one, such as \"@every 90m\"")}
 		}
 	}
-	schedule, err := cron.ParseStandard(trimmed)
-	if err != nil {
+	if _, err := cron.ParseStandard(trimmed); err != nil {
 		return field.ErrorList{field.Invalid(p, expr, "is not a standard cron expression: "+err.Error())}
 	}
-	if schedule.Next(now).IsZero() {
+	// The runner's own search (ten years ahead), so what is accepted fires.
+	if s, err := schedule.Parse(trimmed, ""); err != nil || s.Next(now).IsZero() {
 		return field.ErrorList{field.Invalid(p, expr, "never fires: no date matches it")}
 	}
 	return nil

@@ -14,7 +14,12 @@ type State struct {
 	// ScheduleChanged is when cron or the time zone last changed: ticks
 	// before it belong to the old schedule.
 	ScheduleChanged time.Time
-	Suspend         bool
+	// Anchor is when an @every schedule's ticks are counted from: each is
+	// Anchor plus a whole number of intervals, at least one. Zero means
+	// ScheduleChanged, or Created when the schedule never changed.
+	Anchor time.Time
+
+	Suspend bool
 	// SkipImmediately: a skip of the due tick may be pending (the job was
 	// just created or resumed and its skip not yet recorded); the due tick
 	// is not run meanwhile.
@@ -95,42 +100,69 @@ func reference(st State) time.Time {
 	return ref
 }
 
+// anchored is s with its @every interval counted from the state's anchor.
+func anchored(s Schedule, st State) Schedule {
+	switch {
+	case !st.Anchor.IsZero():
+		return s.countedFrom(st.Anchor)
+	case !st.ScheduleChanged.IsZero():
+		return s.countedFrom(st.ScheduleChanged)
+	}
+	return s.countedFrom(st.Created)
+}
+
+// NextTick is the tick the job runs at next as Decide sees it, the one
+// status.nextScheduleTime shows: the first after both now and the
+// reference (the last tick run or skipped, the last change). Zero while
+// suspended, or when the schedule has no tick within ten years.
+func NextTick(s Schedule, st State, now time.Time) time.Time {
+	if st.Suspend {
+		return time.Time{}
+	}
+	return nextTick(anchored(s, st), st, now)
+}
+
+func nextTick(s Schedule, st State, now time.Time) time.Time {
+	after := reference(st)
+	if now.After(after) {
+		after = now
+	}
+	return s.Next(after)
+}
+
 // Decide says what a runner should do for a job now: at most one catch-up
 // run for the most recent due tick, within the starting deadline when one
 // is set; nothing while suspended; a tick due while a run is active is
-// forbidden; and a skip of the due tick when skipImmediately is set.
+// forbidden; and a skip of the due tick when skipImmediately is set. The
+// requeue is for NextTick.
 func Decide(s Schedule, st State, now time.Time) Decision {
-	ref := reference(st)
-	requeue := func(after time.Time) time.Duration {
-		next := s.Next(after)
-		if next.IsZero() {
-			return time.Hour // a schedule that stopped firing: look again later
-		}
-		d := next.Sub(now) + requeueSlack
-		if d < requeueSlack {
-			d = requeueSlack
-		}
-		return d
-	}
 	if st.Suspend {
 		// Resuming is a change of the job, which brings it back at once:
 		// a suspended job needs no timer, only a slow safety net.
 		return Decision{Action: Wait, Requeue: suspendedRequeue}
 	}
+	s = anchored(s, st)
+	ref := reference(st)
+	d := Decision{Action: Wait, Requeue: time.Hour} // a schedule that stopped firing: look again later
+	if next := nextTick(s, st, now); !next.IsZero() {
+		d.Requeue = max(next.Sub(now)+requeueSlack, requeueSlack)
+	}
 	due := s.MostRecent(ref, now)
 	if due.IsZero() {
-		return Decision{Action: Wait, Requeue: requeue(now)}
+		return d
 	}
-	missed := s.CountMissed(ref, now, maxCountedMisses)
+	d.Tick, d.MissedTicks = due, s.CountMissed(ref, now, maxCountedMisses)
 	switch {
 	case st.SkipImmediately:
-		return Decision{Action: Skip, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
+		d.Action = Skip
 	case st.Active:
 		// Forbid: a tick that comes while the previous run is active is
 		// not run, then or later.
-		return Decision{Action: Forbidden, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
+		d.Action = Forbidden
 	case st.StartingDeadline > 0 && now.Sub(due) > st.StartingDeadline:
-		return Decision{Action: Missed, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
+		d.Action = Missed
+	default:
+		d.Action = Run
 	}
-	return Decision{Action: Run, Tick: due, MissedTicks: missed, Requeue: requeue(now)}
+	return d
 }
