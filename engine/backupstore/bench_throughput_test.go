@@ -81,23 +81,32 @@ func readAndCompress(b *testing.B, v *replica.SnapshotView, method string, worke
 }
 
 // BenchmarkFullBackupAgainstBaseline backs a snapshot of half random,
-// half compressible data up to a new file:// target, interleaved with the
-// baseline (reading and compressing it alone, same method and workers),
-// and reports both speeds and their ratio. The S3 target is measured the
-// same way in the s3 package tests' benchmark.
+// half compressible data up to a new path of a file:// target and of the
+// local S3 server, interleaved with the baseline (reading and compressing
+// it alone, same method, on as many workers as cores), and reports both
+// speeds and their ratio.
 func BenchmarkFullBackupAgainstBaseline(b *testing.B) {
 	size := benchSize(b)
 	_, v := halfRandomVolume(b, size)
-	for _, method := range []string{CompressionLZ4, CompressionGzip} {
-		b.Run(method, func(b *testing.B) {
-			benchFullBackup(b, v, method, func(i int) *Store {
-				s, err := Open("file://" + filepath.Join(b.TempDir(), fmt.Sprint(i)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s
+	targets := testTargets(b)
+	for _, kind := range []string{"file", "s3"} {
+		tt := targets[kind]
+		for _, method := range []string{CompressionLZ4, CompressionGzip} {
+			b.Run(kind+"/"+method, func(b *testing.B) {
+				benchFullBackup(b, v, method, func(i int) *Store {
+					// A fresh path each time: a full backup, nothing to dedupe.
+					target := tt.Target + "bench-" + method + "-" + fmt.Sprint(i) + "/"
+					if kind == "file" {
+						target = tt.Target + "/bench-" + method + "-" + fmt.Sprint(i)
+					}
+					s, err := OpenWithCredential(target, tt.Credential)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return s
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -223,16 +232,30 @@ func fillTarget(b *testing.B, d Driver, volumes, backups int) {
 // BenchmarkScanTarget reads a target of 100 volumes x 30 backups, as the
 // backup target controller does on each poll, and reports the requests.
 func BenchmarkScanTarget(b *testing.B) {
-	root := b.TempDir()
-	fillTarget(b, &FileDriver{Root: root}, 100, 30)
-	d := &countingDriver{Driver: &FileDriver{Root: root}}
-	s := NewStore("file://"+root, d)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		l, err := s.Scan()
-		if err != nil || len(l.Volumes) != 100 || len(l.Backups["vol-099"]) != 30 {
-			b.Fatalf("scan: %v", err)
-		}
+	for kind, tt := range testTargets(b) {
+		b.Run(kind, func(b *testing.B) {
+			fillTarget(b, tt.Driver, 100, 30)
+			d := &countingDriver{Driver: tt.Driver}
+			s := NewStore(tt.Target, d)
+			scan := func() {
+				l, err := s.Scan()
+				if err != nil || len(l.Volumes) != 100 || len(l.Backups["vol-099"]) != 30 {
+					b.Fatalf("scan: %v", err)
+				}
+			}
+			// The first poll of a target reads every config; later ones
+			// only what changed.
+			summaries.keepVolumes(tt.Target, nil)
+			start := time.Now()
+			scan()
+			firstTook, firstCalls := time.Since(start), d.calls.Swap(0)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				scan()
+			}
+			b.ReportMetric(float64(d.calls.Load())/float64(b.N), "requests/scan")
+			b.ReportMetric(float64(firstTook.Milliseconds()), "ms/first-scan")
+			b.ReportMetric(float64(firstCalls), "requests/first-scan")
+		})
 	}
-	b.ReportMetric(float64(d.calls.Load())/float64(b.N), "requests/scan")
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -110,6 +111,8 @@ func (s *Store) Volumes() ([]VolumeInfo, error) {
 // used, and the records that cannot, with why.
 type Listing struct {
 	Volumes []VolumeInfo
+	// Backups by volume, without their block lists; shared, not to be
+	// changed.
 	Backups map[string][]*BackupInfo
 	Invalid []InvalidRecord
 }
@@ -123,7 +126,7 @@ type InvalidRecord struct {
 
 // Scan reads the whole target. A record that cannot be used is reported
 // in Invalid and the rest is read; only a failure to reach the target
-// fails the scan.
+// fails the scan. The backups it lists carry no block list.
 func (s *Store) Scan() (*Listing, error) {
 	keys, err := s.driver.List("backupstore/volumes")
 	if err != nil {
@@ -150,8 +153,9 @@ func (s *Store) Scan() (*Listing, error) {
 		if err != nil {
 			return nil, err
 		}
+		summaries.prune(s.target, name, names)
 		for _, b := range names {
-			info, err := s.Get(name, b)
+			info, err := s.summary(name, b)
 			switch {
 			case errors.Is(err, ErrNotExist):
 			case errors.Is(err, ErrInvalid):
@@ -165,5 +169,80 @@ func (s *Store) Scan() (*Listing, error) {
 		sortBackups(l.Backups[name])
 	}
 	sort.Slice(l.Volumes, func(i, j int) bool { return l.Volumes[i].Name < l.Volumes[j].Name })
+	summaries.keepVolumes(s.target, keys)
 	return l, nil
+}
+
+// summaries remember the backups Scan read, without their block lists, by
+// target, volume and name. A backup config is written once and never
+// changed, so a poll of a target reads only the configs it has not seen:
+// two requests per volume instead of one per backup.
+var summaries = summaryCache{m: map[string]map[string]map[string]*BackupInfo{}}
+
+type summaryCache struct {
+	sync.Mutex
+	m map[string]map[string]map[string]*BackupInfo // target, volume, backup
+}
+
+func (c *summaryCache) get(target, volume, backup string) *BackupInfo {
+	c.Lock()
+	defer c.Unlock()
+	return c.m[target][volume][backup]
+}
+
+func (c *summaryCache) put(target, volume, backup string, info *BackupInfo) {
+	c.Lock()
+	defer c.Unlock()
+	if c.m[target] == nil {
+		c.m[target] = map[string]map[string]*BackupInfo{}
+	}
+	if c.m[target][volume] == nil {
+		c.m[target][volume] = map[string]*BackupInfo{}
+	}
+	c.m[target][volume][backup] = info
+}
+
+// prune forgets a volume's backups that are no longer listed.
+func (c *summaryCache) prune(target, volume string, listed []string) {
+	c.Lock()
+	defer c.Unlock()
+	keep := map[string]bool{}
+	for _, n := range listed {
+		keep[n] = true
+	}
+	for n := range c.m[target][volume] {
+		if !keep[n] {
+			delete(c.m[target][volume], n)
+		}
+	}
+}
+
+// keepVolumes forgets the volumes of a target that are no longer listed.
+func (c *summaryCache) keepVolumes(target string, keys []string) {
+	c.Lock()
+	defer c.Unlock()
+	keep := map[string]bool{}
+	for _, k := range keys {
+		keep[path.Base(k)] = true
+	}
+	for v := range c.m[target] {
+		if !keep[v] {
+			delete(c.m[target], v)
+		}
+	}
+}
+
+// summary is a backup without its block list, from the cache or read.
+func (s *Store) summary(volume, backup string) (*BackupInfo, error) {
+	if info := summaries.get(s.target, volume, backup); info != nil {
+		return info, nil
+	}
+	info, err := s.Get(volume, backup)
+	if err != nil {
+		return nil, err
+	}
+	sum := *info
+	sum.Blocks = nil
+	summaries.put(s.target, volume, backup, &sum)
+	return &sum, nil
 }
