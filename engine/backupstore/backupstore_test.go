@@ -121,9 +121,9 @@ func TestBackupRestoreAndIncremental(t *testing.T) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	vols, err := s.Volumes()
-	if err != nil || len(vols) != 1 || vols[0].LastBackupName != b2.Name || vols[0].Size != volSize {
-		t.Fatalf("volumes: %+v, %v", vols, err)
+	l, err := s.Scan()
+	if err != nil || len(l.Volumes) != 1 || l.Volumes[0].LastBackupName != b2.Name || l.Volumes[0].Size != volSize {
+		t.Fatalf("scan: %+v, %v", l, err)
 	}
 
 	// Deleting the first backup frees only the blocks the second lacks.

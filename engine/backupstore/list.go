@@ -92,21 +92,6 @@ func (s *Store) Volume(name string) (*VolumeInfo, error) {
 	return decodeVolume(data, name)
 }
 
-// Volumes lists the volumes the store holds backups of. It fails if any
-// volume record cannot be used; Scan reports such records instead.
-func (s *Store) Volumes() ([]VolumeInfo, error) {
-	l, err := s.Scan()
-	if err != nil {
-		return nil, err
-	}
-	for _, bad := range l.Invalid {
-		if bad.Backup == "" {
-			return nil, bad.Err
-		}
-	}
-	return l.Volumes, nil
-}
-
 // Listing is what a target holds: the volumes and backups that can be
 // used, and the records that cannot, with why.
 type Listing struct {
