@@ -51,31 +51,47 @@ func (s *Store) collectBlocks(volume string, backups []*BackupInfo, lock *heldLo
 			used[path.Base(blockKey(volume, ref.Checksum, b.Compression))] = true
 		}
 	}
-	level1, err := s.driver.List(volumeKey(volume) + "/blocks")
+	files, err := s.blockFiles(volume)
 	if err != nil {
 		return err
 	}
-	for _, d1 := range level1 {
-		level2, err := s.driver.List(d1)
-		if err != nil {
-			return err
-		}
-		for _, d2 := range level2 {
-			files, err := s.driver.List(d2)
-			if err != nil {
+	for _, f := range files {
+		if _, _, ours := checksumOfBlockFile(path.Base(f)); ours && !used[path.Base(f)] {
+			if err := lock.check(); err != nil {
 				return err
 			}
-			for _, f := range files {
-				if _, _, ours := checksumOfBlockFile(path.Base(f)); ours && !used[path.Base(f)] {
-					if err := lock.check(); err != nil {
-						return err
-					}
-					if err := s.driver.Delete(f); err != nil {
-						return fmt.Errorf("free block %s: %w", f, err)
-					}
-				}
+			if err := s.driver.Delete(f); err != nil {
+				return fmt.Errorf("free block %s: %w", f, err)
 			}
 		}
 	}
 	return nil
+}
+
+// blockFiles lists every block file of a volume: in one listing where the
+// driver can (S3), else folder by folder.
+func (s *Store) blockFiles(volume string) ([]string, error) {
+	prefix := volumeKey(volume) + "/blocks"
+	if d, ok := s.driver.(deepLister); ok {
+		return d.ListAll(prefix)
+	}
+	var out []string
+	level1, err := s.driver.List(prefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, d1 := range level1 {
+		level2, err := s.driver.List(d1)
+		if err != nil {
+			return nil, err
+		}
+		for _, d2 := range level2 {
+			files, err := s.driver.List(d2)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, files...)
+		}
+	}
+	return out, nil
 }

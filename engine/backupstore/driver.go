@@ -25,6 +25,13 @@ type Driver interface {
 	Delete(key string) error
 }
 
+// deepLister is a Driver that lists every key under a prefix, at any
+// depth, in one go: an object store, where each one-level List is a
+// request of its own.
+type deepLister interface {
+	ListAll(prefix string) ([]string, error)
+}
+
 // ErrNotExist is returned for a key the store does not have.
 var ErrNotExist = fs.ErrNotExist
 

@@ -521,6 +521,32 @@ func (d *S3Driver) List(prefix string) ([]string, error) {
 	return out, nil
 }
 
+// ListAll returns every key under prefix, at any depth, in one listing
+// (a page per 1,000 keys) rather than one request per "folder".
+func (d *S3Driver) ListAll(prefix string) ([]string, error) {
+	p := strings.Trim(prefix, "/")
+	full := d.prefix
+	if p != "" {
+		full += p + "/"
+	}
+	dl := d.newDeadline(d.Timeout)
+	defer dl.stop()
+	var out []string
+	for obj := range d.client.ListObjects(dl.ctx, d.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, d.fail("list", full, obj.Err, dl)
+		}
+		dl.extend(d.Timeout)
+		if name := strings.TrimPrefix(obj.Key, full); name != "" && !strings.HasSuffix(name, "/") {
+			out = append(out, strings.TrimPrefix(p+"/"+name, "/"))
+		}
+	}
+	if errors.Is(context.Cause(dl.ctx), errS3Timeout) {
+		return nil, d.fail("list", full, dl.ctx.Err(), dl)
+	}
+	return out, nil
+}
+
 // Delete removes the object; a missing one is no error.
 func (d *S3Driver) Delete(key string) error {
 	object := d.object(key)
