@@ -21,9 +21,11 @@ import (
 // the end: the file holds what the volume held when the export began.
 func TestBackingImageExportSurvivesADetachMidway(t *testing.T) {
 	e, disks, _, _ := twoDiskAPIEnv(t)
-	// 2 GiB, nearly empty: the export lasts several seconds (the data
-	// source hashes the zeros), long enough to detach the volume midway.
-	e.call(t, "POST", "/v1/volumes", `{"name":"big","size":"2Gi","numberOfReplicas":1}`).expect(t, 200)
+	// 8 GiB, nearly empty: the export lasts several data source polls (3 s
+	// each; it hashes the zeros), long enough to see it in progress and to
+	// detach the volume midway. (At 2 GiB an export could end between two
+	// polls on a quiet machine and never be seen in progress.)
+	e.call(t, "POST", "/v1/volumes", `{"name":"big","size":"8Gi","numberOfReplicas":1}`).expect(t, 200)
 	endpoint := e.attachVolume(t, "big")
 	qemuIO(t, endpoint, "write -P 0x77 0 1M", "write -P 0x99 2047M 1M", "flush")
 
@@ -60,8 +62,8 @@ func TestBackingImageExportSurvivesADetachMidway(t *testing.T) {
 
 	e.attachVolume(t, "big")
 	bi, disk := e.waitImageFile(t, "from-big", longhorn.BackingImageStateReady, "")
-	if bi.Status.Size != 2<<30 {
-		t.Fatalf("the export's size is %d, want 2 GiB", bi.Status.Size)
+	if bi.Status.Size != 8<<30 {
+		t.Fatalf("the export's size is %d, want 8 GiB", bi.Status.Size)
 	}
 	f, err := os.Open(filepath.Join(backingimage.FileFolder(disks[disk], "from-big", bi.Status.UUID), backingimage.DataFile))
 	if err != nil {
