@@ -158,3 +158,33 @@ func TestDeletingASnapshotOfADetachedVolumeWaitsForAttach(t *testing.T) {
 		t.Fatal("the deletion changed what the volume reads")
 	}
 }
+
+// A deleted snapshot with several children (after a revert to it) cannot
+// be merged: its status says what the deletion waits for, and once all
+// but one child are deleted it goes by itself.
+func TestDeletingASnapshotWithSeveralChildrenWaitsForOne(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
+	e.waitVolume(t, "vol", "attached without a frontend", func(m map[string]interface{}) bool {
+		return m["state"] == "attached" && m["frontendDisabled"] == true
+	})
+	e.createSnapshotObject(t, "vol", "base")
+	e.createSnapshotObject(t, "vol", "later")
+	e.call(t, "POST", "/v1/volumes/vol?action=snapshotRevert", `{"name":"base"}`).expect(t, 200)
+
+	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "base", "--wait=false")
+	eventually(t, 20*time.Second, "the status says the deletion waits for one child", func() (bool, error) {
+		s, err := e.snapshotObject(t, "base")
+		return err == nil && s.Status.MarkRemoved && !s.Status.ReadyToUse &&
+			strings.Contains(s.Status.Error, "children (later, volume-head)"), nil
+	})
+	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "later", "--timeout=30s")
+	eventually(t, 20*time.Second, "the waiting deletion done once one child is left", func() (bool, error) {
+		_, err := e.snapshotObject(t, "base")
+		head := e.engineSnapshot(t, "vol", "volume-head")
+		return apierrors.IsNotFound(err) && e.engineSnapshot(t, "vol", "base") == nil && head != nil && head.Parent == "", nil
+	})
+}
