@@ -104,6 +104,13 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 	if r.status != 400 || !strings.Contains(r.raw, "is held until") || !strings.Contains(r.raw, "export") {
 		t.Fatalf("deleting the snapshot just exported: %d %s", r.status, r.raw)
 	}
+	// kubectl delete of its object waits too, and its status says for what.
+	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", snapName, "--wait=false")
+	eventually(t, 20*time.Second, "the held snapshot's status says what its deletion waits for", func() (bool, error) {
+		s, err := e.snapshotObject(t, snapName)
+		return err == nil && s.DeletionTimestamp != nil && !s.Status.ReadyToUse && !s.Status.MarkRemoved &&
+			strings.Contains(s.Status.Error, "the deletion waits") && strings.Contains(s.Status.Error, "is held until"), nil
+	})
 
 	// A volume on the exported image reads the source's bytes.
 	e.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":1,"backingImage":"from-src"}`).expect(t, 200)

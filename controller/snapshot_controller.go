@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -147,12 +149,37 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 			return c.releaseFinalizer(ctx, snap)
 		}
 		if !hasEngine {
-			return c.setError(ctx, snap, "the volume must be attached to delete the snapshot")
+			return c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
 		}
-		if info != nil && !info.Removed {
-			if err := run.Engine.DeleteSnapshot(snap.Name); err != nil {
+		if info == nil {
+			// The engine is starting: its snapshots are not mirrored yet.
+			return nil
+		}
+		if !info.Removed {
+			err := run.Engine.DeleteSnapshot(snap.Name)
+			switch {
+			case errors.Is(err, enginecontroller.ErrNotFound):
+				// Purged since the mirror was read.
+				return c.releaseFinalizer(ctx, snap)
+			case errors.Is(err, enginecontroller.ErrPrecondition):
+				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
+					return serr
+				}
+				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+			case err != nil:
 				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 			}
+		}
+		// Marked removed in the engine: the status says so before the
+		// purge that frees the data (and ends the deletion) starts.
+		status := snapshotStatus(info, v, c.nodeID)
+		status.MarkRemoved, status.ReadyToUse = true, false
+		if len(info.Children) > 1 {
+			status.Error = fmt.Sprintf("the deletion waits until only one of the snapshot's %d children (%s) is left: its data is then merged into that one",
+				len(info.Children), strings.Join(slices.Sorted(maps.Keys(info.Children)), ", "))
+		}
+		if err := c.writeStatus(ctx, snap, status); err != nil {
+			return err
 		}
 		// StartPurge does nothing while a purge runs.
 		run.Engine.StartPurge()
@@ -195,13 +222,19 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 	if info == nil {
 		return nil
 	}
+	return c.writeStatus(ctx, snap, snapshotStatus(info, v, c.nodeID))
+}
+
+// snapshotStatus is the status of a Snapshot object as its engine
+// snapshot shows it.
+func snapshotStatus(info *longhorn.SnapshotInfo, v *longhorn.Volume, nodeID string) longhorn.SnapshotStatus {
 	status := longhorn.SnapshotStatus{
 		Parent: info.Parent, Children: info.Children, MarkRemoved: info.Removed, UserCreated: info.UserCreated,
-		CreationTime: info.Created, Labels: info.Labels, OwnerID: c.nodeID, RestoreSize: v.Spec.Size,
+		CreationTime: info.Created, Labels: info.Labels, OwnerID: nodeID, RestoreSize: v.Spec.Size,
 		ReadyToUse: !info.Removed,
 	}
 	status.Size, _ = strconv.ParseInt(info.Size, 10, 64)
-	return c.writeStatus(ctx, snap, status)
+	return status
 }
 
 // failedPurge is the error of the engine's last purge as its status

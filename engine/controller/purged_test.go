@@ -19,8 +19,7 @@ func waitPurge(t *testing.T, e *Engine) {
 
 func TestAPurgedSnapshotIsToldApartFromOneThatVanished(t *testing.T) {
 	e, _ := newEngine(t, 2)
-	// "purged" is merged into its child "kept"; a removed snapshot
-	// whose child is the volume head stays until another is taken.
+	// "purged" is merged into its child "kept"; "kept" stays.
 	for _, n := range []string{"purged", "kept"} {
 		if _, err := e.CreateSnapshot(n, nil); err != nil {
 			t.Fatal(err)

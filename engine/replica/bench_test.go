@@ -76,3 +76,33 @@ func BenchmarkPurgeOneSnapshot(b *testing.B) {
 	}
 	b.SetBytes(16 << 20)
 }
+
+// BenchmarkPurgeNewestSnapshotIntoHead merges the removed newest snapshot,
+// holding 16 MiB, into the head (which holds 4 MiB of its own) on a
+// 256 MiB volume: how long writes to the volume wait for that deletion.
+func BenchmarkPurgeNewestSnapshotIntoHead(b *testing.B) {
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		r, err := Create(filepath.Join(b.TempDir(), fmt.Sprint(i)), 256<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = r.WriteAt(data, 0)
+		_ = r.CreateSnapshot("newest", true, time.Now(), nil)
+		_, _ = r.WriteAt(data[:4<<20], 8<<20)
+		_ = r.MarkRemoved("newest")
+		b.StartTimer()
+		purged, err := r.Purge()
+		if err != nil || len(purged) != 1 {
+			b.Fatalf("purged %v, %v", purged, err)
+		}
+		b.StopTimer()
+		r.Close()
+		b.StartTimer()
+	}
+	b.SetBytes(16 << 20)
+}

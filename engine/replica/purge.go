@@ -11,11 +11,15 @@ import (
 const copyChunk = 1 << 20
 
 // Purge removes the data of snapshots marked removed. A removed snapshot
-// with one child snapshot is merged into that child: the child keeps its
-// own blocks and gains the ones only the removed snapshot had, so nothing
-// any remaining snapshot or the head reads changes. A removed snapshot
-// nothing descends from is dropped. A removed snapshot whose child is the
-// head, or that has several children, stays until that changes.
+// with one child, a snapshot or the head, is merged into that child: the
+// child keeps its own blocks and gains the ones only the removed snapshot
+// had, so nothing any remaining snapshot or the head reads changes. A
+// removed snapshot nothing descends from is dropped. A removed snapshot
+// with several children (the head and a snapshot, after a revert) stays
+// until that changes.
+//
+// The purge holds the replica's lock: writes to the head wait for it, so
+// a merge into the head never races a write.
 func (r *Replica) Purge() ([]string, error) {
 	return r.purge(noStep)
 }
@@ -27,17 +31,24 @@ func (r *Replica) purge(after step) ([]string, error) {
 		return nil, ErrClosed
 	}
 	var purged []string
+	tried := false
 	for {
 		name, child, ok := r.nextPurgeable()
 		if !ok {
 			break
 		}
+		tried = true
 		if err := r.purgeOne(name, child, after); err != nil {
+			// The metadata may have changed before the error: the chain
+			// follows what is committed.
+			if lerr := r.loadChain(); lerr != nil {
+				err = fmt.Errorf("%w; then %v", err, lerr)
+			}
 			return purged, fmt.Errorf("purge snapshot %s: %w", name, err)
 		}
 		purged = append(purged, name)
 	}
-	if len(purged) > 0 {
+	if tried {
 		if err := r.loadChain(); err != nil {
 			return purged, err
 		}
@@ -46,7 +57,8 @@ func (r *Replica) purge(after step) ([]string, error) {
 }
 
 // nextPurgeable finds a removed snapshot that can go, oldest name first so
-// the order is stable; child is "" when nothing descends from it.
+// the order is stable; child is "" when nothing descends from it, HeadName
+// when the head alone does.
 func (r *Replica) nextPurgeable() (name, child string, ok bool) {
 	children := map[string][]string{}
 	for n, m := range r.meta.Snapshots {
@@ -67,14 +79,30 @@ func (r *Replica) nextPurgeable() (name, child string, ok bool) {
 			return n, "", true
 		case len(kids) == 1 && !headIsChild:
 			return n, kids[0], true
+		case len(kids) == 0 && headIsChild:
+			return n, HeadName, true
 		}
 	}
 	return "", "", false
 }
 
+// purgeOne merges snapshot name into child (a snapshot, HeadName for the
+// head, "" for none), commits the metadata without it, then removes its
+// file. The merge only adds to the child blocks that read the same
+// through the chain, so a crash before the commit changes nothing anyone
+// reads; after the commit, Open removes the file nothing references.
 func (r *Replica) purgeOne(name, child string, after step) error {
-	if child != "" {
-		if err := r.mergeInto(name, child); err != nil {
+	switch child {
+	case "":
+	case HeadName:
+		if err := r.mergeInto(name, headFile(r.meta.HeadIndex)); err != nil {
+			return err
+		}
+		if err := after("merge into head"); err != nil {
+			return err
+		}
+	default:
+		if err := r.mergeInto(name, snapshotFile(child)); err != nil {
 			return err
 		}
 		if err := after("merge"); err != nil {
@@ -82,7 +110,11 @@ func (r *Replica) purgeOne(name, child string, after step) error {
 		}
 	}
 	next := r.cloneMeta()
-	if child != "" {
+	switch child {
+	case "":
+	case HeadName:
+		next.HeadParent = next.Snapshots[name].Parent
+	default:
 		next.Snapshots[child].Parent = next.Snapshots[name].Parent
 	}
 	delete(next.Snapshots, name)
@@ -95,17 +127,19 @@ func (r *Replica) purgeOne(name, child string, after step) error {
 	return os.Remove(filepath.Join(r.dir, snapshotFile(name)))
 }
 
-// mergeInto copies into child the blocks of name that child lacks. It
-// may be cut short at any point: a copied block holds what reads of the
+// mergeInto copies into the layer file childFile (a snapshot's, or the
+// head's) the blocks of snapshot name that the child lacks, and syncs it.
+// It may be cut short at any point: a copied block holds what reads of the
 // child already returned through the chain, so a partial merge changes
-// nothing anyone reads, and the next purge completes it.
-func (r *Replica) mergeInto(name, child string) error {
+// nothing anyone reads, and the next purge completes it. The caller holds
+// the replica's lock, so no write to the head comes in between.
+func (r *Replica) mergeInto(name, childFile string) error {
 	src, err := os.Open(filepath.Join(r.dir, snapshotFile(name)))
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	dst, err := os.OpenFile(filepath.Join(r.dir, snapshotFile(child)), os.O_RDWR, 0)
+	dst, err := os.OpenFile(filepath.Join(r.dir, childFile), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
