@@ -117,45 +117,95 @@ func (s *Store) Scan() (*Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listing{Backups: map[string][]*BackupInfo{}}
-	for _, k := range keys {
-		name := path.Base(k)
-		if checkName("volume", name) != nil {
-			continue // not a folder this store writes
-		}
-		v, err := s.Volume(name)
-		if errors.Is(err, ErrNotExist) {
-			continue // a first backup in progress
-		}
-		if errors.Is(err, ErrInvalid) {
-			l.Invalid = append(l.Invalid, InvalidRecord{Volume: name, Err: err})
-		} else if err != nil {
-			return nil, err
-		} else {
-			l.Volumes = append(l.Volumes, *v)
-		}
-		names, err := s.backupNames(name)
-		if err != nil {
-			return nil, err
-		}
-		summaries.prune(s.target, name, names)
-		for _, b := range names {
-			info, err := s.summary(name, b)
-			switch {
-			case errors.Is(err, ErrNotExist):
-			case errors.Is(err, ErrInvalid):
-				l.Invalid = append(l.Invalid, InvalidRecord{Volume: name, Backup: b, Err: err})
-			case err != nil:
-				return nil, err
-			default:
-				l.Backups[name] = append(l.Backups[name], info)
+	// Volumes are read scanWorkers at a time: on an object store each
+	// read is a round trip.
+	results := make([]*volumeScan, len(keys))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(scanWorkers, len(keys)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				results[i] = s.scanVolume(path.Base(keys[i]))
 			}
+		}()
+	}
+	for i := range keys {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	l := &Listing{Backups: map[string][]*BackupInfo{}}
+	for _, r := range results {
+		switch {
+		case r == nil:
+		case r.err != nil:
+			return nil, r.err
+		default:
+			if r.volume != nil {
+				l.Volumes = append(l.Volumes, *r.volume)
+			}
+			if r.backups != nil {
+				l.Backups[r.name] = r.backups
+			}
+			l.Invalid = append(l.Invalid, r.invalid...)
 		}
-		sortBackups(l.Backups[name])
 	}
 	sort.Slice(l.Volumes, func(i, j int) bool { return l.Volumes[i].Name < l.Volumes[j].Name })
 	summaries.keepVolumes(s.target, keys)
 	return l, nil
+}
+
+// scanWorkers is how many volumes Scan reads at once.
+const scanWorkers = 8
+
+// volumeScan is what Scan read of one volume; nil when the folder is not
+// a volume's (or holds only a first backup in progress).
+type volumeScan struct {
+	name    string
+	volume  *VolumeInfo
+	backups []*BackupInfo
+	invalid []InvalidRecord
+	err     error
+}
+
+func (s *Store) scanVolume(name string) *volumeScan {
+	if checkName("volume", name) != nil {
+		return nil // not a folder this store writes
+	}
+	r := &volumeScan{name: name}
+	v, err := s.Volume(name)
+	switch {
+	case errors.Is(err, ErrNotExist):
+		return nil // a first backup in progress
+	case errors.Is(err, ErrInvalid):
+		r.invalid = append(r.invalid, InvalidRecord{Volume: name, Err: err})
+	case err != nil:
+		return &volumeScan{err: err}
+	default:
+		r.volume = v
+	}
+	names, err := s.backupNames(name)
+	if err != nil {
+		return &volumeScan{err: err}
+	}
+	summaries.prune(s.target, name, names)
+	for _, b := range names {
+		info, err := s.summary(name, b)
+		switch {
+		case errors.Is(err, ErrNotExist):
+		case errors.Is(err, ErrInvalid):
+			r.invalid = append(r.invalid, InvalidRecord{Volume: name, Backup: b, Err: err})
+		case err != nil:
+			return &volumeScan{err: err}
+		default:
+			r.backups = append(r.backups, info)
+		}
+	}
+	sortBackups(r.backups)
+	return r
 }
 
 // summaries remember the backups Scan read, without their block lists, by
