@@ -328,17 +328,23 @@ func (c *VolumeController) replicasNotLocal(v *longhorn.Volume, replicas []*long
 
 // markHealthy records in spec.healthyAt that each replica's data exists,
 // once an engine opened it: from then on it is only ever opened, never
-// created again.
+// created again. The written objects replace those in replicas, so the
+// status writes that follow carry their resource version.
 func (c *VolumeController) markHealthy(ctx context.Context, replicas []*longhorn.Replica) error {
-	for _, r := range replicas {
+	for i, r := range replicas {
 		if r.Spec.HealthyAt != "" {
 			continue
 		}
 		updated := r.DeepCopy()
 		updated.Spec.HealthyAt = c.clock.Now().UTC().Format(time.RFC3339)
-		if _, err := c.ds.UpdateReplica(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		written, err := c.ds.UpdateReplica(ctx, updated)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("record that replica %s holds data: %w", r.Name, err)
 		}
+		replicas[i] = written
 	}
 	return nil
 }
