@@ -222,4 +222,32 @@ func TestAReplicaWhoseDataVanishedIsAnError(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the replica's folder %s was created again: %v", dir, err)
 	}
+
+	// A replica that names a disk the node does not have is refused too.
+	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
+	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["nodeID"] == "" })
+	err = datastore.RetryOnConflict(func() error {
+		r, err := e.lh.LonghornV1beta2().Replicas(e.ns).Get(ctx, "vol-r-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		r.Spec.DiskID = "no-such-disk"
+		_, err = e.lh.LonghornV1beta2().Replicas(e.ns).Update(ctx, r, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	eventually(t, 20*time.Second, "the Attach condition names the disk", func() (bool, error) {
+		got, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(ctx, "vol", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond = volumeCondition(got, "Attach")
+		return cond != nil && cond.Reason == "ReplicaDiskMissing", nil
+	})
+	if cond.Status != longhorn.ConditionStatusFalse || !strings.Contains(cond.Message, "replica vol-r-0 is on disk no-such-disk") {
+		t.Errorf("Attach condition %+v", cond)
+	}
 }

@@ -220,7 +220,12 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	case v.Spec.NodeID == "":
 		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
 	case v.Spec.NodeID == c.ownership.nodeID && notLocal != nil:
-		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonReplicasOnOtherNode, notLocal.Error(), c.clock.Now())
+		reason := ReasonReplicasOnOtherNode
+		var disk *diskNotHereError
+		if errors.As(notLocal, &disk) {
+			reason = ReasonReplicaDiskMissing
+		}
+		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
 	}
 	if v.Spec.NodeID == c.ownership.nodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
@@ -291,6 +296,7 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 const (
 	ConditionTypeAttach       = "Attach"
 	ReasonReplicasOnOtherNode = "ReplicasOnOtherNode"
+	ReasonReplicaDiskMissing  = "ReplicaDiskMissing"
 	ReasonReplicaDataMissing  = "ReplicaDataMissing"
 	ReasonEngineStartFailed   = "EngineStartFailed"
 )
@@ -319,12 +325,18 @@ func (c *VolumeController) replicasNotLocal(v *longhorn.Volume, replicas []*long
 			}
 		}
 		if !found {
-			return fmt.Errorf("volume %s cannot be attached to node %q: replica %s is on disk %s at %s, which is not a disk of node %q",
-				v.Name, c.ownership.nodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.nodeID)
+			return &diskNotHereError{fmt.Sprintf("volume %s cannot be attached to node %q: replica %s is on disk %s at %s, which is not a disk of node %q (by that UUID at that path)",
+				v.Name, c.ownership.nodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.nodeID)}
 		}
 	}
 	return nil
 }
+
+// diskNotHereError: a replica of this node names a disk the node does not
+// have (removed, or replaced by another at the same path).
+type diskNotHereError struct{ msg string }
+
+func (e *diskNotHereError) Error() string { return e.msg }
 
 // markHealthy records in spec.healthyAt that each replica's data exists,
 // once an engine opened it: from then on it is only ever opened, never
