@@ -350,7 +350,9 @@ func (c *VolumeController) markHealthy(ctx context.Context, replicas []*longhorn
 		updated := r.DeepCopy()
 		updated.Spec.HealthyAt = c.clock.Now().UTC().Format(time.RFC3339)
 		written, err := c.ds.UpdateReplica(ctx, updated)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone, or the cache is behind a write (most likely this
+			// one): the next sync reads it again.
 			continue
 		}
 		if err != nil {
