@@ -1,6 +1,7 @@
 package api
 
 import (
+	"path/filepath"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +67,22 @@ type Volume struct {
 	Endpoint             string                               `json:"endpoint"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
 	Conditions           []longhorn.Condition                 `json:"conditions"`
+	// Replicas are the volume's replicas and where they are: the volume
+	// attaches only to the node that holds them.
+	Replicas []VolumeReplica `json:"replicas"`
+}
+
+// VolumeReplica is one replica of a volume, as Longhorn's API shows it.
+type VolumeReplica struct {
+	Name     string `json:"name"`
+	HostID   string `json:"hostId"`
+	DiskID   string `json:"diskID"`
+	DiskPath string `json:"diskPath"`
+	DataPath string `json:"dataPath"`
+	Running  bool   `json:"running"`
+	// HealthyAt is when an engine first opened the replica's data; empty
+	// while it has none yet.
+	HealthyAt string `json:"healthyAt"`
 }
 
 // VolumeInput is the body of volume create.
@@ -204,8 +221,24 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
 		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, State: v.Status.State, Robustness: v.Status.Robustness,
 		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
-		FrontendDisabled: v.Status.FrontendDisabled, Endpoint: s.volumeEndpoint(v.Name),
+		FrontendDisabled: v.Status.FrontendDisabled, Endpoint: s.volumeEndpoint(v.Name), Replicas: s.volumeReplicas(v.Name),
 	}
+}
+
+// volumeReplicas lists a volume's replicas from the cache, by name.
+func (s *Server) volumeReplicas(volume string) []VolumeReplica {
+	list, err := s.ds.ListVolumeReplicasRO(volume)
+	out := make([]VolumeReplica, 0, len(list))
+	if err != nil {
+		return out
+	}
+	for _, r := range list {
+		out = append(out, VolumeReplica{Name: r.Name, HostID: r.Spec.NodeID, DiskID: r.Spec.DiskID, DiskPath: r.Spec.DiskPath,
+			DataPath: filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName), Running: r.Status.CurrentState == longhorn.InstanceStateRunning,
+			HealthyAt: r.Spec.HealthyAt})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func toSetting(base string, name types.SettingName, value string, applied bool) Setting {

@@ -93,6 +93,7 @@ func schemas() []Schema {
 				"frontendDisabled":     {Type: "boolean"},
 				"endpoint":             {Type: "string"},
 				"conditions":           {Type: "array[condition]"},
+				"replicas":             {Type: "array[replica]"},
 			},
 			ResourceActions: map[string]Action{
 				"recurringJobAdd":    {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
@@ -148,6 +149,13 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"type": {Type: "string"}, "status": {Type: "string"}, "reason": {Type: "string"},
 				"message": {Type: "string"}, "lastProbeTime": {Type: "string"}, "lastTransitionTime": {Type: "string"},
+			},
+		},
+		{
+			ID: "replica",
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "hostId": {Type: "string"}, "diskID": {Type: "string"}, "diskPath": {Type: "string"},
+				"dataPath": {Type: "string"}, "running": {Type: "boolean"}, "healthyAt": {Type: "string"},
 			},
 		},
 		{

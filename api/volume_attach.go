@@ -153,6 +153,18 @@ func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, name strin
 		return badRequest("hostId: node %q is not a Longhorn node", in.HostID)
 	}
 	v, err := s.updateAttachment(r.Context(), name, func(v *longhorn.Volume) (bool, error) {
+		// The engine opens the replicas from its own node's disks: a volume
+		// attaches only where its replicas are. (A volume attached
+		// elsewhere gets applyAttach's conflict, which says so.)
+		if v.Spec.NodeID == "" || v.Spec.NodeID == in.HostID {
+			replicas, err := s.ds.ListVolumeReplicasRO(v.Name)
+			if err != nil {
+				return false, err
+			}
+			if err := datastore.AttachRefusal(v.Name, in.HostID, replicas); err != nil {
+				return false, &httpError{http.StatusConflict, "Conflict", err.Error()}
+			}
+		}
 		return applyAttach(v, in.HostID, in.AttachedBy, in.DisableFrontend)
 	})
 	if err != nil {

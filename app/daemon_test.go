@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,9 +68,25 @@ func startDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir string
 	return d
 }
 
+// dataDirNodes records which node's daemon uses each data directory: on
+// a real cluster every node has its own disks, so two test daemons of
+// different nodes never share one (a replica path that exists on one
+// node's disk must not exist on the other's).
+var dataDirNodes sync.Map
+
 // launchDaemon is startDaemon without failing the test, for goroutines.
 // The daemon stops when the test ends.
 func launchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir string, opts ...func(*DaemonOptions)) (*runningDaemon, error) {
+	if dataDir == "" {
+		return nil, fmt.Errorf("daemon %s: no data directory", node)
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := dataDirNodes.LoadOrStore(abs, namespace+"/"+node); loaded && prev != namespace+"/"+node {
+		return nil, fmt.Errorf("daemon %s: data directory %s is %s's; every node's daemon needs its own", node, abs, prev)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	d := &runningDaemon{cancel: cancel, done: make(chan error, 1)}

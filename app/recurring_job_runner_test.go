@@ -63,13 +63,17 @@ func (e *runnerEnv) waitJob(t *testing.T, name, what string, timeout time.Durati
 }
 
 // attachedVolume creates a small volume labelled for job and attaches it
-// to node-1.
+// to the node that holds its replica (the manager that created it).
 func (e *runnerEnv) attachedVolume(t *testing.T, name, job string) {
 	t.Helper()
 	e.call(t, "POST", "/v1/volumes", `{"name":"`+name+`","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=recurringJobAdd", `{"name":"`+job+`","isGroup":false}`).expect(t, 200)
-	e.waitVolume(t, name, "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
-	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+	v := e.waitVolume(t, name, "created with its replica", func(m map[string]interface{}) bool {
+		replicas, _ := m["replicas"].([]interface{})
+		return m["state"] == "detached" && len(replicas) == 1
+	})
+	node := v["replicas"].([]interface{})[0].(map[string]interface{})["hostId"].(string)
+	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"`+node+`"}`).expect(t, 200)
 	e.waitVolume(t, name, "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
 }
 

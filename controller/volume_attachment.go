@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -51,12 +52,16 @@ func replicaDir(r *longhorn.Replica) string {
 
 // ensureObjects creates the volume's Replicas (on a ready disk of this
 // node) and its Engine, named <volume>-r-<n> and <volume>-e-0.
-func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume) ([]*longhorn.Replica, *longhorn.Engine, error) {
+// Missing replicas are created only while every existing one is on this
+// node: a volume's replicas stay together on the node that holds them,
+// where its engine opens them. attachTo is the node the Engine is to run
+// on ("" for none).
+func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume, attachTo string) ([]*longhorn.Replica, *longhorn.Engine, error) {
 	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(replicas) < v.Spec.NumberOfReplicas {
+	if len(replicas) < v.Spec.NumberOfReplicas && datastore.AttachRefusal(v.Name, c.ownership.nodeID, replicas) == nil {
 		diskUUID, diskPath, err := c.readyDisk()
 		if err != nil {
 			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
@@ -114,11 +119,11 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 		return nil, nil, err
 	}
 	desired := e.DeepCopy()
-	desired.Spec.NodeID = v.Spec.NodeID
+	desired.Spec.NodeID = attachTo
 	desired.Spec.ReplicaAddressMap = addresses
 	desired.Spec.DisableFrontend = v.Spec.DisableFrontend
 	desired.Spec.DesireState = longhorn.InstanceStateStopped
-	if v.Spec.NodeID != "" {
+	if attachTo != "" {
 		desired.Spec.DesireState = longhorn.InstanceStateRunning
 	}
 	if !equality.Semantic.DeepEqual(desired.Spec, e.Spec) {
@@ -155,12 +160,27 @@ func (c *VolumeController) readyDisk() (uuid, path string, err error) {
 func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volume) error {
 	// written is the Engine's resource version once its status is current.
 	var written string
-	replicas, e, err := c.ensureObjects(ctx, v)
+	existing, err := c.ds.ListVolumeReplicasRO(v.Name)
 	if err != nil {
 		return err
 	}
+	// The engine opens replicas only from this node's own disks: a volume
+	// whose replicas are elsewhere neither restores nor attaches here.
+	notLocal := c.replicasNotLocal(v, existing)
+	attachTo := v.Spec.NodeID
+	if notLocal != nil {
+		attachTo = ""
+	}
+	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
+	if err != nil {
+		return err
+	}
+	if notLocal == nil {
+		notLocal = c.replicasNotLocal(v, replicas)
+	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
+	failed := map[string]bool{}
 	backing, waiting, err := c.backingFiles(ctx, v, replicas)
 	if err != nil {
 		return err
@@ -174,30 +194,63 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	}
 	dirs := make([]instance.ReplicaDir, 0, len(replicas))
 	for _, r := range replicas {
-		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name]})
+		// Only a replica whose data was never created may be created: any
+		// other is opened, and its data missing is an error.
+		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""})
 	}
 	_, running := c.instances.Get(v.Name)
 	// An engine already running keeps its open backing files; one that is
 	// not starts only once every replica's file is ready.
 	ready := waiting == "" || running
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
-	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready {
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil {
 		if err := c.restore(ctx, v, dirs); err != nil {
 			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
+			return err
+		}
+		if err := c.markHealthy(ctx, replicas); err != nil {
 			return err
 		}
 		status.LastRestoredBackup = v.Spec.FromBackup
 		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
 		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.nodeID && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
+	switch {
+	case v.Spec.NodeID == "":
+		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
+	case v.Spec.NodeID == c.ownership.nodeID && notLocal != nil:
+		reason := ReasonReplicasOnOtherNode
+		var disk *diskNotHereError
+		if errors.As(notLocal, &disk) {
+			reason = ReasonReplicaDiskMissing
+		}
+		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
+	}
+	if v.Spec.NodeID == c.ownership.nodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeStatus(ctx, e, status)
+			reason := ReasonEngineStartFailed
+			var missing *instance.MissingDataError
+			if errors.As(err, &missing) {
+				reason = ReasonReplicaDataMissing
+				failed[missing.Replica] = true
+				if serr := c.syncReplicaStatus(ctx, replicas, status, failed); serr != nil {
+					c.logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
+				}
+			}
+			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
+			if serr := c.updateVolumeStatus(ctx, v, vstatus); serr != nil {
+				c.logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
+			}
 			return err
 		}
+		if err := c.markHealthy(ctx, replicas); err != nil {
+			return err
+		}
+		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
 		host, port, _ := net.SplitHostPort(c.engineAddress)
 		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.nodeID
 		status.IP, status.StorageIP = host, host
@@ -231,20 +284,95 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	if written, err = c.writeStatus(ctx, e, status); err != nil {
 		return err
 	}
-	if err := c.syncReplicaStatus(ctx, replicas, status); err != nil {
+	if err := c.syncReplicaStatus(ctx, replicas, status, failed); err != nil {
 		return err
 	}
 	return c.updateVolumeStatus(ctx, v, vstatus)
 }
 
+// The volume's Attach condition: True once its engine runs on the node in
+// spec.nodeID, False with the reason while it cannot; a volume with no
+// node has none.
+const (
+	ConditionTypeAttach       = "Attach"
+	ReasonReplicasOnOtherNode = "ReplicasOnOtherNode"
+	ReasonReplicaDiskMissing  = "ReplicaDiskMissing"
+	ReasonReplicaDataMissing  = "ReplicaDataMissing"
+	ReasonEngineStartFailed   = "EngineStartFailed"
+)
+
+// replicasNotLocal says why this node's engine may not open the volume's
+// replicas: one is on another node, or names a disk this node does not
+// have (by UUID and path). nil when every replica is on this node's disks.
+func (c *VolumeController) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica) error {
+	if err := datastore.AttachRefusal(v.Name, c.ownership.nodeID, replicas); err != nil {
+		return err
+	}
+	if len(replicas) == 0 {
+		return nil
+	}
+	node, err := c.ds.GetNodeRO(c.ownership.nodeID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", c.ownership.nodeID, err)
+	}
+	for _, r := range replicas {
+		found := false
+		for name, d := range node.Spec.Disks {
+			st := node.Status.DiskStatus[name]
+			if d.Path == r.Spec.DiskPath && st != nil && st.DiskUUID == r.Spec.DiskID {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return &diskNotHereError{fmt.Sprintf("volume %s cannot be attached to node %q: replica %s is on disk %s at %s, which is not a disk of node %q (by that UUID at that path)",
+				v.Name, c.ownership.nodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.nodeID)}
+		}
+	}
+	return nil
+}
+
+// diskNotHereError: a replica of this node names a disk the node does not
+// have (removed, or replaced by another at the same path).
+type diskNotHereError struct{ msg string }
+
+func (e *diskNotHereError) Error() string { return e.msg }
+
+// markHealthy records in spec.healthyAt that each replica's data exists,
+// once an engine opened it: from then on it is only ever opened, never
+// created again. The written objects replace those in replicas, so the
+// status writes that follow carry their resource version.
+func (c *VolumeController) markHealthy(ctx context.Context, replicas []*longhorn.Replica) error {
+	for i, r := range replicas {
+		if r.Spec.HealthyAt != "" {
+			continue
+		}
+		updated := r.DeepCopy()
+		updated.Spec.HealthyAt = c.clock.Now().UTC().Format(time.RFC3339)
+		written, err := c.ds.UpdateReplica(ctx, updated)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone, or the cache is behind a write (most likely this
+			// one): the next sync reads it again.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record that replica %s holds data: %w", r.Name, err)
+		}
+		replicas[i] = written
+	}
+	return nil
+}
+
 // syncReplicaStatus sets each Replica's state from the engine: running
-// while the engine runs and uses it, error once the engine dropped it,
-// stopped otherwise.
-func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus) error {
+// while the engine runs and uses it, error once the engine dropped it or
+// could not open it (failed), stopped otherwise.
+func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus, failed map[string]bool) error {
 	for _, r := range replicas {
 		st := r.Status.DeepCopy()
 		st.OwnerID = c.ownership.nodeID
 		switch {
+		case failed[r.Name]:
+			st.CurrentState, st.Started = longhorn.InstanceStateError, false
 		case engine.CurrentState != longhorn.InstanceStateRunning:
 			st.CurrentState, st.Started = longhorn.InstanceStateStopped, false
 		case engine.ReplicaModeMap[r.Name] == longhorn.ReplicaModeRW:

@@ -66,8 +66,19 @@ func (c *VolumeController) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	// The node a volume is attached to owns it.
-	if !c.ownership.responsible(v.Status.OwnerID, v.Spec.NodeID) {
+	// The node a volume is attached to owns it; a detached (or deleted)
+	// one, the node that holds its replicas, whose disks its data is on.
+	preferred := v.Spec.NodeID
+	if preferred == "" || v.DeletionTimestamp != nil {
+		replicas, err := c.ds.ListVolumeReplicasRO(name)
+		if err != nil {
+			return err
+		}
+		if n := datastore.ReplicasNode(replicas); n != "" {
+			preferred = n
+		}
+	}
+	if !c.ownership.responsible(v.Status.OwnerID, preferred) {
 		if _, running := c.instances.Get(name); running {
 			return c.instances.Stop(name)
 		}

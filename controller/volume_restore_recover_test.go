@@ -45,7 +45,7 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 	defer c.queue.ShutDown()
 	v := &longhorn.Volume{Spec: longhorn.VolumeSpec{Size: size, FromBackup: "file://" + target + "?backup=b1&volume=vol", NumberOfReplicas: 1}}
 	v.Name = "vol"
-	err := c.restore(context.Background(), v, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1")}})
+	err := c.restore(context.Background(), v, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}})
 	if err == nil || !strings.Contains(err.Error(), "restore volume vol from") {
 		t.Fatalf("restore of a malformed backup: %v, want the volume's restore error", err)
 	}

@@ -107,9 +107,16 @@ func (r *Runner) attachForRun(ctx context.Context, job string, vol *Volume, allo
 				return false, "", err
 			}
 		case attachOwn:
-			node, err := r.API.ReadyNode(ctx)
-			if err != nil {
-				return false, "", err
+			// The volume attaches only on the node that holds its
+			// replicas; one with none yet, on any Ready node.
+			node := vol.ReplicasNode()
+			if node == "" && len(vol.Replicas) > 0 {
+				return false, "its replicas are on several nodes, so it cannot attach anywhere", nil
+			}
+			if node == "" {
+				if node, err = r.API.ReadyNode(ctx); err != nil {
+					return false, "", err
+				}
 			}
 			err = r.API.Attach(ctx, vol.Name, node, me)
 			if err == nil {

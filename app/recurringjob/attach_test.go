@@ -203,3 +203,16 @@ func TestAVolumeDetachedWhileTheRunWaitsFailsAndIsLeftAlone(t *testing.T) {
 		t.Fatalf("calls %v", f.calls)
 	}
 }
+
+// A run attaches a detached volume on the node that holds its replicas
+// (the manager refuses any other), not on the first Ready node.
+func TestARunAttachesAVolumeWhereItsReplicasAre(t *testing.T) {
+	f := newAttachFake(Volume{Name: "vol-0000", State: "detached", Replicas: []VolumeReplica{{Name: "vol-0000-r-0", HostID: "node-2"}}})
+	var node string
+	if res := runAttachFake(t, f, func() { node = f.vol.NodeID }); res.Succeeded != 1 {
+		t.Fatalf("%+v", res)
+	}
+	if node != "node-2" {
+		t.Fatalf("attached on %q, want node-2 where the replica is", node)
+	}
+}

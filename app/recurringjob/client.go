@@ -130,6 +130,29 @@ type Volume struct {
 	// recurring job's run ("" for a user or workload).
 	NodeID     string `json:"nodeID"`
 	AttachedBy string `json:"attachedBy"`
+	// Replicas say where the volume's data is: it attaches only there.
+	Replicas []VolumeReplica `json:"replicas"`
+}
+
+// VolumeReplica is a replica of a volume and the node that holds it.
+type VolumeReplica struct {
+	Name   string `json:"name"`
+	HostID string `json:"hostId"`
+}
+
+// ReplicasNode is the node that holds every replica of the volume, or ""
+// when it has none or they are on several nodes.
+func (v *Volume) ReplicasNode() string {
+	node := ""
+	for _, r := range v.Replicas {
+		switch {
+		case node == "":
+			node = r.HostID
+		case r.HostID != node:
+			return ""
+		}
+	}
+	return node
 }
 
 func (c *Client) action(ctx context.Context, kind, name, action string, in, out interface{}) error {

@@ -27,7 +27,28 @@ type ReplicaDir struct {
 	// Backing, when set, is the backing image file at the bottom of the
 	// replica's chain; a replica created without one never gains one.
 	Backing *replica.BackingFile
+	// New marks a replica whose data was never created: only such a
+	// replica is created when its folder holds none. Any other replica
+	// is opened, and a missing folder or metadata is an error: an engine
+	// never serves an empty disk in place of data it cannot find.
+	New bool
 }
+
+// MissingDataError is Start's error for a replica, not marked New, whose
+// data is not in its folder.
+type MissingDataError struct {
+	Replica, Dir string
+	Err          error
+}
+
+func (e *MissingDataError) Error() string {
+	if os.IsNotExist(e.Err) {
+		return fmt.Sprintf("the data of replica %s is missing: %s has no volume.meta; a replica that held data is never created again, empty", e.Replica, e.Dir)
+	}
+	return fmt.Sprintf("the data of replica %s cannot be read in %s: %v", e.Replica, e.Dir, e.Err)
+}
+
+func (e *MissingDataError) Unwrap() error { return e.Err }
 
 // Running describes a started engine.
 type Running struct {
@@ -72,7 +93,7 @@ func (m *Manager) Get(volume string) (Running, bool) {
 	return r.Running, true
 }
 
-// Start opens (or creates) the volume's replicas, starts its engine and,
+// Start opens the volume's replicas (creating only those marked New), starts its engine and,
 // with frontend set, serves it over NBD. Starting a running engine
 // returns it as it is, except that a frontend asked for on an engine
 // without one is started (a workload taking over a volume a recurring job
@@ -174,8 +195,14 @@ func (m *Manager) StopAll() {
 	}
 }
 
+// openOrCreate opens the replica in rd.Dir. It creates one there only for
+// a replica marked New whose folder holds none; any other replica whose
+// metadata is missing is an error naming the folder.
 func openOrCreate(rd ReplicaDir, size int64) (*replica.Replica, error) {
 	if _, err := os.Stat(filepath.Join(rd.Dir, "volume.meta")); err != nil {
+		if !rd.New {
+			return nil, &MissingDataError{Replica: rd.Name, Dir: rd.Dir, Err: err}
+		}
 		if rd.Backing != nil {
 			return replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
 		}
