@@ -65,34 +65,34 @@ var lz4Writers = sync.Pool{New: func() interface{} { return lz4.NewWriter(nil) }
 // a backup a third of its time in allocation). The result is valid until
 // z is next used.
 func compress(method string, data []byte, z *bytes.Buffer) ([]byte, error) {
-	z.Reset()
+	var writers *sync.Pool
 	switch method {
 	case CompressionNone:
 		return data, nil
 	case CompressionGzip:
-		w := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(w)
-		w.Reset(z)
-		if _, err := w.Write(data); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
+		writers = &gzipWriters
 	case CompressionLZ4:
-		w := lz4Writers.Get().(*lz4.Writer)
-		defer lz4Writers.Put(w)
-		w.Reset(z)
-		if _, err := w.Write(data); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
+		writers = &lz4Writers
 	default:
 		return nil, fmt.Errorf("backup compression %q: must be lz4, gzip or none", method)
 	}
+	w := writers.Get().(blockWriter)
+	defer writers.Put(w)
+	z.Reset()
+	w.Reset(z)
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
 	return z.Bytes(), nil
+}
+
+// blockWriter is a compressor that is reused block after block.
+type blockWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
 }
 
 // decompress decodes a stored block, reading at most limit+1 bytes of it

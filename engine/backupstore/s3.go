@@ -491,39 +491,18 @@ func (d *S3Driver) Exists(key string) (bool, error) {
 // List returns the objects and "directories" (common prefixes) directly
 // under prefix. Its time is Timeout from each answer the server gives.
 func (d *S3Driver) List(prefix string) ([]string, error) {
-	p := strings.Trim(prefix, "/")
-	full := d.prefix
-	if p != "" {
-		full += p + "/"
-	}
-	dl := d.newDeadline(d.Timeout)
-	defer dl.stop()
-	var out []string
-	for obj := range d.client.ListObjects(dl.ctx, d.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: false}) {
-		if obj.Err != nil {
-			return nil, d.fail("list", full, obj.Err, dl)
-		}
-		dl.extend(d.Timeout)
-		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, full), "/")
-		if name == "" || strings.Contains(name, "/") {
-			continue // the prefix itself, as some servers list it
-		}
-		if p == "" {
-			out = append(out, name)
-		} else {
-			out = append(out, p+"/"+name)
-		}
-	}
-	// A channel closed by the deadline says nothing of it.
-	if errors.Is(context.Cause(dl.ctx), errS3Timeout) {
-		return nil, d.fail("list", full, dl.ctx.Err(), dl)
-	}
-	return out, nil
+	return d.list(prefix, false)
 }
 
 // ListAll returns every key under prefix, at any depth, in one listing
 // (a page per 1,000 keys) rather than one request per "folder".
 func (d *S3Driver) ListAll(prefix string) ([]string, error) {
+	return d.list(prefix, true)
+}
+
+// list names the keys under prefix, one level deep ("directories" among
+// them) or, recursive, every object at any depth.
+func (d *S3Driver) list(prefix string, recursive bool) ([]string, error) {
 	p := strings.Trim(prefix, "/")
 	full := d.prefix
 	if p != "" {
@@ -532,15 +511,22 @@ func (d *S3Driver) ListAll(prefix string) ([]string, error) {
 	dl := d.newDeadline(d.Timeout)
 	defer dl.stop()
 	var out []string
-	for obj := range d.client.ListObjects(dl.ctx, d.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true}) {
+	for obj := range d.client.ListObjects(dl.ctx, d.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: recursive}) {
 		if obj.Err != nil {
 			return nil, d.fail("list", full, obj.Err, dl)
 		}
 		dl.extend(d.Timeout)
-		if name := strings.TrimPrefix(obj.Key, full); name != "" && !strings.HasSuffix(name, "/") {
-			out = append(out, strings.TrimPrefix(p+"/"+name, "/"))
+		name := strings.TrimPrefix(obj.Key, full)
+		if recursive && strings.HasSuffix(name, "/") {
+			continue // a "folder" object some tools write
 		}
+		name = strings.TrimSuffix(name, "/")
+		if name == "" || (!recursive && strings.Contains(name, "/")) {
+			continue // the prefix itself, as some servers list it
+		}
+		out = append(out, strings.TrimPrefix(p+"/"+name, "/"))
 	}
+	// A channel closed by the deadline says nothing of it.
 	if errors.Is(context.Cause(dl.ctx), errS3Timeout) {
 		return nil, d.fail("list", full, dl.ctx.Err(), dl)
 	}

@@ -26,6 +26,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
 // Region is the region the server answers for.
@@ -96,7 +98,7 @@ func Start(t testing.TB) *Server {
 // Binary returns the path of bin/versitygw, or an error saying how to
 // build it.
 func Binary() (string, error) {
-	root, err := repoRoot()
+	root, err := testcluster.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -252,25 +254,4 @@ func tail(file string) string {
 		lines = lines[len(lines)-10:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// repoRoot finds the repository root: the nearest folder upwards from the
-// working directory whose go.mod declares the manager's module (a test
-// runs in its package's folder).
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module github.com/cadence-storage/longhorn-manager\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the repository root (the go.mod of github.com/cadence-storage/longhorn-manager) above the working directory")
-		}
-		dir = parent
-	}
 }
