@@ -205,10 +205,12 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	if info == nil && running && snap.Status.CreationTime != "" {
+	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
 		// A delete and its purge may both land between two mirrors of
 		// the engine, so the object may never have seen the snapshot
-		// marked removed: the engine remembers what it purged.
+		// marked removed: the engine remembers what it purged. An
+		// object adopted from the engine (createSnapshot false) may not
+		// even have had its first status written.
 		if snap.Status.MarkRemoved || (hasEngine && run.Engine.WasPurged(snap.Name)) {
 			// Deleted and purged, by a recurring job or the API: the
 			// object goes too.
@@ -216,6 +218,9 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 				return err
 			}
 			return nil
+		}
+		if snap.Status.CreationTime == "" {
+			return c.setError(ctx, snap, fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.Name))
 		}
 		return c.setError(ctx, snap, "the snapshot is gone from the engine")
 	}
@@ -271,6 +276,11 @@ func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name strin
 		}
 		v, err := c.ds.GetVolumeRO(e.Spec.VolumeName)
 		if err != nil || v.Status.OwnerID != c.nodeID || v.DeletionTimestamp != nil {
+			continue
+		}
+		if run, ok := c.instances.Get(v.Name); ok && run.Engine.WasPurged(name) {
+			// The mirror was read before the purge: the snapshot's
+			// object was deleted with it and must not come back.
 			continue
 		}
 		_, err = c.ds.CreateSnapshot(ctx, &longhorn.Snapshot{
