@@ -26,6 +26,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
@@ -198,7 +199,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 
 	ds, inf := newDataStore(lhClient, kubeClient, o)
-	metrics := controller.NewMetrics(registry)
+	metrics := kit.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 
 	listener, err := net.Listen("tcp", o.APIAddress)
@@ -231,7 +232,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
-	recorder := controller.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
+	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
 	nodeController := controller.NewNodeController(log, metrics, ds, inf, o.NodeName, o.Clock)
 	settingController := controller.NewSettingController(log, metrics, ds, inf, recorder)
 	recurringJobController := controller.NewRecurringJobController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
@@ -345,7 +346,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 // newManagerRunner builds the manager runner: each run is the
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
-func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *controller.RecurringJobRunner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)

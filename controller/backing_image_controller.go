@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -36,9 +36,9 @@ const backingImageCleanupRecheck = time.Second
 // managers of the default image, and a deletion held while replicas use
 // the image.
 type BackingImageController struct {
-	*baseController
+	*kit.Base
 	ds        *datastore.DataStore
-	ownership ownership
+	ownership kit.Ownership
 	cfg       BackingImageControllerConfig
 	clock     clock.Clock
 	recorder  record.EventRecorder
@@ -62,19 +62,19 @@ type BackingImageControllerConfig struct {
 // NewBackingImageController wires the controller to its informers: a
 // change of a data source or a manager enqueues the images it concerns,
 // and so does a replica that starts or stops using an image.
-func NewBackingImageController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+func NewBackingImageController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers,
 	cfg BackingImageControllerConfig) *BackingImageController {
 	if cfg.CleanupWaitUnit <= 0 {
 		cfg.CleanupWaitUnit = time.Minute
 	}
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &BackingImageController{ds: ds, cfg: cfg, clock: cfg.Clock, recorder: cfg.Recorder,
-		ownership: ownership{nodeID: cfg.NodeID, isUp: ds.IsNodeUp}}
-	c.baseController = newBaseController("longhorn-backing-image", logger, metrics, c.sync,
+		ownership: kit.Ownership{NodeID: cfg.NodeID, IsUp: ds.IsNodeUp}}
+	c.Base = kit.NewBase("longhorn-backing-image", logger, metrics, c.sync,
 		lh.BackingImages().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced,
 		lh.BackingImageManagers().Informer().HasSynced, lh.Nodes().Informer().HasSynced,
 		lh.Replicas().Informer().HasSynced, lh.Settings().Informer().HasSynced)
-	lh.BackingImages().Informer().AddEventHandler(c.eventHandler())
+	lh.BackingImages().Informer().AddEventHandler(c.EventHandler())
 	lh.BackingImageDataSources().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
 		if bids, ok := obj.(*longhorn.BackingImageDataSource); ok {
 			return []string{bids.Name}
@@ -136,7 +136,7 @@ func (c *BackingImageController) enqueueAll() {
 		return
 	}
 	for _, bi := range bis {
-		c.enqueue(bi)
+		c.Enqueue(bi)
 	}
 }
 
@@ -164,7 +164,7 @@ func (c *BackingImageController) relatedHandler(names func(obj interface{}) []st
 			obj = d.Obj
 		}
 		for _, name := range names(obj) {
-			c.queue.Add(c.ds.Namespace() + "/" + name)
+			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur interface{}) { add(cur) }, DeleteFunc: add}
@@ -178,30 +178,30 @@ func managerName(image, diskUUID string) string {
 	return "bim-" + hex.EncodeToString(sum[:])[:8] + "-" + diskUUID
 }
 
-func (c *BackingImageController) sync(ctx context.Context, key string) error {
+func (c *BackingImageController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	bi, err := c.ds.GetBackingImageRO(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
-	if !c.ownership.responsible(bi.Status.OwnerID, "") {
-		return nil
+	if !c.ownership.Responsible(bi.Status.OwnerID, "") {
+		return kit.Result{}, nil
 	}
-	log := c.logger.WithFields(logrus.Fields{"backingImage": name, "uuid": bi.Status.UUID})
+	log := c.Logger.WithFields(logrus.Fields{"backingImage": name, "uuid": bi.Status.UUID})
 	if bi.DeletionTimestamp != nil {
-		return c.cleanup(ctx, log, bi)
+		return kit.Result{}, c.cleanup(ctx, log, bi)
 	}
 	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
 		bi = bi.DeepCopy()
 		bi.Finalizers = append(bi.Finalizers, types.LonghornFinalizer)
 		_, err := c.ds.UpdateBackingImage(ctx, bi)
-		return err
+		return kit.Result{}, err
 	}
 	if bi.Status.UUID == "" || bi.Status.OwnerID != c.cfg.NodeID {
 		// The UUID comes before anything else, so a new image with an old
@@ -214,25 +214,25 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 		}
 		bi.Status.OwnerID = c.cfg.NodeID
 		_, err := c.ds.UpdateBackingImageStatus(ctx, bi)
-		return err
+		return kit.Result{}, err
 	}
 	if len(bi.Spec.Disks) == 0 {
-		return c.pickFirstDisk(ctx, log, bi)
+		return kit.Result{}, c.pickFirstDisk(ctx, log, bi)
 	}
 	bids, err := c.syncDataSource(ctx, log, bi)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	managers, err := c.syncManagers(ctx, log, bi)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	now := c.clock.Now()
 	view := backingImageView{image: bi, dataSource: bids, managers: managers}
 	status := backingImageStatus(view, now.UTC().Format(time.RFC3339))
 	used, err := c.usedDisks(bi.Name)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	status.DiskLastRefAtMap = diskLastRefAt(bi.Spec.Disks, bi.Status.DiskLastRefAtMap, used, now)
 	if bids != nil && !bids.Spec.FileTransferred && anyDiskReady(status.DiskFileStatusMap) {
@@ -240,15 +240,15 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 		bids = bids.DeepCopy()
 		bids.Spec.FileTransferred = true
 		if _, err := c.ds.UpdateBackingImageDataSource(ctx, bids); err != nil {
-			return err
+			return kit.Result{}, err
 		}
 		log.Info("The first file is ready on a disk: marked the data source transferred")
 	}
 	redownloading, err := c.redownloadIfEveryCopyFailed(ctx, log, view, &status, now)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
-	if !reflect.DeepEqual(status, bi.Status) {
+	if kit.StatusChanged(status, bi.Status) {
 		for disk, f := range status.DiskFileStatusMap {
 			if old := bi.Status.DiskFileStatusMap[disk]; old == nil || old.State != f.State {
 				log.WithFields(logrus.Fields{"diskUUID": disk, "state": f.State, "message": f.Message}).Info("Backing image file changed state")
@@ -257,13 +257,13 @@ func (c *BackingImageController) sync(ctx context.Context, key string) error {
 		bi = bi.DeepCopy()
 		bi.Status = status
 		if bi, err = c.ds.UpdateBackingImageStatus(ctx, bi); err != nil {
-			return err
+			return kit.Result{}, err
 		}
 	}
 	if redownloading {
-		return nil
+		return kit.Result{}, nil
 	}
-	return c.cleanupUnusedDisks(ctx, log, bi, used, now)
+	return kit.Result{}, c.cleanupUnusedDisks(ctx, log, bi, used, now)
 }
 
 // pickFirstDisk gives an image created with no disk the first disk of the
@@ -467,7 +467,7 @@ func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry,
 		}
 	}
 	if waiting > 0 {
-		c.queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, backingImageCleanupRecheck)
+		c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, backingImageCleanupRecheck)
 		return nil
 	}
 	bi = bi.DeepCopy()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -41,7 +42,7 @@ const (
 // in the object's status. It stops the server once the file has been
 // handed to a manager (spec.fileTransferred).
 type BackingImageDataSourceController struct {
-	*baseController
+	*kit.Base
 	ds       *datastore.DataStore
 	nodeID   string
 	runner   ServerRunner
@@ -74,13 +75,13 @@ type restartBackoff struct {
 }
 
 // NewBackingImageDataSourceController wires the controller to its informer.
-func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+func NewBackingImageDataSourceController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers,
 	nodeID string, runner ServerRunner, clk clock.Clock, recorder record.EventRecorder) *BackingImageDataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
 	c := &BackingImageDataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder, newEngineClient: defaultEngineClient,
 		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
-	c.baseController = newBaseController("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
-	informer.AddEventHandler(c.eventHandler())
+	c.Base = kit.NewBase("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
+	informer.AddEventHandler(c.EventHandler())
 	return c
 }
 
@@ -95,37 +96,37 @@ func (c *BackingImageDataSourceController) Run(ctx context.Context, workers int)
 			delete(c.monitors, name)
 		}
 	}()
-	return c.baseController.Run(ctx, workers)
+	return c.Base.Run(ctx, workers)
 }
 
 func dataSourceServerKey(name string) string { return "backing-image-data-source/" + name }
 
-func (c *BackingImageDataSourceController) sync(ctx context.Context, key string) error {
+func (c *BackingImageDataSourceController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	bids, err := c.ds.GetBackingImageDataSourceRO(name)
 	if apierrors.IsNotFound(err) {
 		c.stopServer(name, "its object is gone")
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	if bids.Spec.NodeID != c.nodeID {
-		return nil
+		return kit.Result{}, nil
 	}
 	if bids.DeletionTimestamp != nil {
 		c.stopServer(name, "its object is being deleted")
-		return nil
+		return kit.Result{}, nil
 	}
 	status := bids.Status.DeepCopy()
 	status.OwnerID = c.nodeID
 	if bids.Spec.FileTransferred {
 		c.stopServer(name, "the file was handed to a manager")
 		status.IP = ""
-		return c.writeStatus(ctx, bids, status)
+		return kit.Result{}, c.writeStatus(ctx, bids, status)
 	}
 	addr, serverErr := c.runner.Address(dataSourceServerKey(name))
 	if serverErr != nil {
@@ -137,12 +138,11 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			status.IP = ""
 			if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeUpload {
 				// An upload cannot be redone without the user: keep it failed.
-				return c.writeStatus(ctx, bids, status)
+				return kit.Result{}, c.writeStatus(ctx, bids, status)
 			}
 		}
 		if wait := c.restartWait(name, serverErr); wait > 0 {
-			c.queue.AddAfter(key, wait)
-			return c.writeStatus(ctx, bids, status)
+			return kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
 		}
 		params, extra := bids.Spec.Parameters, []string(nil)
 		var err error
@@ -151,8 +151,7 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			if isExportWait(err) {
 				// Not a failure: the export goes on once the volume is attached.
 				status.CurrentState, status.Message, status.IP = longhorn.BackingImageStatePending, err.Error(), ""
-				c.queue.AddAfter(key, exportWaitRecheck)
-				return c.writeStatus(ctx, bids, status)
+				return kit.Result{RequeueAfter: exportWaitRecheck}, c.writeStatus(ctx, bids, status)
 			}
 		}
 		var args []string
@@ -166,20 +165,19 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 			// Not a failure: the server's pod is on its way.
 			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
 			status.RunningParameters = params
-			c.queue.AddAfter(key, serverPendingRecheck)
-			return c.writeStatus(ctx, bids, status)
+			return kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bids, status)
 		}
 		if err != nil {
-			c.logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
+			c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
 			c.noteRestartFailure(name)
 			status.CurrentState = longhorn.BackingImageStateFailed
 			status.Message = err.Error()
-			return c.writeStatus(ctx, bids, status)
+			return kit.Result{}, c.writeStatus(ctx, bids, status)
 		}
 		if addr, err = c.runner.Address(dataSourceServerKey(name)); err != nil {
-			return err
+			return kit.Result{}, err
 		}
-		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
+		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
 		status.RunningParameters = params
 		if status.CurrentState == longhorn.BackingImageStateFailed {
 			// A restart after a failure: the new server's first answer
@@ -195,13 +193,14 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 	m.mu.Lock()
 	last, failures, lastErr, stopped := m.last, m.failures, m.lastErr, m.stopped
 	m.mu.Unlock()
+	var again kit.Result
 	if stopped {
 		// Restart the watch: the next sync makes a new monitor.
 		c.stopMonitor(name)
 		status.CurrentState = longhorn.BackingImageStateUnknown
 		status.Message = fmt.Sprintf("no answer from the data source server in %d polls: %v", failures, lastErr)
-		c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr}).WithError(lastErr).Warn("Restarting the watch of the data source server")
-		c.queue.AddAfter(key, dataSourcePollInterval)
+		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr}).WithError(lastErr).Warn("Restarting the watch of the data source server")
+		again.RequeueAfter = dataSourcePollInterval
 	} else if last != nil {
 		status.CurrentState = last.State
 		// A download of unknown length reports size -1 until it ends.
@@ -219,15 +218,15 @@ func (c *BackingImageDataSourceController) sync(ctx context.Context, key string)
 	} else if status.CurrentState == "" {
 		status.CurrentState = longhorn.BackingImageStateStarting
 	}
-	return c.writeStatus(ctx, bids, status)
+	return again, c.writeStatus(ctx, bids, status)
 }
 
 func (c *BackingImageDataSourceController) writeStatus(ctx context.Context, bids *longhorn.BackingImageDataSource, status *longhorn.BackingImageDataSourceStatus) error {
-	if reflect.DeepEqual(&bids.Status, status) {
+	if !kit.StatusChanged(&bids.Status, status) {
 		return nil
 	}
 	if status.CurrentState != bids.Status.CurrentState {
-		c.logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "from": bids.Status.CurrentState, "to": status.CurrentState, "message": status.Message}).Info("Data source state changed")
+		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "from": bids.Status.CurrentState, "to": status.CurrentState, "message": status.Message}).Info("Data source state changed")
 	}
 	bids = bids.DeepCopy()
 	bids.Status = *status
@@ -296,7 +295,7 @@ func (c *BackingImageDataSourceController) noteRestartFailure(name string) time.
 	b.failures++
 	b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
 	wait := b.next.Sub(c.clock.Now())
-	c.queue.AddAfter(c.ds.Namespace()+"/"+name, wait)
+	c.Queue.AddAfter(c.ds.Namespace()+"/"+name, wait)
 	return wait
 }
 
@@ -354,7 +353,7 @@ func (c *BackingImageDataSourceController) poll(ctx context.Context, key string,
 			}
 		}
 		if changed {
-			c.queue.Add(key)
+			c.Queue.Add(key)
 		}
 		if stopped {
 			return
@@ -382,7 +381,7 @@ func (c *BackingImageDataSourceController) stopServer(name, why string) {
 	if _, err := c.runner.Address(dataSourceServerKey(name)); errors.Is(err, ErrServerNotStarted) {
 		return
 	}
-	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
+	c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
 	c.runner.Stop(dataSourceServerKey(name))
 }
 
@@ -400,7 +399,7 @@ func (c *BackingImageDataSourceController) restartFailed(bids *longhorn.BackingI
 		// The next start waits for the volume to be attached first.
 		msg = fmt.Sprintf("the export failed: %s; exporting the same snapshot again in %s", reason, wait.Round(time.Second))
 	}
-	c.logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": reason, "retryIn": wait}).Warn("Data source failed: restarting it after the backoff")
+	c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": reason, "retryIn": wait}).Warn("Data source failed: restarting it after the backoff")
 	if c.recorder != nil {
 		c.recorder.Event(bids, corev1.EventTypeWarning, "DataSourceFailed", msg)
 	}

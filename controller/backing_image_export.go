@@ -66,7 +66,7 @@ func (c *BackingImageDataSourceController) prepareExport(ctx context.Context, bi
 	}
 	defer client.Close()
 	snapshot := exportSnapshotName(bids)
-	log := c.logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "volume": volume, "snapshot": snapshot})
+	log := c.Logger.WithFields(logrus.Fields{"backingImageDataSource": bids.Name, "volume": volume, "snapshot": snapshot})
 	info, err := client.SnapshotGet(ctx, snapshot)
 	switch {
 	case err == nil && info.Removed:

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -57,7 +58,7 @@ func (c *BackingImageController) cleanupUnusedDisks(ctx context.Context, log *lo
 	if !next.IsZero() {
 		// Stamps have a resolution of a second: a little slack so the
 		// disk is due when the sync comes.
-		c.queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, next.Sub(now)+100*time.Millisecond)
+		c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, next.Sub(now)+100*time.Millisecond)
 	}
 	if len(remove) == 0 {
 		return nil
@@ -96,12 +97,12 @@ func (c *BackingImageController) holdDeletion(ctx context.Context, log *logrus.E
 	sort.Strings(volumes)
 	msg := fmt.Sprintf("backing image %s is deleted but %d replica(s) of volume(s) %s use it: its files are kept until no replica uses it",
 		bi.Name, len(replicas), strings.Join(volumes, ", "))
-	old := getCondition(bi.Status.Conditions, ConditionTypeDeletionBlocked)
+	old := kit.GetCondition(bi.Status.Conditions, ConditionTypeDeletionBlocked)
 	if old.Status == longhorn.ConditionStatusTrue && old.Message == msg {
 		return true, nil
 	}
 	bi = bi.DeepCopy()
-	bi.Status.Conditions = setCondition(bi.Status.Conditions, ConditionTypeDeletionBlocked, longhorn.ConditionStatusTrue, "InUse", msg, c.clock.Now())
+	bi.Status.Conditions = kit.SetCondition(bi.Status.Conditions, ConditionTypeDeletionBlocked, longhorn.ConditionStatusTrue, "InUse", msg, c.clock.Now())
 	if _, err := c.ds.UpdateBackingImageStatus(ctx, bi); err != nil {
 		return true, err
 	}

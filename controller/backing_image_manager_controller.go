@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	bimanager "github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -28,7 +28,7 @@ const managerRewatchDelay = time.Second
 // another disk), deletes the files no longer wanted, and mirrors the
 // files' states into the object's status.
 type BackingImageManagerController struct {
-	*baseController
+	*kit.Base
 	ds     *datastore.DataStore
 	nodeID string
 	runner ServerRunner
@@ -58,16 +58,16 @@ type managerConnection struct {
 // NewBackingImageManagerController wires the controller to its informers.
 // Any data source or manager change enqueues this node's managers: one of
 // them may now fetch or sync a file.
-func NewBackingImageManagerController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers,
+func NewBackingImageManagerController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers,
 	nodeID, defaultImage string, runner ServerRunner) *BackingImageManagerController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &BackingImageManagerController{ds: ds, nodeID: nodeID, defaultImage: defaultImage, runner: runner,
 		clients: map[string]*managerConnection{}, retried: map[string]time.Time{}}
-	c.baseController = newBaseController("longhorn-backing-image-manager", logger, metrics, c.sync,
+	c.Base = kit.NewBase("longhorn-backing-image-manager", logger, metrics, c.sync,
 		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
 	enqueueAll := func(interface{}) { c.enqueueNodeManagers() }
 	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueueAll, UpdateFunc: func(_, cur interface{}) { enqueueAll(cur) }, DeleteFunc: enqueueAll}
-	lh.BackingImageManagers().Informer().AddEventHandler(c.eventHandler())
+	lh.BackingImageManagers().Informer().AddEventHandler(c.EventHandler())
 	lh.BackingImageManagers().Informer().AddEventHandler(handler)
 	lh.BackingImageDataSources().Informer().AddEventHandler(handler)
 	// A disk that stops (or starts) being ready changes what its manager
@@ -89,7 +89,7 @@ func diskReadiness(n *longhorn.Node) map[string]bool {
 	out := make(map[string]bool, len(n.Status.DiskStatus))
 	for _, st := range n.Status.DiskStatus {
 		if st != nil && st.DiskUUID != "" {
-			out[st.DiskUUID] = getCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
+			out[st.DiskUUID] = kit.GetCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
 		}
 	}
 	return out
@@ -116,7 +116,7 @@ func (c *BackingImageManagerController) enqueueNodeManagers() {
 	}
 	for _, bim := range bims {
 		if bim.Spec.NodeID == c.nodeID {
-			c.enqueue(bim)
+			c.Enqueue(bim)
 		}
 	}
 }
@@ -133,35 +133,35 @@ func (c *BackingImageManagerController) Run(ctx context.Context, workers int) er
 			delete(c.clients, name)
 		}
 	}()
-	return c.baseController.Run(ctx, workers)
+	return c.Base.Run(ctx, workers)
 }
 
 func managerServerKey(name string) string { return "backing-image-manager/" + name }
 
-func (c *BackingImageManagerController) sync(ctx context.Context, key string) error {
+func (c *BackingImageManagerController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	bim, err := c.ds.GetBackingImageManagerRO(name)
 	if apierrors.IsNotFound(err) {
 		c.stopServer(name, "its object is gone")
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	if bim.Spec.NodeID != c.nodeID {
-		return nil
+		return kit.Result{}, nil
 	}
-	log := c.logger.WithFields(logrus.Fields{"backingImageManager": name, "diskUUID": bim.Spec.DiskUUID})
+	log := c.Logger.WithFields(logrus.Fields{"backingImageManager": name, "diskUUID": bim.Spec.DiskUUID})
 	if bim.DeletionTimestamp != nil {
 		c.stopServer(name, "its object is being deleted")
-		return nil
+		return kit.Result{}, nil
 	}
 	all, err := c.ds.ListBackingImageManagersRO()
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	replacement := replacementOf(bim, c.defaultImage, all)
 	if replacement != nil && len(filesNotTakenOver(bim, replacement)) == 0 {
@@ -172,12 +172,12 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 			log.WithFields(logrus.Fields{"image": bim.Spec.Image, "replacement": replacement.Name, "replacementImage": replacement.Spec.Image}).
 				Info("Replaced a backing image manager of an old image: the new one has every file ready; the files stay")
 			c.stopServer(name, "replaced by "+replacement.Name)
-			return nil
+			return kit.Result{}, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return err
+			return kit.Result{}, err
 		}
-		return nil
+		return kit.Result{}, nil
 	}
 	if len(bim.Spec.BackingImages) == 0 && len(bim.Status.BackingImageFileMap) == 0 {
 		// Nothing to keep: the manager goes, unless a backing image was
@@ -186,12 +186,12 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		if err == nil || apierrors.IsNotFound(err) {
 			log.Info("Deleted the backing image manager: its disk keeps no backing image")
 			c.stopServer(name, "it keeps no file")
-			return nil
+			return kit.Result{}, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return err
+			return kit.Result{}, err
 		}
-		return nil
+		return kit.Result{}, nil
 	}
 	status := bim.Status.DeepCopy()
 	status.OwnerID = c.nodeID
@@ -208,31 +208,30 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		if bim.Status.CurrentState != status.CurrentState {
 			log.WithField("reason", problem).Warn("The disk of the backing image manager cannot be used: stopped its server")
 		}
-		return c.writeStatus(ctx, bim, status)
+		return kit.Result{}, c.writeStatus(ctx, bim, status)
 	}
 	conn, err := c.ensureServer(key, bim, log)
 	if errors.Is(err, ErrServerPending) {
 		// Not a failure: the server's pod is on its way.
 		log.WithField("reason", err.Error()).Debug("Waiting for the backing image manager server")
 		status.CurrentState, status.IP = longhorn.BackingImageManagerStateStarting, ""
-		c.queue.AddAfter(key, serverPendingRecheck)
-		return c.writeStatus(ctx, bim, status)
+		return kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bim, status)
 	}
 	if err != nil {
 		status.CurrentState = longhorn.BackingImageManagerStateError
 		status.IP = ""
 		if werr := c.writeStatus(ctx, bim, status); werr != nil {
-			return werr
+			return kit.Result{}, werr
 		}
-		return err
+		return kit.Result{}, err
 	}
 	files, err := conn.client.List(ctx)
 	if err != nil {
 		status.CurrentState = longhorn.BackingImageManagerStateUnknown
 		if werr := c.writeStatus(ctx, bim, status); werr != nil {
-			return werr
+			return kit.Result{}, werr
 		}
-		return err
+		return kit.Result{}, err
 	}
 	if status.APIVersion == 0 {
 		if v, minV, err := conn.client.VersionGet(ctx); err == nil {
@@ -243,7 +242,7 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 		// Being replaced: the files are the new manager's to check and
 		// change; this one only serves them until then.
 		log.WithField("replacement", replacement.Name).Debug("Outdated backing image manager: waiting for its replacement to take the files over")
-		return c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+		return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
 	}
 	for fname, f := range files {
 		if bim.Spec.BackingImages[fname] == f.UUID {
@@ -275,7 +274,7 @@ func (c *BackingImageManagerController) sync(ctx context.Context, key string) er
 			files[biName] = info
 		}
 	}
-	return c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
 }
 
 // runningStatus is the status of a running manager with its files.
@@ -297,7 +296,7 @@ func (c *BackingImageManagerController) mayRetry(key, bimName, name, uuid string
 	defer c.mu.Unlock()
 	k := bimName + "/" + name + "/" + uuid
 	if wait := time.Until(c.retried[k].Add(failedFileRetryDelay)); wait > 0 {
-		c.queue.AddAfter(key, wait)
+		c.Queue.AddAfter(key, wait)
 		return false
 	}
 	c.retried[k] = time.Now()
@@ -382,7 +381,7 @@ func (c *BackingImageManagerController) prepareFile(ctx context.Context, log *lo
 }
 
 func (c *BackingImageManagerController) writeStatus(ctx context.Context, bim *longhorn.BackingImageManager, status *longhorn.BackingImageManagerStatus) error {
-	if reflect.DeepEqual(&bim.Status, status) {
+	if !kit.StatusChanged(&bim.Status, status) {
 		return nil
 	}
 	bim = bim.DeepCopy()
@@ -433,10 +432,10 @@ func (c *BackingImageManagerController) watch(ctx context.Context, key string, c
 	for ctx.Err() == nil {
 		if notices, err := client.Watch(ctx); err == nil {
 			for range notices {
-				c.queue.Add(key)
+				c.Queue.Add(key)
 			}
 		}
-		c.queue.Add(key)
+		c.Queue.Add(key)
 		select {
 		case <-ctx.Done():
 		case <-time.After(managerRewatchDelay):
@@ -455,6 +454,6 @@ func (c *BackingImageManagerController) stopServer(name, why string) {
 	if _, err := c.runner.Address(managerServerKey(name)); errors.Is(err, ErrServerNotStarted) {
 		return
 	}
-	c.logger.WithFields(logrus.Fields{"backingImageManager": name, "reason": why}).Info("Stopping the backing image manager server")
+	c.Logger.WithFields(logrus.Fields{"backingImageManager": name, "reason": why}).Info("Stopping the backing image manager server")
 	c.runner.Stop(managerServerKey(name))
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -67,10 +68,10 @@ func (c *BackingImageController) redownloadIfEveryCopyFailed(ctx context.Context
 	status *longhorn.BackingImageStatus, now time.Time) (bool, error) {
 	bi := v.image
 	failed, why := everyCopyFailed(v, status.DiskFileStatusMap)
-	old := getCondition(status.Conditions, ConditionTypeRedownload)
+	old := kit.GetCondition(status.Conditions, ConditionTypeRedownload)
 	if !failed {
 		if old.Status == longhorn.ConditionStatusTrue && anyDiskReady(status.DiskFileStatusMap) {
-			status.Conditions = setCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusFalse, "Recovered",
+			status.Conditions = kit.SetCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusFalse, "Recovered",
 				"a copy is ready again after the file was fetched again", now)
 			log.Info("A backing image file is ready again after a new download")
 		}
@@ -98,14 +99,14 @@ func (c *BackingImageController) redownloadIfEveryCopyFailed(ctx context.Context
 	}
 	if again != "" {
 		if wait := v.dataSource.CreationTimestamp.Add(redownloadMinInterval).Sub(now); wait > 0 {
-			c.queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, wait)
+			c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, wait)
 			return false, nil
 		}
 		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
 		msg = fmt.Sprintf("every copy of the file failed (%s): %s", why, again)
-		status.Conditions = setCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusTrue, "EveryCopyFailed", msg, now)
+		status.Conditions = kit.SetCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusTrue, "EveryCopyFailed", msg, now)
 		log.WithField("reason", why).Warn("Every copy of the backing image file failed: fetching it again")
 		c.event(bi, corev1.EventTypeWarning, "Redownload", msg)
 		return true, nil
@@ -114,6 +115,6 @@ func (c *BackingImageController) redownloadIfEveryCopyFailed(ctx context.Context
 		log.WithField("reason", why).Warn("Every copy of the backing image file failed, and its source cannot be fetched again")
 		c.event(bi, corev1.EventTypeWarning, reason, msg)
 	}
-	status.Conditions = setCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusFalse, reason, msg, now)
+	status.Conditions = kit.SetCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusFalse, reason, msg, now)
 	return false, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
@@ -123,12 +124,12 @@ func TestSourcesThatCannotBeFetchedAgainSaySo(t *testing.T) {
 			status := bi.Status.DeepCopy()
 			status.DiskFileStatusMap = map[string]*longhorn.BackingImageDiskFileStatus{"d1": {State: longhorn.BackingImageStateFailed, Message: "corrupt"}}
 			c2 := &BackingImageController{ds: ds, clock: clocktesting.NewFakeClock(time.Now())}
-			c2.baseController = newBaseController("test", logrus.NewEntry(logrus.New()), nil, nil)
+			c2.Base = kit.NewBase("test", logrus.NewEntry(logrus.New()), nil, nil)
 			again, err := c2.redownloadIfEveryCopyFailed(context.Background(), logrus.NewEntry(logrus.New()), v, status, time.Now().Add(time.Hour))
 			if err != nil || again != c.wantAgain {
 				t.Fatalf("fetched again %v (want %v), err %v", again, c.wantAgain, err)
 			}
-			cond := getCondition(status.Conditions, ConditionTypeRedownload)
+			cond := kit.GetCondition(status.Conditions, ConditionTypeRedownload)
 			want := longhorn.ConditionStatusFalse
 			if c.wantAgain {
 				want = longhorn.ConditionStatusTrue

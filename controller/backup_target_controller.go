@@ -11,12 +11,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -38,7 +38,7 @@ const backupTargetPollPeriod = 30 * time.Second
 // backup-target-credential-secret when the credential is at fault,
 // backup-target otherwise.
 type BackupTargetController struct {
-	*baseController
+	*kit.Base
 	ds       *datastore.DataStore
 	nodeID   string
 	recorder record.EventRecorder
@@ -50,12 +50,12 @@ const BackupVolumeMessageTarget = "backupTarget"
 
 // NewBackupTargetController wires the controller to the informers that
 // can change what it writes.
-func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *BackupTargetController {
+func NewBackupTargetController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *BackupTargetController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &BackupTargetController{ds: ds, nodeID: nodeID, recorder: recorder}
-	c.baseController = newBaseController("longhorn-backup-target", logger, metrics, c.sync,
+	c.Base = kit.NewBase("longhorn-backup-target", logger, metrics, c.sync,
 		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
-	poke := func(interface{}) { c.queue.Add(c.key()) }
+	poke := func(interface{}) { c.Queue.Add(c.key()) }
 	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur interface{}) { poke(cur) }, DeleteFunc: poke}
 	lh.Engines().Informer().AddEventHandler(handler)
 	lh.Backups().Informer().AddEventHandler(handler)
@@ -66,7 +66,7 @@ func NewBackupTargetController(logger *logrus.Entry, metrics *Metrics, ds *datas
 		},
 		Handler: handler,
 	})
-	c.queue.Add(c.key())
+	c.Queue.Add(c.key())
 	return c
 }
 
@@ -87,21 +87,23 @@ func (c *BackupTargetController) leader() bool {
 	return false
 }
 
-func (c *BackupTargetController) sync(ctx context.Context, key string) error {
-	defer c.queue.AddAfter(key, backupTargetPollPeriod)
+func (c *BackupTargetController) sync(ctx context.Context, key string) (kit.Result, error) {
+	// The target is polled: what other clusters write to it comes in
+	// with no event here.
+	again := kit.Result{RequeueAfter: backupTargetPollPeriod}
 	if !c.leader() {
-		return nil
+		return again, nil
 	}
 	target, err := c.ds.GetSettingValue(types.SettingNameBackupTarget)
 	if err != nil || target == "" {
-		return err
+		return again, err
 	}
 	err = c.syncTarget(ctx, target)
 	var te *targetError
 	if errors.As(err, &te) {
 		c.reportUnavailable(ctx, te)
 	}
-	return err
+	return again, err
 }
 
 // targetError is a backup target that cannot be opened or read.
@@ -136,7 +138,7 @@ func (c *BackupTargetController) reportUnavailable(ctx context.Context, te *targ
 		}
 		updated.Status.Messages[BackupVolumeMessageTarget] = msg
 		if _, err := c.ds.UpdateBackupVolumeStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
-			c.logger.WithError(err).WithField("backupVolume", bv.Name).Warn("Cannot record the backup target's error")
+			c.Logger.WithError(err).WithField("backupVolume", bv.Name).Warn("Cannot record the backup target's error")
 		}
 	}
 }
@@ -168,7 +170,7 @@ func (c *BackupTargetController) syncTarget(ctx context.Context, target string) 
 		}
 		vol := b.Labels[datastore.LabelBackupVolume]
 		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
-			log := c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
+			log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
 			if errors.Is(err, backupstore.ErrLocked) {
 				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
 				continue
@@ -184,7 +186,7 @@ func (c *BackupTargetController) syncTarget(ctx context.Context, target string) 
 		if _, err := c.ds.UpdateBackup(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
+		c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
 	}
 
 	// What engines report is mirrored even when the target cannot be read
@@ -291,7 +293,7 @@ func (c *BackupTargetController) markInterrupted(ctx context.Context, b *longhor
 	if _, err := c.ds.UpdateBackupStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.logger.WithFields(logrus.Fields{"backup": b.Name, "volume": b.Status.VolumeName}).Warn("Backup interrupted: no engine runs it and the target does not hold it")
+	c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": b.Status.VolumeName}).Warn("Backup interrupted: no engine runs it and the target does not hold it")
 	return nil
 }
 
@@ -327,7 +329,7 @@ func (c *BackupTargetController) syncBackup(ctx context.Context, live, want *lon
 	status := want.Status
 	status.OwnerID = c.nodeID
 	status.LastSyncedAt = live.Status.LastSyncedAt
-	if equality.Semantic.DeepEqual(status, live.Status) {
+	if !kit.StatusChanged(status, live.Status) {
 		return nil
 	}
 	status.LastSyncedAt = metav1.Now()
@@ -371,7 +373,7 @@ func (c *BackupTargetController) syncBackupVolumes(ctx context.Context, volumes 
 		if msg, ok := volumes.invalid[v.Name]; ok {
 			status.Messages = map[string]string{"Error": msg}
 		}
-		if equality.Semantic.DeepEqual(status, bv.Status) {
+		if !kit.StatusChanged(status, bv.Status) {
 			continue
 		}
 		status.LastSyncedAt = metav1.Now()

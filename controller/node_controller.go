@@ -7,12 +7,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -32,7 +32,7 @@ const (
 // node from its manager's heartbeat Lease, and, for this node, the disks'
 // identity, space and conditions.
 type NodeController struct {
-	*baseController
+	*kit.Base
 	ds     *datastore.DataStore
 	nodeID string
 	clock  clock.WithTicker
@@ -45,12 +45,12 @@ type NodeController struct {
 }
 
 // NewNodeController wires the controller to the Node and Lease informers.
-func NewNodeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, clk clock.WithTicker) *NodeController {
+func NewNodeController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, clk clock.WithTicker) *NodeController {
 	nodeInformer := inf.Longhorn.Longhorn().V1beta2().Nodes().Informer()
 	leaseInformer := inf.Kube.Coordination().V1().Leases().Informer()
 	c := &NodeController{ds: ds, nodeID: nodeID, clock: clk}
-	c.baseController = newBaseController("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
-	nodeInformer.AddEventHandler(c.eventHandler())
+	c.Base = kit.NewBase("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
+	nodeInformer.AddEventHandler(c.EventHandler())
 	leaseInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj interface{}) bool {
 			lease, ok := obj.(*coordinationv1.Lease)
@@ -83,13 +83,13 @@ func (c *NodeController) enqueueLeaseNode(obj interface{}) {
 	if !ok {
 		return
 	}
-	c.queue.Add(c.ds.Namespace() + "/" + lease.Labels[types.LabelNode])
+	c.Queue.Add(c.ds.Namespace() + "/" + lease.Labels[types.LabelNode])
 }
 
 // Register creates this node's Node object with one disk at dataDir, if it
 // does not exist yet. An existing Node is left as the user configured it.
 func (c *NodeController) Register(ctx context.Context, dataDir string) error {
-	log := c.logger.WithField("node", c.nodeID)
+	log := c.Logger.WithField("node", c.nodeID)
 	if _, err := c.ds.GetNodeFresh(ctx, c.nodeID); err == nil {
 		log.Info("Node already registered")
 		return nil
@@ -123,7 +123,7 @@ func (c *NodeController) Register(ctx context.Context, dataDir string) error {
 
 // RunHeartbeat renews this node's Lease until ctx ends.
 func (c *NodeController) RunHeartbeat(ctx context.Context) {
-	log := c.logger.WithField("node", c.nodeID)
+	log := c.Logger.WithField("node", c.nodeID)
 	ticker := c.clock.NewTicker(heartbeatPeriod)
 	defer ticker.Stop()
 	for {
@@ -138,51 +138,52 @@ func (c *NodeController) RunHeartbeat(ctx context.Context) {
 	}
 }
 
-func (c *NodeController) sync(ctx context.Context, key string) error {
+func (c *NodeController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	node, err := c.ds.GetNodeRO(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	lease, err := c.ds.GetHeartbeatRO(name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return kit.Result{}, err
 	}
 	if apierrors.IsNotFound(err) {
 		lease = nil
 	}
 	now := c.clock.Now()
 
+	var again kit.Result
 	status := node.Status.DeepCopy()
 	status.Conditions = nodeReadyCondition(status.Conditions, lease, now)
 	if name == c.nodeID {
-		status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeSchedulable,
-			boolStatus(node.Spec.AllowScheduling), schedulingReason(node.Spec.AllowScheduling), "", now)
+		status.Conditions = kit.SetCondition(status.Conditions, longhorn.ConditionTypeSchedulable,
+			kit.BoolStatus(node.Spec.AllowScheduling), schedulingReason(node.Spec.AllowScheduling), "", now)
 		// Free space moves with every write to the disk, by anyone: probe
 		// once a period (or when the disks change), not on every sync, or
 		// each status write would bring the next.
 		if due := c.probed.Add(diskProbePeriod); !now.Before(due) || node.Generation != c.probedGeneration {
 			status.DiskStatus = c.probeDisks(node, now)
 			c.probed, c.probedGeneration = now, node.Generation
-			c.queue.AddAfter(key, diskProbePeriod)
+			again.RequeueAfter = diskProbePeriod
 		} else {
-			c.queue.AddAfter(key, due.Sub(now))
+			again.RequeueAfter = due.Sub(now)
 		}
 	} else if _, staleAt := heartbeatFresh(lease, now); staleAt.After(now) {
 		// Look again when the peer's heartbeat would go stale.
-		c.queue.AddAfter(key, staleAt.Sub(now)+time.Second)
+		again.RequeueAfter = staleAt.Sub(now) + time.Second
 	}
 
-	if equality.Semantic.DeepEqual(&node.Status, status) {
-		return nil
+	if !kit.StatusChanged(&node.Status, status) {
+		return again, nil
 	}
-	wasReady := getCondition(node.Status.Conditions, longhorn.ConditionTypeReady).Status
+	wasReady := kit.GetCondition(node.Status.Conditions, longhorn.ConditionTypeReady).Status
 	updated := node.DeepCopy()
 	updated.Status = *status
 	if _, err := c.ds.UpdateNodeStatus(ctx, updated); err != nil {
@@ -190,19 +191,19 @@ func (c *NodeController) sync(ctx context.Context, key string) error {
 			// The probe's result is lost: the retry probes again.
 			c.probed = time.Time{}
 		}
-		return fmt.Errorf("update status of node %s: %w", name, err)
+		return again, fmt.Errorf("update status of node %s: %w", name, err)
 	}
-	if ready := getCondition(status.Conditions, longhorn.ConditionTypeReady); ready.Status != wasReady {
-		c.logger.WithFields(logrus.Fields{"node": name, "ready": ready.Status, "reason": ready.Reason}).Info("Node readiness changed")
+	if ready := kit.GetCondition(status.Conditions, longhorn.ConditionTypeReady); ready.Status != wasReady {
+		c.Logger.WithFields(logrus.Fields{"node": name, "ready": ready.Status, "reason": ready.Reason}).Info("Node readiness changed")
 	}
 	for disk, st := range status.DiskStatus {
-		ready := getCondition(st.Conditions, longhorn.ConditionTypeReady)
-		if old := node.Status.DiskStatus[disk]; old == nil || getCondition(old.Conditions, longhorn.ConditionTypeReady).Status != ready.Status {
-			c.logger.WithFields(logrus.Fields{"node": name, "disk": disk, "path": node.Spec.Disks[disk].Path,
+		ready := kit.GetCondition(st.Conditions, longhorn.ConditionTypeReady)
+		if old := node.Status.DiskStatus[disk]; old == nil || kit.GetCondition(old.Conditions, longhorn.ConditionTypeReady).Status != ready.Status {
+			c.Logger.WithFields(logrus.Fields{"node": name, "disk": disk, "path": node.Spec.Disks[disk].Path,
 				"ready": ready.Status, "reason": ready.Reason, "message": ready.Message}).Info("Disk readiness changed")
 		}
 	}
-	return nil
+	return again, nil
 }
 
 func schedulingReason(allowed bool) string {

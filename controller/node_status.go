@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -24,13 +25,13 @@ func nodeReadyCondition(conds []longhorn.Condition, lease *coordinationv1.Lease,
 	fresh, staleAt := heartbeatFresh(lease, now)
 	switch {
 	case fresh:
-		return setCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue,
+		return kit.SetCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue,
 			longhorn.NodeConditionReasonManagerRunning, "", now)
 	case lease == nil:
-		return setCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
+		return kit.SetCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
 			longhorn.NodeConditionReasonManagerPodMissing, "no heartbeat from the node's manager", now)
 	default:
-		return setCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
+		return kit.SetCondition(conds, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
 			longhorn.NodeConditionReasonManagerStale,
 			fmt.Sprintf("the node's manager has not renewed its heartbeat since %s", staleAt.UTC().Format(time.RFC3339)), now)
 	}
@@ -52,9 +53,9 @@ func diskStatus(spec longhorn.DiskSpec, old *longhorn.DiskStatus, probe diskProb
 	}
 	if probe.err != nil {
 		st.StorageAvailable, st.StorageMaximum = 0, 0
-		st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
+		st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
 			longhorn.DiskConditionReasonDiskFilesystem, probe.err.Error(), now)
-		st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeSchedulable, longhorn.ConditionStatusFalse,
+		st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeSchedulable, longhorn.ConditionStatusFalse,
 			longhorn.DiskConditionReasonDiskFilesystem, "the disk is not ready", now)
 		return st
 	}
@@ -62,16 +63,16 @@ func diskStatus(spec longhorn.DiskSpec, old *longhorn.DiskStatus, probe diskProb
 	if st.DiskUUID != "" && st.DiskUUID != info.Config.DiskUUID {
 		msg := fmt.Sprintf("the disk at %s has UUID %s, but this disk was registered with UUID %s: another disk is mounted there",
 			spec.Path, info.Config.DiskUUID, st.DiskUUID)
-		st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
+		st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusFalse,
 			longhorn.DiskConditionReasonDiskUUIDMismatch, msg, now)
-		st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeSchedulable, longhorn.ConditionStatusFalse,
+		st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeSchedulable, longhorn.ConditionStatusFalse,
 			longhorn.DiskConditionReasonDiskUUIDMismatch, "the disk is not ready", now)
 		return st
 	}
 	st.DiskUUID = info.Config.DiskUUID
 	st.StorageMaximum = info.StorageMaximum
 	st.StorageAvailable = info.StorageAvail
-	st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue,
+	st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue,
 		longhorn.DiskConditionReasonDiskReady, "", now)
 	schedulable, reason, msg := true, "", ""
 	switch {
@@ -80,6 +81,6 @@ func diskStatus(spec longhorn.DiskSpec, old *longhorn.DiskStatus, probe diskProb
 	case info.StorageAvail <= spec.StorageReserved:
 		schedulable, reason, msg = false, "DiskPressure", fmt.Sprintf("available %d bytes is not above the reserved %d bytes", info.StorageAvail, spec.StorageReserved)
 	}
-	st.Conditions = setCondition(st.Conditions, longhorn.ConditionTypeSchedulable, boolStatus(schedulable), reason, msg, now)
+	st.Conditions = kit.SetCondition(st.Conditions, longhorn.ConditionTypeSchedulable, kit.BoolStatus(schedulable), reason, msg, now)
 	return st
 }

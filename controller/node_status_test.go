@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -32,7 +33,7 @@ func TestNodeReadyCondition(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := getCondition(nodeReadyCondition(nil, c.lease, testNow), longhorn.ConditionTypeReady)
+			got := kit.GetCondition(nodeReadyCondition(nil, c.lease, testNow), longhorn.ConditionTypeReady)
 			if got.Status != c.wantStatus || got.Reason != c.wantReason {
 				t.Fatalf("got %s/%s, want %s/%s", got.Status, got.Reason, c.wantStatus, c.wantReason)
 			}
@@ -41,12 +42,12 @@ func TestNodeReadyCondition(t *testing.T) {
 }
 
 func TestSetConditionKeepsTransitionTimeWhileStatusHolds(t *testing.T) {
-	first := setCondition(nil, "Ready", longhorn.ConditionStatusTrue, "A", "", testNow)
-	later := setCondition(first, "Ready", longhorn.ConditionStatusTrue, "A", "", testNow.Add(time.Hour))
+	first := kit.SetCondition(nil, "Ready", longhorn.ConditionStatusTrue, "A", "", testNow)
+	later := kit.SetCondition(first, "Ready", longhorn.ConditionStatusTrue, "A", "", testNow.Add(time.Hour))
 	if later[0].LastTransitionTime != first[0].LastTransitionTime {
 		t.Fatalf("transition time moved without a transition: %s -> %s", first[0].LastTransitionTime, later[0].LastTransitionTime)
 	}
-	flipped := setCondition(later, "Ready", longhorn.ConditionStatusFalse, "B", "", testNow.Add(time.Hour))
+	flipped := kit.SetCondition(later, "Ready", longhorn.ConditionStatusFalse, "B", "", testNow.Add(time.Hour))
 	if flipped[0].LastTransitionTime == first[0].LastTransitionTime || len(flipped) != 1 {
 		t.Fatalf("a transition must move the time and keep one condition: %+v", flipped)
 	}
@@ -78,11 +79,11 @@ func TestDiskStatus(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := diskStatus(c.spec, c.old, c.probe, testNow)
-			ready := getCondition(st.Conditions, longhorn.ConditionTypeReady)
+			ready := kit.GetCondition(st.Conditions, longhorn.ConditionTypeReady)
 			if ready.Status != c.wantReady || ready.Reason != c.wantReadyReason {
 				t.Errorf("Ready %s/%s, want %s/%s", ready.Status, ready.Reason, c.wantReady, c.wantReadyReason)
 			}
-			if s := getCondition(st.Conditions, longhorn.ConditionTypeSchedulable).Status; s != c.wantSchedulable {
+			if s := kit.GetCondition(st.Conditions, longhorn.ConditionTypeSchedulable).Status; s != c.wantSchedulable {
 				t.Errorf("Schedulable %s, want %s", s, c.wantSchedulable)
 			}
 			if st.DiskUUID != c.wantUUID {

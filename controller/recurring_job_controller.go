@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -29,17 +29,17 @@ import (
 // invalid jobs Ready=False, and on deletion removes the CronJob and the
 // volume labels that selected the job.
 type RecurringJobController struct {
-	*baseController
+	*kit.Base
 	ds        *datastore.DataStore
 	recorder  record.EventRecorder
 	clock     clock.Clock
-	ownership ownership
+	ownership kit.Ownership
 	cfg       CronJobConfig
 }
 
 // NewRecurringJobController wires the controller to the RecurringJob,
 // CronJob and Setting informers.
-func NewRecurringJobController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+func NewRecurringJobController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
 	recorder record.EventRecorder, clk clock.Clock, cfg CronJobConfig) *RecurringJobController {
 	jobs := inf.Longhorn.Longhorn().V1beta2().RecurringJobs().Informer()
 	cronJobs := inf.Kube.Batch().V1().CronJobs().Informer()
@@ -47,11 +47,11 @@ func NewRecurringJobController(logger *logrus.Entry, metrics *Metrics, ds *datas
 	volumes := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &RecurringJobController{
 		ds: ds, recorder: recorder, clock: clk, cfg: cfg,
-		ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp},
+		ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp},
 	}
-	c.baseController = newBaseController("longhorn-recurring-job", logger, metrics, c.sync,
+	c.Base = kit.NewBase("longhorn-recurring-job", logger, metrics, c.sync,
 		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced)
-	jobs.AddEventHandler(c.eventHandler())
+	jobs.AddEventHandler(c.EventHandler())
 	// A CronJob changed or deleted by hand brings its job back to the queue,
 	// so the edit is reverted at once.
 	cronJobs.AddEventHandler(cache.FilteringResourceEventHandler{
@@ -92,51 +92,51 @@ func cronJobOwner(obj interface{}) string {
 
 func (c *RecurringJobController) enqueueCronJobOwner(obj interface{}) {
 	if name := cronJobOwner(obj); name != "" {
-		c.queue.Add(c.ds.Namespace() + "/" + name)
+		c.Queue.Add(c.ds.Namespace() + "/" + name)
 	}
 }
 
 func (c *RecurringJobController) enqueueAll() {
 	jobs, err := c.ds.ListRecurringJobsRO()
 	if err != nil {
-		c.logger.WithError(err).Warn("Cannot list recurring jobs to re-enqueue them")
+		c.Logger.WithError(err).Warn("Cannot list recurring jobs to re-enqueue them")
 		return
 	}
 	for _, job := range jobs {
-		c.enqueue(job)
+		c.Enqueue(job)
 	}
 }
 
-func (c *RecurringJobController) sync(ctx context.Context, key string) error {
+func (c *RecurringJobController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	job, err := c.ds.GetRecurringJobRO(name)
 	if apierrors.IsNotFound(err) {
 		// The CronJob goes with it through its owner reference.
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
-	if !c.ownership.responsible(job.Status.OwnerID, "") {
-		return nil
+	if !c.ownership.Responsible(job.Status.OwnerID, "") {
+		return kit.Result{}, nil
 	}
-	log := c.logger.WithField("recurringJob", name)
-	if job.Status.OwnerID != c.ownership.nodeID {
+	log := c.Logger.WithField("recurringJob", name)
+	if job.Status.OwnerID != c.ownership.NodeID {
 		claimed := job.DeepCopy()
-		claimed.Status.OwnerID = c.ownership.nodeID
+		claimed.Status.OwnerID = c.ownership.NodeID
 		if _, err := c.ds.UpdateRecurringJobStatus(ctx, claimed); err != nil {
-			return fmt.Errorf("claim recurring job %s: %w", name, err)
+			return kit.Result{}, fmt.Errorf("claim recurring job %s: %w", name, err)
 		}
 		log.WithField("previousOwner", job.Status.OwnerID).Info("Took ownership of the recurring job")
 		// The status write brings the job back with the new owner.
-		return nil
+		return kit.Result{}, nil
 	}
 
 	if job.DeletionTimestamp != nil {
-		return c.cleanup(ctx, job, log)
+		return kit.Result{}, c.cleanup(ctx, job, log)
 	}
 	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
 		// First sight of a new job: the finalizer. The spec is the
@@ -144,17 +144,17 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		updated := job.DeepCopy()
 		updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
 		_, err := c.ds.UpdateRecurringJob(ctx, updated)
-		return err
+		return kit.Result{}, err
 	}
 	if !suspendObserved(job) {
 		// Created or resumed (or suspended): recorded before anything
 		// runs it, so a skip is in place before a tick can run.
-		return c.observeSuspend(ctx, job, log)
+		return kit.Result{}, c.observeSuspend(ctx, job, log)
 	}
 
 	warning, verr := c.ds.CheckRecurringJobToRun(job, c.clock.Now())
 	if verr != nil {
-		return c.markInvalid(ctx, job, verr, log)
+		return kit.Result{}, c.markInvalid(ctx, job, verr, log)
 	}
 	// One status write carries what changed: the accepted generation, the
 	// observed schedule, the CronJob's status, the Ready condition.
@@ -167,40 +167,40 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) error {
 		// The manager runner fires the job: a CronJob left from the
 		// CronJob runner would run it twice.
 		if err := c.deleteManagedCronJob(ctx, job, log); err != nil {
-			return err
+			return kit.Result{}, err
 		}
 	} else {
 		if err := c.syncCronJob(ctx, job, log); errors.Is(err, errCronJobNameTaken) {
 			// The user's to resolve: said in the job's status, not retried.
-			before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
+			before := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
 			if before.Reason != longhorn.RecurringJobConditionReasonCronJobNameTaken {
 				log.WithError(err).Warn("Recurring job is not scheduled")
 				c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
 			}
-			return c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
+			return kit.Result{}, c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
 		} else if err != nil {
-			return err
+			return kit.Result{}, err
 		}
 		if err := c.mirrorCronJobStatus(job, status); err != nil {
-			return err
+			return kit.Result{}, err
 		}
 	}
 	reason := longhorn.RecurringJobConditionReasonScheduled
 	if warning != "" {
 		reason = longhorn.RecurringJobConditionReasonRetainAboveMaximum
-		if before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady); before.Reason != reason || before.Message != warning {
+		if before := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady); before.Reason != reason || before.Message != warning {
 			log.Warn(warning)
 			c.recorder.Event(job, corev1.EventTypeWarning, reason, warning)
 		}
 	}
-	status.Conditions = setCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, reason, warning, c.clock.Now())
-	if equality.Semantic.DeepEqual(*status, job.Status) {
-		return nil
+	status.Conditions = kit.SetCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, reason, warning, c.clock.Now())
+	if !kit.StatusChanged(*status, job.Status) {
+		return kit.Result{}, nil
 	}
 	updated := job.DeepCopy()
 	updated.Status = *status
 	_, err = c.ds.UpdateRecurringJobStatus(ctx, updated)
-	return err
+	return kit.Result{}, err
 }
 
 // observeSchedule records the job's schedule in status; a change records
@@ -251,7 +251,7 @@ func (c *RecurringJobController) markInvalid(ctx context.Context, job *longhorn.
 	if deleted {
 		log.Info("Deleted the CronJob of a recurring job whose spec became invalid")
 	}
-	before := getCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
+	before := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady)
 	if before.Status != longhorn.ConditionStatusFalse || before.Message != verr.Error() {
 		log.WithError(verr).Warn("Recurring job is invalid; it is not scheduled")
 		c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
@@ -260,8 +260,8 @@ func (c *RecurringJobController) markInvalid(ctx context.Context, job *longhorn.
 }
 
 func (c *RecurringJobController) setReady(ctx context.Context, job *longhorn.RecurringJob, status longhorn.ConditionStatus, reason, message string) error {
-	conds := setCondition(job.Status.Conditions, longhorn.ConditionTypeReady, status, reason, message, c.clock.Now())
-	if equality.Semantic.DeepEqual(conds, job.Status.Conditions) {
+	conds := kit.SetCondition(job.Status.Conditions, longhorn.ConditionTypeReady, status, reason, message, c.clock.Now())
+	if !kit.StatusChanged(conds, job.Status.Conditions) {
 		return nil
 	}
 	updated := job.DeepCopy()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 )
 
@@ -51,7 +52,7 @@ type RecurringJobRunnerConfig struct {
 // recorded but whose manager stopped is finished by the next Lease holder.
 type RecurringJobRunner struct {
 	logger   *logrus.Entry
-	metrics  *Metrics
+	metrics  *kit.Metrics
 	ds       *datastore.DataStore
 	recorder record.EventRecorder
 	clock    clock.Clock
@@ -63,7 +64,7 @@ type RecurringJobRunner struct {
 	mu sync.Mutex
 	// base is the queue of the current leadership term; nil while this
 	// manager does not hold the Lease.
-	base    *baseController
+	base    *kit.Base
 	runs    *runTable
 	wg      sync.WaitGroup
 	slots   chan struct{}
@@ -72,7 +73,7 @@ type RecurringJobRunner struct {
 }
 
 // NewRecurringJobRunner wires the runner to the RecurringJob informer.
-func NewRecurringJobRunner(logger *logrus.Entry, metrics *Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+func NewRecurringJobRunner(logger *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, clk clock.Clock, cfg RecurringJobRunnerConfig, run RecurringJobRunFunc) *RecurringJobRunner {
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 20
@@ -115,7 +116,7 @@ func (r *RecurringJobRunner) enqueue(obj interface{}) {
 	base := r.base
 	r.mu.Unlock()
 	if base != nil {
-		base.enqueue(obj)
+		base.Enqueue(obj)
 	}
 }
 
@@ -177,16 +178,14 @@ func (r *RecurringJobRunner) Run(ctx context.Context, workers int) error {
 // and at the end a wait for this term's runs to stop.
 func (r *RecurringJobRunner) lead(ctx context.Context, workers int) {
 	r.logger.WithField("identity", r.cfg.Identity).Info("Holds the recurring-job runner Lease; firing recurring jobs")
-	base := newBaseController("longhorn-recurring-job-runner", r.logger, nil, func(ctx context.Context, key string) error {
-		return r.sync(ctx, key)
-	}, r.synced...)
-	base.metrics = r.metrics
+	base := kit.NewBase("longhorn-recurring-job-runner", r.logger, nil, r.sync, r.synced...)
+	base.CountIn(r.metrics)
 	r.mu.Lock()
 	r.base, r.leading = base, true
 	r.mu.Unlock()
 	if jobs, err := r.ds.ListRecurringJobsRO(); err == nil {
 		for _, job := range jobs {
-			base.enqueue(job)
+			base.Enqueue(job)
 		}
 	}
 	_ = base.Run(ctx, workers)
@@ -204,6 +203,6 @@ func (r *RecurringJobRunner) requeue(key string, d time.Duration) {
 	base := r.base
 	r.mu.Unlock()
 	if base != nil {
-		base.queue.AddAfter(key, d)
+		base.Queue.AddAfter(key, d)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/schedule"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -153,29 +154,29 @@ func scheduleObserved(job *longhorn.RecurringJob) bool {
 	return o != nil && o.Cron == job.Spec.Cron && o.TimeZone == job.Spec.TimeZone
 }
 
-func (r *RecurringJobRunner) sync(ctx context.Context, key string) error {
+func (r *RecurringJobRunner) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	job, err := r.ds.GetRecurringJobRO(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	// Only jobs the controller has taken in, found valid and whose
 	// schedule it has recorded are fired; its status write brings the job
 	// back here.
 	if job.DeletionTimestamp != nil || !slices.Contains(job.Finalizers, types.LonghornFinalizer) ||
-		getCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status != longhorn.ConditionStatusTrue ||
+		kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status != longhorn.ConditionStatusTrue ||
 		!scheduleObserved(job) {
-		return nil
+		return kit.Result{}, nil
 	}
 	sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone)
 	if err != nil {
-		return nil // the controller marks it invalid
+		return kit.Result{}, nil // the controller marks it invalid
 	}
 	now := r.clock.Now()
 	log := r.logger.WithField("recurringJob", name)
@@ -198,24 +199,25 @@ func (r *RecurringJobRunner) sync(ctx context.Context, key string) error {
 
 	st := jobState(job, active)
 	d := schedule.Decide(sched, st, now)
-	defer r.requeue(key, d.Requeue)
+	// The decision's next look is kept even when its write fails.
+	again := kit.Result{RequeueAfter: d.Requeue}
 	switch d.Action {
 	case schedule.Run:
-		return r.fire(ctx, job, sched, d, now, log)
+		return again, r.fire(ctx, job, sched, d, now, log)
 	case schedule.Missed, schedule.Forbidden:
-		return r.recordNotRun(ctx, job, sched, d, now, log)
+		return again, r.recordNotRun(ctx, job, sched, d, now, log)
 	case schedule.Skip:
 		// The controller records the skip, if any (one writer); its
 		// write brings the job back.
-		return nil
+		return again, nil
 	}
 	if next := nextScheduleTime(sched, st, now); !sameTime(next, job.Status.NextScheduleTime) {
 		updated := job.DeepCopy()
 		updated.Status.NextScheduleTime = next
 		_, err := r.ds.UpdateRecurringJobStatus(ctx, updated)
-		return err
+		return again, err
 	}
-	return nil
+	return again, nil
 }
 
 // fire records the run in the status, then starts it. The write carries

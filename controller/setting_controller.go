@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -19,35 +20,35 @@ import (
 // cannot know the rule) is marked not applied, the manager keeps using the
 // default, and a Warning event names the rule.
 type SettingController struct {
-	*baseController
+	*kit.Base
 	ds       *datastore.DataStore
 	recorder record.EventRecorder
 }
 
 // NewSettingController wires the controller to the Setting informer.
-func NewSettingController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, recorder record.EventRecorder) *SettingController {
+func NewSettingController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, recorder record.EventRecorder) *SettingController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Settings().Informer()
 	c := &SettingController{ds: ds, recorder: recorder}
-	c.baseController = newBaseController("longhorn-setting", logger, metrics, c.sync, informer.HasSynced)
-	informer.AddEventHandler(c.eventHandler())
+	c.Base = kit.NewBase("longhorn-setting", logger, metrics, c.sync, informer.HasSynced)
+	informer.AddEventHandler(c.EventHandler())
 	return c
 }
 
-func (c *SettingController) sync(ctx context.Context, key string) error {
+func (c *SettingController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	setting, err := c.ds.GetSettingRO(types.SettingName(name))
 	if apierrors.IsNotFound(err) {
-		return nil
+		return kit.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	if _, known := types.GetSettingDefinition(types.SettingName(name)); !known {
 		// Settings of newer or older managers are left alone.
-		return nil
+		return kit.Result{}, nil
 	}
 	verr := types.ValidateSetting(types.SettingName(name), setting.Value)
 	if verr != nil {
@@ -57,18 +58,18 @@ func (c *SettingController) sync(ctx context.Context, key string) error {
 	}
 	applied := verr == nil
 	if setting.Status.Applied == applied {
-		return nil
+		return kit.Result{}, nil
 	}
 	updated := setting.DeepCopy()
 	updated.Status.Applied = applied
 	if _, err := c.ds.UpdateSettingStatus(ctx, updated); err != nil {
-		return fmt.Errorf("update status of setting %s: %w", name, err)
+		return kit.Result{}, fmt.Errorf("update status of setting %s: %w", name, err)
 	}
-	log := c.logger.WithFields(logrus.Fields{"setting": name, "value": setting.Value})
+	log := c.Logger.WithFields(logrus.Fields{"setting": name, "value": setting.Value})
 	if verr != nil {
 		log.WithError(verr).Warn("Setting has an invalid value; using its default")
 	} else {
 		log.Info("Setting applied")
 	}
-	return nil
+	return kit.Result{}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
@@ -76,8 +77,8 @@ func purgedSnapshotEnv(t *testing.T, objects ...*longhorn.Snapshot) (*SnapshotCo
 		}
 	}
 	sc := &SnapshotController{ds: datastore.New("ns", lh, kube, inf), nodeID: "node-1", instances: instances}
-	sc.baseController = newBaseController("test", logrus.NewEntry(log), nil, nil)
-	t.Cleanup(sc.queue.ShutDown)
+	sc.Base = kit.NewBase("test", logrus.NewEntry(log), nil, nil)
+	t.Cleanup(sc.Queue.ShutDown)
 	return sc, lh, lhi.Engines().Informer().GetIndexer()
 }
 
@@ -86,7 +87,7 @@ func purgedSnapshotEnv(t *testing.T, objects ...*longhorn.Snapshot) (*SnapshotCo
 // `kubectl delete` would seem undone.
 func TestAPurgedSnapshotIsNotAdoptedFromAStaleMirror(t *testing.T) {
 	sc, lh, _ := purgedSnapshotEnv(t)
-	if err := sc.sync(context.Background(), "ns/gone"); err != nil {
+	if _, err := sc.sync(context.Background(), "ns/gone"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lh.LonghornV1beta2().Snapshots("ns").Get(context.Background(), "gone", metav1.GetOptions{}); err == nil {
@@ -109,7 +110,7 @@ func TestAnAdoptedObjectWithoutStatusGoesWhenItsSnapshotIsPurged(t *testing.T) {
 	if err := engines.Update(fresh); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.sync(context.Background(), "ns/gone"); err != nil {
+	if _, err := sc.sync(context.Background(), "ns/gone"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lh.LonghornV1beta2().Snapshots("ns").Get(context.Background(), "gone", metav1.GetOptions{}); err == nil {

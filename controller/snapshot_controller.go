@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
@@ -29,7 +30,7 @@ import (
 // keeps that current) and calls the engine only to create, delete and
 // purge. It runs on the node that owns the snapshot's volume.
 type SnapshotController struct {
-	*baseController
+	*kit.Base
 	ds        *datastore.DataStore
 	nodeID    string
 	instances *instance.Manager
@@ -37,12 +38,12 @@ type SnapshotController struct {
 
 // NewSnapshotController wires the controller to the Snapshot and Engine
 // informers.
-func NewSnapshotController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Manager) *SnapshotController {
+func NewSnapshotController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Manager) *SnapshotController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &SnapshotController{ds: ds, nodeID: nodeID, instances: instances}
-	c.baseController = newBaseController("longhorn-snapshot", logger, metrics, c.sync,
+	c.Base = kit.NewBase("longhorn-snapshot", logger, metrics, c.sync,
 		lh.Snapshots().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Volumes().Informer().HasSynced)
-	lh.Snapshots().Informer().AddEventHandler(c.eventHandler())
+	lh.Snapshots().Informer().AddEventHandler(c.EventHandler())
 	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.engineChanged(nil, obj) },
 		UpdateFunc: c.engineChanged,
@@ -65,7 +66,7 @@ func (c *SnapshotController) engineChanged(oldObj, newObj interface{}) {
 	if old == nil || old.Status.CurrentState != cur.Status.CurrentState {
 		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
 		for _, s := range snaps {
-			c.enqueue(s)
+			c.Enqueue(s)
 		}
 	} else if !equality.Semantic.DeepEqual(old.Status.PurgeStatus, cur.Status.PurgeStatus) {
 		// A purge ended: the snapshots being deleted wait on it (one whose
@@ -73,7 +74,7 @@ func (c *SnapshotController) engineChanged(oldObj, newObj interface{}) {
 		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
 		for _, s := range snaps {
 			if s.DeletionTimestamp != nil {
-				c.enqueue(s)
+				c.Enqueue(s)
 			}
 		}
 	}
@@ -83,38 +84,38 @@ func (c *SnapshotController) engineChanged(oldObj, newObj interface{}) {
 	}
 	for name, s := range cur.Status.Snapshots {
 		if name != "volume-head" && !equality.Semantic.DeepEqual(s, before[name]) {
-			c.queue.Add(c.ds.Namespace() + "/" + name)
+			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
 	for name := range before {
 		if _, still := cur.Status.Snapshots[name]; !still && name != "volume-head" {
-			c.queue.Add(c.ds.Namespace() + "/" + name)
+			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
 }
 
-func (c *SnapshotController) sync(ctx context.Context, key string) error {
+func (c *SnapshotController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	snap, err := c.ds.GetSnapshotRO(name)
 	if apierrors.IsNotFound(err) {
-		return c.adoptEngineSnapshot(ctx, name)
+		return kit.Result{}, c.adoptEngineSnapshot(ctx, name)
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	v, err := c.ds.GetVolumeRO(snap.Spec.Volume)
 	if apierrors.IsNotFound(err) || (err == nil && v.DeletionTimestamp != nil) {
 		// The snapshot's data goes with its volume.
-		return c.releaseFinalizer(ctx, snap)
+		return kit.Result{}, c.releaseFinalizer(ctx, snap)
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	if v.Status.OwnerID != c.nodeID {
-		return nil
+		return kit.Result{}, nil
 	}
 	if needsMutation(snap, v) {
 		updated := snap.DeepCopy()
@@ -126,15 +127,15 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 			updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
 		}
 		if len(updated.OwnerReferences) == 0 {
-			updated.OwnerReferences = ownedBy(v)
+			updated.OwnerReferences = kit.OwnedBy(v)
 		}
 		_, err := c.ds.UpdateSnapshot(ctx, updated)
-		return err
+		return kit.Result{}, err
 	}
 
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return kit.Result{}, err
 	}
 	var info *longhorn.SnapshotInfo
 	running := false
@@ -146,28 +147,28 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 
 	if snap.DeletionTimestamp != nil {
 		if info == nil && running {
-			return c.releaseFinalizer(ctx, snap)
+			return kit.Result{}, c.releaseFinalizer(ctx, snap)
 		}
 		if !hasEngine {
-			return c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
+			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
 		}
 		if info == nil {
 			// The engine is starting: its snapshots are not mirrored yet.
-			return nil
+			return kit.Result{}, nil
 		}
 		if !info.Removed {
 			err := run.Engine.DeleteSnapshot(snap.Name)
 			switch {
 			case errors.Is(err, enginecontroller.ErrNotFound):
 				// Purged since the mirror was read.
-				return c.releaseFinalizer(ctx, snap)
+				return kit.Result{}, c.releaseFinalizer(ctx, snap)
 			case errors.Is(err, enginecontroller.ErrPrecondition):
 				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
-					return serr
+					return kit.Result{}, serr
 				}
-				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 			case err != nil:
-				return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 			}
 		}
 		// Marked removed in the engine: the status says so before the
@@ -179,7 +180,7 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 				len(info.Children), strings.Join(slices.Sorted(maps.Keys(info.Children)), ", "))
 		}
 		if err := c.writeStatus(ctx, snap, status); err != nil {
-			return err
+			return kit.Result{}, err
 		}
 		// StartPurge does nothing while a purge runs.
 		run.Engine.StartPurge()
@@ -187,9 +188,9 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 			// The purge started again; the error brings this snapshot back
 			// after the queue's backoff, so a purge that keeps failing is
 			// retried ever more slowly, not in a loop.
-			return fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
+			return kit.Result{}, fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
 		}
-		return nil
+		return kit.Result{}, nil
 	}
 
 	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
@@ -199,11 +200,11 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 		switch {
 		case errors.Is(err, enginecontroller.ErrExists):
 		case err != nil:
-			return c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
+			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
 		default:
-			c.logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
-		return nil
+		return kit.Result{}, nil
 	}
 	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
 		// A delete and its purge may both land between two mirrors of
@@ -215,19 +216,19 @@ func (c *SnapshotController) sync(ctx context.Context, key string) error {
 			// Deleted and purged, by a recurring job or the API: the
 			// object goes too.
 			if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
-				return err
+				return kit.Result{}, err
 			}
-			return nil
+			return kit.Result{}, nil
 		}
 		if snap.Status.CreationTime == "" {
-			return c.setError(ctx, snap, fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.Name))
+			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.Name))
 		}
-		return c.setError(ctx, snap, "the snapshot is gone from the engine")
+		return kit.Result{}, c.setError(ctx, snap, "the snapshot is gone from the engine")
 	}
 	if info == nil {
-		return nil
+		return kit.Result{}, nil
 	}
-	return c.writeStatus(ctx, snap, snapshotStatus(info, v, c.nodeID))
+	return kit.Result{}, c.writeStatus(ctx, snap, snapshotStatus(info, v, c.nodeID))
 }
 
 // snapshotStatus is the status of a Snapshot object as its engine
@@ -286,7 +287,7 @@ func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name strin
 		_, err = c.ds.CreateSnapshot(ctx, &longhorn.Snapshot{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Labels: adoptedLabels(v.Name, info.Labels),
-				Finalizers: []string{types.LonghornFinalizer}, OwnerReferences: ownedBy(v),
+				Finalizers: []string{types.LonghornFinalizer}, OwnerReferences: kit.OwnedBy(v),
 			},
 			Spec: longhorn.SnapshotSpec{Volume: v.Name, CreateSnapshot: false, Labels: info.Labels},
 		})
@@ -294,7 +295,7 @@ func (c *SnapshotController) adoptEngineSnapshot(ctx context.Context, name strin
 		case apierrors.IsInvalid(err):
 			// Engine snapshot names allow what object names do not
 			// (capitals, '_'): such a snapshot has no object.
-			c.logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": name}).Debug("Snapshot name cannot be an object name")
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": name}).Debug("Snapshot name cannot be an object name")
 		case err != nil && !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("create Snapshot object for %s: %w", name, err)
 		}
@@ -339,7 +340,7 @@ func (c *SnapshotController) writeStatus(ctx context.Context, snap *longhorn.Sna
 	if snap.DeletionTimestamp != nil {
 		status.ReadyToUse = false
 	}
-	if equality.Semantic.DeepEqual(status, snap.Status) {
+	if !kit.StatusChanged(status, snap.Status) {
 		return nil
 	}
 	updated := snap.DeepCopy()

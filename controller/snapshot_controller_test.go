@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
@@ -55,18 +56,18 @@ func TestEngineChangesEnqueueOnlyTheSnapshotsTheyConcern(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sc := &SnapshotController{ds: ds}
-			sc.baseController = newBaseController("test", logrus.NewEntry(logrus.New()), nil, nil)
-			defer sc.queue.ShutDown()
+			sc.Base = kit.NewBase("test", logrus.NewEntry(logrus.New()), nil, nil)
+			defer sc.Queue.ShutDown()
 			if c.old == nil {
 				sc.engineChanged(nil, c.cur)
 			} else {
 				sc.engineChanged(c.old, c.cur)
 			}
 			var got []string
-			for sc.queue.Len() > 0 {
-				key, _ := sc.queue.Get()
+			for sc.Queue.Len() > 0 {
+				key, _ := sc.Queue.Get()
 				got = append(got, key[len("ns/"):])
-				sc.queue.Done(key)
+				sc.Queue.Done(key)
 			}
 			sort.Strings(got)
 			if !slices.Equal(got, c.want) {

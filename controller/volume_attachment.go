@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
@@ -26,13 +26,6 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
-
-func ownedBy(v *longhorn.Volume) []metav1.OwnerReference {
-	return []metav1.OwnerReference{{
-		APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Volume", Name: v.Name, UID: v.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-	}}
-}
 
 // replicaDataDir names a replica's folder after the volume, a piece of its
 // UID (so a new volume with an old name never opens old data) and the
@@ -61,7 +54,7 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(replicas) < v.Spec.NumberOfReplicas && datastore.AttachRefusal(v.Name, c.ownership.nodeID, replicas) == nil {
+	if len(replicas) < v.Spec.NumberOfReplicas && datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas) == nil {
 		diskUUID, diskPath, err := c.readyDisk()
 		if err != nil {
 			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
@@ -76,9 +69,9 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 				continue
 			}
 			r := &longhorn.Replica{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: ownedBy(v)},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: kit.OwnedBy(v)},
 				Spec: longhorn.ReplicaSpec{
-					InstanceSpec: longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: c.ownership.nodeID, DataEngine: longhorn.DataEngineTypeV1},
+					InstanceSpec: longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: c.ownership.NodeID, DataEngine: longhorn.DataEngineTypeV1},
 					DiskID:       diskUUID, DiskPath: diskPath, DataDirectoryName: replicaDataDir(v, i),
 					BackingImage: v.Spec.BackingImage, Active: true,
 				},
@@ -89,7 +82,7 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 			}
 			if err == nil {
 				replicas = append(replicas, created)
-				c.logger.WithFields(logrus.Fields{"volume": v.Name, "replica": name, "disk": diskPath}).Info("Created replica")
+				c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": name, "disk": diskPath}).Info("Created replica")
 			}
 		}
 	}
@@ -103,7 +96,7 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 	e, err := c.ds.GetEngineRO(name)
 	if apierrors.IsNotFound(err) {
 		e, err = c.ds.CreateEngine(ctx, &longhorn.Engine{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: ownedBy(v)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: v.Name}, OwnerReferences: kit.OwnedBy(v)},
 			Spec: longhorn.EngineSpec{
 				InstanceSpec:      longhorn.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, DataEngine: longhorn.DataEngineTypeV1},
 				Frontend:          v.Spec.Frontend,
@@ -136,9 +129,9 @@ func (c *VolumeController) ensureObjects(ctx context.Context, v *longhorn.Volume
 
 // readyDisk picks the first ready disk of this node, by name.
 func (c *VolumeController) readyDisk() (uuid, path string, err error) {
-	node, err := c.ds.GetNodeRO(c.ownership.nodeID)
+	node, err := c.ds.GetNodeRO(c.ownership.NodeID)
 	if err != nil {
-		return "", "", fmt.Errorf("node %s: %w", c.ownership.nodeID, err)
+		return "", "", fmt.Errorf("node %s: %w", c.ownership.NodeID, err)
 	}
 	names := make([]string, 0, len(node.Spec.Disks))
 	for n := range node.Spec.Disks {
@@ -147,11 +140,11 @@ func (c *VolumeController) readyDisk() (uuid, path string, err error) {
 	sort.Strings(names)
 	for _, n := range names {
 		st := node.Status.DiskStatus[n]
-		if st != nil && st.DiskUUID != "" && getCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue {
+		if st != nil && st.DiskUUID != "" && kit.GetCondition(st.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue {
 			return st.DiskUUID, node.Spec.Disks[n].Path, nil
 		}
 	}
-	return "", "", fmt.Errorf("node %s has no ready disk for replicas", c.ownership.nodeID)
+	return "", "", fmt.Errorf("node %s has no ready disk for replicas", c.ownership.NodeID)
 }
 
 // syncAttachment starts the engine where the volume is attached, stops it
@@ -187,9 +180,9 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	}
 	if v.Spec.BackingImage != "" {
 		if waiting != "" {
-			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusTrue, "WaitForBackingImage", waiting, c.clock.Now())
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusTrue, "WaitForBackingImage", waiting, c.clock.Now())
 		} else {
-			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
 		}
 	}
 	dirs := make([]instance.ReplicaDir, 0, len(replicas))
@@ -205,7 +198,7 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
 	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil {
 		if err := c.restore(ctx, v, dirs); err != nil {
-			vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
 			return err
 		}
@@ -214,20 +207,20 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 		}
 		status.LastRestoredBackup = v.Spec.FromBackup
 		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
-		vstatus.Conditions = setCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
 	}
 	switch {
 	case v.Spec.NodeID == "":
 		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
-	case v.Spec.NodeID == c.ownership.nodeID && notLocal != nil:
+	case v.Spec.NodeID == c.ownership.NodeID && notLocal != nil:
 		reason := ReasonReplicasOnOtherNode
 		var disk *diskNotHereError
 		if errors.As(notLocal, &disk) {
 			reason = ReasonReplicaDiskMissing
 		}
-		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.nodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
+	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
@@ -238,21 +231,21 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 				reason = ReasonReplicaDataMissing
 				failed[missing.Replica] = true
 				if serr := c.syncReplicaStatus(ctx, replicas, status, failed); serr != nil {
-					c.logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
+					c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
 				}
 			}
-			vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
 			if serr := c.updateVolumeStatus(ctx, v, vstatus); serr != nil {
-				c.logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
+				c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
 			}
 			return err
 		}
 		if err := c.markHealthy(ctx, replicas); err != nil {
 			return err
 		}
-		vstatus.Conditions = setCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
 		host, port, _ := net.SplitHostPort(c.engineAddress)
-		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.nodeID
+		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.NodeID
 		status.IP, status.StorageIP = host, host
 		status.Port, _ = strconv.Atoi(port)
 		status.Endpoint = run.Endpoint
@@ -270,11 +263,11 @@ func (c *VolumeController) syncAttachment(ctx context.Context, v *longhorn.Volum
 		}()
 		// What the engine serves: a frontend is started on a running
 		// engine when asked for, never taken away from one.
-		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.nodeID, run.Endpoint == ""
+		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.NodeID, run.Endpoint == ""
 		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
 	} else {
 		if err := c.instances.Stop(v.Name); err != nil {
-			c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+			c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 		}
 		c.mirrors.forget(v.Name)
 		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
@@ -305,15 +298,15 @@ const (
 // replicas: one is on another node, or names a disk this node does not
 // have (by UUID and path). nil when every replica is on this node's disks.
 func (c *VolumeController) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica) error {
-	if err := datastore.AttachRefusal(v.Name, c.ownership.nodeID, replicas); err != nil {
+	if err := datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas); err != nil {
 		return err
 	}
 	if len(replicas) == 0 {
 		return nil
 	}
-	node, err := c.ds.GetNodeRO(c.ownership.nodeID)
+	node, err := c.ds.GetNodeRO(c.ownership.NodeID)
 	if err != nil {
-		return fmt.Errorf("node %s: %w", c.ownership.nodeID, err)
+		return fmt.Errorf("node %s: %w", c.ownership.NodeID, err)
 	}
 	for _, r := range replicas {
 		found := false
@@ -326,7 +319,7 @@ func (c *VolumeController) replicasNotLocal(v *longhorn.Volume, replicas []*long
 		}
 		if !found {
 			return &diskNotHereError{fmt.Sprintf("volume %s cannot be attached to node %q: replica %s is on disk %s at %s, which is not a disk of node %q (by that UUID at that path)",
-				v.Name, c.ownership.nodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.nodeID)}
+				v.Name, c.ownership.NodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.NodeID)}
 		}
 	}
 	return nil
@@ -369,7 +362,7 @@ func (c *VolumeController) markHealthy(ctx context.Context, replicas []*longhorn
 func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus, failed map[string]bool) error {
 	for _, r := range replicas {
 		st := r.Status.DeepCopy()
-		st.OwnerID = c.ownership.nodeID
+		st.OwnerID = c.ownership.NodeID
 		switch {
 		case failed[r.Name]:
 			st.CurrentState, st.Started = longhorn.InstanceStateError, false
@@ -380,7 +373,7 @@ func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*lo
 		default:
 			st.CurrentState = longhorn.InstanceStateError
 		}
-		if equality.Semantic.DeepEqual(st, &r.Status) {
+		if !kit.StatusChanged(st, &r.Status) {
 			continue
 		}
 		updated := r.DeepCopy()
@@ -393,7 +386,7 @@ func (c *VolumeController) syncReplicaStatus(ctx context.Context, replicas []*lo
 }
 
 func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.Volume, vstatus *longhorn.VolumeStatus) error {
-	if equality.Semantic.DeepEqual(vstatus, &v.Status) {
+	if !kit.StatusChanged(vstatus, &v.Status) {
 		return nil
 	}
 	updated := v.DeepCopy()
@@ -402,7 +395,7 @@ func (c *VolumeController) updateVolumeStatus(ctx context.Context, v *longhorn.V
 		return err
 	}
 	if vstatus.State != v.Status.State {
-		c.logger.WithFields(logrus.Fields{"volume": v.Name, "state": vstatus.State, "node": vstatus.CurrentNodeID}).Info("Volume state changed")
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "state": vstatus.State, "node": vstatus.CurrentNodeID}).Info("Volume state changed")
 	}
 	return nil
 }
@@ -442,7 +435,7 @@ func (c *VolumeController) restore(ctx context.Context, v *longhorn.Volume, dirs
 	err = func() (err error) {
 		// A panic in the restore (a malformed backup, a bug) is its error:
 		// the engine started for it stops, and the volume says why.
-		defer panics.Recover(c.logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
+		defer panics.Recover(c.Logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
 		return run.Engine.Restore(store, volume, backup)
 	}()
 	if !wasRunning {
@@ -453,7 +446,7 @@ func (c *VolumeController) restore(ctx context.Context, v *longhorn.Volume, dirs
 	if err != nil {
 		return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
 	}
-	c.logger.WithFields(logrus.Fields{"volume": v.Name, "backup": backup, "took": time.Since(start).Round(time.Millisecond)}).Info("Restored volume from backup")
+	c.Logger.WithFields(logrus.Fields{"volume": v.Name, "backup": backup, "took": time.Since(start).Round(time.Millisecond)}).Info("Restored volume from backup")
 	return nil
 }
 
@@ -507,7 +500,7 @@ func robustness(modes map[string]longhorn.ReplicaMode, want int) longhorn.Volume
 // writeStatus writes the Engine's status when it changed and returns the
 // resource version that holds it.
 func (c *VolumeController) writeStatus(ctx context.Context, e *longhorn.Engine, status *longhorn.EngineStatus) (string, error) {
-	if equality.Semantic.DeepEqual(status, &e.Status) {
+	if !kit.StatusChanged(status, &e.Status) {
 		return e.ResourceVersion, nil
 	}
 	updated := e.DeepCopy()
@@ -540,18 +533,18 @@ func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) erro
 				}
 			}
 		}
-		c.queue.AddAfter(c.ds.Namespace()+"/"+v.Name, time.Second)
+		c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, time.Second)
 		return nil
 	}
 	if err := c.instances.Stop(v.Name); err != nil {
-		c.logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+		c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 	}
 	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
 	if err != nil {
 		return err
 	}
 	for _, r := range replicas {
-		if r.Spec.NodeID != c.ownership.nodeID || r.Spec.DataDirectoryName == "" {
+		if r.Spec.NodeID != c.ownership.NodeID || r.Spec.DataDirectoryName == "" {
 			continue
 		}
 		if err := os.RemoveAll(replicaDir(r)); err != nil {
@@ -563,6 +556,6 @@ func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) erro
 	if _, err := c.ds.UpdateVolume(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.logger.WithFields(logrus.Fields{"volume": v.Name, "replicas": len(replicas)}).Info("Deleted the volume's data")
+	c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replicas": len(replicas)}).Info("Deleted the volume's data")
 	return nil
 }

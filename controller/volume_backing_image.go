@@ -158,7 +158,7 @@ func (c *VolumeController) requestBackingFiles(ctx context.Context, bi *longhorn
 	if _, err := c.ds.UpdateBackingImage(ctx, updated); err != nil {
 		return fmt.Errorf("ask backing image %s for a file on disks %v: %w", bi.Name, missing, err)
 	}
-	c.logger.WithFields(logrus.Fields{"backingImage": bi.Name, "disks": missing}).Info("Asked for the backing image's file on the disks of the volume's replicas")
+	c.Logger.WithFields(logrus.Fields{"backingImage": bi.Name, "disks": missing}).Info("Asked for the backing image's file on the disks of the volume's replicas")
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -20,9 +21,9 @@ import (
 // volume's Replica and Engine objects, and its attachment: the engine runs
 // on the node in spec.nodeID, serving the volume's data there.
 type VolumeController struct {
-	*baseController
+	*kit.Base
 	ds        *datastore.DataStore
-	ownership ownership
+	ownership kit.Ownership
 	instances *instance.Manager
 	// engineAddress is host:port of this node's engine gRPC service.
 	engineAddress string
@@ -33,17 +34,17 @@ type VolumeController struct {
 // NewVolumeController wires the controller to the Volume informer.
 // instances runs this node's engines; a change there re-enqueues the
 // volume, so its status follows the engine.
-func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+func NewVolumeController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
 	instances *instance.Manager, engineAddress string, clk clock.Clock) *VolumeController {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &VolumeController{ds: ds, ownership: ownership{nodeID: nodeID, isUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
+	c := &VolumeController{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
 		mirrors: engineMirrors{seen: map[string]engineMirror{}}}
-	c.baseController = newBaseController("longhorn-volume", logger, metrics, c.sync,
+	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().HasSynced)
-	informer.AddEventHandler(c.eventHandler())
+	informer.AddEventHandler(c.EventHandler())
 	inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().AddEventHandler(c.backingImageHandler())
 	return c
 }
@@ -51,20 +52,20 @@ func NewVolumeController(logger *logrus.Entry, metrics *Metrics, ds *datastore.D
 // EnqueueVolume asks for a sync of the volume; the engine runtime calls it
 // when an engine's snapshots or replicas change.
 func (c *VolumeController) EnqueueVolume(volume string) {
-	c.queue.Add(c.ds.Namespace() + "/" + volume)
+	c.Queue.Add(c.ds.Namespace() + "/" + volume)
 }
 
-func (c *VolumeController) sync(ctx context.Context, key string) error {
+func (c *VolumeController) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	v, err := c.ds.GetVolumeRO(name)
 	if apierrors.IsNotFound(err) {
-		return c.instances.Stop(name)
+		return kit.Result{}, c.instances.Stop(name)
 	}
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	// The node a volume is attached to owns it; a detached (or deleted)
 	// one, the node that holds its replicas, whose disks its data is on.
@@ -72,36 +73,36 @@ func (c *VolumeController) sync(ctx context.Context, key string) error {
 	if preferred == "" || v.DeletionTimestamp != nil {
 		replicas, err := c.ds.ListVolumeReplicasRO(name)
 		if err != nil {
-			return err
+			return kit.Result{}, err
 		}
 		if n := datastore.ReplicasNode(replicas); n != "" {
 			preferred = n
 		}
 	}
-	if !c.ownership.responsible(v.Status.OwnerID, preferred) {
+	if !c.ownership.Responsible(v.Status.OwnerID, preferred) {
 		if _, running := c.instances.Get(name); running {
-			return c.instances.Stop(name)
+			return kit.Result{}, c.instances.Stop(name)
 		}
-		return nil
+		return kit.Result{}, nil
 	}
-	if v.Status.OwnerID != c.ownership.nodeID {
+	if v.Status.OwnerID != c.ownership.NodeID {
 		claimed := v.DeepCopy()
-		claimed.Status.OwnerID = c.ownership.nodeID
+		claimed.Status.OwnerID = c.ownership.NodeID
 		if _, err := c.ds.UpdateVolumeStatus(ctx, claimed); err != nil {
-			return fmt.Errorf("claim volume %s: %w", name, err)
+			return kit.Result{}, fmt.Errorf("claim volume %s: %w", name, err)
 		}
-		c.logger.WithFields(logrus.Fields{"volume": name, "previousOwner": v.Status.OwnerID}).Info("Took ownership of the volume")
-		return nil
+		c.Logger.WithFields(logrus.Fields{"volume": name, "previousOwner": v.Status.OwnerID}).Info("Took ownership of the volume")
+		return kit.Result{}, nil
 	}
 	if v.DeletionTimestamp != nil {
-		return c.cleanup(ctx, v)
+		return kit.Result{}, c.cleanup(ctx, v)
 	}
 	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
 		_, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false })
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
+			return kit.Result{}, fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
 		}
-		return nil
+		return kit.Result{}, nil
 	}
-	return c.syncAttachment(ctx, v)
+	return kit.Result{}, c.syncAttachment(ctx, v)
 }

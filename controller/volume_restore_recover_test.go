@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -41,8 +42,8 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
 	c := &VolumeController{instances: instances}
-	c.baseController = newBaseController("test", logrus.NewEntry(log), nil, nil)
-	defer c.queue.ShutDown()
+	c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, nil)
+	defer c.Queue.ShutDown()
 	v := &longhorn.Volume{Spec: longhorn.VolumeSpec{Size: size, FromBackup: "file://" + target + "?backup=b1&volume=vol", NumberOfReplicas: 1}}
 	v.Name = "vol"
 	err := c.restore(context.Background(), v, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}})

@@ -1,4 +1,4 @@
-package controller
+package kit
 
 import (
 	"time"
@@ -6,10 +6,10 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-// setCondition returns conds with the condition of condType set. The
+// SetCondition returns conds with the condition of condType set. The
 // transition time changes only when the status does, so a condition that
 // keeps its status causes no write.
-func setCondition(conds []longhorn.Condition, condType string, status longhorn.ConditionStatus, reason, message string, now time.Time) []longhorn.Condition {
+func SetCondition(conds []longhorn.Condition, condType string, status longhorn.ConditionStatus, reason, message string, now time.Time) []longhorn.Condition {
 	out := make([]longhorn.Condition, 0, len(conds)+1)
 	found := false
 	for _, c := range conds {
@@ -36,8 +36,8 @@ func setCondition(conds []longhorn.Condition, condType string, status longhorn.C
 	return out
 }
 
-// getCondition returns the condition of condType, or an Unknown one.
-func getCondition(conds []longhorn.Condition, condType string) longhorn.Condition {
+// GetCondition returns the condition of condType, or an Unknown one.
+func GetCondition(conds []longhorn.Condition, condType string) longhorn.Condition {
 	for _, c := range conds {
 		if c.Type == condType {
 			return c
@@ -46,7 +46,8 @@ func getCondition(conds []longhorn.Condition, condType string) longhorn.Conditio
 	return longhorn.Condition{Type: condType, Status: longhorn.ConditionStatusUnknown}
 }
 
-func boolStatus(b bool) longhorn.ConditionStatus {
+// BoolStatus is True or False.
+func BoolStatus(b bool) longhorn.ConditionStatus {
 	if b {
 		return longhorn.ConditionStatusTrue
 	}

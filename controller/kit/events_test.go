@@ -1,4 +1,4 @@
-package controller
+package kit
 
 import (
 	"testing"

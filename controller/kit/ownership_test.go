@@ -1,10 +1,10 @@
-package controller
+package kit
 
 import "testing"
 
 func TestOwnershipResponsible(t *testing.T) {
 	up := map[string]bool{"node-1": true, "node-2": true, "node-3": false}
-	o := ownership{nodeID: "node-1", isUp: func(n string) bool { return up[n] }}
+	o := Ownership{NodeID: "node-1", IsUp: func(n string) bool { return up[n] }}
 	cases := []struct {
 		name      string
 		ownerID   string
@@ -23,7 +23,7 @@ func TestOwnershipResponsible(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := o.responsible(c.ownerID, c.preferred); got != c.want {
+			if got := o.Responsible(c.ownerID, c.preferred); got != c.want {
 				t.Fatalf("responsible(%q, %q) = %v, want %v", c.ownerID, c.preferred, got, c.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package controller
+package kit
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestBaseControllerRecoversPanickingSync(t *testing.T) {
 		mu    sync.Mutex
 		calls = map[string][]time.Time{}
 	)
-	syncKey := func(_ context.Context, key string) error {
+	syncKey := func(_ context.Context, key string) (Result, error) {
 		mu.Lock()
 		calls[key] = append(calls[key], time.Now())
 		mu.Unlock()
@@ -30,9 +30,9 @@ func TestBaseControllerRecoversPanickingSync(t *testing.T) {
 			var m map[string]int
 			m["boom"]++ // a nil map write: a runtime panic, as a bug would be
 		}
-		return nil
+		return Result{}, nil
 	}
-	c := newBaseController("test-panic", logrus.NewEntry(logger), NewMetrics(registry), syncKey)
+	c := NewBase("test-panic", logrus.NewEntry(logger), NewMetrics(registry), syncKey)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 1) }()
@@ -42,8 +42,8 @@ func TestBaseControllerRecoversPanickingSync(t *testing.T) {
 	}()
 
 	// One worker: the good keys are synced only if it survived the panic.
-	c.queue.Add("ns/bad")
-	c.queue.Add("ns/good")
+	c.Queue.Add("ns/bad")
+	c.Queue.Add("ns/good")
 	count := func(key string) int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -56,7 +56,7 @@ func TestBaseControllerRecoversPanickingSync(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c.queue.Add("ns/good2")
+	c.Queue.Add("ns/good2")
 	for count("ns/good2") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("a key added after the panics was never synced: the worker is gone")
@@ -67,10 +67,10 @@ func TestBaseControllerRecoversPanickingSync(t *testing.T) {
 	// Retried with the queue's backoff: requeues are counted and the wait
 	// before the sixth attempt is at least the limiter's 5ms doubled four
 	// times (a delayed item never comes back early).
-	if n := c.queue.NumRequeues("ns/bad"); n < 5 {
+	if n := c.Queue.NumRequeues("ns/bad"); n < 5 {
 		t.Errorf("NumRequeues(bad) = %d, want the panicking key requeued with backoff", n)
 	}
-	if n := c.queue.NumRequeues("ns/good"); n != 0 {
+	if n := c.Queue.NumRequeues("ns/good"); n != 0 {
 		t.Errorf("NumRequeues(good) = %d, want 0", n)
 	}
 	mu.Lock()
@@ -129,4 +129,51 @@ func reconciles(t *testing.T, registry *prometheus.Registry, controller, result 
 		}
 	}
 	return 0
+}
+
+// A sync that asks to be requeued after a delay is synced again after that
+// delay, not before, and with its backoff reset.
+func TestBaseRequeuesAfterTheResultsDelay(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		calls []time.Time
+	)
+	c := NewBase("test-requeue", logrus.NewEntry(logrus.New()), nil, func(context.Context, string) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, time.Now())
+		if len(calls) == 1 {
+			return Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return Result{}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 1) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	c.Queue.Add("ns/poll")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(calls)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key was not synced again after its RequeueAfter")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if wait := calls[1].Sub(calls[0]); wait < 200*time.Millisecond {
+		t.Errorf("synced again after %v, want at least the 200ms asked for", wait)
+	}
+	if n := c.Queue.NumRequeues("ns/poll"); n != 0 {
+		t.Errorf("NumRequeues = %d, want 0: a requeue asked for is not a failure", n)
+	}
 }

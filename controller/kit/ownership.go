@@ -1,6 +1,6 @@
-package controller
+package kit
 
-// ownership decides which node's manager reconciles an object, recorded in
+// Ownership decides which node's manager reconciles an object, recorded in
 // the object's status.ownerID. The rule works for one node and for many:
 //
 //  1. If the object names a preferred node (for a volume, the node it is
@@ -10,18 +10,20 @@ package controller
 //     Several may try at once; the status write carries the resource
 //     version, so only one succeeds and the others see the new owner on
 //     their next sync.
-type ownership struct {
-	nodeID string
-	isUp   func(node string) bool
+type Ownership struct {
+	// NodeID is this manager's node.
+	NodeID string
+	// IsUp tells whether a node's manager is up (its heartbeat is fresh).
+	IsUp func(node string) bool
 }
 
-// responsible reports whether this node should reconcile an object owned
+// Responsible reports whether this node should reconcile an object owned
 // by ownerID that prefers the node preferred ("" for none).
-func (o ownership) responsible(ownerID, preferred string) bool {
-	if preferred != "" && o.isUp(preferred) {
-		return preferred == o.nodeID
+func (o Ownership) Responsible(ownerID, preferred string) bool {
+	if preferred != "" && o.IsUp(preferred) {
+		return preferred == o.NodeID
 	}
-	if ownerID != "" && ownerID != o.nodeID && o.isUp(ownerID) {
+	if ownerID != "" && ownerID != o.NodeID && o.IsUp(ownerID) {
 		return false
 	}
 	return true
