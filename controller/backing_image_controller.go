@@ -197,9 +197,9 @@ func (c *BackingImageController) sync(ctx context.Context, key string) (kit.Resu
 	if bi.DeletionTimestamp != nil {
 		return kit.Result{}, c.cleanup(ctx, log, bi)
 	}
-	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(bi) {
 		bi = bi.DeepCopy()
-		bi.Finalizers = append(bi.Finalizers, types.LonghornFinalizer)
+		kit.AddFinalizer(bi)
 		_, err := c.ds.UpdateBackingImage(ctx, bi)
 		return kit.Result{}, err
 	}
@@ -436,7 +436,7 @@ func (c *BackingImageController) removeFromManager(ctx context.Context, bim *lon
 // and waits until no running manager lists its file; then the finalizer
 // goes.
 func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
-	if !slices.Contains(bi.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(bi) {
 		return nil
 	}
 	if held, err := c.holdDeletion(ctx, log, bi); held || err != nil {
@@ -471,7 +471,7 @@ func (c *BackingImageController) cleanup(ctx context.Context, log *logrus.Entry,
 		return nil
 	}
 	bi = bi.DeepCopy()
-	bi.Finalizers = slices.DeleteFunc(bi.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	kit.RemoveFinalizer(bi)
 	if _, err := c.ds.UpdateBackingImage(ctx, bi); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -165,7 +164,7 @@ func (c *BackupTargetController) syncTarget(ctx context.Context, target string) 
 	// it does not hold up the mirror.
 	var deleteErr error
 	for _, b := range backups {
-		if b.DeletionTimestamp == nil || !slices.Contains(b.Finalizers, types.LonghornFinalizer) {
+		if b.DeletionTimestamp == nil || !kit.HasFinalizer(b) {
 			continue
 		}
 		vol := b.Labels[datastore.LabelBackupVolume]
@@ -182,7 +181,7 @@ func (c *BackupTargetController) syncTarget(ctx context.Context, target string) 
 			continue
 		}
 		updated := b.DeepCopy()
-		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+		kit.RemoveFinalizer(updated)
 		if _, err := c.ds.UpdateBackup(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}

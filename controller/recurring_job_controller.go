@@ -138,11 +138,11 @@ func (c *RecurringJobController) sync(ctx context.Context, key string) (kit.Resu
 	if job.DeletionTimestamp != nil {
 		return kit.Result{}, c.cleanup(ctx, job, log)
 	}
-	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(job) {
 		// First sight of a new job: the finalizer. The spec is the
 		// user's: the manager never writes it.
 		updated := job.DeepCopy()
-		updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
+		kit.AddFinalizer(updated)
 		_, err := c.ds.UpdateRecurringJob(ctx, updated)
 		return kit.Result{}, err
 	}
@@ -274,7 +274,7 @@ func (c *RecurringJobController) setReady(ctx context.Context, job *longhorn.Rec
 // volume loses the job's label, and loses a group label of the job only
 // where no other job still lists the group; then the finalizer goes.
 func (c *RecurringJobController) cleanup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
-	if !slices.Contains(job.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(job) {
 		return nil
 	}
 	if _, err := c.deleteOwnCronJob(ctx, job, log); err != nil {
@@ -316,7 +316,7 @@ func (c *RecurringJobController) cleanup(ctx context.Context, job *longhorn.Recu
 		}
 	}
 	updated := job.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	kit.RemoveFinalizer(updated)
 	if _, err := c.ds.UpdateRecurringJob(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/schedule"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Event reasons of the manager runner.
@@ -169,7 +168,7 @@ func (r *RecurringJobRunner) sync(ctx context.Context, key string) (kit.Result, 
 	// Only jobs the controller has taken in, found valid and whose
 	// schedule it has recorded are fired; its status write brings the job
 	// back here.
-	if job.DeletionTimestamp != nil || !slices.Contains(job.Finalizers, types.LonghornFinalizer) ||
+	if job.DeletionTimestamp != nil || !kit.HasFinalizer(job) ||
 		kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status != longhorn.ConditionStatusTrue ||
 		!scheduleObserved(job) {
 		return kit.Result{}, nil

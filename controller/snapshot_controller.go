@@ -123,8 +123,8 @@ func (c *SnapshotController) sync(ctx context.Context, key string) (kit.Result, 
 			updated.Labels = map[string]string{}
 		}
 		updated.Labels[types.LabelVolume] = v.Name
-		if !slices.Contains(updated.Finalizers, types.LonghornFinalizer) && snap.DeletionTimestamp == nil {
-			updated.Finalizers = append(updated.Finalizers, types.LonghornFinalizer)
+		if !kit.HasFinalizer(updated) && snap.DeletionTimestamp == nil {
+			kit.AddFinalizer(updated)
 		}
 		if len(updated.OwnerReferences) == 0 {
 			updated.OwnerReferences = kit.OwnedBy(v)
@@ -259,7 +259,7 @@ func failedPurge(e *longhorn.Engine) string {
 
 func needsMutation(snap *longhorn.Snapshot, v *longhorn.Volume) bool {
 	return snap.Labels[types.LabelVolume] != v.Name ||
-		(snap.DeletionTimestamp == nil && !slices.Contains(snap.Finalizers, types.LonghornFinalizer)) ||
+		(snap.DeletionTimestamp == nil && !kit.HasFinalizer(snap)) ||
 		len(snap.OwnerReferences) == 0
 }
 
@@ -318,11 +318,11 @@ func adoptedLabels(volume string, engineLabels map[string]string) map[string]str
 }
 
 func (c *SnapshotController) releaseFinalizer(ctx context.Context, snap *longhorn.Snapshot) error {
-	if !slices.Contains(snap.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(snap) {
 		return nil
 	}
 	updated := snap.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	kit.RemoveFinalizer(updated)
 	_, err := c.ds.UpdateSnapshot(ctx, updated)
 	if apierrors.IsNotFound(err) {
 		return nil

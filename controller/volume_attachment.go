@@ -516,7 +516,7 @@ func (c *VolumeController) writeStatus(ctx context.Context, e *longhorn.Engine, 
 // replicas' data on this node's disks goes, then the finalizer. The Engine
 // and Replica objects follow through their owner references.
 func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) error {
-	if !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
+	if !kit.HasFinalizer(v) {
 		return nil
 	}
 	// The volume waits until its Snapshot objects are gone; the snapshot
@@ -552,7 +552,7 @@ func (c *VolumeController) cleanup(ctx context.Context, v *longhorn.Volume) erro
 		}
 	}
 	updated := v.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == types.LonghornFinalizer })
+	kit.RemoveFinalizer(updated)
 	if _, err := c.ds.UpdateVolume(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +12,6 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // VolumeController reconciles Volumes: the recurring-job label rule (a
@@ -97,7 +95,7 @@ func (c *VolumeController) sync(ctx context.Context, key string) (kit.Result, er
 	if v.DeletionTimestamp != nil {
 		return kit.Result{}, c.cleanup(ctx, v)
 	}
-	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !slices.Contains(v.Finalizers, types.LonghornFinalizer) {
+	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !kit.HasFinalizer(v) {
 		_, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false })
 		if err != nil && !apierrors.IsNotFound(err) {
 			return kit.Result{}, fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
