@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -105,7 +105,7 @@ func TestBackingImageEveryCopyFailedIsDownloadedAgain(t *testing.T) {
 				t.Fatalf("disk %s: a corrupt copy is ready", disk)
 			}
 		}
-		c := conditionOf(got.Status.Conditions, controller.ConditionTypeRedownload)
+		c := conditionOf(got.Status.Conditions, bicontroller.ConditionTypeRedownload)
 		return c.Reason == "EveryCopyFailed" || c.Reason == "Recovered", nil
 	})
 	after := waitReady(t, lh, ns, "fragile", disks, "")
@@ -125,7 +125,7 @@ func TestBackingImageEveryCopyFailedIsDownloadedAgain(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the Redownload condition says the file recovered", func() (bool, error) {
 		got, err := lh.LonghornV1beta2().BackingImages(ns).Get(context.Background(), "fragile", metav1.GetOptions{})
-		return err == nil && conditionOf(got.Status.Conditions, controller.ConditionTypeRedownload).Reason == "Recovered", err
+		return err == nil && conditionOf(got.Status.Conditions, bicontroller.ConditionTypeRedownload).Reason == "Recovered", err
 	})
 }
 
@@ -333,7 +333,7 @@ func TestBackingImageCleanupAndDeletionFollowTheReplicas(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		c := conditionOf(got.Status.Conditions, controller.ConditionTypeDeletionBlocked)
+		c := conditionOf(got.Status.Conditions, bicontroller.ConditionTypeDeletionBlocked)
 		return got.DeletionTimestamp != nil && c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, "vm") &&
 			hasEvent(t, e.ns, "base", "DeletionBlocked", "vm"), nil
 	})

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
@@ -35,7 +35,7 @@ func withPodRunner(o *DaemonOptions) {
 // serverPods are the backing image server pods in ns, by name.
 func serverPods(t *testing.T, kube kubernetes.Interface, ns string) map[string]*corev1.Pod {
 	t.Helper()
-	l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: controller.LabelComponent})
+	l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelComponent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func serverPods(t *testing.T, kube kubernetes.Interface, ns string) map[string]*
 // with no kubelet to confirm, they would hold the namespace.
 func removePodsAtEnd(t *testing.T, kube kubernetes.Interface, ns string) {
 	t.Cleanup(func() {
-		l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: controller.LabelComponent})
+		l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelComponent})
 		if err != nil {
 			return
 		}
@@ -94,7 +94,7 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 		return len(serverPods(t, kube, ns)) == 1+len(disks), nil
 	})
 	pods := serverPods(t, kube, ns)
-	ds := pods[controller.ServerPodName("backing-image-data-source/podded")]
+	ds := pods[runner.ServerPodName("backing-image-data-source/podded")]
 	if ds == nil {
 		t.Fatalf("no data source pod among %v", slices.Collect(maps.Keys(pods)))
 	}
@@ -109,13 +109,13 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 		t.Errorf("data source pod owners %+v", o)
 	}
 	for _, bim := range bims {
-		p := pods[controller.ServerPodName("backing-image-manager/"+bim.Name)]
+		p := pods[runner.ServerPodName("backing-image-manager/"+bim.Name)]
 		if p == nil {
 			t.Fatalf("no pod for manager %s", bim.Name)
 		}
 		if p.Spec.NodeName != "node-1" || p.Spec.Containers[0].Image != testBackingImageManagerImage || bim.Spec.Image != testBackingImageManagerImage ||
 			p.Spec.Volumes[0].HostPath.Path != disks[bim.Spec.DiskUUID] || !slices.Contains(p.Spec.Containers[0].Args, bim.Spec.DiskUUID) ||
-			p.Labels[controller.LabelDiskUUID] != bim.Spec.DiskUUID || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+			p.Labels[runner.LabelDiskUUID] != bim.Spec.DiskUUID || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 			t.Errorf("manager %s pod: %+v", bim.Name, p.Spec)
 		}
 		if o := p.OwnerReferences; len(o) != 1 || o[0].Kind != "BackingImageManager" || o[0].UID != bim.UID {
@@ -244,7 +244,7 @@ func (k *fakeKubelet) kill(name string) {
 }
 
 func (k *fakeKubelet) step(ctx context.Context) {
-	l, err := k.admin.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: controller.LabelComponent})
+	l, err := k.admin.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: runner.LabelComponent})
 	if err != nil {
 		return
 	}
@@ -345,12 +345,12 @@ func TestBackingImageServerPodsServeThroughASimulatedKubelet(t *testing.T) {
 		t.Fatalf("managers %+v, %v: want one at the pod's address", bims, err)
 	}
 	eventually(t, 30*time.Second, "the data source's pod is deleted once its file was handed over", func() (bool, error) {
-		_, ok := serverPods(t, kube, ns)[controller.ServerPodName("backing-image-data-source/kubelet")]
+		_, ok := serverPods(t, kube, ns)[runner.ServerPodName("backing-image-data-source/kubelet")]
 		return !ok, nil
 	})
 	d.stop(t)
 	// The manager's pod stays for the next daemon.
-	if _, ok := serverPods(t, kube, ns)[controller.ServerPodName("backing-image-manager/"+bims.Items[0].Name)]; !ok {
+	if _, ok := serverPods(t, kube, ns)[runner.ServerPodName("backing-image-manager/"+bims.Items[0].Name)]; !ok {
 		t.Error("the manager's pod went with the daemon")
 	}
 }

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -101,7 +101,7 @@ func TestVolumeOnAQcow2BackingImage(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		c := conditionOf(v.Status.Conditions, controller.ConditionTypeWaitForBackingImage)
+		c := conditionOf(v.Status.Conditions, volume.ConditionTypeWaitForBackingImage)
 		return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, "smaller than the virtual size") &&
 			v.Status.State == longhorn.VolumeStateDetached, nil
 	})
@@ -160,7 +160,7 @@ func TestVolumeWaitsOnAQcow2ImageItCannotUse(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		c := conditionOf(v.Status.Conditions, controller.ConditionTypeWaitForBackingImage)
+		c := conditionOf(v.Status.Conditions, volume.ConditionTypeWaitForBackingImage)
 		return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, "not a disk image volumes can use") &&
 			strings.Contains(c.Message, "/images/base.raw") && v.Status.State == longhorn.VolumeStateDetached, nil
 	})

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
@@ -96,7 +96,7 @@ func TestVolumeOnABackingImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := conditionOf(vol.Status.Conditions, controller.ConditionTypeWaitForBackingImage); c.Status != longhorn.ConditionStatusFalse {
+	if c := conditionOf(vol.Status.Conditions, volume.ConditionTypeWaitForBackingImage); c.Status != longhorn.ConditionStatusFalse {
 		t.Fatalf("an attached volume still waits for its backing image: %+v", c)
 	}
 
@@ -219,7 +219,7 @@ func TestVolumeWaitsForItsBackingImage(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			c := conditionOf(v.Status.Conditions, controller.ConditionTypeWaitForBackingImage)
+			c := conditionOf(v.Status.Conditions, volume.ConditionTypeWaitForBackingImage)
 			return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, vol.reason) &&
 				v.Status.State == longhorn.VolumeStateDetached, nil
 		})

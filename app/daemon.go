@@ -25,8 +25,15 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
+	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
+	"github.com/cadence-storage/longhorn-manager/controller/backup"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/node"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/controller/setting"
+	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
+	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
@@ -60,7 +67,7 @@ type DaemonOptions struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// CronJob describes the pods of recurring-job CronJobs.
-	CronJob controller.CronJobConfig
+	CronJob jobcontroller.CronJobConfig
 	// UpgradeAfterStep, when set, is called after each write of the
 	// upgrade migration; tests return an error from it to simulate a crash.
 	UpgradeAfterStep func(step string) error
@@ -233,9 +240,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
 	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
-	nodeController := controller.NewNodeController(log, metrics, ds, inf, o.NodeName, o.Clock)
-	settingController := controller.NewSettingController(log, metrics, ds, inf, recorder)
-	recurringJobController := controller.NewRecurringJobController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
+	nodeController := node.NewController(log, metrics, ds, inf, o.NodeName, o.Clock)
+	settingController := setting.NewController(log, metrics, ds, inf, recorder)
+	recurringJobController := jobcontroller.NewController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
 	engineListener, err := net.Listen("tcp", o.EngineAddress)
 	if err != nil {
 		return fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
@@ -245,7 +252,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	go func() { _ = grpcServer.Serve(engineListener) }()
 	defer grpcServer.Stop()
 	engineHost, _, _ := net.SplitHostPort(engineListener.Addr().String())
-	var volumeController *controller.VolumeController
+	var volumeController *volume.Controller
 	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
 		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
 	defer instances.StopAll()
@@ -253,7 +260,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if err != nil {
 		return err
 	}
-	if p, ok := serverRunner.(*controller.ProcessRunner); ok {
+	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
 		// The daemon's children stop with it: by the time this runs, the
 		// controllers that start servers have been stopped (see the end
 		// of RunDaemon). Pods stay, for the next daemon to adopt.
@@ -262,21 +269,21 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.BackingImageManagerImage == "" {
 		o.BackingImageManagerImage = o.CronJob.ManagerImage
 	}
-	backingImageController := controller.NewBackingImageController(log, metrics, ds, inf, controller.BackingImageControllerConfig{
+	backingImageController := bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
 		NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
 		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
-	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
-	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
-	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName, recorder)
-	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
-	volumeController = controller.NewVolumeController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
+	dataSourceController := bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
+	backingImageManagerController := bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
+	backupTargetController := backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder)
+	snapshotController := snapshot.NewController(log, metrics, ds, inf, o.NodeName, instances)
+	volumeController = volume.NewController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
 
 	if err := nodeController.Register(ctx, dataDir); err != nil {
 		return err
 	}
 	// The first heartbeat goes out before the caches fill, so this node is
 	// never seen as down while it starts.
-	if err := ds.RenewHeartbeat(ctx, o.NodeName, controller.HeartbeatDuration, o.Clock.Now()); err != nil {
+	if err := ds.RenewHeartbeat(ctx, o.NodeName, node.HeartbeatDuration, o.Clock.Now()); err != nil {
 		return fmt.Errorf("node heartbeat: %w", err)
 	}
 
@@ -347,7 +354,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
 func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *controller.RecurringJobRunner {
+	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
 	runLog := log.WithField("component", "recurring-job")
@@ -362,8 +369,8 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		}
 		return res.Err()
 	}
-	return controller.NewRecurringJobRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
-		controller.RecurringJobRunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)
+	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
+		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)
 }
 
 // Where the backing image servers run (--backing-image-server-runner).
@@ -378,7 +385,7 @@ func backingImageServerRunnerError(got string) error {
 
 // newBackingImageServerRunner runs the backing image servers as pods on
 // this node, or as child processes of this binary on 127.0.0.1.
-func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore) (controller.ServerRunner, error) {
+func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore) (runner.ServerRunner, error) {
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
 		placement := func() types.PodPlacement {
@@ -388,7 +395,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 			}
 			return p
 		}
-		return controller.NewPodRunner(log, kubeClient, controller.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
+		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
 			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
 			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1], Placement: placement}), nil
 	}
@@ -400,7 +407,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		command = []string{exe}
 	}
-	return controller.NewProcessRunner(log, command, o.BackingImageServerEnv), nil
+	return runner.NewProcessRunner(log, command, o.BackingImageServerEnv), nil
 }
 
 // loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced

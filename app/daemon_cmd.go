@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli"
 
-	"github.com/cadence-storage/longhorn-manager/controller"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -69,7 +69,7 @@ func DaemonCmd() cli.Command {
 				KubeAPIBurst:             c.Int("kube-api-burst"),
 				BackingImageManagerImage: c.String("backing-image-manager-image"),
 				BackingImageServerRunner: c.String("backing-image-server-runner"),
-				CronJob: controller.CronJobConfig{
+				CronJob: jobcontroller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
 					ServiceAccount:         c.String("service-account"),
 					ManagerURL:             c.String("manager-url"),

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/cadence-storage/longhorn-manager/controller"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
@@ -27,7 +27,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-var testCronJobConfig = controller.CronJobConfig{
+var testCronJobConfig = jobcontroller.CronJobConfig{
 	ManagerImage:   "longhorn-manager:test",
 	ServiceAccount: serviceAccount,
 	ManagerURL:     "http://longhorn-backend:9500/v1",

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 )
 
@@ -85,7 +85,7 @@ func scheduleTick(flag, recurringJob, jobName string, now time.Time) (time.Time,
 		return t, nil
 	}
 	// The CronJob has the recurring job's name.
-	if tick, ok := controller.TickFromJobName(recurringJob, jobName); ok {
+	if tick, ok := jobcontroller.TickFromJobName(recurringJob, jobName); ok {
 		return tick, nil
 	}
 	return now.UTC().Truncate(time.Minute), nil

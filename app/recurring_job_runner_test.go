@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
-	"github.com/cadence-storage/longhorn-manager/controller"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
@@ -133,7 +133,7 @@ func TestManagerRunnerRunsAnEveryMinuteJobOnceWithTwoManagers(t *testing.T) {
 	if cjs, err := e.kube.BatchV1().CronJobs(e.ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(cjs.Items) != 0 {
 		t.Fatalf("CronJobs with the manager runner: %v %v", cjs, err)
 	}
-	lease, err := e.kube.CoordinationV1().Leases(e.ns).Get(context.Background(), controller.RecurringJobRunnerLease, metav1.GetOptions{})
+	lease, err := e.kube.CoordinationV1().Leases(e.ns).Get(context.Background(), jobcontroller.RunnerLease, metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, "node-") {
 		t.Fatalf("runner Lease: %+v %v", lease, err)
 	}
@@ -280,7 +280,7 @@ func TestManagerRunnerRestartMidRunNeitherLosesNorDoublesATick(t *testing.T) {
 			t.Errorf("%s has %d snapshots for tick %s, want 1", v, n, tick)
 		}
 	}
-	if ev := e.events(t, "slow", controller.EventReasonRunResumed); len(ev) == 0 {
+	if ev := e.events(t, "slow", jobcontroller.EventReasonRunResumed); len(ev) == 0 {
 		t.Error("no RunResumed event")
 	}
 }

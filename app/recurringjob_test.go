@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cadence-storage/longhorn-manager/controller"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
@@ -404,7 +404,7 @@ func TestEveryMinuteJobProducesAJobRunningTheRecurringJobCommand(t *testing.T) {
 	}
 	// The job's status mirrors the CronJob: the tick, one execution, and
 	// the Job as the active run (no kubelet runs its pod here).
-	tick, ok := controller.TickFromJobName("minutely", job.Name)
+	tick, ok := jobcontroller.TickFromJobName("minutely", job.Name)
 	if !ok {
 		t.Fatalf("Job name %s carries no tick", job.Name)
 	}

@@ -1,0 +1,187 @@
+package runner
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// The pods of backing image servers: one per data source, one per disk's
+// manager, on the node of the disk, with the disk's folder mounted at its
+// own path so the server's flags are the same as a child process's.
+const (
+	// Each server listens on a fixed port of its pod's IP: the ports the
+	// servers default to.
+	DataSourcePodPort = 8001
+	ManagerPodPort    = 8000
+
+	// LabelComponent says what a pod is: backing-image-data-source or
+	// backing-image-manager.
+	LabelComponent = "longhorn.io/component"
+	// LabelBackingImage names the image a data source pod serves.
+	LabelBackingImage = "longhorn.io/backing-image"
+	// LabelDiskUUID is the disk a server pod works on.
+	LabelDiskUUID = "longhorn.io/disk-uuid"
+	// LabelNodeName is the node a server pod runs on.
+	LabelNodeName = "longhorn.io/node"
+	// annotationServerSpec is a hash of a pod's image and arguments: a pod
+	// found with another is replaced, one with the same is adopted.
+	annotationServerSpec = "longhorn.io/backing-image-server-spec"
+
+	serverContainer               = "server"
+	serverPodTerminationGrace     = 10
+	serverReadinessPeriodSeconds  = 2
+	dataSourceSubcommand          = "backing-image-data-source"
+	managerSubcommand             = "backing-image-manager"
+	serverPodNameMaxLen           = validation.DNS1123LabelMaxLength
+	serverPodNameHashLen          = 10
+	serverDiskVolume              = "disk"
+	serverPodManagerBinary        = "longhorn-manager"
+	serverPodInvalidNameCharsExpr = `[^a-z0-9-]+`
+)
+
+var serverPodInvalidNameChars = regexp.MustCompile(serverPodInvalidNameCharsExpr)
+
+// ServerPodName is the pod of the server under key: the key made a DNS
+// label, shortened with a hash of the key when too long. The same key
+// always gives the same name, so a restarted daemon finds its pods.
+func ServerPodName(key string) string {
+	name := strings.Trim(serverPodInvalidNameChars.ReplaceAllString(strings.ToLower(key), "-"), "-")
+	if len(name) <= serverPodNameMaxLen && name == strings.ReplaceAll(key, "/", "-") {
+		return name
+	}
+	sum := sha256.Sum256([]byte(key))
+	hash := hex.EncodeToString(sum[:])[:serverPodNameHashLen]
+	if len(name) > serverPodNameMaxLen-serverPodNameHashLen-1 {
+		name = strings.TrimRight(name[:serverPodNameMaxLen-serverPodNameHashLen-1], "-")
+	}
+	return name + "-" + hash
+}
+
+// flagValue is the value of --name in args (as `--name value`).
+func flagValue(args []string, name string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--"+name {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// serverPod is the pod that runs `longhorn-manager <args> --listen
+// 0.0.0.0:<port>` on node from image, for the server under key.
+func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) (*corev1.Pod, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("server %s: no subcommand to run", key)
+	}
+	var port int32
+	restart := corev1.RestartPolicyNever
+	switch args[0] {
+	case dataSourceSubcommand:
+		// A data source that fails is restarted by its controller, with a
+		// backoff and a fresh temporary folder: the kubelet must not.
+		port = cmp.Or(cfg.DataSourcePort, DataSourcePodPort)
+	case managerSubcommand:
+		// A manager keeps no state of its own beyond the disk: the kubelet
+		// may restart it in place.
+		port, restart = cmp.Or(cfg.ManagerPort, ManagerPodPort), corev1.RestartPolicyAlways
+	default:
+		return nil, fmt.Errorf("server %s: unknown subcommand %q (want %s or %s)", key, args[0], dataSourceSubcommand, managerSubcommand)
+	}
+	diskPath := flagValue(args, "disk-path")
+	if diskPath == "" || !filepath.IsAbs(diskPath) {
+		return nil, fmt.Errorf("server %s: --disk-path must be an absolute path, got %q", key, diskPath)
+	}
+	image := o.Image
+	if image == "" {
+		image = cfg.Image
+	}
+	if image == "" {
+		return nil, fmt.Errorf("server %s: no image to run it from", key)
+	}
+	if cfg.NodeName == "" || cfg.Namespace == "" {
+		return nil, fmt.Errorf("server %s: the pod runner needs a node and a namespace", key)
+	}
+	labels := map[string]string{LabelComponent: args[0], types.LabelManagedBy: types.ManagedByValue}
+	for label, value := range map[string]string{LabelNodeName: cfg.NodeName, LabelDiskUUID: flagValue(args, "disk-uuid")} {
+		if value != "" && len(validation.IsValidLabelValue(value)) == 0 {
+			labels[label] = value
+		}
+	}
+	if args[0] == dataSourceSubcommand {
+		if bi := flagValue(args, "name"); bi != "" && len(validation.IsValidLabelValue(bi)) == 0 {
+			labels[LabelBackingImage] = bi
+		}
+	}
+	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)))
+	spec, _ := json.Marshal(struct {
+		Image string
+		Args  []string
+	}{image, fullArgs})
+	sum := sha256.Sum256(spec)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        ServerPodName(key),
+			Namespace:   cfg.Namespace,
+			Labels:      labels,
+			Annotations: map[string]string{annotationServerSpec: hex.EncodeToString(sum[:16])},
+		},
+		Spec: corev1.PodSpec{
+			// Placed by name: the disk is on this node, so no scheduler.
+			NodeName:           cfg.NodeName,
+			RestartPolicy:      restart,
+			ServiceAccountName: cfg.ServiceAccount,
+			// The servers never call the Kubernetes API.
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](serverPodTerminationGrace),
+			Containers: []corev1.Container{{
+				Name:            serverContainer,
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{serverPodManagerBinary, "--log-json"},
+				Args:            fullArgs,
+				Ports:           []corev1.ContainerPort{{Name: "server", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+					PeriodSeconds: serverReadinessPeriodSeconds,
+				},
+				// Not privileged, unlike Longhorn's: the servers only read
+				// and write files under the disk's folder, as the image's
+				// user (root), and touch no device.
+				VolumeMounts: []corev1.VolumeMount{{Name: serverDiskVolume, MountPath: diskPath}},
+			}},
+			Volumes: []corev1.Volume{{
+				Name: serverDiskVolume,
+				// Directory, not DirectoryOrCreate: a disk that is gone is
+				// not made again on the root filesystem.
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: diskPath, Type: ptr.To(corev1.HostPathDirectory)}},
+			}},
+		},
+	}
+	if o.Owner != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{*o.Owner}
+	}
+	if cfg.Placement != nil {
+		// Outside the spec hash: a settings change does not replace
+		// running servers.
+		p := cfg.Placement()
+		pod.Spec.Tolerations = p.Tolerations
+		pod.Spec.PriorityClassName = p.PriorityClassName
+		pod.Spec.ImagePullSecrets = p.ImagePullSecrets()
+	}
+	return pod, nil
+}

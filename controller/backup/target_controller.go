@@ -1,0 +1,391 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// backupTargetPollPeriod is how often the backup target is read again.
+const backupTargetPollPeriod = 30 * time.Second
+
+// TargetController mirrors the backup target into BackupVolume and
+// Backup objects: what the target holds (Completed), and what engines are
+// backing up (InProgress, Error). Deleting a Backup object deletes the
+// backup from the target. One node does this: the first Ready node by
+// name, so the objects have one writer.
+//
+// A target it cannot read (a missing or refused credential, a missing
+// bucket, an unreachable server) is said in every BackupVolume's
+// messages and in a Warning event on the setting to fix:
+// backup-target-credential-secret when the credential is at fault,
+// backup-target otherwise.
+type TargetController struct {
+	*kit.Base
+	ds       *datastore.DataStore
+	nodeID   string
+	recorder record.EventRecorder
+}
+
+// BackupVolumeMessageTarget is the key of a BackupVolume's message saying
+// why the backup target cannot be read.
+const BackupVolumeMessageTarget = "backupTarget"
+
+// NewTargetController wires the controller to the informers that
+// can change what it writes.
+func NewTargetController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *TargetController {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &TargetController{ds: ds, nodeID: nodeID, recorder: recorder}
+	c.Base = kit.NewBase("longhorn-backup-target", logger, metrics, c.sync,
+		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
+	poke := func(interface{}) { c.Queue.Add(c.key()) }
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur interface{}) { poke(cur) }, DeleteFunc: poke}
+	lh.Engines().Informer().AddEventHandler(handler)
+	lh.Backups().Informer().AddEventHandler(handler)
+	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool {
+			s, ok := obj.(*longhorn.Setting)
+			return ok && (s.Name == string(types.SettingNameBackupTarget) || s.Name == string(types.SettingNameBackupTargetCredentialSecret))
+		},
+		Handler: handler,
+	})
+	c.Queue.Add(c.key())
+	return c
+}
+
+func (c *TargetController) key() string { return c.ds.Namespace() + "/backup-target" }
+
+// leader reports whether this node is the first Ready node by name.
+func (c *TargetController) leader() bool {
+	nodes, err := c.ds.ListNodesRO()
+	if err != nil {
+		return false
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if datastore.IsNodeReady(n) {
+			return n.Name == c.nodeID
+		}
+	}
+	return false
+}
+
+func (c *TargetController) sync(ctx context.Context, key string) (kit.Result, error) {
+	// The target is polled: what other clusters write to it comes in
+	// with no event here.
+	again := kit.Result{RequeueAfter: backupTargetPollPeriod}
+	if !c.leader() {
+		return again, nil
+	}
+	target, err := c.ds.GetSettingValue(types.SettingNameBackupTarget)
+	if err != nil || target == "" {
+		return again, err
+	}
+	err = c.syncTarget(ctx, target)
+	var te *targetError
+	if errors.As(err, &te) {
+		c.reportUnavailable(ctx, te)
+	}
+	return again, err
+}
+
+// targetError is a backup target that cannot be opened or read.
+type targetError struct{ err error }
+
+func (e *targetError) Error() string { return e.err.Error() }
+func (e *targetError) Unwrap() error { return e.err }
+
+// reportUnavailable says why the target cannot be read: a Warning event
+// on the setting to fix (the recorder folds the repeats of each poll into
+// one event with a count) and a message on every BackupVolume.
+func (c *TargetController) reportUnavailable(ctx context.Context, te *targetError) {
+	setting := types.SettingNameBackupTarget
+	if datastore.IsCredentialError(te) || backupstore.IsCredentialError(te) {
+		setting = types.SettingNameBackupTargetCredentialSecret
+	}
+	if s, err := c.ds.GetSettingRO(setting); err == nil && c.recorder != nil {
+		c.recorder.Event(s, corev1.EventTypeWarning, "BackupTargetUnavailable", te.Error())
+	}
+	msg := "the backup target cannot be read: " + te.Error()
+	bvs, err := c.ds.ListBackupVolumesRO()
+	if err != nil {
+		return
+	}
+	for _, bv := range bvs {
+		if bv.Status.Messages[BackupVolumeMessageTarget] == msg {
+			continue
+		}
+		updated := bv.DeepCopy()
+		if updated.Status.Messages == nil {
+			updated.Status.Messages = map[string]string{}
+		}
+		updated.Status.Messages[BackupVolumeMessageTarget] = msg
+		if _, err := c.ds.UpdateBackupVolumeStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+			c.Logger.WithError(err).WithField("backupVolume", bv.Name).Warn("Cannot record the backup target's error")
+		}
+	}
+}
+
+func (c *TargetController) syncTarget(ctx context.Context, target string) error {
+	var cred map[string]string
+	if backupstore.UsesCredential(target) {
+		var err error
+		if cred, err = c.ds.GetBackupTargetCredential(ctx); err != nil {
+			return &targetError{err}
+		}
+	}
+	store, err := backupstore.OpenWithCredential(target, cred)
+	if err != nil {
+		return &targetError{err}
+	}
+	backups, err := c.ds.ListBackupsRO("")
+	if err != nil {
+		return err
+	}
+	// Deleted Backup objects: the backup goes from the target first. A
+	// deletion that cannot run now (a backup or restore of the volume is
+	// in progress, here or on another manager) waits for the next poll;
+	// it does not hold up the mirror.
+	var deleteErr error
+	for _, b := range backups {
+		if b.DeletionTimestamp == nil || !kit.HasFinalizer(b) {
+			continue
+		}
+		vol := b.Labels[datastore.LabelBackupVolume]
+		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
+			log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
+			if errors.Is(err, backupstore.ErrLocked) {
+				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
+				continue
+			}
+			log.WithError(err).Warn("Could not delete the backup from the target")
+			if deleteErr == nil {
+				deleteErr = &targetError{fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)}
+			}
+			continue
+		}
+		updated := b.DeepCopy()
+		kit.RemoveFinalizer(updated)
+		if _, err := c.ds.UpdateBackup(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
+	}
+
+	// What engines report is mirrored even when the target cannot be read
+	// (a backup failing for that reason shows its error), but nothing is
+	// deleted then: an unreachable target must not empty the lists.
+	desired, volumes, storeErr := c.desiredState(store)
+	existing := map[string]*longhorn.Backup{}
+	for _, b := range backups {
+		existing[b.Name] = b
+	}
+	for name, want := range desired {
+		if err := c.syncBackup(ctx, existing[name], want); err != nil {
+			return err
+		}
+	}
+	if storeErr != nil {
+		return &targetError{storeErr}
+	}
+	for name, b := range existing {
+		if _, ok := desired[name]; ok || b.DeletionTimestamp != nil {
+			continue
+		}
+		switch b.Status.State {
+		case longhorn.BackupStateInProgress:
+			// No engine runs it any more (the manager restarted or the
+			// volume was detached) and the target does not hold it: it
+			// did not complete, and says so rather than vanish.
+			if err := c.markInterrupted(ctx, b); err != nil {
+				return err
+			}
+		case longhorn.BackupStateError:
+			// A failed backup stays until the user deletes it, so the
+			// failure is seen.
+		default:
+			// Gone from the target: the object goes too (its finalizer
+			// finds nothing left to delete).
+			if err := c.ds.DeleteBackup(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	if err := c.syncBackupVolumes(ctx, volumes); err != nil {
+		return err
+	}
+	return deleteErr
+}
+
+// desiredState is every backup the target holds or an engine runs, and
+// every volume the target holds.
+func (c *TargetController) desiredState(store *backupstore.Store) (map[string]*longhorn.Backup, volumeStates, error) {
+	desired := map[string]*longhorn.Backup{}
+	engines, err := c.ds.ListEnginesRO()
+	if err != nil {
+		return desired, volumeStates{}, err
+	}
+	for _, e := range engines {
+		for name, st := range e.Status.BackupStatus {
+			if st.State == backupStateCompleted {
+				continue // the target lists it
+			}
+			desired[name] = backupObject(name, e.Spec.VolumeName, longhorn.BackupStatus{
+				State: longhorn.BackupState(st.State), Progress: st.Progress, SnapshotName: st.SnapshotName, Error: st.Error, VolumeName: e.Spec.VolumeName,
+			})
+		}
+	}
+	listing, err := store.Scan()
+	if err != nil {
+		return desired, volumeStates{}, fmt.Errorf("read the backup target: %w", err)
+	}
+	for volume, list := range listing.Backups {
+		for _, b := range list {
+			desired[b.Name] = backupObject(b.Name, volume, longhorn.BackupStatus{
+				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(volume, b.Name),
+				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
+				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: volume, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
+				VolumeBackingImageName: b.BackingImageName,
+			})
+		}
+	}
+	// A config that cannot be used shows as a Backup in Error, so a user
+	// sees it and can delete it; nothing else reads it.
+	volumes := volumeStates{infos: listing.Volumes, invalid: map[string]string{}}
+	for _, bad := range listing.Invalid {
+		if bad.Backup == "" {
+			volumes.invalid[bad.Volume] = bad.Err.Error()
+			continue
+		}
+		desired[bad.Backup] = backupObject(bad.Backup, bad.Volume, longhorn.BackupStatus{
+			State: longhorn.BackupStateError, VolumeName: bad.Volume, URL: store.URL(bad.Volume, bad.Backup), Error: bad.Err.Error(),
+		})
+	}
+	return desired, volumes, nil
+}
+
+const backupStateCompleted = "Completed"
+
+// markInterrupted puts a backup that no engine runs and the target lacks
+// in Error.
+func (c *TargetController) markInterrupted(ctx context.Context, b *longhorn.Backup) error {
+	updated := b.DeepCopy()
+	updated.Status.State = longhorn.BackupStateError
+	updated.Status.Error = "interrupted: the engine running this backup stopped (a manager restart or the volume detached) before it completed; nothing of it is visible in the backup target, take a new backup"
+	updated.Status.LastSyncedAt = metav1.Now()
+	if _, err := c.ds.UpdateBackupStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": b.Status.VolumeName}).Warn("Backup interrupted: no engine runs it and the target does not hold it")
+	return nil
+}
+
+// volumeStates are the volumes a target holds: their records, and why a
+// record that cannot be used cannot (by volume name).
+type volumeStates struct {
+	infos   []backupstore.VolumeInfo
+	invalid map[string]string
+}
+
+func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
+	return &longhorn.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{datastore.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec:       longhorn.BackupSpec{SnapshotName: status.SnapshotName},
+		Status:     status,
+	}
+}
+
+func (c *TargetController) syncBackup(ctx context.Context, live, want *longhorn.Backup) error {
+	if live == nil {
+		created, err := c.ds.CreateBackup(ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("create Backup %s: %w", want.Name, err)
+		}
+		live = created
+	}
+	if live.DeletionTimestamp != nil {
+		return nil
+	}
+	status := want.Status
+	status.OwnerID = c.nodeID
+	status.LastSyncedAt = live.Status.LastSyncedAt
+	if !kit.StatusChanged(status, live.Status) {
+		return nil
+	}
+	status.LastSyncedAt = metav1.Now()
+	updated := live.DeepCopy()
+	updated.Status = status
+	_, err := c.ds.UpdateBackupStatus(ctx, updated)
+	return err
+}
+
+func (c *TargetController) syncBackupVolumes(ctx context.Context, volumes volumeStates) error {
+	live, err := c.ds.ListBackupVolumesRO()
+	if err != nil {
+		return err
+	}
+	have := map[string]*longhorn.BackupVolume{}
+	for _, bv := range live {
+		have[bv.Name] = bv
+	}
+	infos := volumes.infos
+	for name := range volumes.invalid {
+		infos = append(infos, backupstore.VolumeInfo{Name: name})
+	}
+	for _, v := range infos {
+		bv := have[v.Name]
+		delete(have, v.Name)
+		if bv == nil {
+			created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: v.Name}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			if err != nil {
+				continue
+			}
+			bv = created
+		}
+		status := longhorn.BackupVolumeStatus{
+			OwnerID: c.nodeID, Size: strconv.FormatInt(v.Size, 10), CreatedAt: v.CreatedAt,
+			LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, LastSyncedAt: bv.Status.LastSyncedAt,
+			LastModificationTime: bv.Status.LastModificationTime,
+		}
+		if msg, ok := volumes.invalid[v.Name]; ok {
+			status.Messages = map[string]string{"Error": msg}
+		}
+		if !kit.StatusChanged(status, bv.Status) {
+			continue
+		}
+		status.LastSyncedAt = metav1.Now()
+		updated := bv.DeepCopy()
+		updated.Status = status
+		if _, err := c.ds.UpdateBackupVolumeStatus(ctx, updated); err != nil {
+			return err
+		}
+	}
+	for name := range have {
+		if err := c.ds.DeleteBackupVolume(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package recurringjob
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+var testCronJobConfig = CronJobConfig{ManagerImage: "img:1", ServiceAccount: "sa", ManagerURL: "http://m:9500/v1"}
+
+func testJob() *longhorn.RecurringJob {
+	return &longhorn.RecurringJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: "ns", UID: "uid-1"},
+		Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "0 * * * *", Retain: 2, Concurrency: 10},
+	}
+}
+
+// asStored mimics what the apiserver adds to a CronJob it stores.
+func asStored(cj *batchv1.CronJob) *batchv1.CronJob {
+	out := cj.DeepCopy()
+	out.ResourceVersion = "7"
+	out.Spec.JobTemplate.Spec.Template.Spec.DNSPolicy = corev1.DNSClusterFirst
+	out.Spec.JobTemplate.Spec.Template.Spec.SchedulerName = "default-scheduler"
+	out.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(30))
+	c := &out.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	c.TerminationMessagePath = "/dev/termination-log"
+	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	return out
+}
+
+func TestMergeCronJob(t *testing.T) {
+	desired := desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
+	cases := []struct {
+		name        string
+		live        func() *batchv1.CronJob
+		desired     *batchv1.CronJob
+		wantChanged bool
+	}{
+		{"fields the apiserver defaulted cause no write", func() *batchv1.CronJob { return asStored(desired) }, desired, false},
+		{"labels added by others are kept without a write", func() *batchv1.CronJob {
+			l := asStored(desired)
+			l.Labels["team"] = "storage"
+			return l
+		}, desired, false},
+		{"an edited schedule is reverted", func() *batchv1.CronJob {
+			l := asStored(desired)
+			l.Spec.Schedule = "* * * * *"
+			return l
+		}, desired, true},
+		{"an edited image is reverted", func() *batchv1.CronJob {
+			l := asStored(desired)
+			l.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = "other"
+			return l
+		}, desired, true},
+		{"an added container is removed", func() *batchv1.CronJob {
+			l := asStored(desired)
+			l.Spec.JobTemplate.Spec.Template.Spec.Containers = append(l.Spec.JobTemplate.Spec.Template.Spec.Containers, corev1.Container{Name: "x"})
+			return l
+		}, desired, true},
+		{"a suspended CronJob is resumed", func() *batchv1.CronJob {
+			l := asStored(desired)
+			l.Spec.Suspend = ptr.To(true)
+			return l
+		}, desired, true},
+		{"a new history limit is applied", func() *batchv1.CronJob { return asStored(desired) }, desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 3, FailedHistory: 1}), true},
+		{"a new concurrency changes the recorded spec", func() *batchv1.CronJob { return asStored(desired) }, func() *batchv1.CronJob {
+			j := testJob()
+			j.Spec.Concurrency = 3
+			return desiredCronJob(j, testCronJobConfig, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
+		}(), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			live := c.live()
+			merged, changed := mergeCronJob(live, c.desired)
+			if changed != c.wantChanged {
+				t.Fatalf("changed = %v, want %v", changed, c.wantChanged)
+			}
+			if again, changedAgain := mergeCronJob(asStored(merged), c.desired); changedAgain {
+				t.Fatalf("merging twice is not stable: %+v", again.Spec)
+			}
+			if merged.ResourceVersion != live.ResourceVersion {
+				t.Fatal("the merge must keep the live resource version for the update")
+			}
+		})
+	}
+}

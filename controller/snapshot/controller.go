@@ -1,0 +1,353 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// Controller keeps a Snapshot object for every engine snapshot
+// and the engine snapshot of every Snapshot object a user creates. It
+// reads snapshots from engine.status.snapshots (the volume controller
+// keeps that current) and calls the engine only to create, delete and
+// purge. It runs on the node that owns the snapshot's volume.
+type Controller struct {
+	*kit.Base
+	ds        *datastore.DataStore
+	nodeID    string
+	instances *instance.Manager
+}
+
+// NewController wires the controller to the Snapshot and Engine
+// informers.
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Manager) *Controller {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &Controller{ds: ds, nodeID: nodeID, instances: instances}
+	c.Base = kit.NewBase("longhorn-snapshot", logger, metrics, c.sync,
+		lh.Snapshots().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Volumes().Informer().HasSynced)
+	lh.Snapshots().Informer().AddEventHandler(c.EventHandler())
+	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.engineChanged(nil, obj) },
+		UpdateFunc: c.engineChanged,
+	})
+	return c
+}
+
+// engineChanged enqueues only what an Engine change concerns: every
+// snapshot of the volume when the engine started or stopped, otherwise the
+// snapshots whose entries changed (new ones included, so they get objects).
+func (c *Controller) engineChanged(oldObj, newObj interface{}) {
+	cur, ok := newObj.(*longhorn.Engine)
+	if !ok {
+		return
+	}
+	var old *longhorn.Engine
+	if oldObj != nil {
+		old, _ = oldObj.(*longhorn.Engine)
+	}
+	if old == nil || old.Status.CurrentState != cur.Status.CurrentState {
+		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
+		for _, s := range snaps {
+			c.Enqueue(s)
+		}
+	} else if !equality.Semantic.DeepEqual(old.Status.PurgeStatus, cur.Status.PurgeStatus) {
+		// A purge ended: the snapshots being deleted wait on it (one whose
+		// purge failed starts another).
+		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
+		for _, s := range snaps {
+			if s.DeletionTimestamp != nil {
+				c.Enqueue(s)
+			}
+		}
+	}
+	var before map[string]*longhorn.SnapshotInfo
+	if old != nil {
+		before = old.Status.Snapshots
+	}
+	for name, s := range cur.Status.Snapshots {
+		if name != "volume-head" && !equality.Semantic.DeepEqual(s, before[name]) {
+			c.Queue.Add(c.ds.Namespace() + "/" + name)
+		}
+	}
+	for name := range before {
+		if _, still := cur.Status.Snapshots[name]; !still && name != "volume-head" {
+			c.Queue.Add(c.ds.Namespace() + "/" + name)
+		}
+	}
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return kit.Result{}, err
+	}
+	snap, err := c.ds.GetSnapshotRO(name)
+	if apierrors.IsNotFound(err) {
+		return kit.Result{}, c.adoptEngineSnapshot(ctx, name)
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	v, err := c.ds.GetVolumeRO(snap.Spec.Volume)
+	if apierrors.IsNotFound(err) || (err == nil && v.DeletionTimestamp != nil) {
+		// The snapshot's data goes with its volume.
+		return kit.Result{}, c.releaseFinalizer(ctx, snap)
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	if v.Status.OwnerID != c.nodeID {
+		return kit.Result{}, nil
+	}
+	if needsMutation(snap, v) {
+		updated := snap.DeepCopy()
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[types.LabelVolume] = v.Name
+		if !kit.HasFinalizer(updated) && snap.DeletionTimestamp == nil {
+			kit.AddFinalizer(updated)
+		}
+		if len(updated.OwnerReferences) == 0 {
+			updated.OwnerReferences = kit.OwnedBy(v)
+		}
+		_, err := c.ds.UpdateSnapshot(ctx, updated)
+		return kit.Result{}, err
+	}
+
+	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return kit.Result{}, err
+	}
+	var info *longhorn.SnapshotInfo
+	running := false
+	if e != nil {
+		info = e.Status.Snapshots[snap.Name]
+		running = e.Status.CurrentState == longhorn.InstanceStateRunning
+	}
+	run, hasEngine := c.instances.Get(v.Name)
+
+	if snap.DeletionTimestamp != nil {
+		if info == nil && running {
+			return kit.Result{}, c.releaseFinalizer(ctx, snap)
+		}
+		if !hasEngine {
+			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
+		}
+		if info == nil {
+			// The engine is starting: its snapshots are not mirrored yet.
+			return kit.Result{}, nil
+		}
+		if !info.Removed {
+			err := run.Engine.DeleteSnapshot(snap.Name)
+			switch {
+			case errors.Is(err, enginecontroller.ErrNotFound):
+				// Purged since the mirror was read.
+				return kit.Result{}, c.releaseFinalizer(ctx, snap)
+			case errors.Is(err, enginecontroller.ErrPrecondition):
+				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
+					return kit.Result{}, serr
+				}
+				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+			case err != nil:
+				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+			}
+		}
+		// Marked removed in the engine: the status says so before the
+		// purge that frees the data (and ends the deletion) starts.
+		status := snapshotStatus(info, v, c.nodeID)
+		status.MarkRemoved, status.ReadyToUse = true, false
+		if len(info.Children) > 1 {
+			status.Error = fmt.Sprintf("the deletion waits until only one of the snapshot's %d children (%s) is left: its data is then merged into that one",
+				len(info.Children), strings.Join(slices.Sorted(maps.Keys(info.Children)), ", "))
+		}
+		if err := c.writeStatus(ctx, snap, status); err != nil {
+			return kit.Result{}, err
+		}
+		// StartPurge does nothing while a purge runs.
+		run.Engine.StartPurge()
+		if why := failedPurge(e); why != "" {
+			// The purge started again; the error brings this snapshot back
+			// after the queue's backoff, so a purge that keeps failing is
+			// retried ever more slowly, not in a loop.
+			return kit.Result{}, fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
+		}
+		return kit.Result{}, nil
+	}
+
+	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
+		// The status may lag: the engine itself refuses a second snapshot
+		// of the name, under its lock, so a retry never makes two.
+		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
+		switch {
+		case errors.Is(err, enginecontroller.ErrExists):
+		case err != nil:
+			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
+		default:
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
+		}
+		return kit.Result{}, nil
+	}
+	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
+		// A delete and its purge may both land between two mirrors of
+		// the engine, so the object may never have seen the snapshot
+		// marked removed: the engine remembers what it purged. An
+		// object adopted from the engine (createSnapshot false) may not
+		// even have had its first status written.
+		if snap.Status.MarkRemoved || (hasEngine && run.Engine.WasPurged(snap.Name)) {
+			// Deleted and purged, by a recurring job or the API: the
+			// object goes too.
+			if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
+				return kit.Result{}, err
+			}
+			return kit.Result{}, nil
+		}
+		if snap.Status.CreationTime == "" {
+			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.Name))
+		}
+		return kit.Result{}, c.setError(ctx, snap, "the snapshot is gone from the engine")
+	}
+	if info == nil {
+		return kit.Result{}, nil
+	}
+	return kit.Result{}, c.writeStatus(ctx, snap, snapshotStatus(info, v, c.nodeID))
+}
+
+// snapshotStatus is the status of a Snapshot object as its engine
+// snapshot shows it.
+func snapshotStatus(info *longhorn.SnapshotInfo, v *longhorn.Volume, nodeID string) longhorn.SnapshotStatus {
+	status := longhorn.SnapshotStatus{
+		Parent: info.Parent, Children: info.Children, MarkRemoved: info.Removed, UserCreated: info.UserCreated,
+		CreationTime: info.Created, Labels: info.Labels, OwnerID: nodeID, RestoreSize: v.Spec.Size,
+		ReadyToUse: !info.Removed,
+	}
+	status.Size, _ = strconv.ParseInt(info.Size, 10, 64)
+	return status
+}
+
+// failedPurge is the error of the engine's last purge as its status
+// shows it, or "" when it did not fail.
+func failedPurge(e *longhorn.Engine) string {
+	if e == nil {
+		return ""
+	}
+	for _, p := range e.Status.PurgeStatus {
+		if p != nil && !p.IsPurging && p.Error != "" {
+			return p.Error
+		}
+	}
+	return ""
+}
+
+func needsMutation(snap *longhorn.Snapshot, v *longhorn.Volume) bool {
+	return snap.Labels[types.LabelVolume] != v.Name ||
+		(snap.DeletionTimestamp == nil && !kit.HasFinalizer(snap)) ||
+		len(snap.OwnerReferences) == 0
+}
+
+// adoptEngineSnapshot gives an engine snapshot made without an object (by
+// the API or a recurring job) its object, with createSnapshot false.
+func (c *Controller) adoptEngineSnapshot(ctx context.Context, name string) error {
+	engines, err := c.ds.ListEnginesRO()
+	if err != nil {
+		return err
+	}
+	for _, e := range engines {
+		info := e.Status.Snapshots[name]
+		if info == nil || info.Removed {
+			continue
+		}
+		v, err := c.ds.GetVolumeRO(e.Spec.VolumeName)
+		if err != nil || v.Status.OwnerID != c.nodeID || v.DeletionTimestamp != nil {
+			continue
+		}
+		if run, ok := c.instances.Get(v.Name); ok && run.Engine.WasPurged(name) {
+			// The mirror was read before the purge: the snapshot's
+			// object was deleted with it and must not come back.
+			continue
+		}
+		_, err = c.ds.CreateSnapshot(ctx, &longhorn.Snapshot{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Labels: adoptedLabels(v.Name, info.Labels),
+				Finalizers: []string{types.LonghornFinalizer}, OwnerReferences: kit.OwnedBy(v),
+			},
+			Spec: longhorn.SnapshotSpec{Volume: v.Name, CreateSnapshot: false, Labels: info.Labels},
+		})
+		switch {
+		case apierrors.IsInvalid(err):
+			// Engine snapshot names allow what object names do not
+			// (capitals, '_'): such a snapshot has no object.
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": name}).Debug("Snapshot name cannot be an object name")
+		case err != nil && !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("create Snapshot object for %s: %w", name, err)
+		}
+		return nil
+	}
+	return nil
+}
+
+// adoptedLabels are the object labels of an engine snapshot's object: its
+// volume, and the recurring job that took it, so that
+// `kubectl delete lhsnap -l RecurringJob=<job>` prunes a job's snapshots.
+// A job name that is not a label value is left out (it is still in
+// status.labels).
+func adoptedLabels(volume string, engineLabels map[string]string) map[string]string {
+	labels := map[string]string{types.LabelVolume: volume}
+	if job := engineLabels[types.LabelRecurringJob]; job != "" && len(validation.IsValidLabelValue(job)) == 0 {
+		labels[types.LabelRecurringJob] = job
+	}
+	return labels
+}
+
+func (c *Controller) releaseFinalizer(ctx context.Context, snap *longhorn.Snapshot) error {
+	if !kit.HasFinalizer(snap) {
+		return nil
+	}
+	updated := snap.DeepCopy()
+	kit.RemoveFinalizer(updated)
+	_, err := c.ds.UpdateSnapshot(ctx, updated)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *Controller) setError(ctx context.Context, snap *longhorn.Snapshot, msg string) error {
+	status := *snap.Status.DeepCopy()
+	status.Error, status.ReadyToUse, status.OwnerID = msg, false, c.nodeID
+	return c.writeStatus(ctx, snap, status)
+}
+
+func (c *Controller) writeStatus(ctx context.Context, snap *longhorn.Snapshot, status longhorn.SnapshotStatus) error {
+	if snap.DeletionTimestamp != nil {
+		status.ReadyToUse = false
+	}
+	if !kit.StatusChanged(status, snap.Status) {
+		return nil
+	}
+	updated := snap.DeepCopy()
+	updated.Status = status
+	_, err := c.ds.UpdateSnapshotStatus(ctx, updated)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

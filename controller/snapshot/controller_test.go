@@ -1,0 +1,78 @@
+package snapshot
+
+import (
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+)
+
+// An Engine change enqueues only the snapshots it concerns: every one of
+// the volume on a start or stop, the deleting ones when a purge's status
+// moves, otherwise those whose entries changed.
+func TestEngineChangesEnqueueOnlyTheSnapshotsTheyConcern(t *testing.T) {
+	lh := lhfake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	now := metav1.Now()
+	for _, s := range []*longhorn.Snapshot{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "ns", Labels: map[string]string{"longhornvolume": "vol"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "deleting", Namespace: "ns", Labels: map[string]string{"longhornvolume": "vol"}, DeletionTimestamp: &now}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "changed", Namespace: "ns", Labels: map[string]string{"longhornvolume": "vol"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other-volume", Namespace: "ns", Labels: map[string]string{"longhornvolume": "other"}, DeletionTimestamp: &now}},
+	} {
+		if err := inf.Longhorn.Longhorn().V1beta2().Snapshots().Informer().GetIndexer().Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := datastore.New("ns", lh, kube, inf)
+	engine := func(state longhorn.InstanceState, purge string, changedSize string) *longhorn.Engine {
+		return &longhorn.Engine{Spec: longhorn.EngineSpec{InstanceSpec: longhorn.InstanceSpec{VolumeName: "vol"}}, Status: longhorn.EngineStatus{
+			InstanceStatus: longhorn.InstanceStatus{CurrentState: state},
+			PurgeStatus:    map[string]*longhorn.PurgeStatus{"addr": {State: purge}},
+			Snapshots: map[string]*longhorn.SnapshotInfo{
+				"kept": {Name: "kept", Size: "1"}, "changed": {Name: "changed", Size: changedSize}, "volume-head": {Name: "volume-head", Size: changedSize},
+			}}}
+	}
+	running := longhorn.InstanceStateRunning
+	for _, c := range []struct {
+		name     string
+		old, cur *longhorn.Engine
+		want     []string
+	}{
+		{"a new engine: all of the volume", nil, engine(running, "", "1"), []string{"changed", "deleting", "kept"}},
+		{"started or stopped: all of the volume", engine(longhorn.InstanceStateStopped, "", "1"), engine(running, "", "1"), []string{"changed", "deleting", "kept"}},
+		{"a purge ended: the deleting ones", engine(running, "in_progress", "1"), engine(running, "complete", "1"), []string{"deleting"}},
+		{"an entry changed: that one (never the head)", engine(running, "", "1"), engine(running, "", "2"), []string{"changed"}},
+		{"nothing changed: none", engine(running, "", "1"), engine(running, "", "1"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := &Controller{ds: ds}
+			sc.Base = kit.NewBase("test", logrus.NewEntry(logrus.New()), nil, nil)
+			defer sc.Queue.ShutDown()
+			if c.old == nil {
+				sc.engineChanged(nil, c.cur)
+			} else {
+				sc.engineChanged(c.old, c.cur)
+			}
+			var got []string
+			for sc.Queue.Len() > 0 {
+				key, _ := sc.Queue.Get()
+				got = append(got, key[len("ns/"):])
+				sc.Queue.Done(key)
+			}
+			sort.Strings(got)
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("enqueued %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,227 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// syncAttachment starts the engine where the volume is attached, stops it
+// when it is detached, and mirrors the engine into the Engine's and the
+// Volume's status.
+func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) error {
+	// written is the Engine's resource version once its status is current.
+	var written string
+	existing, err := c.ds.ListVolumeReplicasRO(v.Name)
+	if err != nil {
+		return err
+	}
+	// The engine opens replicas only from this node's own disks: a volume
+	// whose replicas are elsewhere neither restores nor attaches here.
+	notLocal := c.replicasNotLocal(v, existing)
+	attachTo := v.Spec.NodeID
+	if notLocal != nil {
+		attachTo = ""
+	}
+	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
+	if err != nil {
+		return err
+	}
+	if notLocal == nil {
+		notLocal = c.replicasNotLocal(v, replicas)
+	}
+	status := e.Status.DeepCopy()
+	vstatus := v.Status.DeepCopy()
+	failed := map[string]bool{}
+	backing, waiting, err := c.backingFiles(ctx, v, replicas)
+	if err != nil {
+		return err
+	}
+	if v.Spec.BackingImage != "" {
+		if waiting != "" {
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusTrue, "WaitForBackingImage", waiting, c.clock.Now())
+		} else {
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
+		}
+	}
+	dirs := make([]instance.ReplicaDir, 0, len(replicas))
+	for _, r := range replicas {
+		// Only a replica whose data was never created may be created: any
+		// other is opened, and its data missing is an error.
+		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""})
+	}
+	_, running := c.instances.Get(v.Name)
+	// An engine already running keeps its open backing files; one that is
+	// not starts only once every replica's file is ready.
+	ready := waiting == "" || running
+	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil {
+		if err := c.restore(ctx, v, dirs); err != nil {
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
+			c.updateVolumeStatus(ctx, v, vstatus)
+			return err
+		}
+		if err := c.markHealthy(ctx, replicas); err != nil {
+			return err
+		}
+		status.LastRestoredBackup = v.Spec.FromBackup
+		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
+	}
+	switch {
+	case v.Spec.NodeID == "":
+		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
+	case v.Spec.NodeID == c.ownership.NodeID && notLocal != nil:
+		reason := ReasonReplicasOnOtherNode
+		var disk *diskNotHereError
+		if errors.As(notLocal, &disk) {
+			reason = ReasonReplicaDiskMissing
+		}
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
+	}
+	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
+		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
+		if err != nil {
+			status.CurrentState = longhorn.InstanceStateError
+			_, _ = c.writeEngineStatus(ctx, e, status)
+			reason := ReasonEngineStartFailed
+			var missing *instance.MissingDataError
+			if errors.As(err, &missing) {
+				reason = ReasonReplicaDataMissing
+				failed[missing.Replica] = true
+				if serr := c.syncReplicaStatus(ctx, replicas, status, failed); serr != nil {
+					c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
+				}
+			}
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
+			if serr := c.updateVolumeStatus(ctx, v, vstatus); serr != nil {
+				c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
+			}
+			return err
+		}
+		if err := c.markHealthy(ctx, replicas); err != nil {
+			return err
+		}
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
+		host, port, _ := net.SplitHostPort(c.engineAddress)
+		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.NodeID
+		status.IP, status.StorageIP = host, host
+		status.Port, _ = strconv.Atoi(port)
+		status.Endpoint = run.Endpoint
+		status.CurrentSize = v.Spec.Size
+		// Read the generation first: a change while mirroring moves it, so
+		// the next sync reads the engine again.
+		gen := run.Engine.Generation()
+		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
+			c.mirrorEngine(run.Engine, status)
+		}
+		defer func() {
+			if written != "" {
+				c.mirrors.record(v.Name, run.Engine, gen, written)
+			}
+		}()
+		// What the engine serves: a frontend is started on a running
+		// engine when asked for, never taken away from one.
+		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.NodeID, run.Endpoint == ""
+		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
+	} else {
+		if err := c.instances.Stop(v.Name); err != nil {
+			c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+		}
+		c.mirrors.forget(v.Name)
+		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
+		status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
+		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
+	}
+	if written, err = c.writeEngineStatus(ctx, e, status); err != nil {
+		return err
+	}
+	if err := c.syncReplicaStatus(ctx, replicas, status, failed); err != nil {
+		return err
+	}
+	return c.updateVolumeStatus(ctx, v, vstatus)
+}
+
+// The volume's Attach condition: True once its engine runs on the node in
+// spec.nodeID, False with the reason while it cannot; a volume with no
+// node has none.
+const (
+	ConditionTypeAttach       = "Attach"
+	ReasonReplicasOnOtherNode = "ReplicasOnOtherNode"
+	ReasonReplicaDiskMissing  = "ReplicaDiskMissing"
+	ReasonReplicaDataMissing  = "ReplicaDataMissing"
+	ReasonEngineStartFailed   = "EngineStartFailed"
+)
+
+// replicasNotLocal says why this node's engine may not open the volume's
+// replicas: one is on another node, or names a disk this node does not
+// have (by UUID and path). nil when every replica is on this node's disks.
+func (c *Controller) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica) error {
+	if err := datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas); err != nil {
+		return err
+	}
+	if len(replicas) == 0 {
+		return nil
+	}
+	node, err := c.ds.GetNodeRO(c.ownership.NodeID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", c.ownership.NodeID, err)
+	}
+	for _, r := range replicas {
+		found := false
+		for name, d := range node.Spec.Disks {
+			st := node.Status.DiskStatus[name]
+			if d.Path == r.Spec.DiskPath && st != nil && st.DiskUUID == r.Spec.DiskID {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return &diskNotHereError{fmt.Sprintf("volume %s cannot be attached to node %q: replica %s is on disk %s at %s, which is not a disk of node %q (by that UUID at that path)",
+				v.Name, c.ownership.NodeID, r.Name, r.Spec.DiskID, r.Spec.DiskPath, c.ownership.NodeID)}
+		}
+	}
+	return nil
+}
+
+// diskNotHereError: a replica of this node names a disk the node does not
+// have (removed, or replaced by another at the same path).
+type diskNotHereError struct{ msg string }
+
+func (e *diskNotHereError) Error() string { return e.msg }
+
+// markHealthy records in spec.healthyAt that each replica's data exists,
+// once an engine opened it: from then on it is only ever opened, never
+// created again. The written objects replace those in replicas, so the
+// status writes that follow carry their resource version.
+func (c *Controller) markHealthy(ctx context.Context, replicas []*longhorn.Replica) error {
+	for i, r := range replicas {
+		if r.Spec.HealthyAt != "" {
+			continue
+		}
+		updated := r.DeepCopy()
+		updated.Spec.HealthyAt = c.clock.Now().UTC().Format(time.RFC3339)
+		written, err := c.ds.UpdateReplica(ctx, updated)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone, or the cache is behind a write (most likely this
+			// one): the next sync reads it again.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record that replica %s holds data: %w", r.Name, err)
+		}
+		replicas[i] = written
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+)
+
+// Controller reconciles Volumes: the recurring-job label rule (a
+// volume that selects no job and no group is in the default group), the
+// volume's Replica and Engine objects, and its attachment: the engine runs
+// on the node in spec.nodeID, serving the volume's data there.
+type Controller struct {
+	*kit.Base
+	ds        *datastore.DataStore
+	ownership kit.Ownership
+	instances *instance.Manager
+	// engineAddress is host:port of this node's engine gRPC service.
+	engineAddress string
+	clock         clock.Clock
+	mirrors       engineMirrors
+}
+
+// NewController wires the controller to the Volume informer.
+// instances runs this node's engines; a change there re-enqueues the
+// volume, so its status follows the engine.
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
+	instances *instance.Manager, engineAddress string, clk clock.Clock) *Controller {
+	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
+	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
+		mirrors: engineMirrors{seen: map[string]engineMirror{}}}
+	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
+		informer.HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().HasSynced)
+	informer.AddEventHandler(c.EventHandler())
+	inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().AddEventHandler(c.backingImageHandler())
+	return c
+}
+
+// EnqueueVolume asks for a sync of the volume; the engine runtime calls it
+// when an engine's snapshots or replicas change.
+func (c *Controller) EnqueueVolume(volume string) {
+	c.Queue.Add(c.ds.Namespace() + "/" + volume)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return kit.Result{}, err
+	}
+	v, err := c.ds.GetVolumeRO(name)
+	if apierrors.IsNotFound(err) {
+		return kit.Result{}, c.instances.Stop(name)
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	// The node a volume is attached to owns it; a detached (or deleted)
+	// one, the node that holds its replicas, whose disks its data is on.
+	preferred := v.Spec.NodeID
+	if preferred == "" || v.DeletionTimestamp != nil {
+		replicas, err := c.ds.ListVolumeReplicasRO(name)
+		if err != nil {
+			return kit.Result{}, err
+		}
+		if n := datastore.ReplicasNode(replicas); n != "" {
+			preferred = n
+		}
+	}
+	if !c.ownership.Responsible(v.Status.OwnerID, preferred) {
+		if _, running := c.instances.Get(name); running {
+			return kit.Result{}, c.instances.Stop(name)
+		}
+		return kit.Result{}, nil
+	}
+	if v.Status.OwnerID != c.ownership.NodeID {
+		claimed := v.DeepCopy()
+		claimed.Status.OwnerID = c.ownership.NodeID
+		if _, err := c.ds.UpdateVolumeStatus(ctx, claimed); err != nil {
+			return kit.Result{}, fmt.Errorf("claim volume %s: %w", name, err)
+		}
+		c.Logger.WithFields(logrus.Fields{"volume": name, "previousOwner": v.Status.OwnerID}).Info("Took ownership of the volume")
+		return kit.Result{}, nil
+	}
+	if v.DeletionTimestamp != nil {
+		return kit.Result{}, c.cleanup(ctx, v)
+	}
+	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !kit.HasFinalizer(v) {
+		_, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false })
+		if err != nil && !apierrors.IsNotFound(err) {
+			return kit.Result{}, fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
+		}
+		return kit.Result{}, nil
+	}
+	return kit.Result{}, c.syncAttachment(ctx, v)
+}

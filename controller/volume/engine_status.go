@@ -1,0 +1,57 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// mirrorEngine copies the running engine's replicas, snapshots and purge
+// into the Engine status. The snapshot list keeps the entries of a failed
+// read out, with the error, rather than dropping them.
+func (c *Controller) mirrorEngine(e *enginecontroller.Engine, status *longhorn.EngineStatus) {
+	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
+	for name, mode := range e.ReplicaModes() {
+		status.ReplicaModeMap[name] = longhorn.ReplicaMode(mode)
+	}
+	list, err := e.Snapshots()
+	if err != nil {
+		status.SnapshotsError = err.Error()
+	} else {
+		status.SnapshotsError = ""
+		status.Snapshots = map[string]*longhorn.SnapshotInfo{}
+		for _, s := range list {
+			children := map[string]bool{}
+			for _, child := range s.Children {
+				children[child] = true
+			}
+			status.Snapshots[s.Name] = &longhorn.SnapshotInfo{Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed,
+				UserCreated: s.UserCreated, Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels}
+		}
+	}
+	status.BackupStatus = map[string]*longhorn.EngineBackupStatus{}
+	for name, st := range e.BackupStatuses() {
+		status.BackupStatus[name] = &longhorn.EngineBackupStatus{SnapshotName: st.Snapshot, Progress: st.Progress, State: st.State, BackupURL: st.URL, Error: st.Error}
+	}
+	p := e.PurgeStatus()
+	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}
+}
+
+// writeEngineStatus writes the Engine's status when it changed and returns the
+// resource version that holds it.
+func (c *Controller) writeEngineStatus(ctx context.Context, e *longhorn.Engine, status *longhorn.EngineStatus) (string, error) {
+	if !kit.StatusChanged(status, &e.Status) {
+		return e.ResourceVersion, nil
+	}
+	updated := e.DeepCopy()
+	updated.Status = *status
+	written, err := c.ds.UpdateEngineStatus(ctx, updated)
+	if err != nil {
+		return "", fmt.Errorf("update status of engine %s: %w", e.Name, err)
+	}
+	return written.ResourceVersion, nil
+}
