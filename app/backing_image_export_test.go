@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
-	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // createExportImage creates an export-from-volume backing image with no
@@ -95,7 +95,7 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 	eventually(t, 30*time.Second, "the export's snapshot is listed with its label", func() (bool, error) {
 		r := e.call(t, "POST", "/v1/volumes/src?action=snapshotGet", `{"name":"`+snapName+`"}`)
 		labels, _ := r.body["labels"].(map[string]interface{})
-		return r.status == 200 && labels[bicontroller.ExportSnapshotLabel] == "from-src", nil
+		return r.status == 200 && labels[types.LabelExportingBackingImage] == "from-src", nil
 	})
 
 	// The engine holds the snapshot for a while after the export's last

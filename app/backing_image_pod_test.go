@@ -23,6 +23,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 const testBackingImageManagerImage = "backing-image-manager:test"
@@ -35,7 +36,7 @@ func withPodRunner(o *DaemonOptions) {
 // serverPods are the backing image server pods in ns, by name.
 func serverPods(t *testing.T, kube kubernetes.Interface, ns string) map[string]*corev1.Pod {
 	t.Helper()
-	l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelComponent})
+	l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: types.LabelComponent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func serverPods(t *testing.T, kube kubernetes.Interface, ns string) map[string]*
 // with no kubelet to confirm, they would hold the namespace.
 func removePodsAtEnd(t *testing.T, kube kubernetes.Interface, ns string) {
 	t.Cleanup(func() {
-		l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelComponent})
+		l, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: types.LabelComponent})
 		if err != nil {
 			return
 		}
@@ -115,7 +116,7 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 		}
 		if p.Spec.NodeName != "node-1" || p.Spec.Containers[0].Image != testBackingImageManagerImage || bim.Spec.Image != testBackingImageManagerImage ||
 			p.Spec.Volumes[0].HostPath.Path != disks[bim.Spec.DiskUUID] || !slices.Contains(p.Spec.Containers[0].Args, bim.Spec.DiskUUID) ||
-			p.Labels[runner.LabelDiskUUID] != bim.Spec.DiskUUID || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+			p.Labels[types.LabelDiskUUID] != bim.Spec.DiskUUID || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 			t.Errorf("manager %s pod: %+v", bim.Name, p.Spec)
 		}
 		if o := p.OwnerReferences; len(o) != 1 || o[0].Kind != "BackingImageManager" || o[0].UID != bim.UID {
@@ -244,7 +245,7 @@ func (k *fakeKubelet) kill(name string) {
 }
 
 func (k *fakeKubelet) step(ctx context.Context) {
-	l, err := k.admin.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: runner.LabelComponent})
+	l, err := k.admin.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: types.LabelComponent})
 	if err != nil {
 		return
 	}

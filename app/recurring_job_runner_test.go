@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // managerRunner makes a daemon fire recurring jobs itself.
@@ -84,7 +84,7 @@ func (e *runnerEnv) tickSnapshots(t *testing.T, volume string, tick time.Time) i
 	n := 0
 	for _, item := range list.body["data"].([]interface{}) {
 		labels, _ := item.(map[string]interface{})["labels"].(map[string]interface{})
-		if labels[recurringjob.LabelTick] == tick.UTC().Format("20060102T150405Z") {
+		if labels[types.LabelRecurringJobTick] == tick.UTC().Format("20060102T150405Z") {
 			n++
 		}
 	}

@@ -7,10 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
-
-// LabelBackupVolume names the volume a Backup belongs to.
-const LabelBackupVolume = "backup-volume"
 
 // ListBackupVolumesRO returns every cached BackupVolume.
 func (ds *DataStore) ListBackupVolumesRO() ([]*longhorn.BackupVolume, error) {
@@ -26,7 +24,7 @@ func (ds *DataStore) GetBackupVolumeRO(name string) (*longhorn.BackupVolume, err
 func (ds *DataStore) ListBackupsRO(volume string) ([]*longhorn.Backup, error) {
 	selector := labels.Everything()
 	if volume != "" {
-		selector = labels.SelectorFromSet(labels.Set{LabelBackupVolume: volume})
+		selector = labels.SelectorFromSet(labels.Set{types.LabelBackupVolume: volume})
 	}
 	return ds.backupLister.Backups(ds.namespace).List(selector)
 }

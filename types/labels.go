@@ -40,6 +40,37 @@ const (
 	// recurring-job/<job>/<tick>. Only that attacher may detach the volume
 	// by its name; a plain attach removes the annotation (takes it over).
 	AnnotationAttachedBy = "longhorn.io/attached-by"
+
+	// LabelRecurringJobTick records on snapshots and backups the schedule
+	// tick that made them, so a second run for the same tick makes nothing
+	// twice.
+	LabelRecurringJobTick = "RecurringJobTick"
+	// AnnotationRecurringJobSpec records, on a CronJob, the RecurringJob
+	// spec it was made from, so `kubectl describe` shows what it runs.
+	AnnotationRecurringJobSpec = "recurring-job.longhorn.io/spec"
+
+	// LabelBackupVolume names the backup volume a Backup belongs to.
+	LabelBackupVolume = "backup-volume"
+
+	// LabelExportingBackingImage marks the snapshot an export-from-volume
+	// backing image reads; its value is the image's name.
+	LabelExportingBackingImage = "longhorn.io/for-exporting-backing-image"
+
+	// LabelComponent says what a backing image server pod is:
+	// backing-image-data-source or backing-image-manager.
+	LabelComponent = "longhorn.io/component"
+	// LabelBackingImage names the image a data source pod serves.
+	LabelBackingImage = "longhorn.io/backing-image"
+	// LabelDiskUUID is the disk a backing image server pod works on.
+	LabelDiskUUID = "longhorn.io/disk-uuid"
+	// LabelServerPodNode is the node a backing image server pod runs on.
+	// It is not LabelNode (longhornnode, on heartbeat Leases): pods made
+	// by earlier versions carry this key, and the runner finds them by it.
+	LabelServerPodNode = "longhorn.io/node"
+	// AnnotationServerSpec is a hash of a server pod's image and
+	// arguments: a pod found with another is replaced, one with the same
+	// is adopted.
+	AnnotationServerSpec = "longhorn.io/backing-image-server-spec"
 )
 
 // RecurringJobLabelKey is the volume label that selects the job.

@@ -31,9 +31,6 @@ import (
 )
 
 const (
-	// LabelTick records on snapshots and backups the schedule tick that
-	// made them, so a second run for the same tick makes nothing twice.
-	LabelTick = "RecurringJobTick"
 	// snapshotPrefixLength cuts the job name in snapshot names, as
 	// Longhorn does, to stay within name limits.
 	snapshotPrefixLength = 8

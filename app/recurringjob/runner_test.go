@@ -20,6 +20,7 @@ import (
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 const ns = "longhorn-system"
@@ -251,7 +252,7 @@ func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
 	if len(left) != 3 || left[0].Name != "old3" || left[1].Name != "other" || !strings.HasPrefix(left[2].Name, "snap-c-") {
 		t.Fatalf("left %s: want old3, the other job's snapshot and the new one", names(left))
 	}
-	if left[2].Labels["RecurringJob"] != "snap" || left[2].Labels[LabelTick] != "20261122T010000Z" {
+	if left[2].Labels["RecurringJob"] != "snap" || left[2].Labels[types.LabelRecurringJobTick] != "20261122T010000Z" {
 		t.Fatalf("new snapshot labels %v", left[2].Labels)
 	}
 }

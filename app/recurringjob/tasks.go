@@ -42,7 +42,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 		labels[k] = val
 	}
 	labels[types.LabelRecurringJob] = job.Name
-	labels[LabelTick] = r.tickLabel()
+	labels[types.LabelRecurringJobTick] = r.tickLabel()
 
 	switch job.Spec.Task {
 	case longhorn.RecurringJobTypeSnapshot, longhorn.RecurringJobTypeSnapshotForceCreate:
@@ -124,7 +124,7 @@ func (r *Runner) deleteOldest(ctx context.Context, volume string, list []Snapsho
 
 func hasTick(list []Snapshot, tick string) (string, bool) {
 	for _, s := range list {
-		if s.Labels[LabelTick] == tick {
+		if s.Labels[types.LabelRecurringJobTick] == tick {
 			return s.Name, true
 		}
 	}
@@ -140,7 +140,7 @@ func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volum
 		return err
 	}
 	mine := jobSnapshots(all, job.Name)
-	if _, done := hasTick(mine, labels[LabelTick]); !done {
+	if _, done := hasTick(mine, labels[types.LabelRecurringJobTick]); !done {
 		cleanupErr := r.deleteOldest(ctx, volume, mine, job.Spec.Retain-1, nil)
 		if cleanupErr != nil && !force {
 			return fmt.Errorf("cleanup before the snapshot failed, so none was taken: %w", cleanupErr)
@@ -202,14 +202,14 @@ func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
 // then keeps the newest retain of the job's backups and only the job's
 // newest snapshot, which the next incremental backup starts from.
 func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
-	tick := labels[LabelTick]
+	tick := labels[types.LabelRecurringJobTick]
 	backups, err := r.API.Backups(ctx, volume)
 	if err != nil {
 		return err
 	}
 	name := ""
 	for _, b := range backups {
-		if b.Labels[types.LabelRecurringJob] == job.Name && b.Labels[LabelTick] == tick && b.State != string(longhorn.BackupStateError) {
+		if b.Labels[types.LabelRecurringJob] == job.Name && b.Labels[types.LabelRecurringJobTick] == tick && b.State != string(longhorn.BackupStateError) {
 			name = b.Name // this tick's backup exists: wait for it, make no other
 		}
 	}

@@ -115,7 +115,7 @@ func (r *PodRunner) Start(key string, args []string, opts ...ServerOption) error
 	}
 	replace := ""
 	switch {
-	case pod.Annotations[annotationServerSpec] != want.Annotations[annotationServerSpec]:
+	case pod.Annotations[types.AnnotationServerSpec] != want.Annotations[types.AnnotationServerSpec]:
 		replace = "it runs other arguments or another image"
 	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 		replace = "it terminated: " + terminationReason(pod)

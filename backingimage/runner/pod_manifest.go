@@ -29,19 +29,6 @@ const (
 	DataSourcePodPort = 8001
 	ManagerPodPort    = 8000
 
-	// LabelComponent says what a pod is: backing-image-data-source or
-	// backing-image-manager.
-	LabelComponent = "longhorn.io/component"
-	// LabelBackingImage names the image a data source pod serves.
-	LabelBackingImage = "longhorn.io/backing-image"
-	// LabelDiskUUID is the disk a server pod works on.
-	LabelDiskUUID = "longhorn.io/disk-uuid"
-	// LabelNodeName is the node a server pod runs on.
-	LabelNodeName = "longhorn.io/node"
-	// annotationServerSpec is a hash of a pod's image and arguments: a pod
-	// found with another is replaced, one with the same is adopted.
-	annotationServerSpec = "longhorn.io/backing-image-server-spec"
-
 	serverContainer               = "server"
 	serverPodTerminationGrace     = 10
 	serverReadinessPeriodSeconds  = 2
@@ -116,15 +103,15 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 	if cfg.NodeName == "" || cfg.Namespace == "" {
 		return nil, fmt.Errorf("server %s: the pod runner needs a node and a namespace", key)
 	}
-	labels := map[string]string{LabelComponent: args[0], types.LabelManagedBy: types.ManagedByValue}
-	for label, value := range map[string]string{LabelNodeName: cfg.NodeName, LabelDiskUUID: flagValue(args, "disk-uuid")} {
+	labels := map[string]string{types.LabelComponent: args[0], types.LabelManagedBy: types.ManagedByValue}
+	for label, value := range map[string]string{types.LabelServerPodNode: cfg.NodeName, types.LabelDiskUUID: flagValue(args, "disk-uuid")} {
 		if value != "" && len(validation.IsValidLabelValue(value)) == 0 {
 			labels[label] = value
 		}
 	}
 	if args[0] == dataSourceSubcommand {
 		if bi := flagValue(args, "name"); bi != "" && len(validation.IsValidLabelValue(bi)) == 0 {
-			labels[LabelBackingImage] = bi
+			labels[types.LabelBackingImage] = bi
 		}
 	}
 	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)))
@@ -138,7 +125,7 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 			Name:        ServerPodName(key),
 			Namespace:   cfg.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{annotationServerSpec: hex.EncodeToString(sum[:16])},
+			Annotations: map[string]string{types.AnnotationServerSpec: hex.EncodeToString(sum[:16])},
 		},
 		Spec: corev1.PodSpec{
 			// Placed by name: the disk is on this node, so no scheduler.

@@ -41,7 +41,7 @@ func TestServerPodGetsThePodSettingsButNoNodeSelector(t *testing.T) {
 		t.Fatalf("the pod is bound to its disk's node by name, with no selector: %+v", pod.Spec)
 	}
 	// The settings are not part of what makes a pod be replaced.
-	if pod.Annotations[annotationServerSpec] != plain.Annotations[annotationServerSpec] {
+	if pod.Annotations[types.AnnotationServerSpec] != plain.Annotations[types.AnnotationServerSpec] {
 		t.Fatal("a change of the pod settings would replace running servers")
 	}
 }

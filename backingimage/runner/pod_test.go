@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 var testPodRunnerConfig = PodRunnerConfig{Namespace: "longhorn-system", NodeName: "node-1", Image: "longhorn-manager:v2", ServiceAccount: "longhorn-service-account"}
@@ -53,7 +54,7 @@ func TestServerPodManifest(t *testing.T) {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.ServiceAccountName != "longhorn-service-account" {
 		t.Errorf("restart %s service account %s", pod.Spec.RestartPolicy, pod.Spec.ServiceAccountName)
 	}
-	if pod.Labels[LabelComponent] != "backing-image-data-source" || pod.Labels[LabelBackingImage] != "ubuntu" || pod.Labels[LabelDiskUUID] != "disk-1" || pod.Labels[LabelNodeName] != "node-1" {
+	if pod.Labels[types.LabelComponent] != "backing-image-data-source" || pod.Labels[types.LabelBackingImage] != "ubuntu" || pod.Labels[types.LabelDiskUUID] != "disk-1" || pod.Labels[types.LabelServerPodNode] != "node-1" {
 		t.Errorf("labels %v", pod.Labels)
 	}
 	if len(pod.OwnerReferences) != 1 || pod.OwnerReferences[0].UID != "uid-1" || pod.OwnerReferences[0].Kind != "BackingImageDataSource" ||
@@ -70,7 +71,7 @@ func TestServerPodManifest(t *testing.T) {
 		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000") || mgr.Spec.Volumes[0].HostPath.Path != "/mnt/d2" {
 		t.Errorf("manager pod %+v", mgr.Spec)
 	}
-	if mgr.Annotations[annotationServerSpec] == pod.Annotations[annotationServerSpec] {
+	if mgr.Annotations[types.AnnotationServerSpec] == pod.Annotations[types.AnnotationServerSpec] {
 		t.Error("two different servers have the same spec hash")
 	}
 

@@ -17,11 +17,8 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
-
-// ExportSnapshotLabel marks the snapshot an export-from-volume backing
-// image reads; its value is the image's name.
-const ExportSnapshotLabel = "longhorn.io/for-exporting-backing-image"
 
 // exportWaitRecheck is how soon an export that waits for its volume to be
 // attached looks again.
@@ -74,7 +71,7 @@ func (c *DataSourceController) prepareExport(ctx context.Context, bids *longhorn
 	case err == nil:
 		log.Info("Export reads the snapshot it took before")
 	case errors.Is(err, engineapi.ErrNotFound):
-		if _, err := client.SnapshotCreate(ctx, snapshot, map[string]string{ExportSnapshotLabel: bids.Name}); err != nil {
+		if _, err := client.SnapshotCreate(ctx, snapshot, map[string]string{types.LabelExportingBackingImage: bids.Name}); err != nil {
 			return nil, nil, fmt.Errorf("take the snapshot to export: %w", err)
 		}
 		log.Info("Took the snapshot of the volume to export")

@@ -167,7 +167,7 @@ func (c *TargetController) syncTarget(ctx context.Context, target string) error 
 		if b.DeletionTimestamp == nil || !kit.HasFinalizer(b) {
 			continue
 		}
-		vol := b.Labels[datastore.LabelBackupVolume]
+		vol := b.Labels[types.LabelBackupVolume]
 		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
 			log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
 			if errors.Is(err, backupstore.ErrLocked) {
@@ -305,7 +305,7 @@ type volumeStates struct {
 
 func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
 	return &longhorn.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{datastore.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
 		Spec:       longhorn.BackupSpec{SnapshotName: status.SnapshotName},
 		Status:     status,
 	}

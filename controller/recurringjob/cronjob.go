@@ -15,9 +15,6 @@ import (
 )
 
 const (
-	// AnnotationRecurringJobSpec records, on a CronJob, the RecurringJob
-	// spec it was made from, so `kubectl describe` shows what it runs.
-	AnnotationRecurringJobSpec = "recurring-job.longhorn.io/spec"
 	// recurringJobBackoffLimit lets a run that crashed as a whole retry
 	// once; failures of single volumes are handled inside the run, so a
 	// retry never repeats volumes that succeeded because one failed.
@@ -76,7 +73,7 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, set cronJobSe
 			Name:        job.Name,
 			Namespace:   job.Namespace,
 			Labels:      cronJobLabels(job.Name),
-			Annotations: map[string]string{AnnotationRecurringJobSpec: string(spec)},
+			Annotations: map[string]string{types.AnnotationRecurringJobSpec: string(spec)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         longhorn.SchemeGroupVersion.String(),
 				Kind:               "RecurringJob",
