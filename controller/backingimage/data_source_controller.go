@@ -52,14 +52,15 @@ type DataSourceController struct {
 	// newEngineClient reaches a volume's engine (export-from-volume).
 	newEngineClient func(address, volume string) (engineapi.EngineClient, error)
 
-	mu       sync.Mutex
-	monitors map[string]*dataSourceMonitor
+	monitors followers[*dataSourceMonitor]
+
+	mu       sync.Mutex // guards restarts
 	restarts map[string]*restartBackoff
 }
 
 // dataSourceMonitor polls one server; the controller reads its findings.
 type dataSourceMonitor struct {
-	address   string
+	addr      string
 	serverKey string
 	cancel    context.CancelFunc
 
@@ -69,6 +70,9 @@ type dataSourceMonitor struct {
 	lastErr  error
 	stopped  bool
 }
+
+func (m *dataSourceMonitor) address() string { return m.addr }
+func (m *dataSourceMonitor) end()            { m.cancel() }
 
 type restartBackoff struct {
 	failures int
@@ -80,7 +84,7 @@ func NewDataSourceController(logger *logrus.Entry, metrics *kit.Metrics, ds *dat
 	nodeID string, runner runner.ServerRunner, clk clock.Clock, recorder record.EventRecorder) *DataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
 	c := &DataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder, newEngineClient: defaultEngineClient,
-		monitors: map[string]*dataSourceMonitor{}, restarts: map[string]*restartBackoff{}}
+		restarts: map[string]*restartBackoff{}}
 	c.Base = kit.NewBase("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.EventHandler())
 	return c
@@ -89,14 +93,7 @@ func NewDataSourceController(logger *logrus.Entry, metrics *kit.Metrics, ds *dat
 // Run runs the controller until ctx ends, then stops every poll. The
 // servers themselves are stopped by the runner's owner (the daemon).
 func (c *DataSourceController) Run(ctx context.Context, workers int) error {
-	defer func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for name, m := range c.monitors {
-			m.cancel()
-			delete(c.monitors, name)
-		}
-	}()
+	defer c.monitors.stopAll()
 	return c.Base.Run(ctx, workers)
 }
 
@@ -308,25 +305,19 @@ func (c *DataSourceController) resetRestarts(name string) {
 
 // ensureMonitor starts polling the server at addr unless that runs.
 func (c *DataSourceController) ensureMonitor(key, name, addr string) *dataSourceMonitor {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m := c.monitors[name]; m != nil && m.address == addr {
-		return m
-	}
-	if m := c.monitors[name]; m != nil {
-		m.cancel()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &dataSourceMonitor{address: addr, serverKey: dataSourceServerKey(name), cancel: cancel}
-	c.monitors[name] = m
-	go c.poll(ctx, key, m)
+	m, _ := c.monitors.ensure(name, addr, func() (*dataSourceMonitor, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		m := &dataSourceMonitor{addr: addr, serverKey: dataSourceServerKey(name), cancel: cancel}
+		go c.poll(ctx, key, m)
+		return m, nil
+	})
 	return m
 }
 
 // poll asks the server for the file's state every dataSourcePollInterval
 // and enqueues the object when the answer changes or the watch gives up.
 func (c *DataSourceController) poll(ctx context.Context, key string, m *dataSourceMonitor) {
-	client := datasource.NewClient(m.address)
+	client := datasource.NewClient(m.addr)
 	for {
 		st, err := client.Get(ctx)
 		if ctx.Err() != nil {
@@ -367,23 +358,12 @@ func (c *DataSourceController) poll(ctx context.Context, key string, m *dataSour
 	}
 }
 
-func (c *DataSourceController) stopMonitor(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m := c.monitors[name]; m != nil {
-		m.cancel()
-		delete(c.monitors, name)
-	}
-}
+func (c *DataSourceController) stopMonitor(name string) { c.monitors.stop(name) }
 
 func (c *DataSourceController) stopServer(name, why string) {
 	c.stopMonitor(name)
 	c.resetRestarts(name)
-	if _, err := c.runner.Address(dataSourceServerKey(name)); errors.Is(err, runner.ErrServerNotStarted) {
-		return
-	}
-	c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "reason": why}).Info("Stopping the data source server")
-	c.runner.Stop(dataSourceServerKey(name))
+	stopServer(c.runner, c.Logger.WithField("backingImageDataSource", name), dataSourceServerKey(name), why)
 }
 
 // restartFailed stops a download or export server whose file failed (its

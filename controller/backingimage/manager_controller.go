@@ -37,8 +37,9 @@ type ManagerController struct {
 	// image is replaced (see backing_image_manager_replace.go).
 	defaultImage string
 
-	mu      sync.Mutex
-	clients map[string]*managerConnection
+	clients followers[*managerConnection]
+
+	mu sync.Mutex // guards retried
 	// retried holds when a failed file was last asked for again, by
 	// manager/image/uuid, so a file that keeps failing is not retried in
 	// a loop.
@@ -51,9 +52,16 @@ const failedFileRetryDelay = 5 * time.Second
 
 // managerConnection is the client and Watch of one running server.
 type managerConnection struct {
-	address string
-	client  *bimanager.Client
-	cancel  context.CancelFunc
+	addr   string
+	client *bimanager.Client
+	cancel context.CancelFunc
+}
+
+func (m *managerConnection) address() string { return m.addr }
+
+func (m *managerConnection) end() {
+	m.cancel()
+	_ = m.client.Close()
 }
 
 // NewManagerController wires the controller to its informers.
@@ -63,7 +71,7 @@ func NewManagerController(logger *logrus.Entry, metrics *kit.Metrics, ds *datast
 	nodeID, defaultImage string, runner runner.ServerRunner) *ManagerController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &ManagerController{ds: ds, nodeID: nodeID, defaultImage: defaultImage, runner: runner,
-		clients: map[string]*managerConnection{}, retried: map[string]time.Time{}}
+		retried: map[string]time.Time{}}
 	c.Base = kit.NewBase("longhorn-backing-image-manager", logger, metrics, c.sync,
 		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
 	enqueueAll := func(interface{}) { c.enqueueNodeManagers() }
@@ -125,15 +133,7 @@ func (c *ManagerController) enqueueNodeManagers() {
 // Run runs the controller until ctx ends, then ends every Watch. The
 // servers themselves are stopped by the runner's owner (the daemon).
 func (c *ManagerController) Run(ctx context.Context, workers int) error {
-	defer func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for name, conn := range c.clients {
-			conn.cancel()
-			_ = conn.client.Close()
-			delete(c.clients, name)
-		}
-	}()
+	defer c.clients.stopAll()
 	return c.Base.Run(ctx, workers)
 }
 
@@ -243,7 +243,7 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 		// Being replaced: the files are the new manager's to check and
 		// change; this one only serves them until then.
 		log.WithField("replacement", replacement.Name).Debug("Outdated backing image manager: waiting for its replacement to take the files over")
-		return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+		return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 	}
 	for fname, f := range files {
 		if bim.Spec.BackingImages[fname] == f.UUID {
@@ -275,7 +275,7 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 			files[biName] = info
 		}
 	}
-	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.address, files))
+	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 }
 
 // runningStatus is the status of a running manager with its files.
@@ -408,23 +408,15 @@ func (c *ManagerController) ensureServer(key string, bim *longhorn.BackingImageM
 			return nil, err
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if conn := c.clients[bim.Name]; conn != nil && conn.address == addr {
-		return conn, nil
-	} else if conn != nil {
-		conn.cancel()
-		_ = conn.client.Close()
-	}
-	client, err := bimanager.NewClient(addr, 0)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	conn := &managerConnection{address: addr, client: client, cancel: cancel}
-	c.clients[bim.Name] = conn
-	go c.watch(ctx, key, client)
-	return conn, nil
+	return c.clients.ensure(bim.Name, addr, func() (*managerConnection, error) {
+		client, err := bimanager.NewClient(addr, 0)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go c.watch(ctx, key, client)
+		return &managerConnection{addr: addr, client: client, cancel: cancel}, nil
+	})
 }
 
 // watch enqueues the object on every notice of the server, and watches
@@ -445,16 +437,6 @@ func (c *ManagerController) watch(ctx context.Context, key string, client *biman
 }
 
 func (c *ManagerController) stopServer(name, why string) {
-	c.mu.Lock()
-	if conn := c.clients[name]; conn != nil {
-		conn.cancel()
-		_ = conn.client.Close()
-		delete(c.clients, name)
-	}
-	c.mu.Unlock()
-	if _, err := c.runner.Address(managerServerKey(name)); errors.Is(err, runner.ErrServerNotStarted) {
-		return
-	}
-	c.Logger.WithFields(logrus.Fields{"backingImageManager": name, "reason": why}).Info("Stopping the backing image manager server")
-	c.runner.Stop(managerServerKey(name))
+	c.clients.stop(name)
+	stopServer(c.runner, c.Logger.WithField("backingImageManager", name), managerServerKey(name), why)
 }
