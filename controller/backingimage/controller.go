@@ -35,6 +35,9 @@ const backingImageCleanupRecheck = time.Second
 // every copy failed, the cleanup of files no replica uses, the move to
 // managers of the default image, and a deletion held while replicas use
 // the image.
+//
+// Ownership: kit.Ownership with no preferred node, recorded in
+// status.ownerID.
 type ImageController struct {
 	*kit.Base
 	ds        *datastore.DataStore

@@ -42,6 +42,9 @@ const (
 // BackingImageDataSource on this node, polls it and records what it says
 // in the object's status. It stops the server once the file has been
 // handed to a manager (spec.fileTransferred).
+//
+// Ownership: pinned to spec.nodeID, the node of the disk the first file is
+// made on; the server must run there.
 type DataSourceController struct {
 	*kit.Base
 	ds       *datastore.DataStore

@@ -28,6 +28,8 @@ const managerRewatchDelay = time.Second
 // wanted file to the disk (from the data source, or from a ready peer on
 // another disk), deletes the files no longer wanted, and mirrors the
 // files' states into the object's status.
+//
+// Ownership: pinned to spec.nodeID, the node of the manager's disk.
 type ManagerController struct {
 	*kit.Base
 	ds     *datastore.DataStore

@@ -36,6 +36,10 @@ const backupTargetPollPeriod = 30 * time.Second
 // messages and in a Warning event on the setting to fix:
 // backup-target-credential-secret when the credential is at fault,
 // backup-target otherwise.
+//
+// Ownership: the first Ready node by name. It differs from kit.Ownership
+// because the target has no object of its own to record an owner in (it
+// is a setting), and every node can compute this from the Node objects.
 type TargetController struct {
 	*kit.Base
 	ds       *datastore.DataStore

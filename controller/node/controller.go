@@ -31,6 +31,10 @@ const (
 // Controller keeps Node status current: the Ready condition of every
 // node from its manager's heartbeat Lease, and, for this node, the disks'
 // identity, space and conditions.
+//
+// Ownership: every node writes its own disks and heartbeat; any node may
+// mark a peer not Ready once that peer's heartbeat is stale (the write
+// carries the resource version, so a peer that came back wins).
 type Controller struct {
 	*kit.Base
 	ds     *datastore.DataStore

@@ -28,6 +28,10 @@ import (
 // Controller keeps one CronJob per valid RecurringJob, marks
 // invalid jobs Ready=False, and on deletion removes the CronJob and the
 // volume labels that selected the job.
+//
+// Ownership: kit.Ownership with no preferred node, recorded in
+// status.ownerID. (The runner fires jobs under its own Lease instead: one
+// runner in the cluster, not one owner per job.)
 type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore

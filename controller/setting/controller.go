@@ -19,6 +19,9 @@ import (
 // value is marked applied; an invalid one (written with kubectl, which
 // cannot know the rule) is marked not applied, the manager keeps using the
 // default, and a Warning event names the rule.
+//
+// Ownership: none. Every node checks every Setting and would write the
+// same status; the writes agree, so no owner is needed.
 type Controller struct {
 	*kit.Base
 	ds       *datastore.DataStore

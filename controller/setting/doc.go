@@ -1,4 +1,5 @@
-// Package setting holds the setting controller: it validates each Setting,
-// applies the valid ones to the components that read them, and says on an
-// invalid one which default is used instead.
+// Package setting holds the setting controller: it checks each Setting
+// against its definition, marks a valid one applied and an invalid one
+// not applied (the default is used instead), with a Warning event naming
+// the rule. Components read the values through the datastore.
 package setting

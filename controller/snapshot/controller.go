@@ -29,6 +29,9 @@ import (
 // reads snapshots from engine.status.snapshots (the volume controller
 // keeps that current) and calls the engine only to create, delete and
 // purge. It runs on the node that owns the snapshot's volume.
+//
+// Ownership: the owner of the snapshot's volume (its engine runs there);
+// the Snapshot has no owner of its own.
 type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore

@@ -18,6 +18,9 @@ import (
 // volume that selects no job and no group is in the default group), the
 // volume's Replica and Engine objects, and its attachment: the engine runs
 // on the node in spec.nodeID, serving the volume's data there.
+//
+// Ownership: kit.Ownership, preferring the node in spec.nodeID (where the
+// engine runs); the owner writes the volume's Replicas and Engine.
 type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore
