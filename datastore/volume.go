@@ -2,13 +2,11 @@ package datastore
 
 import (
 	"context"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // GetVolumeRO returns the cached Volume; the caller must not modify it.
@@ -46,9 +44,8 @@ func (ds *DataStore) UpdateVolumeStatus(ctx context.Context, v *longhorn.Volume)
 
 // UpdateVolumeLabels re-reads the volume and applies change to its labels
 // until the write does not conflict. change reports whether it changed
-// anything; when nothing changed (the default-group rule and the finalizer
-// included), nothing is written. A volume that is not being deleted gets
-// the longhorn.io finalizer, so its data is cleaned up before it goes.
+// anything; when nothing changed (the default-group rule included),
+// nothing is written.
 func (ds *DataStore) UpdateVolumeLabels(ctx context.Context, name string, change func(labels map[string]string) bool) (*longhorn.Volume, error) {
 	var result *longhorn.Volume
 	err := RetryOnConflict(func() error {
@@ -61,15 +58,11 @@ func (ds *DataStore) UpdateVolumeLabels(ctx context.Context, name string, change
 		}
 		changed := change(v.Labels)
 		fixed, fixedChanged := FixupRecurringJobLabels(v.Labels)
-		needFinalizer := v.DeletionTimestamp == nil && !slices.Contains(v.Finalizers, types.LonghornFinalizer)
-		if !changed && !fixedChanged && !needFinalizer {
+		if !changed && !fixedChanged {
 			result = v
 			return nil
 		}
 		v.Labels = fixed
-		if needFinalizer {
-			v.Finalizers = append(v.Finalizers, types.LonghornFinalizer)
-		}
 		result, err = ds.UpdateVolume(ctx, v)
 		return err
 	})

@@ -98,10 +98,19 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if v.DeletionTimestamp != nil {
 		return kit.Result{}, c.cleanup(ctx, v)
 	}
-	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed || !kit.HasFinalizer(v) {
+	if !kit.HasFinalizer(v) {
+		// The volume's data is cleaned up (cleanup, above) before it goes.
+		updated := v.DeepCopy()
+		kit.AddFinalizer(updated)
+		if _, err := c.ds.UpdateVolume(ctx, updated); err != nil {
+			return kit.Result{}, fmt.Errorf("add the finalizer of volume %s: %w", name, err)
+		}
+		return kit.Result{}, nil
+	}
+	if _, changed := datastore.FixupRecurringJobLabels(v.Labels); changed {
 		_, err := c.ds.UpdateVolumeLabels(ctx, name, func(map[string]string) bool { return false })
 		if err != nil && !apierrors.IsNotFound(err) {
-			return kit.Result{}, fmt.Errorf("fix labels and finalizer of volume %s: %w", name, err)
+			return kit.Result{}, fmt.Errorf("fix the recurring job labels of volume %s: %w", name, err)
 		}
 		return kit.Result{}, nil
 	}
