@@ -37,7 +37,9 @@ func (e *apiEnv) waitImageFile(t *testing.T, name string, state longhorn.Backing
 	t.Helper()
 	var bi *longhorn.BackingImage
 	var disk string
-	eventually(t, 90*time.Second, "a file of "+name+" is "+string(state)+" saying "+msg, func() (bool, error) {
+	// Generous: an export of several GiB hashes every byte, and the suite
+	// runs two packages at once on two cores.
+	eventually(t, 180*time.Second, "a file of "+name+" is "+string(state)+" saying "+msg, func() (bool, error) {
 		var err error
 		bi, err = e.lh.LonghornV1beta2().BackingImages(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
