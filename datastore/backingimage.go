@@ -33,6 +33,12 @@ func (ds *DataStore) CreateBackingImage(ctx context.Context, bi *longhorn.Backin
 	return ds.lhClient.LonghornV1beta2().BackingImages(ds.namespace).Create(ctx, bi, metav1.CreateOptions{})
 }
 
+// DeleteBackingImage deletes a BackingImage (its finalizer holds it until
+// its files are gone).
+func (ds *DataStore) DeleteBackingImage(ctx context.Context, name string) error {
+	return ds.lhClient.LonghornV1beta2().BackingImages(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
 // UpdateBackingImage writes a BackingImage's spec and metadata.
 func (ds *DataStore) UpdateBackingImage(ctx context.Context, bi *longhorn.BackingImage) (*longhorn.BackingImage, error) {
 	return ds.lhClient.LonghornV1beta2().BackingImages(ds.namespace).Update(ctx, bi, metav1.UpdateOptions{})

@@ -253,7 +253,7 @@ func (m *VolumeManager) DeleteBackingImage(ctx context.Context, name string) err
 	if users != "" {
 		return conflict("backing image %s is used by %s: delete those volumes first", name, users)
 	}
-	err = m.ds.LonghornClient().LonghornV1beta2().BackingImages(m.ds.Namespace()).Delete(ctx, name, metav1.DeleteOptions{})
+	err = m.ds.DeleteBackingImage(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: backing image %q", ErrNotFound, name)
 	}
@@ -264,10 +264,9 @@ func (m *VolumeManager) DeleteBackingImage(ctx context.Context, name string) err
 // so their managers delete the files, unless decideBackingImageCleanup
 // refuses it.
 func (m *VolumeManager) CleanupBackingImageDisks(ctx context.Context, name string, disks []string) (*longhorn.BackingImage, error) {
-	client := m.ds.LonghornClient().LonghornV1beta2().BackingImages(m.ds.Namespace())
 	var result *longhorn.BackingImage
 	err := datastore.RetryOnConflict(func() error {
-		bi, err := client.Get(ctx, name, metav1.GetOptions{})
+		bi, err := m.ds.GetBackingImageFresh(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("%w: backing image %q", ErrNotFound, name)
 		}
@@ -298,7 +297,7 @@ func (m *VolumeManager) CleanupBackingImageDisks(ctx context.Context, name strin
 			return conflict("%s", refusal.message)
 		}
 		bi.Spec.Disks = keep
-		result, err = client.Update(ctx, bi, metav1.UpdateOptions{})
+		result, err = m.ds.UpdateBackingImage(ctx, bi)
 		return err
 	})
 	if err != nil {

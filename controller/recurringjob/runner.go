@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -138,13 +137,8 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 		// A suffix tells two processes of one node apart (a restart
 		// before the old Lease expired).
 		identity := r.cfg.Identity + "-" + rand.String(5)
-		lock := &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: r.ds.Namespace(), Name: RunnerLease},
-			Client:     r.ds.KubeClient().CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-		}
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, Name: RunnerLease,
+			Lock: r.ds.LeaseLock(RunnerLease, identity), Name: RunnerLease,
 			LeaseDuration: leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
 			// client-go would release the Lease as soon as renewing stops,
 			// before this term's runs have stopped; it is released below,
@@ -167,7 +161,7 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 		}
 		elector.Run(ctx)
 		r.terms.wait()
-		if err := releaseLease(r.ds.KubeClient(), r.ds.Namespace(), RunnerLease, identity, r.clock.Now()); err != nil {
+		if err := r.ds.ReleaseLease(RunnerLease, identity, r.clock.Now()); err != nil {
 			r.logger.WithError(err).Warn("Cannot release the recurring-job runner Lease; it expires by itself")
 		}
 	}

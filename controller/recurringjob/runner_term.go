@@ -2,15 +2,7 @@ package recurringjob
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 )
 
 // leaderTerms lets the runner wait for the end of a leadership term.
@@ -48,31 +40,4 @@ func (l *leaderTerms) wait() {
 	if done != nil {
 		<-done
 	}
-}
-
-// releaseLease gives up the Lease name if identity still holds it, so the
-// next manager need not wait for it to expire. It is called only once
-// this manager's runs have stopped; the update is guarded by the Lease's
-// resourceVersion, so a Lease another manager took meanwhile is left alone.
-func releaseLease(kube kubernetes.Interface, namespace, name, identity string, now time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	leases := kube.CoordinationV1().Leases(namespace)
-	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read Lease %s to release it: %w", name, err)
-	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != identity {
-		return nil
-	}
-	t := metav1.NewMicroTime(now)
-	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1), AcquireTime: &t, RenewTime: &t,
-		LeaseTransitions: lease.Spec.LeaseTransitions}
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("release Lease %s: %w", name, err)
-	}
-	return nil
 }

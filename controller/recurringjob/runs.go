@@ -319,7 +319,7 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr error) error {
 	log := r.logger.WithFields(logrus.Fields{"recurringJob": name, "tick": tick.UTC().Format(time.RFC3339)})
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		job, err := r.ds.LonghornClient().LonghornV1beta2().RecurringJobs(r.ds.Namespace()).Get(ctx, name, metav1.GetOptions{})
+		job, err := r.ds.GetRecurringJobFresh(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
