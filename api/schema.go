@@ -1,6 +1,8 @@
 package api
 
 import (
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+
 	"net/http"
 	"sort"
 
@@ -45,7 +47,14 @@ type Schema struct {
 
 func intPtr(n int) *int { return &n }
 
-var recurringJobTasks = []string{"snapshot", "snapshot-force-create", "snapshot-cleanup", "snapshot-delete", "backup", "backup-force-create"}
+// recurringJobTasks are the task enum's options.
+var recurringJobTasks = func() []string {
+	out := make([]string, 0, len(longhorn.RecurringJobTypes))
+	for _, t := range longhorn.RecurringJobTypes {
+		out = append(out, string(t))
+	}
+	return out
+}()
 
 // schemas lists every type the API serves, sorted by id.
 func schemas() []Schema {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,15 +23,6 @@ import (
 const RecurringJobNameMaxLength = 40
 
 var recurringJobNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]+$`)
-
-var recurringJobTasks = map[longhorn.RecurringJobType]bool{
-	longhorn.RecurringJobTypeSnapshot:            true,
-	longhorn.RecurringJobTypeSnapshotForceCreate: true,
-	longhorn.RecurringJobTypeSnapshotCleanup:     true,
-	longhorn.RecurringJobTypeSnapshotDelete:      true,
-	longhorn.RecurringJobTypeBackup:              true,
-	longhorn.RecurringJobTypeBackupForceCreate:   true,
-}
 
 // ValidateRecurringJob checks every rule of a RecurringJob, including the
 // ones the apiserver cannot check: the cron expression and retain against
@@ -55,11 +47,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 		errs = append(errs, field.Invalid(specPath.Child("name"), spec.Name, fmt.Sprintf("must equal the object name %q", name)))
 	}
 
-	if !recurringJobTasks[spec.Task] {
-		errs = append(errs, field.NotSupported(specPath.Child("task"), spec.Task, []longhorn.RecurringJobType{
-			longhorn.RecurringJobTypeSnapshot, longhorn.RecurringJobTypeSnapshotForceCreate, longhorn.RecurringJobTypeSnapshotCleanup,
-			longhorn.RecurringJobTypeSnapshotDelete, longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate,
-		}))
+	if !slices.Contains(longhorn.RecurringJobTypes, spec.Task) {
+		errs = append(errs, field.NotSupported(specPath.Child("task"), spec.Task, longhorn.RecurringJobTypes))
 	}
 
 	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)

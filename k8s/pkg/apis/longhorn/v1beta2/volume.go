@@ -69,6 +69,13 @@ const (
 	RecurringJobTypeBackupForceCreate   RecurringJobType = "backup-force-create"
 )
 
+// RecurringJobTypes lists every task, in the order the API shows them (the
+// enum marker above holds the same list for the CRD).
+var RecurringJobTypes = []RecurringJobType{
+	RecurringJobTypeSnapshot, RecurringJobTypeSnapshotForceCreate, RecurringJobTypeSnapshotCleanup,
+	RecurringJobTypeSnapshotDelete, RecurringJobTypeBackup, RecurringJobTypeBackupForceCreate,
+}
+
 // VolumeRecurringJobSpec is one entry of the deprecated per-volume job list
 // of Longhorn v1.1. It is kept so the upgrade migrator can turn each entry
 // into a RecurringJob and a volume label; nothing else reads it.
