@@ -171,3 +171,16 @@ func (ds *DataStore) ListNodeDisks(nodeID string) ([]Disk, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
+
+// VolumeTooSmallForImage says why a volume size of size bytes cannot use
+// the backing image ("<size> is smaller than ..."; the caller names the
+// size), or returns "": a volume must be at least as large as the disk the
+// image holds, once a ready file has told that size. The API refuses such
+// a volume; the volume controller stops one made before the size was known.
+func VolumeTooSmallForImage(size int64, bi *longhorn.BackingImage) string {
+	if bi.Status.VirtualSize > size {
+		return fmt.Sprintf("%d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
+			size, bi.Status.VirtualSize, bi.Name)
+	}
+	return ""
+}

@@ -96,9 +96,8 @@ func (m *VolumeManager) checkBackingImageSize(spec longhorn.VolumeSpec) error {
 	if err != nil {
 		return err
 	}
-	if bi.Status.VirtualSize > spec.Size {
-		return invalid("size: %d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
-			spec.Size, bi.Status.VirtualSize, bi.Name)
+	if why := datastore.VolumeTooSmallForImage(spec.Size, bi); why != "" {
+		return invalid("size: %s", why)
 	}
 	return nil
 }

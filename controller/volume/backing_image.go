@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -113,9 +114,8 @@ func (c *Controller) backingFiles(ctx context.Context, v *longhorn.Volume, repli
 // reports no virtual size, and the reason in the file's message. Both are
 // known once a file is ready.
 func imageUnfitForVolume(v *longhorn.Volume, bi *longhorn.BackingImage) string {
-	if bi.Status.VirtualSize > v.Spec.Size {
-		return fmt.Sprintf("volume size %d is smaller than the virtual size %d of backing image %s: a volume must be at least as large as its image",
-			v.Spec.Size, bi.Status.VirtualSize, bi.Name)
+	if why := datastore.VolumeTooSmallForImage(v.Spec.Size, bi); why != "" {
+		return "volume size " + why
 	}
 	if bi.Status.VirtualSize > 0 || bi.Status.Size == 0 {
 		return ""
