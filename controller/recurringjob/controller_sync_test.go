@@ -1,0 +1,255 @@
+package recurringjob
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// syncNow is the clock of the sync table.
+var syncNow = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// syncJob is a valid daily snapshot job as the controller last left it:
+// finalizer, owner and observed suspend set.
+func syncJob(mutate ...func(*longhorn.RecurringJob)) *longhorn.RecurringJob {
+	job := &longhorn.RecurringJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: "ns", UID: "uid-daily", Generation: 1, Finalizers: []string{types.LonghornFinalizer}},
+		Spec:       longhorn.RecurringJobSpec{Name: "daily", Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 3 * * *", Retain: 3, Concurrency: 1, Groups: []string{"gold"}},
+		Status:     longhorn.RecurringJobStatus{OwnerID: "node-1", ObservedSuspend: ptr.To(false)},
+	}
+	for _, m := range mutate {
+		m(job)
+	}
+	return job
+}
+
+func syncNode(name string, ready bool) *longhorn.Node {
+	status := longhorn.ConditionStatusFalse
+	if ready {
+		status = longhorn.ConditionStatusTrue
+	}
+	return &longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: status}}}}
+}
+
+func syncCronJob(labels map[string]string) *batchv1.CronJob {
+	return &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: "ns", Labels: labels}}
+}
+
+// writes are the create, update and delete actions a sync made, as
+// "verb resource[/subresource]".
+func writes(actions []k8stesting.Action) []string {
+	var out []string
+	for _, a := range actions {
+		switch a.GetVerb() {
+		case "create", "update", "delete", "patch":
+			r := a.GetResource().Resource
+			if a.GetSubresource() != "" {
+				r += "/" + a.GetSubresource()
+			}
+			out = append(out, a.GetVerb()+" "+r)
+		}
+	}
+	return out
+}
+
+// TestControllerSync is the recurring job controller's sync decision by
+// decision, on fake clientsets (the control-plane suite proves the whole
+// loop): each case starts from the cache holding objects, syncs the job
+// once, and checks the writes made and what they left.
+func TestControllerSync(t *testing.T) {
+	ready := func(reason string) func(*testing.T, *longhorn.RecurringJob) {
+		return func(t *testing.T, job *longhorn.RecurringJob) {
+			t.Helper()
+			if c := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady); c.Reason != reason {
+				t.Errorf("Ready condition %+v, want reason %s", c, reason)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		objects []runtime.Object // Longhorn objects
+		kube    []runtime.Object // Kubernetes objects
+		runner  longhorn.RecurringJobRunner
+		writes  []string
+		check   func(*testing.T, *longhorn.RecurringJob)
+		cronJob *bool // whether the job's CronJob exists after the sync
+	}{
+		{
+			name:    "a new job: the finalizer first, nothing else",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Finalizers = nil }), syncNode("node-1", true)},
+			writes:  []string{"update recurringjobs"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if !kit.HasFinalizer(job) {
+					t.Error("no finalizer")
+				}
+			},
+			cronJob: ptr.To(false),
+		},
+		{
+			name:    "no owner: this node claims it",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "" }), syncNode("node-1", true)},
+			writes:  []string{"update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if job.Status.OwnerID != "node-1" {
+					t.Errorf("owner %q", job.Status.OwnerID)
+				}
+			},
+		},
+		{
+			name:    "owned by a peer that is up: left alone",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "node-2" }), syncNode("node-1", true), syncNode("node-2", true)},
+			writes:  nil,
+		},
+		{
+			name:    "owned by a peer that is down: taken over",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "node-2" }), syncNode("node-1", true), syncNode("node-2", false)},
+			writes:  []string{"update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if job.Status.OwnerID != "node-1" {
+					t.Errorf("owner %q", job.Status.OwnerID)
+				}
+			},
+		},
+		{
+			name:    "a valid job: its CronJob is made and the job is Ready, Scheduled",
+			objects: []runtime.Object{syncJob(), syncNode("node-1", true)},
+			writes:  []string{"create cronjobs", "update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
+				if o := job.Status.ObservedSchedule; o == nil || o.Cron != "0 3 * * *" {
+					t.Errorf("observed schedule %+v", o)
+				}
+			},
+			cronJob: ptr.To(true),
+		},
+		{
+			name:    "an invalid cron: Ready=False InvalidSpec, and no CronJob",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Spec.Cron = "every day" }), syncNode("node-1", true)},
+			writes:  []string{"update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				ready(longhorn.RecurringJobConditionReasonInvalidSpec)(t, job)
+			},
+			cronJob: ptr.To(false),
+		},
+		{
+			name:    "an invalid spec deletes the CronJob of the earlier valid one",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Spec.Cron = "every day" }), syncNode("node-1", true)},
+			kube:    []runtime.Object{syncCronJob(map[string]string{types.LabelManagedBy: types.ManagedByValue, types.RecurringJobLabel: "daily"})},
+			writes:  []string{"delete cronjobs", "update recurringjobs/status"},
+			cronJob: ptr.To(false),
+		},
+		{
+			name:    "a CronJob of the name that is not the manager's: Ready=False CronJobNameTaken, left alone",
+			objects: []runtime.Object{syncJob(), syncNode("node-1", true)},
+			kube:    []runtime.Object{syncCronJob(map[string]string{"app": "theirs"})},
+			writes:  []string{"update recurringjobs/status"},
+			check:   ready(longhorn.RecurringJobConditionReasonCronJobNameTaken),
+			cronJob: ptr.To(true),
+		},
+		{
+			name:    "the manager runner: no CronJob, and a leftover one is deleted",
+			objects: []runtime.Object{syncJob(), syncNode("node-1", true)},
+			kube:    []runtime.Object{syncCronJob(map[string]string{types.LabelManagedBy: types.ManagedByValue, types.RecurringJobLabel: "daily"})},
+			runner:  longhorn.RecurringJobRunnerManager,
+			writes:  []string{"delete cronjobs", "update recurringjobs/status"},
+			check:   ready(longhorn.RecurringJobConditionReasonScheduled),
+			cronJob: ptr.To(false),
+		},
+		{
+			name: "a deleted job: its labels leave the volumes (a group another job lists stays), then the finalizer",
+			objects: []runtime.Object{
+				syncJob(func(j *longhorn.RecurringJob) { j.DeletionTimestamp = &metav1.Time{Time: syncNow} }),
+				&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns"}, Spec: longhorn.RecurringJobSpec{Groups: []string{"silver"}}},
+				&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Labels: map[string]string{
+					types.RecurringJobLabelKey("daily"): "enabled", types.RecurringJobGroupLabelKey("gold"): "enabled",
+				}}},
+				syncNode("node-1", true),
+			},
+			writes: []string{"update volumes", "update volumes", "update recurringjobs"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if kit.HasFinalizer(job) {
+					t.Error("the finalizer is still there")
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lh := lhfake.NewSimpleClientset(tc.objects...)
+			kube := kubefake.NewSimpleClientset(tc.kube...)
+			inf := datastore.NewInformers(lh, kube, "ns", 0)
+			lhi := inf.Longhorn.Longhorn().V1beta2()
+			for _, obj := range tc.objects {
+				var err error
+				switch o := obj.(type) {
+				case *longhorn.RecurringJob:
+					err = lhi.RecurringJobs().Informer().GetIndexer().Add(o)
+				case *longhorn.Node:
+					err = lhi.Nodes().Informer().GetIndexer().Add(o)
+				case *longhorn.Volume:
+					err = lhi.Volumes().Informer().GetIndexer().Add(o)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, obj := range tc.kube {
+				if err := inf.Kube.Batch().V1().CronJobs().Informer().GetIndexer().Add(obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ds := datastore.New("ns", lh, kube, inf)
+			log := logrus.New()
+			log.SetLevel(logrus.PanicLevel)
+			c := &Controller{ds: ds, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(syncNow),
+				ownership: kit.Ownership{NodeID: "node-1", IsUp: ds.IsNodeUp},
+				cfg:       CronJobConfig{ManagerImage: "longhorn-manager:test", ManagerURL: "http://manager:9500", Runner: tc.runner}}
+			c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, c.sync)
+			defer c.Queue.ShutDown()
+			lh.ClearActions()
+			kube.ClearActions()
+
+			if _, err := c.sync(context.Background(), "ns/daily"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+
+			got := append(writes(kube.Actions()), writes(lh.Actions())...)
+			if !slices.Equal(got, tc.writes) {
+				t.Errorf("writes %v, want %v", got, tc.writes)
+			}
+			job, err := lh.LonghornV1beta2().RecurringJobs("ns").Get(context.Background(), "daily", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, job)
+			}
+			if tc.cronJob != nil {
+				_, err := kube.BatchV1().CronJobs("ns").Get(context.Background(), "daily", metav1.GetOptions{})
+				if exists := err == nil; exists != *tc.cronJob {
+					t.Errorf("CronJob exists: %v (%v), want %v", exists, err, *tc.cronJob)
+				} else if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
