@@ -167,34 +167,8 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 		return kit.Result{}, err
 	}
 	replacement := replacementOf(bim, c.defaultImage, all)
-	if replacement != nil && len(filesNotTakenOver(bim, replacement)) == 0 {
-		// The manager of the default image has every file ready: this one
-		// goes, and its files stay on the disk for the new one.
-		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
-		if err == nil || apierrors.IsNotFound(err) {
-			log.WithFields(logrus.Fields{"image": bim.Spec.Image, "replacement": replacement.Name, "replacementImage": replacement.Spec.Image}).
-				Info("Replaced a backing image manager of an old image: the new one has every file ready; the files stay")
-			c.stopServer(name, "replaced by "+replacement.Name)
-			return kit.Result{}, nil
-		}
-		if !apierrors.IsConflict(err) {
-			return kit.Result{}, err
-		}
-		return kit.Result{}, nil
-	}
-	if len(bim.Spec.BackingImages) == 0 && len(bim.Status.BackingImageFileMap) == 0 {
-		// Nothing to keep: the manager goes, unless a backing image was
-		// added meanwhile (the delete carries the resource version).
-		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
-		if err == nil || apierrors.IsNotFound(err) {
-			log.Info("Deleted the backing image manager: its disk keeps no backing image")
-			c.stopServer(name, "it keeps no file")
-			return kit.Result{}, nil
-		}
-		if !apierrors.IsConflict(err) {
-			return kit.Result{}, err
-		}
-		return kit.Result{}, nil
+	if retired, err := c.retire(ctx, bim, replacement, log); retired || err != nil {
+		return kit.Result{}, err
 	}
 	status := bim.Status.DeepCopy()
 	status.OwnerID = c.nodeID
@@ -247,6 +221,57 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 		log.WithField("replacement", replacement.Name).Debug("Outdated backing image manager: waiting for its replacement to take the files over")
 		return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 	}
+	c.reconcileFiles(ctx, key, log, conn.client, bim, all, files)
+	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
+}
+
+// retire deletes the manager when it is no longer needed: replaced by a
+// manager of the default image that has every file ready (the files stay
+// on the disk for it), or keeping no file at all. The delete carries the
+// resource version, so a manager changed meanwhile is kept. It reports
+// whether the sync is done.
+func (c *ManagerController) retire(ctx context.Context, bim *longhorn.BackingImageManager, replacement *longhorn.BackingImageManager, log *logrus.Entry) (bool, error) {
+	name := bim.Name
+	if replacement != nil && len(filesNotTakenOver(bim, replacement)) == 0 {
+		// The manager of the default image has every file ready: this one
+		// goes, and its files stay on the disk for the new one.
+		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			log.WithFields(logrus.Fields{"image": bim.Spec.Image, "replacement": replacement.Name, "replacementImage": replacement.Spec.Image}).
+				Info("Replaced a backing image manager of an old image: the new one has every file ready; the files stay")
+			c.stopServer(name, "replaced by "+replacement.Name)
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+		// Changed meanwhile: the next sync decides again.
+		return true, nil
+	}
+	if len(bim.Spec.BackingImages) == 0 && len(bim.Status.BackingImageFileMap) == 0 {
+		// Nothing to keep: the manager goes, unless a backing image was
+		// added meanwhile (the delete carries the resource version).
+		err := c.ds.DeleteBackingImageManagerIfUnchanged(ctx, name, bim.ResourceVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			log.Info("Deleted the backing image manager: its disk keeps no backing image")
+			c.stopServer(name, "it keeps no file")
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+		// Changed meanwhile: the next sync decides again.
+		return true, nil
+	}
+	return false, nil
+}
+
+// reconcileFiles deletes from the disk the files no longer wanted (unless
+// a sibling manager of the disk wants them or replicas use them) and
+// prepares the wanted ones that are missing or failed; files is updated
+// with what the server now reports.
+func (c *ManagerController) reconcileFiles(ctx context.Context, key string, log *logrus.Entry, client *bimanager.Client,
+	bim *longhorn.BackingImageManager, all []*longhorn.BackingImageManager, files map[string]*bimanager.FileInfo) {
 	for fname, f := range files {
 		if bim.Spec.BackingImages[fname] == f.UUID {
 			continue
@@ -258,7 +283,7 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 			log.WithFields(logrus.Fields{"backingImage": fname, "uuid": f.UUID, "replicas": users}).Warn("Keeping a backing image file replicas on this disk use")
 			continue
 		}
-		if err := conn.client.Delete(ctx, fname, f.UUID); err != nil {
+		if err := client.Delete(ctx, fname, f.UUID); err != nil {
 			log.WithFields(logrus.Fields{"backingImage": fname, "uuid": f.UUID}).WithError(err).Warn("Cannot delete a backing image file no longer wanted")
 			continue
 		}
@@ -273,11 +298,10 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 		if f != nil && f.UUID == uuid && f.State == longhorn.BackingImageStateFailed && !c.mayRetry(key, bim.Name, biName, uuid) {
 			continue
 		}
-		if info := c.prepareFile(ctx, log, conn.client, bim, biName, uuid, f); info != nil {
+		if info := c.prepareFile(ctx, log, client, bim, biName, uuid, f); info != nil {
 			files[biName] = info
 		}
 	}
-	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 }
 
 // runningStatus is the status of a running manager with its files.
