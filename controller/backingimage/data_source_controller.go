@@ -131,59 +131,13 @@ func (c *DataSourceController) sync(ctx context.Context, key string) (kit.Result
 	}
 	addr, serverErr := c.runner.Address(dataSourceServerKey(name))
 	if serverErr != nil {
-		if !errors.Is(serverErr, runner.ErrServerNotStarted) && !errors.Is(serverErr, runner.ErrServerPending) {
-			// The server died: no more polls of it.
-			c.stopMonitor(name)
-			status.CurrentState = longhorn.BackingImageStateFailed
-			status.Message = serverErr.Error()
-			status.IP = ""
-			if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeUpload {
-				// An upload cannot be redone without the user: keep it failed.
-				return kit.Result{}, c.writeStatus(ctx, bids, status)
-			}
-		}
-		if wait := c.restartWait(name, serverErr); wait > 0 {
-			return kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
-		}
-		params, extra := bids.Spec.Parameters, []string(nil)
+		var result *kit.Result
 		var err error
-		if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
-			params, extra, err = c.prepareExport(ctx, bids)
-			if isExportWait(err) {
-				// Not a failure: the export goes on once the volume is attached.
-				status.CurrentState, status.Message, status.IP = longhorn.BackingImageStatePending, err.Error(), ""
-				return kit.Result{RequeueAfter: exportWaitRecheck}, c.writeStatus(ctx, bids, status)
+		if addr, result, err = c.startServer(ctx, bids, status, serverErr); result != nil || err != nil {
+			if result == nil {
+				result = &kit.Result{}
 			}
-		}
-		var args []string
-		if err == nil {
-			args, err = dataSourceArgs(bids, params)
-		}
-		if err == nil {
-			err = c.runner.Start(dataSourceServerKey(name), append(args, extra...), runner.WithOwner(bids, "BackingImageDataSource"))
-		}
-		if errors.Is(err, runner.ErrServerPending) {
-			// Not a failure: the server's pod is on its way.
-			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
-			status.RunningParameters = params
-			return kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bids, status)
-		}
-		if err != nil {
-			c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
-			c.noteRestartFailure(name)
-			status.CurrentState = longhorn.BackingImageStateFailed
-			status.Message = err.Error()
-			return kit.Result{}, c.writeStatus(ctx, bids, status)
-		}
-		if addr, err = c.runner.Address(dataSourceServerKey(name)); err != nil {
-			return kit.Result{}, err
-		}
-		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
-		status.RunningParameters = params
-		if status.CurrentState == longhorn.BackingImageStateFailed {
-			// A restart after a failure: the new server's first answer
-			// replaces the old reason.
-			status.CurrentState = longhorn.BackingImageStateStarting
+			return *result, err
 		}
 	}
 	status.IP = addr
@@ -220,6 +174,71 @@ func (c *DataSourceController) sync(ctx context.Context, key string) (kit.Result
 		status.CurrentState = longhorn.BackingImageStateStarting
 	}
 	return again, c.writeStatus(ctx, bids, status)
+}
+
+// startServer starts the data source's server, which is not running
+// (serverErr says why), updating status. It returns the new server's
+// address, or a result (and error) that ends the sync: a wait for a
+// restart backoff, an export's volume or the server's pod, or a failure.
+func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.BackingImageDataSource,
+	status *longhorn.BackingImageDataSourceStatus, serverErr error) (string, *kit.Result, error) {
+	name := bids.Name
+	if !errors.Is(serverErr, runner.ErrServerNotStarted) && !errors.Is(serverErr, runner.ErrServerPending) {
+		// The server died: no more polls of it.
+		c.stopMonitor(name)
+		status.CurrentState = longhorn.BackingImageStateFailed
+		status.Message = serverErr.Error()
+		status.IP = ""
+		if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeUpload {
+			// An upload cannot be redone without the user: keep it failed.
+			return "", &kit.Result{}, c.writeStatus(ctx, bids, status)
+		}
+	}
+	if wait := c.restartWait(name, serverErr); wait > 0 {
+		return "", &kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
+	}
+	params, extra := bids.Spec.Parameters, []string(nil)
+	var err error
+	if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeExportFromVolume {
+		params, extra, err = c.prepareExport(ctx, bids)
+		if isExportWait(err) {
+			// Not a failure: the export goes on once the volume is attached.
+			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStatePending, err.Error(), ""
+			return "", &kit.Result{RequeueAfter: exportWaitRecheck}, c.writeStatus(ctx, bids, status)
+		}
+	}
+	var args []string
+	if err == nil {
+		args, err = dataSourceArgs(bids, params)
+	}
+	if err == nil {
+		err = c.runner.Start(dataSourceServerKey(name), append(args, extra...), runner.WithOwner(bids, "BackingImageDataSource"))
+	}
+	if errors.Is(err, runner.ErrServerPending) {
+		// Not a failure: the server's pod is on its way.
+		status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
+		status.RunningParameters = params
+		return "", &kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bids, status)
+	}
+	if err != nil {
+		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
+		c.noteRestartFailure(name)
+		status.CurrentState = longhorn.BackingImageStateFailed
+		status.Message = err.Error()
+		return "", &kit.Result{}, c.writeStatus(ctx, bids, status)
+	}
+	addr, err := c.runner.Address(dataSourceServerKey(name))
+	if err != nil {
+		return "", nil, err
+	}
+	c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
+	status.RunningParameters = params
+	if status.CurrentState == longhorn.BackingImageStateFailed {
+		// A restart after a failure: the new server's first answer
+		// replaces the old reason.
+		status.CurrentState = longhorn.BackingImageStateStarting
+	}
+	return addr, nil, nil
 }
 
 func (c *DataSourceController) writeStatus(ctx context.Context, bids *longhorn.BackingImageDataSource, status *longhorn.BackingImageDataSourceStatus) error {
