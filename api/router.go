@@ -37,6 +37,8 @@ type Server struct {
 	registry *prometheus.Registry
 	// uploadWait bounds the wait for a new upload image's data source.
 	uploadWait time.Duration
+	// auth, when set, checks each caller with the apiserver (auth.go).
+	auth *kubeAuth
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -71,7 +73,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 		}
 	}
 	handle := func(path, method, route string, h handlerFunc) {
-		r.Handle(path, s.metrics.instrument(route, s.wrap(whenReady(h)))).Methods(method)
+		r.Handle(path, s.metrics.instrument(route, s.wrap(s.authorize(route, whenReady(h))))).Methods(method)
 	}
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -83,7 +85,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}).Methods(http.MethodGet)
-	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	r.Handle("/metrics", s.authorizePath("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))).Methods(http.MethodGet)
 
 	handle("/v1", http.MethodGet, "root", s.root)
 	handle("/v1/schemas", http.MethodGet, "schemas", s.listSchemas)

@@ -47,6 +47,9 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// APIAuth is --api-auth: api.AuthNone (the default) or
+	// api.AuthKubernetes (see api/auth.go).
+	APIAuth string
 	// EngineAddress is where this node's engine service listens, host:port;
 	// the host also serves the volumes' NBD frontends.
 	EngineAddress string
@@ -100,6 +103,10 @@ type DaemonOptions struct {
 	// OnRecurringJobFired, when set, is told by the manager runner of every
 	// run it fires and how late; benchmarks use it.
 	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
+
+	// apiToken is the bearer token the manager runner sends to this
+	// daemon's API under --api-auth=kubernetes.
+	apiToken func() string
 }
 
 // recurringJobRunnerWorkers is the least number of manager-runner workers.
@@ -163,6 +170,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
+	if err := checkAPIAuth(o.APIAuth); err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir %q: %w", o.DataDir, err)
@@ -200,6 +210,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := controller.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+	if o.APIAuth == api.AuthKubernetes {
+		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
+		o.apiToken = bearerTokenSource(cfg)
+	}
 
 	listener, err := net.Listen("tcp", o.APIAddress)
 	if err != nil {
@@ -349,6 +363,7 @@ func newManagerRunner(log *logrus.Entry, metrics *controller.Metrics, registry p
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *controller.RecurringJobRunner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
+	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) error {
 		r := &recurringjob.Runner{
