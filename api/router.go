@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -39,6 +40,9 @@ type Server struct {
 	uploadWait time.Duration
 	// auth, when set, checks each caller with the apiserver (auth.go).
 	auth *kubeAuth
+	// limits bound what callers send (limits.go).
+	limitsOnce sync.Once
+	limits     *limits
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -123,7 +127,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/ws/{resource}", http.MethodGet, "ws", s.serveStream)
 	handle("/v1/ws/{period}/{resource}", http.MethodGet, "ws", s.serveStream)
 
-	return logRequests(s.logger, r)
+	return logRequests(s.logger, s.guard(r))
 }
 
 // wrap turns a handlerFunc into a handler: errors become JSON error

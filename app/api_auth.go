@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -39,4 +40,14 @@ func bearerTokenSource(cfg *rest.Config) func() string {
 		return func() string { return token }
 	}
 	return nil
+}
+
+// apiAllowedHosts are the names the API answers to: --api-allowed-hosts,
+// and the host of --manager-url, which the recurring-job pods call.
+func apiAllowedHosts(o DaemonOptions) []string {
+	hosts := append([]string(nil), o.APIAllowedHosts...)
+	if u, err := url.Parse(o.CronJob.ManagerURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
 }

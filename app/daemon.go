@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -50,6 +49,12 @@ type DaemonOptions struct {
 	// APIAuth is --api-auth: api.AuthNone (the default) or
 	// api.AuthKubernetes (see api/auth.go).
 	APIAuth string
+	// APIAllowedHosts are the host names the API answers to besides IP
+	// addresses, localhost and the host of CronJob.ManagerURL
+	// (--api-allowed-hosts; see api.Server.SetAllowedHosts).
+	APIAllowedHosts []string
+	// APITimeouts are the API server's; api.DefaultTimeouts for any zero.
+	APITimeouts api.Timeouts
 	// EngineAddress is where this node's engine service listens, host:port;
 	// the host also serves the volumes' NBD frontends.
 	EngineAddress string
@@ -221,13 +226,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	var readyReason atomic.Value
 	readyReason.Store("starting")
-	server := &http.Server{
-		Handler: apiServer.Router(func() (bool, string) {
-			r := readyReason.Load().(string)
-			return r == "", r
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	apiServer.SetTimeouts(o.APITimeouts)
+	apiServer.SetAllowedHosts(apiAllowedHosts(o))
+	server := api.HTTPServer(apiServer.Router(func() (bool, string) {
+		r := readyReason.Load().(string)
+		return r == "", r
+	}), o.APITimeouts)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	defer func() {
