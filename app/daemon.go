@@ -258,6 +258,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
 	}
 	engineServer := rpc.NewServer()
+	engineServer.SetPolicy(enginePolicy(ds))
 	grpcServer := engineServer.GRPCServer()
 	go func() { _ = grpcServer.Serve(engineListener) }()
 	defer grpcServer.Stop()
