@@ -283,7 +283,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	backingImageController := controller.NewBackingImageController(log, metrics, ds, inf, controller.BackingImageControllerConfig{
 		NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
 		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
-	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
+	dataSourceController := controller.NewBackingImageDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder)
 	backingImageManagerController := controller.NewBackingImageManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
 	backupTargetController := controller.NewBackupTargetController(log, metrics, ds, inf, o.NodeName, recorder)
 	snapshotController := controller.NewSnapshotController(log, metrics, ds, inf, o.NodeName, instances)
