@@ -2,9 +2,13 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gorilla/mux"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -30,6 +34,27 @@ const (
 type kubeAuth struct {
 	kube      kubernetes.Interface
 	namespace string
+	now       func() time.Time
+
+	// Accepted tokens and granted accesses are remembered for
+	// authCacheTTL, so a UI polling the API does not cost the apiserver
+	// two reviews a request; a refusal is never remembered, so a new
+	// RoleBinding applies at once, and a revoked one within the TTL.
+	mu      sync.Mutex
+	tokens  map[[32]byte]cached[authenticationv1.UserInfo]
+	granted map[string]time.Time
+}
+
+// authCacheTTL bounds how long a token or a grant is trusted without
+// asking again; authCacheMax bounds each cache (it is emptied when full).
+const (
+	authCacheTTL = 10 * time.Second
+	authCacheMax = 4096
+)
+
+type cached[T any] struct {
+	value T
+	at    time.Time
 }
 
 // EnableKubernetesAuth makes every /v1 request and /metrics need a bearer
@@ -39,7 +64,8 @@ type kubeAuth struct {
 // The manager's own account needs create on tokenreviews and
 // subjectaccessreviews (package/rbac.yaml grants it).
 func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string) {
-	s.auth = &kubeAuth{kube: kube, namespace: namespace}
+	s.auth = &kubeAuth{kube: kube, namespace: namespace, now: time.Now,
+		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, granted: map[string]time.Time{}}
 }
 
 // access is what one request touches: a verb on a longhorn.io resource
@@ -134,23 +160,19 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 	if err != nil {
 		return err
 	}
-	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token},
-	}, metav1.CreateOptions{})
+	user, err := a.authenticate(ctx, token)
 	if err != nil {
-		return &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the token cannot be checked now: " + err.Error()}
+		return err
 	}
-	if !review.Status.Authenticated {
-		// The apiserver's reason may describe the token; say only that it
-		// was refused.
-		return authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
-	}
-	user := review.Status.User
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	for _, acc := range accesses {
+		key := grantKey(user, acc)
+		if a.isGranted(key) {
+			continue
+		}
 		spec := authorizationv1.SubjectAccessReviewSpec{
 			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
 		}
@@ -174,8 +196,62 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 			}
 			return forbidden("%s may not %s%s (Kubernetes RBAC)", user.Username, acc, where)
 		}
+		a.grant(key)
 	}
 	return nil
+}
+
+// authenticate returns who the token is, from the cache or a TokenReview.
+func (a *kubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+	sum := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.tokens[sum]
+	a.mu.Unlock()
+	if ok && now.Sub(c.at) < authCacheTTL {
+		return c.value, nil
+	}
+	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the token cannot be checked now: " + err.Error()}
+	}
+	if !review.Status.Authenticated {
+		// The apiserver's reason may describe the token; say only that it
+		// was refused.
+		return authenticationv1.UserInfo{}, authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+	}
+	a.mu.Lock()
+	if len(a.tokens) >= authCacheMax {
+		clear(a.tokens)
+	}
+	a.tokens[sum] = cached[authenticationv1.UserInfo]{value: review.Status.User, at: now}
+	a.mu.Unlock()
+	return review.Status.User, nil
+}
+
+// grantKey names a user's access for the cache of grants.
+func grantKey(user authenticationv1.UserInfo, acc access) string {
+	groups := append([]string(nil), user.Groups...)
+	sort.Strings(groups)
+	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), acc.verb, acc.resource, acc.name, acc.path}, "\x00")
+}
+
+func (a *kubeAuth) isGranted(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.granted[key]
+	return ok && a.now().Sub(at) < authCacheTTL
+}
+
+func (a *kubeAuth) grant(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.granted) >= authCacheMax {
+		clear(a.granted)
+	}
+	a.granted[key] = a.now()
 }
 
 // authorize wraps a route's handler with the check, when enabled.
