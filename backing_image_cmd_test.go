@@ -96,7 +96,7 @@ func TestBackingImageServersAsChildProcesses(t *testing.T) {
 
 	dsCmd, dsAddr := startServer(t, "backing-image-data-source", "--listen", "127.0.0.1:0", "--name", "cirros", "--uuid", "u1",
 		"--source-type", "download", "--parameter", "url="+src.URL+"/image", "--checksum", checksum,
-		"--disk-path", disk, "--disk-uuid", "disk-1")
+		"--disk-path", disk, "--disk-uuid", "disk-1", "--download-allowed-ranges", "127.0.0.1/32")
 	bimCmd, bimAddr := startServer(t, "backing-image-manager", "--listen", "127.0.0.1:0", "--disk-path", disk, "--disk-uuid", "disk-1")
 
 	ctx := context.Background()
@@ -166,6 +166,10 @@ func TestBackingImageServersRefuseBadFlags(t *testing.T) {
 		{"export to vmdk", []string{"backing-image-data-source", "--name", "a", "--uuid", "u", "--source-type", "export-from-volume",
 			"--disk-path", disk, "--disk-uuid", "disk-1", "--engine-address", "127.0.0.1:1", "--parameter", "volume-name=v",
 			"--parameter", "snapshot-name=s", "--parameter", "export-type=vmdk"}, `parameter export-type "vmdk": must be raw or qcow2`},
+		{"download allowing a malformed range", []string{"backing-image-data-source", "--name", "a", "--uuid", "u", "--source-type", "download",
+			"--disk-path", disk, "--disk-uuid", "disk-1", "--parameter", "url=http://example.com/i", "--download-allowed-ranges", "10.0.0.0/33"}, `--download-allowed-ranges: "10.0.0.0/33" is not a CIDR range`},
+		{"download with a negative bound", []string{"backing-image-data-source", "--name", "a", "--uuid", "u", "--source-type", "download",
+			"--disk-path", disk, "--disk-uuid", "disk-1", "--parameter", "url=http://example.com/i", "--download-max-size", "-1"}, "--download-max-size must be 0 or more bytes"},
 		{"manager without a disk", []string{"backing-image-manager"}, "--disk-path is required"},
 		{"manager on another disk", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-2"}, "has UUID disk-1, want disk-2"},
 		{"manager that sends nothing", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-1", "--max-sends", "0"}, "--max-sends must be at least 1"},

@@ -21,7 +21,7 @@ const testSum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde
 func (s *testServer) do(t *testing.T, method, path, body string, header ...string) (int, map[string]interface{}, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
+	if body != "" || method == "POST" || method == "PUT" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {

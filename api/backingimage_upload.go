@@ -23,14 +23,19 @@ const defaultUploadWait = 30 * time.Second
 // through and the client's error, so a cut-off body is told apart from a
 // failing data source.
 type partReader struct {
-	part    io.Reader
-	n       atomic.Int64
-	readErr atomic.Value
+	part io.Reader
+	// deadlines, when set, move on with each read.
+	deadlines *uploadDeadlines
+	n         atomic.Int64
+	readErr   atomic.Value
 }
 
 func (p *partReader) Read(b []byte) (int, error) {
 	n, err := p.part.Read(b)
 	p.n.Add(int64(n))
+	if p.deadlines != nil && n > 0 {
+		p.deadlines.progress()
+	}
 	if err != nil && err != io.EOF {
 		p.readErr.Store(err)
 	}
@@ -58,6 +63,10 @@ func (s *Server) uploadBackingImage(w http.ResponseWriter, r *http.Request, name
 		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType",
 			fmt.Sprintf("Content-Type %q is not supported; send multipart/form-data with the file as a file part (curl -F file=@image.raw)", ct)}
 	}
+	// The body may take longer than the server's timeouts, as long as
+	// it keeps coming.
+	deadlines := s.liftUploadDeadlines(w)
+	defer deadlines.done(s.bounds().timeouts.WriteTimeout)
 	addr, err := s.vm.BackingImageUploadServer(r.Context(), name, s.uploadWait)
 	if err != nil {
 		return err
@@ -74,7 +83,7 @@ func (s *Server) uploadBackingImage(w http.ResponseWriter, r *http.Request, name
 
 	log := s.logger.WithFields(logrus.Fields{"backingImage": name, "size": size, "dataSource": addr})
 	log.Info("Streaming an upload to the backing image's data source")
-	body := &partReader{part: part}
+	body := &partReader{part: part, deadlines: deadlines}
 	start := time.Now()
 	st, err := datasource.NewClient(addr).Upload(r.Context(), body, size)
 	if err != nil {
@@ -85,6 +94,7 @@ func (s *Server) uploadBackingImage(w http.ResponseWriter, r *http.Request, name
 	if err != nil {
 		return err
 	}
+	deadlines.done(s.bounds().timeouts.WriteTimeout)
 	writeJSON(w, http.StatusOK, toBackingImage(baseURL(r), bi))
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -37,6 +38,11 @@ type Server struct {
 	registry *prometheus.Registry
 	// uploadWait bounds the wait for a new upload image's data source.
 	uploadWait time.Duration
+	// auth, when set, checks each caller with the apiserver (auth.go).
+	auth *kubeAuth
+	// limits bound what callers send (limits.go).
+	limitsOnce sync.Once
+	limits     *limits
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -71,7 +77,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 		}
 	}
 	handle := func(path, method, route string, h handlerFunc) {
-		r.Handle(path, s.metrics.instrument(route, s.wrap(whenReady(h)))).Methods(method)
+		r.Handle(path, s.metrics.instrument(route, s.wrap(s.authorize(route, whenReady(h))))).Methods(method)
 	}
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -83,7 +89,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}).Methods(http.MethodGet)
-	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	r.Handle("/metrics", s.authorizePath("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))).Methods(http.MethodGet)
 
 	handle("/v1", http.MethodGet, "root", s.root)
 	handle("/v1/schemas", http.MethodGet, "schemas", s.listSchemas)
@@ -121,7 +127,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/ws/{resource}", http.MethodGet, "ws", s.serveStream)
 	handle("/v1/ws/{period}/{resource}", http.MethodGet, "ws", s.serveStream)
 
-	return logRequests(s.logger, r)
+	return logRequests(s.logger, s.guard(r))
 }
 
 // wrap turns a handlerFunc into a handler: errors become JSON error

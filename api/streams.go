@@ -141,11 +141,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 		}
 		period = min(max(d, 0), maxStreamPeriod)
 	}
+	release, err := s.bounds().streams.acquire(r.RemoteAddr)
+	if err != nil {
+		return err
+	}
+	defer release()
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader has answered the client already.
 		return nil
 	}
+	// A client sends nothing but control frames: a longer message ends the
+	// stream, and so does a client silent past pongWait.
+	conn.SetReadLimit(maxStreamMessage)
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	log := s.logger.WithFields(logrus.Fields{"stream": vars["resource"], "remote": r.RemoteAddr})
 	log.Debug("Websocket client connected")
 	notices := h.subscribe()
@@ -160,6 +170,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 			if _, _, err := conn.ReadMessage(); err != nil {
 				return
 			}
+			_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 		}
 	}()
 

@@ -50,7 +50,7 @@ func (e *apiEnv) call(t *testing.T, method, path, body string, header ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" || method == "POST" || method == "PUT" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {

@@ -74,6 +74,9 @@ func BackingImageDataSourceCmd() cli.Command {
 			cli.DurationFlag{Name: "stall-timeout", Value: datasource.DefaultStallTimeout, Usage: "fail a download or upload that receives nothing for this long"},
 			cli.StringFlag{Name: "engine-address", Usage: "host:port of the engine service that runs the volume (required for export-from-volume)"},
 			cli.DurationFlag{Name: "engine-timeout", Value: engineapi.DefaultTimeout, Usage: "deadline of each call of the engine (one range of the snapshot)"},
+			cli.StringFlag{Name: "download-allowed-ranges", Usage: "IP ranges (CIDR, comma-separated) a download may reach besides public addresses; loopback, link-local, private and shared ranges are refused otherwise", EnvVar: EnvDownloadAllowedRanges},
+			cli.StringFlag{Name: "download-denied-ranges", Usage: "more IP ranges (CIDR, comma-separated) a download may not reach, such as public cluster ranges; wins over allowed ranges"},
+			cli.Int64Flag{Name: "download-max-size", Usage: "bytes a download may hold at most; 0 for the disk's free space when it starts"},
 		}, diskFlags...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -100,11 +103,27 @@ func BackingImageDataSourceCmd() cli.Command {
 				}
 				exporter = datasource.EngineExporter{Address: c.String("engine-address"), Timeout: c.Duration("engine-timeout")}
 			}
+			// A download reaches only public addresses and allowed ranges,
+			// and holds no more than the disk can.
+			guard, err := downloadGuard(c.String("download-allowed-ranges"), c.String("download-denied-ranges"))
+			if err != nil {
+				return err
+			}
+			maxSize := c.Int64("download-max-size")
+			if maxSize < 0 {
+				return fmt.Errorf("--download-max-size must be 0 or more bytes, got %d", maxSize)
+			}
+			if maxSize == 0 && sourceType == longhorn.BackingImageDataSourceTypeDownload {
+				if maxSize, err = freeBytes(c.String("disk-path")); err != nil {
+					return fmt.Errorf("--disk-path %s: free space: %w", c.String("disk-path"), err)
+				}
+			}
 			srv, err := datasource.New(datasource.Config{
 				Name: c.String("name"), UUID: c.String("uuid"),
 				DiskPath: c.String("disk-path"), DiskUUID: c.String("disk-uuid"),
 				SourceType: sourceType, Parameters: params, ExpectedChecksum: c.String("checksum"),
 				StallTimeout: c.Duration("stall-timeout"), Exporter: exporter,
+				HTTPClient: guard.HTTPClient(), MaxDownloadSize: maxSize,
 				Log: logrus.WithField("component", "backing-image-data-source"),
 			})
 			if err != nil {

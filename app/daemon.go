@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,6 +54,15 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// APIAuth is --api-auth: api.AuthNone (the default) or
+	// api.AuthKubernetes (see api/auth.go).
+	APIAuth string
+	// APIAllowedHosts are the host names the API answers to besides IP
+	// addresses, localhost and the host of CronJob.ManagerURL
+	// (--api-allowed-hosts; see api.Server.SetAllowedHosts).
+	APIAllowedHosts []string
+	// APITimeouts are the API server's; api.DefaultTimeouts for any zero.
+	APITimeouts api.Timeouts
 	// EngineAddress is where this node's engine service listens, host:port;
 	// the host also serves the volumes' NBD frontends.
 	EngineAddress string
@@ -108,6 +116,10 @@ type DaemonOptions struct {
 	// OnRecurringJobFired, when set, is told by the manager runner of every
 	// run it fires and how late; benchmarks use it.
 	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
+
+	// apiToken is the bearer token the manager runner sends to this
+	// daemon's API under --api-auth=kubernetes.
+	apiToken func() string
 }
 
 // recurringJobRunnerWorkers is the least number of manager-runner workers.
@@ -171,6 +183,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
+	if err := checkAPIAuth(o.APIAuth); err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir %q: %w", o.DataDir, err)
@@ -208,6 +223,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := kit.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+	if o.APIAuth == api.AuthKubernetes {
+		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
+		o.apiToken = bearerTokenSource(cfg)
+	}
 
 	listener, err := net.Listen("tcp", o.APIAddress)
 	if err != nil {
@@ -215,13 +234,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	var readyReason atomic.Value
 	readyReason.Store("starting")
-	server := &http.Server{
-		Handler: apiServer.Router(func() (bool, string) {
-			r := readyReason.Load().(string)
-			return r == "", r
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	apiServer.SetTimeouts(o.APITimeouts)
+	apiServer.SetAllowedHosts(apiAllowedHosts(o))
+	server := api.HTTPServer(apiServer.Router(func() (bool, string) {
+		r := readyReason.Load().(string)
+		return r == "", r
+	}), o.APITimeouts)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	defer func() {
@@ -248,6 +266,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
 	}
 	engineServer := rpc.NewServer()
+	engineServer.SetPolicy(enginePolicy(ds))
 	grpcServer := engineServer.GRPCServer()
 	go func() { _ = grpcServer.Serve(engineListener) }()
 	defer grpcServer.Stop()
@@ -272,7 +291,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	backingImageController := bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
 		NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
 		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
-	dataSourceController := bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, serverRunner, o.Clock, recorder)
+	dataSourceController := bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder)
 	backingImageManagerController := bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
 	backupTargetController := backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder)
 	snapshotController := snapshot.NewController(log, metrics, ds, inf, o.NodeName, instances)
@@ -357,6 +376,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
+	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) error {
 		r := &recurringjob.Runner{

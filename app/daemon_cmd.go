@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli"
 
+	"github.com/cadence-storage/longhorn-manager/api"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/client-go/rest"
@@ -27,6 +29,8 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "node-name", Value: hostname, Usage: "this node's name", EnvVar: "NODE_NAME"},
 			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
+			cli.StringFlag{Name: "api-auth", Value: api.AuthNone, Usage: "who may call the API: \"none\" (anyone who reaches it, as Longhorn) or \"kubernetes\" (a bearer token checked with TokenReview, each request with SubjectAccessReview on the longhorn.io resource and verb it touches)", EnvVar: "API_AUTH"},
+			cli.StringSliceFlag{Name: "api-allowed-hosts", Usage: "host names the API answers to besides IP addresses, localhost and the host of --manager-url (against DNS rebinding; \"*.example.com\" for subdomains, \"*\" for any); repeat or separate with commas", EnvVar: "API_ALLOWED_HOSTS"},
 			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service; the host also serves the volumes' NBD frontends (the DaemonSet uses the pod IP)"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes and snapshots)"},
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
@@ -46,6 +50,9 @@ func DaemonCmd() cli.Command {
 			if r := c.String("recurring-job-runner"); r != string(longhorn.RecurringJobRunnerCronJob) && r != string(longhorn.RecurringJobRunnerManager) {
 				return fmt.Errorf("--recurring-job-runner must be %q or %q, got %q", longhorn.RecurringJobRunnerCronJob, longhorn.RecurringJobRunnerManager, r)
 			}
+			if err := checkAPIAuth(c.String("api-auth")); err != nil {
+				return err
+			}
 			if r := c.String("backing-image-server-runner"); r != BackingImageServerRunnerProcess && r != BackingImageServerRunnerPod {
 				return backingImageServerRunnerError(r)
 			}
@@ -63,6 +70,8 @@ func DaemonCmd() cli.Command {
 				NodeName:                 c.String("node-name"),
 				DataDir:                  c.String("data-dir"),
 				APIAddress:               c.String("api-address"),
+				APIAuth:                  c.String("api-auth"),
+				APIAllowedHosts:          splitList(c.StringSlice("api-allowed-hosts")),
 				EngineAddress:            c.String("engine-address"),
 				Workers:                  c.Int("workers"),
 				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
@@ -96,4 +105,17 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("--kubeconfig %s: %v", path, err)
 	}
 	return cfg, nil
+}
+
+// splitList splits each value at commas and drops empty items.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
 }

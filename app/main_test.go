@@ -16,6 +16,12 @@ import (
 const envRunServer = "LONGHORN_MANAGER_TEST_RUN_BACKING_IMAGE_SERVER"
 
 func TestMain(m *testing.M) {
+	// The tests' image servers listen on loopback, which downloads may not
+	// reach by default: every data source of these tests (children of
+	// this process, the fake kubelet's too) allows it.
+	if _, set := os.LookupEnv(EnvDownloadAllowedRanges); !set {
+		os.Setenv(EnvDownloadAllowedRanges, "127.0.0.0/8,::1/128")
+	}
 	if os.Getenv(envRunServer) == "1" {
 		a := cli.NewApp()
 		a.Commands = []cli.Command{BackingImageDataSourceCmd(), BackingImageManagerCmd()}

@@ -55,9 +55,12 @@ func RecurringJobCmd() cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			client := recurringjob.NewClient(c.String("manager-url"), c.Duration("retry-for"))
+			// The pod's own token, for a manager with --api-auth=kubernetes.
+			client.Token = bearerTokenSource(cfg)
 			runner := &recurringjob.Runner{
 				Namespace: c.String("namespace"), Longhorn: lh, Kube: kube,
-				API:      recurringjob.NewClient(c.String("manager-url"), c.Duration("retry-for")),
+				API:      client,
 				Log:      logrus.WithField("component", "recurring-job"),
 				RetryFor: c.Duration("retry-for"), Tick: tick, BackupTimeout: c.Duration("backup-timeout"),
 			}

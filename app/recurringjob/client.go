@@ -18,6 +18,9 @@ type Client struct {
 	base     string
 	http     *http.Client
 	retryFor time.Duration
+	// Token, when set, gives the bearer token sent with each request, for
+	// a manager started with --api-auth=kubernetes.
+	Token func() string
 }
 
 // NewClient returns a client of the manager at url (such as
@@ -70,8 +73,13 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	if err != nil {
 		return err, false
 	}
-	if body != nil {
+	if body != nil || method == http.MethodPost || method == http.MethodPut {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != nil {
+		if token := c.Token(); token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

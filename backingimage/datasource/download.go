@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/internal/netguard"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -49,6 +50,13 @@ func (s *Server) download(parent context.Context) error {
 		return fmt.Errorf("download %s: the server answered %s", rawURL, resp.Status)
 	}
 	size := resp.ContentLength
+	var body io.Reader = resp.Body
+	if limit := s.cfg.MaxDownloadSize; limit > 0 {
+		if size > limit {
+			return fmt.Errorf("download %s: the server announces %d bytes, more than the %d a download may hold", rawURL, size, limit)
+		}
+		body = netguard.LimitReader(resp.Body, limit)
+	}
 	s.begin(size)
 	part, err := backingimage.CreatePart(s.finalPath())
 	if err != nil {
@@ -57,7 +65,7 @@ func (s *Server) download(parent context.Context) error {
 	defer part.Abort()
 	buf := make([]byte, 1<<20)
 	for {
-		n, rerr := resp.Body.Read(buf)
+		n, rerr := body.Read(buf)
 		if n > 0 {
 			stall.Reset(timeout)
 			if _, err := part.Write(buf[:n]); err != nil {

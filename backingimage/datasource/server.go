@@ -46,8 +46,11 @@ type Config struct {
 	// this long; DefaultStallTimeout when zero.
 	StallTimeout time.Duration
 	// HTTPClient downloads; a client without an overall timeout when nil
-	// (the stall timeout bounds a download, however large).
+	// (the stall timeout bounds a download, however large). The command
+	// gives it one that refuses internal addresses (internal/netguard).
 	HTTPClient *http.Client
+	// MaxDownloadSize, when positive, fails a download larger than this.
+	MaxDownloadSize int64
 	// Exporter reads volume snapshots for export-from-volume.
 	Exporter VolumeExporter
 	// QemuImg is the qemu-img binary for qcow2 exports; looked up in PATH

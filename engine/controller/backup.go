@@ -148,13 +148,16 @@ type RestoreStatus struct {
 
 // Restore writes a backup into the volume through every healthy replica;
 // RestoreStatus follows it. The volume must be new: blocks the backup
-// lacks are left as they are.
+// lacks are left as they are, so a restore into a volume with a frontend
+// or snapshots is refused (restore_guard.go), as is a second one at once.
 func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error {
 	e.called("Restore")
-	url := store.URL(volume, backup)
-	e.setRestore(func(st *RestoreStatus) {
-		*st = RestoreStatus{IsRestoring: true, State: "in_progress", BackupURL: url, LastRestored: st.LastRestored}
-	})
+	if err := e.restorable(); err != nil {
+		return err
+	}
+	if err := e.startRestore(store.URL(volume, backup)); err != nil {
+		return err
+	}
 	err := e.runRestore(store, volume, backup)
 	e.setRestore(func(st *RestoreStatus) {
 		st.IsRestoring = false

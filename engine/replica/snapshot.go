@@ -84,6 +84,9 @@ func (r *Replica) createSnapshot(name, id string, userCreated bool, created time
 	if !snapshotNamePattern.MatchString(name) || name == HeadName {
 		return fmt.Errorf("snapshot name %q: must be 1 to 63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not %s", name, HeadName)
 	}
+	if err := CheckLabels(labels); err != nil {
+		return fmt.Errorf("snapshot %q: %w", name, err)
+	}
 	if _, exists := r.meta.Snapshots[name]; exists {
 		return fmt.Errorf("snapshot %q already exists", name)
 	}

@@ -24,6 +24,8 @@ type Server struct {
 	pb.UnimplementedEngineServer
 	mu      sync.RWMutex
 	engines map[string]*controller.Engine
+	// policy confines backups and restores (policy.go).
+	policy Policy
 }
 
 // NewServer returns a server with no engines.
@@ -171,12 +173,19 @@ func (s *Server) SnapshotPurgeStatus(_ context.Context, req *pb.VolumeRequest) (
 	return &pb.PurgeStatus{IsPurging: st.IsPurging, Progress: int32(st.Progress), State: st.State, Error: st.Error}, nil
 }
 
-func (s *Server) BackupCreate(_ context.Context, req *pb.BackupCreateRequest) (*pb.BackupCreateResponse, error) {
+func (s *Server) BackupCreate(ctx context.Context, req *pb.BackupCreateRequest) (*pb.BackupCreateResponse, error) {
 	e, err := s.engine(req.Volume)
 	if err != nil {
 		return nil, err
 	}
-	store, err := backupstore.OpenWithCredential(req.Target, req.Credential)
+	if err := checkLabels(req.Labels); err != nil {
+		return nil, err
+	}
+	cred, err := s.getPolicy().checkTarget(ctx, req.Target, req.Credential)
+	if err != nil {
+		return nil, err
+	}
+	store, err := backupstore.OpenWithCredential(req.Target, cred)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -205,7 +214,7 @@ func (s *Server) BackupStatus(_ context.Context, req *pb.VolumeRequest) (*pb.Bac
 	return out, nil
 }
 
-func (s *Server) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.Empty, error) {
+func (s *Server) Restore(ctx context.Context, req *pb.RestoreRequest) (*pb.Empty, error) {
 	e, err := s.engine(req.Volume)
 	if err != nil {
 		return nil, err
@@ -214,7 +223,15 @@ func (s *Server) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.Empty, 
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	store, err := backupstore.OpenWithCredential(target, req.Credential)
+	policy := s.getPolicy()
+	cred, err := policy.checkTarget(ctx, target, req.Credential)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.checkRestore(ctx, req.Volume, req.BackupUrl); err != nil {
+		return nil, err
+	}
+	store, err := backupstore.OpenWithCredential(target, cred)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

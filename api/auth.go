@@ -1,0 +1,285 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// The values of --api-auth.
+const (
+	// AuthNone serves every caller, as Longhorn does: the network is the
+	// only guard.
+	AuthNone = "none"
+	// AuthKubernetes checks the caller's bearer token with a TokenReview
+	// and each request with a SubjectAccessReview, so the RBAC that
+	// governs kubectl on the longhorn.io resources governs the API too.
+	AuthKubernetes = "kubernetes"
+)
+
+// kubeAuth asks the apiserver who a token is and what it may do.
+type kubeAuth struct {
+	kube      kubernetes.Interface
+	namespace string
+	now       func() time.Time
+
+	// Accepted tokens and granted accesses are remembered for
+	// authCacheTTL, so a UI polling the API does not cost the apiserver
+	// two reviews a request; a refusal is never remembered, so a new
+	// RoleBinding applies at once, and a revoked one within the TTL.
+	mu      sync.Mutex
+	tokens  map[[32]byte]cached[authenticationv1.UserInfo]
+	granted map[string]time.Time
+}
+
+// authCacheTTL bounds how long a token or a grant is trusted without
+// asking again; authCacheMax bounds each cache (it is emptied when full).
+const (
+	authCacheTTL = 10 * time.Second
+	authCacheMax = 4096
+)
+
+type cached[T any] struct {
+	value T
+	at    time.Time
+}
+
+// EnableKubernetesAuth makes every /v1 request and /metrics need a bearer
+// token the apiserver accepts (TokenReview) for a user allowed the
+// longhorn.io resource and verb the request touches in namespace
+// (SubjectAccessReview). /healthz and /readyz stay open for the kubelet.
+// The manager's own account needs create on tokenreviews and
+// subjectaccessreviews (package/rbac.yaml grants it).
+func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string) {
+	s.auth = &kubeAuth{kube: kube, namespace: namespace, now: time.Now,
+		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, granted: map[string]time.Time{}}
+}
+
+// access is what one request touches: a verb on a longhorn.io resource
+// (named, for a single object), or a non-resource path. An empty access
+// (the API root and schemas) needs only an authenticated caller.
+type access struct {
+	verb, resource, name, path string
+}
+
+func (a access) String() string {
+	if a.path != "" {
+		return fmt.Sprintf("%s %s", a.verb, a.path)
+	}
+	s := fmt.Sprintf("%s %s.%s", a.verb, a.resource, longhorn.SchemeGroupVersion.Group)
+	if a.name != "" {
+		s += fmt.Sprintf(" %q", a.name)
+	}
+	return s
+}
+
+// readOnlyActions are the POST actions that only read: they need get, not
+// update.
+var readOnlyActions = map[string]bool{
+	"recurringJobList": true, "snapshotList": true, "snapshotGet": true,
+	"backupList": true, "backupGet": true,
+}
+
+// routeAccess maps a route (as named in Router) and its request to what
+// it touches: a list or create on the collection, get, update (PUT and
+// the actions that change something) and delete on the object, get for
+// the actions that only read, list and watch for a websocket stream.
+// backupDelete deletes a backup, so it needs delete on backups.
+func routeAccess(route string, r *http.Request) []access {
+	vars := mux.Vars(r)
+	if route == "ws" {
+		res := vars["resource"]
+		return []access{{verb: "list", resource: res}, {verb: "watch", resource: res}}
+	}
+	resource, op, ok := strings.Cut(route, ".")
+	if !ok {
+		// root, schemas, schema
+		return nil
+	}
+	name := vars["name"]
+	switch op {
+	case "list", "create":
+		return []access{{verb: op, resource: resource}}
+	case "get", "update", "delete":
+		return []access{{verb: op, resource: resource, name: name}}
+	case "action":
+		action := r.URL.Query().Get("action")
+		switch {
+		case readOnlyActions[action]:
+			return []access{{verb: "get", resource: resource, name: name}}
+		case action == "backupDelete":
+			return []access{{verb: "delete", resource: "backups"}}
+		default:
+			return []access{{verb: "update", resource: resource, name: name}}
+		}
+	}
+	// A route this table does not know is refused rather than let through.
+	return []access{{verb: "unknown-route-" + route, resource: resource}}
+}
+
+// authError is a 401: no credentials, or credentials the apiserver does
+// not accept.
+func authError(format string, args ...interface{}) error {
+	return &httpError{http.StatusUnauthorized, "Unauthorized", fmt.Sprintf(format, args...)}
+}
+
+func forbidden(format string, args ...interface{}) error {
+	return &httpError{http.StatusForbidden, "Forbidden", fmt.Sprintf(format, args...)}
+}
+
+// bearerToken is the token of an "Authorization: Bearer ..." header.
+func bearerToken(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", authError("this API needs a Kubernetes bearer token (--api-auth=kubernetes): send Authorization: Bearer <token>")
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", authError("Authorization: only a Bearer token is accepted")
+	}
+	return token, nil
+}
+
+// check authenticates the request and authorizes each access.
+func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access) error {
+	token, err := bearerToken(r)
+	if err != nil {
+		return err
+	}
+	user, err := a.authenticate(ctx, token)
+	if err != nil {
+		return err
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	for _, acc := range accesses {
+		key := grantKey(user, acc)
+		if a.isGranted(key) {
+			continue
+		}
+		spec := authorizationv1.SubjectAccessReviewSpec{
+			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		}
+		if acc.path != "" {
+			spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: acc.path, Verb: acc.verb}
+		} else {
+			spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+				Namespace: a.namespace, Verb: acc.verb,
+				Group: longhorn.SchemeGroupVersion.Group, Version: longhorn.SchemeGroupVersion.Version,
+				Resource: acc.resource, Name: acc.name,
+			}
+		}
+		sar, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the request cannot be authorized now: " + err.Error()}
+		}
+		if !sar.Status.Allowed {
+			where := ""
+			if acc.path == "" {
+				where = " in namespace " + a.namespace
+			}
+			return forbidden("%s may not %s%s (Kubernetes RBAC)", user.Username, acc, where)
+		}
+		a.grant(key)
+	}
+	return nil
+}
+
+// authenticate returns who the token is, from the cache or a TokenReview.
+func (a *kubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+	sum := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.tokens[sum]
+	a.mu.Unlock()
+	if ok && now.Sub(c.at) < authCacheTTL {
+		return c.value, nil
+	}
+	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the token cannot be checked now: " + err.Error()}
+	}
+	if !review.Status.Authenticated {
+		// The apiserver's reason may describe the token; say only that it
+		// was refused.
+		return authenticationv1.UserInfo{}, authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+	}
+	a.mu.Lock()
+	if len(a.tokens) >= authCacheMax {
+		clear(a.tokens)
+	}
+	a.tokens[sum] = cached[authenticationv1.UserInfo]{value: review.Status.User, at: now}
+	a.mu.Unlock()
+	return review.Status.User, nil
+}
+
+// grantKey names a user's access for the cache of grants.
+func grantKey(user authenticationv1.UserInfo, acc access) string {
+	groups := append([]string(nil), user.Groups...)
+	sort.Strings(groups)
+	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), acc.verb, acc.resource, acc.name, acc.path}, "\x00")
+}
+
+func (a *kubeAuth) isGranted(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.granted[key]
+	return ok && a.now().Sub(at) < authCacheTTL
+}
+
+func (a *kubeAuth) grant(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.granted) >= authCacheMax {
+		clear(a.granted)
+	}
+	a.granted[key] = a.now()
+}
+
+// authorize wraps a route's handler with the check, when enabled.
+func (s *Server) authorize(route string, h handlerFunc) handlerFunc {
+	return s.authorizeAccess(func(r *http.Request) []access { return routeAccess(route, r) }, h)
+}
+
+func (s *Server) authorizeAccess(accesses func(*http.Request) []access, h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.auth == nil {
+			return h(w, r)
+		}
+		if err := s.auth.check(r.Context(), r, accesses(r)); err != nil {
+			if he, ok := err.(*httpError); ok && he.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="longhorn-manager"`)
+			}
+			return err
+		}
+		return h(w, r)
+	}
+}
+
+// authorizePath guards a non-resource path such as /metrics with a
+// SubjectAccessReview of a get on it, as Kubernetes components do.
+func (s *Server) authorizePath(path string, h http.Handler) http.Handler {
+	only := []access{{verb: "get", path: path}}
+	return s.wrap(s.authorizeAccess(func(*http.Request) []access { return only }, func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}))
+}

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fakeReviews answers TokenReviews (the token "good" is alice) and
+// SubjectAccessReviews (allowed when allow says so), and records them.
+type fakeReviews struct {
+	mu      sync.Mutex
+	tokens  int
+	reviews []string
+	allow   func(a *authorizationv1.ResourceAttributes) bool
+}
+
+func (f *fakeReviews) client() *kubefake.Clientset {
+	c := kubefake.NewSimpleClientset()
+	c.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		tr := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		f.mu.Lock()
+		f.tokens++
+		f.mu.Unlock()
+		if tr.Spec.Token == "good" {
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"ops"}}}
+		}
+		return true, tr, nil
+	})
+	c.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		sar := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if ra := sar.Spec.ResourceAttributes; ra != nil {
+			f.reviews = append(f.reviews, strings.TrimSpace(fmt.Sprintf("%s %s/%s %s %s", ra.Verb, ra.Group, ra.Resource, ra.Namespace, ra.Name)))
+			sar.Status.Allowed = f.allow(ra)
+		} else {
+			f.reviews = append(f.reviews, sar.Spec.NonResourceAttributes.Verb+" "+sar.Spec.NonResourceAttributes.Path)
+		}
+		return true, sar, nil
+	})
+	return c
+}
+
+func (f *fakeReviews) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.reviews
+	f.reviews = nil
+	return out
+}
+
+// Every route asks for the verb and resource it touches.
+func TestRouteAccessOfEveryRoute(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeReviews{allow: func(*authorizationv1.ResourceAttributes) bool { return false }}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	ns := " " + testNamespace
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/v1/recurringjobs", "list longhorn.io/recurringjobs" + ns},
+		{"POST", "/v1/recurringjobs", "create longhorn.io/recurringjobs" + ns},
+		{"GET", "/v1/recurringjobs/j", "get longhorn.io/recurringjobs" + ns + " j"},
+		{"PUT", "/v1/recurringjobs/j", "update longhorn.io/recurringjobs" + ns + " j"},
+		{"DELETE", "/v1/recurringjobs/j", "delete longhorn.io/recurringjobs" + ns + " j"},
+		{"GET", "/v1/volumes", "list longhorn.io/volumes" + ns},
+		{"POST", "/v1/volumes", "create longhorn.io/volumes" + ns},
+		{"GET", "/v1/volumes/v", "get longhorn.io/volumes" + ns + " v"},
+		{"DELETE", "/v1/volumes/v", "delete longhorn.io/volumes" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=attach", "update longhorn.io/volumes" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=snapshotDelete", "update longhorn.io/volumes" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=snapshotList", "get longhorn.io/volumes" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=recurringJobList", "get longhorn.io/volumes" + ns + " v"},
+		{"GET", "/v1/settings", "list longhorn.io/settings" + ns},
+		{"GET", "/v1/settings/s", "get longhorn.io/settings" + ns + " s"},
+		{"PUT", "/v1/settings/s", "update longhorn.io/settings" + ns + " s"},
+		{"GET", "/v1/backupvolumes", "list longhorn.io/backupvolumes" + ns},
+		{"GET", "/v1/backupvolumes/b", "get longhorn.io/backupvolumes" + ns + " b"},
+		{"POST", "/v1/backupvolumes/b?action=backupList", "get longhorn.io/backupvolumes" + ns + " b"},
+		{"POST", "/v1/backupvolumes/b?action=backupDelete", "delete longhorn.io/backups" + ns},
+		{"GET", "/v1/nodes", "list longhorn.io/nodes" + ns},
+		{"GET", "/v1/nodes/n", "get longhorn.io/nodes" + ns + " n"},
+		{"GET", "/v1/backingimages", "list longhorn.io/backingimages" + ns},
+		{"POST", "/v1/backingimages", "create longhorn.io/backingimages" + ns},
+		{"GET", "/v1/backingimages/i", "get longhorn.io/backingimages" + ns + " i"},
+		{"DELETE", "/v1/backingimages/i", "delete longhorn.io/backingimages" + ns + " i"},
+		{"POST", "/v1/backingimages/i?action=upload&size=1", "update longhorn.io/backingimages" + ns + " i"},
+		{"POST", "/v1/backingimages/i?action=backingImageCleanup", "update longhorn.io/backingimages" + ns + " i"},
+		{"GET", "/v1/ws/volumes", "list longhorn.io/volumes" + ns},
+		{"GET", "/v1/ws/1s/nodes", "list longhorn.io/nodes" + ns},
+		{"GET", "/metrics", "get /metrics"},
+	} {
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer good")
+		if strings.Contains(tc.path, "upload") {
+			req.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		got := f.take()
+		if rec.Code != http.StatusForbidden || len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s %s: %d %v, want 403 after asking %q", tc.method, tc.path, rec.Code, got, tc.want)
+		}
+	}
+	// The open paths ask nothing.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != 200 || len(f.take()) != 0 {
+			t.Errorf("%s: %d", path, rec.Code)
+		}
+	}
+}
+
+// A token and a grant are asked once per TTL; a refusal every time.
+func TestAuthCachesTokensAndGrantsNotRefusals(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeReviews{allow: func(a *authorizationv1.ResourceAttributes) bool { return a.Resource == "volumes" }}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	now := time.Now()
+	s.server.auth.now = func() time.Time { return now }
+	get := func(path, token string) int {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := 0; i < 3; i++ {
+		if code := get("/v1/volumes", "good"); code != 200 {
+			t.Fatalf("allowed list: %d", code)
+		}
+		if code := get("/v1/nodes", "good"); code != 403 {
+			t.Fatalf("refused list: %d", code)
+		}
+		if code := get("/v1/volumes", "bad"); code != 401 {
+			t.Fatalf("bad token: %d", code)
+		}
+	}
+	if got := f.take(); len(got) != 4 {
+		t.Errorf("reviews %v: want one for the grant and three for the refusals", got)
+	}
+	if f.tokens != 1+3 {
+		t.Errorf("%d TokenReviews, want one for the good token and three for the bad", f.tokens)
+	}
+	now = now.Add(authCacheTTL)
+	if code := get("/v1/volumes", "good"); code != 200 || f.tokens != 5 || len(f.take()) != 1 {
+		t.Errorf("after the TTL: %d, %d TokenReviews", code, f.tokens)
+	}
+}

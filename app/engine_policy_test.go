@@ -1,0 +1,73 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume plays a
+// pod that reaches the engine service of an attached volume: a Restore
+// over the live volume is refused and leaves its data; a backup to a
+// target of the pod's own is refused; only the configured target serves.
+// Oversized snapshot labels are refused with the rule.
+func TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	target := "file://" + t.TempDir()
+	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
+	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
+	})
+	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	endpoint := e.attachVolume(t, "src")
+	qemuIO(t, endpoint, "write -P 0x5a 0 1M", "flush")
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1","labels":{"k":"`+strings.Repeat("v", 2000)+`"}}`).
+		expect(t, 400, "labels", "at most 1024 bytes")
+	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+	backup := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	var url string
+	eventually(t, 30*time.Second, "the backup completed", func() (bool, error) {
+		r := e.call(t, "POST", "/v1/backupvolumes/src?action=backupGet", `{"name":"`+backup+`"}`)
+		if r.status == 200 && r.body["state"] == "Completed" {
+			url = r.body["url"].(string)
+		}
+		return url != "", nil
+	})
+	qemuIO(t, endpoint, "write -P 0x77 0 1M", "flush")
+
+	eng, err := e.lh.LonghornV1beta2().Engines(e.ns).Get(context.Background(), datastore.EngineName("src"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile, err := engineapi.NewGRPCClient(net.JoinHostPort(eng.Status.IP, strconv.Itoa(eng.Status.Port)), "src", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostile.Close()
+	ctx := context.Background()
+	err = hostile.BackupRestore(ctx, url, nil)
+	if err == nil || !strings.Contains(err.Error(), "not being restored") {
+		t.Fatalf("restore over the attached volume: %v", err)
+	}
+	if got := deviceContent(t, endpoint); !bytes.Equal(got[:1<<20], bytes.Repeat([]byte{0x77}, 1<<20)) {
+		t.Fatal("the refused restore changed the live volume")
+	}
+	elsewhere := "file://" + t.TempDir()
+	_, err = hostile.SnapshotBackup(ctx, engineapi.BackupRequest{Snapshot: "s1", Target: elsewhere})
+	if err == nil || !strings.Contains(err.Error(), "only the configured backup-target") {
+		t.Fatalf("backup to the hostile pod's target: %v", err)
+	}
+	err = hostile.BackupRestore(ctx, elsewhere+"?backup=b&volume=src", nil)
+	if err == nil || !strings.Contains(err.Error(), "only the configured backup-target") {
+		t.Fatalf("restore from the hostile pod's target: %v", err)
+	}
+}

@@ -1,0 +1,247 @@
+// Package netguard keeps outgoing connections made on a user's behalf
+// (a backing image download from a URL the user gives) away from what
+// only the cluster should reach: loopback, link-local addresses (the
+// cloud metadata service at 169.254.169.254 among them), private and
+// shared ranges (where pods and services live), unless allowed.
+//
+// The check runs in the net.Dialer's Control function, on the address
+// actually dialed, after DNS resolution and on every connection: a name
+// resolving to a refused address, or a redirect to one, is refused before
+// any packet is sent to it. The HTTP client ignores proxies from the
+// environment, whose address would be checked in place of the target's.
+package netguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options configure a Guard.
+type Options struct {
+	// Allow are ranges dialed even though they are refused by default
+	// (an in-cluster image server, a lab's private network).
+	Allow []netip.Prefix
+	// Deny are more ranges to refuse, such as the cluster's service and
+	// pod ranges when they are not private addresses. Deny wins over
+	// Allow.
+	Deny []netip.Prefix
+}
+
+// Guard checks the addresses of outgoing connections.
+type Guard struct {
+	o Options
+}
+
+// New returns a guard.
+func New(o Options) *Guard { return &Guard{o: o} }
+
+// RefusedError is a connection the guard refused.
+type RefusedError struct {
+	Addr   netip.Addr
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("address %s is %s: refused (only public addresses and allowed ranges may be reached)", e.Addr, e.Reason)
+}
+
+// ranges refused by default, with what they are.
+var refused = []struct {
+	prefix netip.Prefix
+	reason string
+}{
+	{netip.MustParsePrefix("0.0.0.0/32"), "unspecified"},
+	{netip.MustParsePrefix("0.0.0.0/8"), "in \"this network\" (0.0.0.0/8)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.169.254/32"), "link-local (the cloud metadata service)"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private (10.0.0.0/8)"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private (172.16.0.0/12)"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private (192.168.0.0/16)"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (100.64.0.0/10, carrier-grade NAT and some cluster networks)"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved (IETF protocol assignments)"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved (benchmarking)"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (240.0.0.0/4)"},
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("fc00::/7"), "private (unique local, fc00::/7)"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+}
+
+// Prefixes that carry an IPv4 address inside an IPv6 one, which a
+// gateway may turn into a connection to that IPv4 address.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// embedded returns the IPv4 address an IPv6 address stands for, if any.
+func embedded(ip netip.Addr) (netip.Addr, bool) {
+	if ip.Is4In6() {
+		return ip.Unmap(), true
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
+
+// Check returns nil when ip may be dialed, else a *RefusedError saying
+// what kind of address it is.
+func (g *Guard) Check(ip netip.Addr) error {
+	ip = ip.WithZone("")
+	if v4, ok := embedded(ip); ok {
+		if err := g.Check(v4); err != nil {
+			var r *RefusedError
+			if errors.As(err, &r) {
+				r.Reason += fmt.Sprintf(" (as %s)", ip)
+			}
+			return err
+		}
+		return nil
+	}
+	for _, p := range g.o.Deny {
+		if p.Contains(ip) {
+			return &RefusedError{Addr: ip, Reason: "in a denied range " + p.String()}
+		}
+	}
+	for _, p := range g.o.Allow {
+		if p.Contains(ip) {
+			return nil
+		}
+	}
+	for _, r := range refused {
+		if r.prefix.Contains(ip) {
+			return &RefusedError{Addr: ip, Reason: r.reason}
+		}
+	}
+	return nil
+}
+
+// Control is a net.Dialer Control function: it checks the address a
+// connection is about to be made to.
+func (g *Guard) Control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("netguard: cannot check address %q: %w", address, err)
+	}
+	return g.Check(ap.Addr())
+}
+
+// Dialer returns a dialer whose connections the guard checks.
+func (g *Guard) Dialer() *net.Dialer {
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.Control}
+}
+
+// maxRedirects bounds a chain of redirects.
+const maxRedirects = 10
+
+// HTTPClient returns a client whose every connection, redirects'
+// included, the guard checks. It uses no proxy, follows at most 10
+// redirects and only to http and https.
+func (g *Guard) HTTPClient() *http.Client {
+	d := g.Dialer()
+	transport := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          10,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: transport,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect to a %s: URL: only http or https may be followed", req.URL.Scheme)
+			}
+			return nil
+		},
+	}
+}
+
+// ParsePrefixes parses a comma-separated list of CIDR ranges or single
+// addresses; the error names the item that does not parse.
+func ParsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if !strings.Contains(item, "/") {
+			ip, err := netip.ParseAddr(item)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither an IP address nor a CIDR range such as 10.0.0.0/8", item)
+			}
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR range such as 10.0.0.0/8: %v", item, err)
+		}
+		if p.Masked() != p {
+			return nil, fmt.Errorf("%q has bits set past its prefix length: write %s", item, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// TooLargeError is a body longer than its bound.
+type TooLargeError struct{ Limit int64 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("more than %d bytes: larger than allowed", e.Limit)
+}
+
+// LimitReader reads r up to limit bytes and fails with a *TooLargeError,
+// rather than a quiet EOF, when r holds more.
+func LimitReader(r io.Reader, limit int64) io.Reader {
+	return &limitReader{r: r, left: limit, limit: limit}
+}
+
+type limitReader struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, &TooLargeError{Limit: l.limit}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}

@@ -1,0 +1,24 @@
+package types
+
+import "github.com/cadence-storage/longhorn-manager/internal/netguard"
+
+// SettingNameBackingImageDownloadAllowedRanges lets backing image
+// downloads reach addresses refused by default.
+const SettingNameBackingImageDownloadAllowedRanges SettingName = "backing-image-download-allowed-ranges"
+
+func init() {
+	settingDefinitions[SettingNameBackingImageDownloadAllowedRanges] = SettingDefinition{
+		DisplayName: "Backing Image Download Allowed Ranges",
+		Description: "IP ranges a backing image download may reach besides public addresses, separated by commas: CIDR ranges such as 10.20.0.0/16 or single addresses. " +
+			"By default a download may not reach loopback, link-local (including the cloud metadata service at 169.254.169.254), private (10/8, 172.16/12, 192.168/16, fc00::/7) " +
+			"or shared (100.64/10) addresses, where the cluster's pods and services live; the address actually connected to is checked, after DNS and on every redirect. " +
+			"Applies to data sources started after the change. Empty means none.",
+		Category: "general",
+		Type:     SettingTypeString,
+		Default:  "",
+		Check: func(v string) error {
+			_, err := netguard.ParsePrefixes(v)
+			return err
+		},
+	}
+}
