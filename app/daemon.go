@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,17 +24,10 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
-	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
-	"github.com/cadence-storage/longhorn-manager/controller/backup"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
-	"github.com/cadence-storage/longhorn-manager/controller/setting"
-	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
-	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/instance"
-	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
@@ -143,8 +135,116 @@ const shutdownTimeout = 5 * time.Second
 
 // RunDaemon runs the manager until ctx ends. It returns an error at once
 // when the API cannot be reached or the CRDs are missing, so a bad
-// configuration fails fast with one clear line.
+// configuration fails fast with one clear line. It runs in steps: check
+// the options, connect, migrate, serve the API, build the engine service
+// and the controllers, register the node, then run until stopped.
 func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %q: %w", o.DataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
+	}
+	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg = countKubeRequests(cfg, registry)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	kubeClient, lhClient, err := connect(ctx, cfg, o.Namespace)
+	if err != nil {
+		return err
+	}
+
+	// Migrate the data before anything reads it: no controller may start on
+	// half-migrated objects.
+	if err := upgrade.Run(ctx, step.Clients{
+		Namespace: o.Namespace, Kube: kubeClient, Longhorn: lhClient,
+		Log: log.WithField("component", "upgrade"), AfterStep: o.UpgradeAfterStep,
+	}, o.NodeName); err != nil {
+		return err
+	}
+
+	ds, inf := newDataStore(lhClient, kubeClient, o)
+	metrics := kit.NewMetrics(registry)
+	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+	if o.APIAuth == api.AuthKubernetes {
+		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
+		o.apiToken = bearerTokenSource(cfg)
+	}
+	served, err := serveAPI(log, apiServer, o)
+	if err != nil {
+		return err
+	}
+	defer served.shutdown()
+
+	if created, err := ds.CreateDefaultSettings(ctx); err != nil {
+		return err
+	} else if len(created) > 0 {
+		log.WithField("settings", created).Info("Created default settings")
+	}
+
+	runCtx, stopControllers := context.WithCancel(ctx)
+	defer stopControllers()
+	engines, err := startEngineService(log, ds, o, metrics)
+	if err != nil {
+		return err
+	}
+	defer engines.stop()
+	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, o)
+	if err != nil {
+		return err
+	}
+	defer ctrls.stop()
+
+	if err := ctrls.node.Register(ctx, dataDir); err != nil {
+		return err
+	}
+	// The first heartbeat goes out before the caches fill, so this node is
+	// never seen as down while it starts.
+	if err := ds.RenewHeartbeat(ctx, o.NodeName, node.HeartbeatDuration, o.Clock.Now()); err != nil {
+		return fmt.Errorf("node heartbeat: %w", err)
+	}
+
+	inf.Start(runCtx.Done())
+	defer inf.Shutdown()
+	served.ready.Store("waiting for informer caches")
+	if err := ds.WaitForCacheSync(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	ctrls.run(runCtx, log, &wg, o.Workers)
+
+	served.ready.Store("")
+	log.Info("Manager ready")
+	if o.OnReady != nil {
+		o.OnReady(served.addr.String())
+	}
+
+	var result error
+	select {
+	case <-ctx.Done():
+		log.Info("Stopping manager")
+	case err := <-served.err:
+		result = fmt.Errorf("API server stopped: %w", err)
+	}
+	stopControllers()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownTimeout):
+		log.Warn("Controllers did not stop in time")
+	}
+	return result
+}
+
+// complete fills the defaults of unset options and refuses invalid ones,
+// naming the flag.
+func (o *DaemonOptions) complete() error {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -183,190 +283,27 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
-	if err := checkAPIAuth(o.APIAuth); err != nil {
-		return err
-	}
-	dataDir, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return fmt.Errorf("--data-dir %q: %w", o.DataDir, err)
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
-	}
-	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg = countKubeRequests(cfg, registry)
-	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-
-	kubeClient, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	lhClient, err := lhclientset.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("longhorn client: %w", err)
-	}
-	if err := checkAPI(ctx, cfg, lhClient, o.Namespace); err != nil {
-		return err
-	}
-
-	// Migrate the data before anything reads it: no controller may start on
-	// half-migrated objects.
-	if err := upgrade.Run(ctx, step.Clients{
-		Namespace: o.Namespace, Kube: kubeClient, Longhorn: lhClient,
-		Log: log.WithField("component", "upgrade"), AfterStep: o.UpgradeAfterStep,
-	}, o.NodeName); err != nil {
-		return err
-	}
-
-	ds, inf := newDataStore(lhClient, kubeClient, o)
-	metrics := kit.NewMetrics(registry)
-	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
-	if o.APIAuth == api.AuthKubernetes {
-		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
-		o.apiToken = bearerTokenSource(cfg)
-	}
-
-	listener, err := net.Listen("tcp", o.APIAddress)
-	if err != nil {
-		return fmt.Errorf("--api-address %s: %w", o.APIAddress, err)
-	}
-	var readyReason atomic.Value
-	readyReason.Store("starting")
-	apiServer.SetTimeouts(o.APITimeouts)
-	apiServer.SetAllowedHosts(apiAllowedHosts(o))
-	server := api.HTTPServer(apiServer.Router(func() (bool, string) {
-		r := readyReason.Load().(string)
-		return r == "", r
-	}), o.APITimeouts)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- server.Serve(listener) }()
-	defer func() {
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		_ = server.Shutdown(shutdownCtx)
-	}()
-	log.WithField("address", listener.Addr().String()).Info("API listening")
-
-	if created, err := ds.CreateDefaultSettings(ctx); err != nil {
-		return err
-	} else if len(created) > 0 {
-		log.WithField("settings", created).Info("Created default settings")
-	}
-
-	runCtx, stopControllers := context.WithCancel(ctx)
-	defer stopControllers()
-	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
-	nodeController := node.NewController(log, metrics, ds, inf, o.NodeName, o.Clock)
-	settingController := setting.NewController(log, metrics, ds, inf, recorder)
-	recurringJobController := jobcontroller.NewController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob)
-	engineListener, err := net.Listen("tcp", o.EngineAddress)
-	if err != nil {
-		return fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
-	}
-	engineServer := rpc.NewServer()
-	engineServer.SetPolicy(enginePolicy(ds))
-	grpcServer := engineServer.GRPCServer()
-	go func() { _ = grpcServer.Serve(engineListener) }()
-	defer grpcServer.Stop()
-	engineHost, _, _ := net.SplitHostPort(engineListener.Addr().String())
-	var volumeController *volume.Controller
-	instances := instance.NewManager(engineServer, engineHost, o.Clock, log.WithField("component", "engine"),
-		func(volume string) { volumeController.EnqueueVolume(volume) }, metrics.EngineCall)
-	defer instances.StopAll()
-	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds)
-	if err != nil {
-		return err
-	}
-	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
-		// The daemon's children stop with it: by the time this runs, the
-		// controllers that start servers have been stopped (see the end
-		// of RunDaemon). Pods stay, for the next daemon to adopt.
-		defer p.StopAll()
-	}
 	if o.BackingImageManagerImage == "" {
 		o.BackingImageManagerImage = o.CronJob.ManagerImage
 	}
-	backingImageController := bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
-		NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
-		CleanupWaitUnit: o.BackingImageCleanupWaitUnit})
-	dataSourceController := bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder)
-	backingImageManagerController := bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner)
-	backupTargetController := backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder)
-	snapshotController := snapshot.NewController(log, metrics, ds, inf, o.NodeName, instances)
-	volumeController = volume.NewController(log, metrics, ds, inf, o.NodeName, instances, engineListener.Addr().String(), o.Clock)
+	return checkAPIAuth(o.APIAuth)
+}
 
-	if err := nodeController.Register(ctx, dataDir); err != nil {
-		return err
+// connect makes the clients and checks that the apiserver answers and
+// holds the CRDs.
+func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernetes.Interface, lhclientset.Interface, error) {
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	// The first heartbeat goes out before the caches fill, so this node is
-	// never seen as down while it starts.
-	if err := ds.RenewHeartbeat(ctx, o.NodeName, node.HeartbeatDuration, o.Clock.Now()); err != nil {
-		return fmt.Errorf("node heartbeat: %w", err)
+	lhClient, err := lhclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("longhorn client: %w", err)
 	}
-
-	inf.Start(runCtx.Done())
-	defer inf.Shutdown()
-	readyReason.Store("waiting for informer caches")
-	if err := ds.WaitForCacheSync(ctx); err != nil {
-		return err
+	if err := checkAPI(ctx, cfg, lhClient, namespace); err != nil {
+		return nil, nil, err
 	}
-
-	var wg sync.WaitGroup
-	run := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(runCtx); err != nil {
-				log.WithError(err).WithField("controller", name).Error("Controller stopped with an error")
-			}
-		}()
-	}
-	run("heartbeat", func(ctx context.Context) error { nodeController.RunHeartbeat(ctx); return nil })
-	run("node", func(ctx context.Context) error { return nodeController.Run(ctx, o.Workers) })
-	run("setting", func(ctx context.Context) error { return settingController.Run(ctx, o.Workers) })
-	run("recurring-job", func(ctx context.Context) error { return recurringJobController.Run(ctx, o.Workers) })
-	// Volume and snapshot syncs spend their time waiting on the apiserver's
-	// answer to a write, not on the CPU, and come by the thousand (30
-	// snapshots per volume): they get more workers.
-	ioWorkers := ioBoundWorkers * o.Workers
-	run("volume", func(ctx context.Context) error { return volumeController.Run(ctx, ioWorkers) })
-	run("backup-target", func(ctx context.Context) error { return backupTargetController.Run(ctx, 1) })
-	run("snapshot", func(ctx context.Context) error { return snapshotController.Run(ctx, ioWorkers) })
-	run("backing-image", func(ctx context.Context) error { return backingImageController.Run(ctx, o.Workers) })
-	run("backing-image-data-source", func(ctx context.Context) error { return dataSourceController.Run(ctx, o.Workers) })
-	run("backing-image-manager", func(ctx context.Context) error { return backingImageManagerController.Run(ctx, o.Workers) })
-	if o.CronJob.ManagerRuns() {
-		runner := newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, listener.Addr(), o)
-		// Firing is one status write, bound by the apiserver's latency, not
-		// by CPU: more workers than the other controllers keep ticks due in
-		// the same minute from queueing behind each other.
-		run("recurring-job-runner", func(ctx context.Context) error { return runner.Run(ctx, max(o.Workers, recurringJobRunnerWorkers)) })
-	}
-
-	readyReason.Store("")
-	log.Info("Manager ready")
-	if o.OnReady != nil {
-		o.OnReady(listener.Addr().String())
-	}
-
-	var result error
-	select {
-	case <-ctx.Done():
-		log.Info("Stopping manager")
-	case err := <-serveErr:
-		result = fmt.Errorf("API server stopped: %w", err)
-	}
-	stopControllers()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(shutdownTimeout):
-		log.Warn("Controllers did not stop in time")
-	}
-	return result
+	return kubeClient, lhClient, nil
 }
 
 // newManagerRunner builds the manager runner: each run is the

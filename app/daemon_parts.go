@@ -1,0 +1,186 @@
+package app
+
+// The parts RunDaemon builds, in the order it builds them: the API server,
+// this node's engine service, and the controllers.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
+	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+
+	"github.com/cadence-storage/longhorn-manager/api"
+	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
+	"github.com/cadence-storage/longhorn-manager/controller/backup"
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/node"
+	"github.com/cadence-storage/longhorn-manager/controller/setting"
+	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
+	"github.com/cadence-storage/longhorn-manager/controller/volume"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+)
+
+// servedAPI is the API server once it listens.
+type servedAPI struct {
+	addr net.Addr
+	// ready holds why the daemon is not ready ("" once it is), for
+	// /readyz.
+	ready    *atomic.Value
+	err      chan error
+	shutdown func()
+}
+
+// serveAPI starts serving the API on --api-address.
+func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (*servedAPI, error) {
+	listener, err := net.Listen("tcp", o.APIAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--api-address %s: %w", o.APIAddress, err)
+	}
+	ready := &atomic.Value{}
+	ready.Store("starting")
+	apiServer.SetTimeouts(o.APITimeouts)
+	apiServer.SetAllowedHosts(apiAllowedHosts(o))
+	server := api.HTTPServer(apiServer.Router(func() (bool, string) {
+		r := ready.Load().(string)
+		return r == "", r
+	}), o.APITimeouts)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Serve(listener) }()
+	log.WithField("address", listener.Addr().String()).Info("API listening")
+	return &servedAPI{addr: listener.Addr(), ready: ready, err: serveErr, shutdown: func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = server.Shutdown(shutdownCtx)
+	}}, nil
+}
+
+// engineService is this node's engine gRPC service and the engines it
+// serves. The volume controller, made later, is told of engine changes
+// through onChange.
+type engineService struct {
+	instances *instance.Manager
+	address   string
+	onChange  func(volume string)
+	stop      func()
+}
+
+func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOptions, metrics *kit.Metrics) (*engineService, error) {
+	listener, err := net.Listen("tcp", o.EngineAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
+	}
+	engineServer := rpc.NewServer()
+	engineServer.SetPolicy(enginePolicy(ds))
+	grpcServer := engineServer.GRPCServer()
+	go func() { _ = grpcServer.Serve(listener) }()
+	host, _, _ := net.SplitHostPort(listener.Addr().String())
+	e := &engineService{address: listener.Addr().String()}
+	e.instances = instance.NewManager(engineServer, host, o.Clock, log.WithField("component", "engine"),
+		func(volume string) {
+			if e.onChange != nil {
+				e.onChange(volume)
+			}
+		}, metrics.EngineCall)
+	e.stop = func() {
+		e.instances.StopAll()
+		grpcServer.Stop()
+	}
+	return e, nil
+}
+
+// controllers are the daemon's controllers, built and not yet running.
+type controllers struct {
+	node          *node.Controller
+	setting       *setting.Controller
+	recurringJob  *jobcontroller.Controller
+	runner        *jobcontroller.Runner // nil unless the manager runs jobs
+	volume        *volume.Controller
+	snapshot      *snapshot.Controller
+	backupTarget  *backup.TargetController
+	backingImage  *bicontroller.ImageController
+	dataSource    *bicontroller.DataSourceController
+	imageManager  *bicontroller.ManagerController
+	stopProcesses func()
+}
+
+func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, o DaemonOptions) (*controllers, error) {
+	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
+	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds)
+	if err != nil {
+		return nil, err
+	}
+	c := &controllers{
+		node:         node.NewController(log, metrics, ds, inf, o.NodeName, o.Clock),
+		setting:      setting.NewController(log, metrics, ds, inf, recorder),
+		recurringJob: jobcontroller.NewController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob),
+		backingImage: bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
+			NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
+			CleanupWaitUnit: o.BackingImageCleanupWaitUnit}),
+		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder),
+		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner),
+		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),
+		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
+		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
+		stopProcesses: func() {},
+	}
+	engines.onChange = c.volume.EnqueueVolume
+	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
+		// The daemon's children stop with it, once the controllers that
+		// start servers have stopped. Pods stay, for the next daemon to
+		// adopt.
+		c.stopProcesses = p.StopAll
+	}
+	if o.CronJob.ManagerRuns() {
+		c.runner = newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, apiAddr, o)
+	}
+	return c, nil
+}
+
+// run starts every controller in its goroutine, counted in wg; each stops
+// when ctx ends.
+func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitGroup, workers int) {
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				log.WithError(err).WithField("controller", name).Error("Controller stopped with an error")
+			}
+		}()
+	}
+	run("heartbeat", func(ctx context.Context) error { c.node.RunHeartbeat(ctx); return nil })
+	run("node", func(ctx context.Context) error { return c.node.Run(ctx, workers) })
+	run("setting", func(ctx context.Context) error { return c.setting.Run(ctx, workers) })
+	run("recurring-job", func(ctx context.Context) error { return c.recurringJob.Run(ctx, workers) })
+	// Volume and snapshot syncs spend their time waiting on the apiserver's
+	// answer to a write, not on the CPU, and come by the thousand (30
+	// snapshots per volume): they get more workers.
+	ioWorkers := ioBoundWorkers * workers
+	run("volume", func(ctx context.Context) error { return c.volume.Run(ctx, ioWorkers) })
+	run("backup-target", func(ctx context.Context) error { return c.backupTarget.Run(ctx, 1) })
+	run("snapshot", func(ctx context.Context) error { return c.snapshot.Run(ctx, ioWorkers) })
+	run("backing-image", func(ctx context.Context) error { return c.backingImage.Run(ctx, workers) })
+	run("backing-image-data-source", func(ctx context.Context) error { return c.dataSource.Run(ctx, workers) })
+	run("backing-image-manager", func(ctx context.Context) error { return c.imageManager.Run(ctx, workers) })
+	if c.runner != nil {
+		// Firing is one status write, bound by the apiserver's latency, not
+		// by CPU: more workers than the other controllers keep ticks due in
+		// the same minute from queueing behind each other.
+		run("recurring-job-runner", func(ctx context.Context) error { return c.runner.Run(ctx, max(workers, recurringJobRunnerWorkers)) })
+	}
+}
+
+// stop ends what the controllers started that outlives them: the backing
+// image server processes.
+func (c *controllers) stop() { c.stopProcesses() }
