@@ -167,17 +167,18 @@ func (s *Store) publish(lock *heldLock, info *BackupInfo, vol VolumeInfo) error 
 // storeBlocks reads the snapshot's blocks and stores those the target
 // lacks; previous holds the checksums (by offset) a block unchanged since
 // the last backup reuses without being read. Reading stays sequential;
-// checksums, compression and uploads run on req.Concurrency workers,
-// which is where a backup spends its time. It returns once every block
-// stored is durable in the target.
+// checksums and compression, where a backup spends its CPU, run on
+// req.Concurrency workers; uploads on twice as many goroutines (the
+// batch's), whose waits on the target overlap. It returns once every
+// block stored is durable in the target.
 func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64]string, stats *Stats) ([]*BlockRef, error) {
-	batch, err := newBlockBatch(s.driver, req.Volume)
-	if err != nil {
-		return nil, fmt.Errorf("store blocks of volume %s: %w", req.Volume, err)
-	}
 	workers := req.Concurrency
 	if workers <= 0 {
 		workers = s.concurrency
+	}
+	batch, err := newBlockBatch(s.driver, req.Volume, batchWriters(workers))
+	if err != nil {
+		return nil, fmt.Errorf("store blocks of volume %s: %w", req.Volume, err)
 	}
 	size := req.Source.Size()
 	blocks := (size + BlockSize - 1) / BlockSize
@@ -342,8 +343,9 @@ func (s *Store) putBlock(batch blockBatch, volume, checksum, method string, data
 	if err != nil {
 		return 0, err
 	}
+	// An upload's error is the batch's, naming the block.
 	if err := batch.write(key, stored); err != nil {
-		return 0, fmt.Errorf("upload block %s: %w", checksum, err)
+		return 0, err
 	}
 	return int64(len(stored)), nil
 }

@@ -4,19 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
-// A blockBatch stores the blocks of one backup. A block is at its key only
-// once it is whole and durable, as before the batch existed: a later
-// backup trusts a block it finds and reuses it. commit returns once every
-// block written is in place and durable; the backup config that names them
-// is written only after it.
+// A blockBatch stores the blocks of one backup. write hands a block over
+// and returns at once (the data is copied); goroutines of the batch store
+// it, so that the backup's workers (checksum and compression, as many as
+// the backup's concurrency) never wait for the target. commit returns
+// once every block written is in the target and durable; the backup
+// config that names them is written only after it.
 type blockBatch interface {
 	// claim reports whether key is new to the batch: of the workers that
 	// meet the same block in one backup, one stores it.
@@ -27,20 +33,25 @@ type blockBatch interface {
 	abort()
 }
 
-// batcher is a Driver that makes the writes of a batch durable together
-// rather than one by one.
+// batcher is a Driver with a batch of its own (FileDriver).
 type batcher interface {
-	newBatch(volume string) (blockBatch, error)
+	newBatch(volume string, writers int) (blockBatch, error)
 }
 
-// newBlockBatch returns the driver's batch, or one writing each block
-// through Driver.Write (durable when Write returns) for other drivers.
-func newBlockBatch(d Driver, volume string) (blockBatch, error) {
+// newBlockBatch returns the driver's batch, or one writing each block with
+// Driver.Write (whole and durable when it returns: an S3 PUT) on writers
+// goroutines.
+func newBlockBatch(d Driver, volume string, writers int) (blockBatch, error) {
 	if b, ok := d.(batcher); ok {
-		return b.newBatch(volume)
+		return b.newBatch(volume, writers)
 	}
-	return &directBatch{d: d, claims: claims{seen: map[string]bool{}}}, nil
+	return newAsyncBatch(writers, d.Write), nil
 }
+
+// batchWriters is how many blocks a backup with workers workers has in
+// flight to the target: more than it compresses at once, so that the
+// round trips of uploads (or the disk's latency) overlap.
+func batchWriters(workers int) int { return max(4, 2*workers) }
 
 type claims struct {
 	mu   sync.Mutex
@@ -57,16 +68,91 @@ func (c *claims) claim(key string) bool {
 	return true
 }
 
-// directBatch writes each block as it comes (an object store's PUT is
-// whole and durable when it returns).
-type directBatch struct {
-	d Driver
+// asyncBatch stores the blocks handed to it with store, on goroutines of
+// its own; the first error fails the batch.
+type asyncBatch struct {
 	claims
+	store func(key string, data []byte) error
+
+	queue     chan queuedBlock
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	mu  sync.Mutex
+	err error
 }
 
-func (b *directBatch) write(key string, data []byte) error { return b.d.Write(key, data) }
-func (b *directBatch) commit() error                       { return nil }
-func (b *directBatch) abort()                              {}
+// queuedBlock is a block to store: the first n bytes of a buffer from
+// alignedBuffer.
+type queuedBlock struct {
+	key string
+	buf *[]byte
+	n   int
+}
+
+func newAsyncBatch(writers int, store func(key string, data []byte) error) *asyncBatch {
+	b := &asyncBatch{claims: claims{seen: map[string]bool{}}, store: store, queue: make(chan queuedBlock, writers)}
+	for i := 0; i < writers; i++ {
+		b.wg.Add(1)
+		go b.writer()
+	}
+	return b
+}
+
+// write copies the block (the caller reuses data) for a writer to store.
+func (b *asyncBatch) write(key string, data []byte) error {
+	if err := b.failed(); err != nil {
+		return err
+	}
+	buf := alignedBuffer(len(data))
+	copy(*buf, data)
+	b.queue <- queuedBlock{key: key, buf: buf, n: len(data)}
+	return nil
+}
+
+func (b *asyncBatch) writer() {
+	defer b.wg.Done()
+	for q := range b.queue {
+		if b.failed() == nil {
+			if err := b.storeOne(q); err != nil {
+				b.fail(fmt.Errorf("upload block %s: %w", path.Base(q.key), err))
+			}
+		}
+		directBuffers.Put(q.buf)
+	}
+}
+
+// storeOne stores a block. A panic in it (a driver's, say) is the
+// backup's error: the writers run outside any caller that could recover
+// it.
+func (b *asyncBatch) storeOne(q queuedBlock) (err error) {
+	defer panics.Recover(logrus.WithField("block", q.key), &err)
+	return b.store(q.key, (*q.buf)[:q.n])
+}
+
+func (b *asyncBatch) fail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *asyncBatch) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// drain waits for the blocks handed over and returns the batch's error.
+func (b *asyncBatch) drain() error {
+	b.closeOnce.Do(func() { close(b.queue) })
+	b.wg.Wait()
+	return b.failed()
+}
+
+func (b *asyncBatch) commit() error { return b.drain() }
+func (b *asyncBatch) abort()        { _ = b.drain() }
 
 // stagingKey is the folder of a volume's blocks that a file:// backup has
 // written and not yet made durable. Only a backup writes there; a
@@ -74,48 +160,32 @@ func (b *directBatch) abort()                              {}
 // removes what crashed backups left.
 func stagingKey(volume string) string { return volumeKey(volume) + "/.staging" }
 
-// fileSyncers is how many blocks a file:// batch makes durable at once:
-// several fsyncs in flight share the file system's journal commits.
-const fileSyncers = 4
-
-// fileBatch hands each block to syncers, which write it to a file of its
-// own in the staging folder, make it durable and only then rename it to
-// its key: a block present in the target was durable before it appeared,
-// and the backup's workers never wait for the disk. commit waits for the
-// syncers, then fsyncs the folders the renames changed.
+// fileBatch writes each block to a file of its own in the staging
+// folder, makes it durable and only then renames it to its key, on the
+// goroutines of an asyncBatch: a block present in the target was durable
+// before it appeared, and the backup's workers never wait for the disk.
+// commit waits for them, then fsyncs the folders the renames changed.
 //
-// The syncers write with O_DIRECT where the file system takes it: the
+// Blocks are written with O_DIRECT where the file system takes it: the
 // block goes from the buffer to the device, where it must go anyway
 // before the backup completes, without a copy into the page cache and
 // its writeback.
 type fileBatch struct {
+	*asyncBatch
 	d       *FileDriver
 	staging string
 	seq     atomic.Int64
 	direct  atomic.Bool // O_DIRECT works here, as far as known
-	claims
 
-	queue     chan stagedBlock
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-
-	mu   sync.Mutex // guards err and dirs
-	err  error
-	dirs map[string]bool // folders whose entries must be made durable
-}
-
-// stagedBlock is a block to store: the first n bytes of an aligned buffer.
-type stagedBlock struct {
-	buf   *[]byte
-	n     int
-	final string
+	dirsMu sync.Mutex
+	dirs   map[string]bool // folders whose entries must be made durable
 }
 
 func (d *FileDriver) removeStaging(volume string) error {
 	return os.RemoveAll(d.path(stagingKey(volume)))
 }
 
-func (d *FileDriver) newBatch(volume string) (blockBatch, error) {
+func (d *FileDriver) newBatch(volume string, writers int) (blockBatch, error) {
 	parent := d.path(stagingKey(volume))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, err
@@ -124,48 +194,19 @@ func (d *FileDriver) newBatch(volume string) (blockBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &fileBatch{d: d, staging: staging, claims: claims{seen: map[string]bool{}},
-		queue: make(chan stagedBlock, 2*fileSyncers), dirs: map[string]bool{}}
+	b := &fileBatch{d: d, staging: staging, dirs: map[string]bool{}}
 	b.direct.Store(oDirect != 0 && !d.noDirect)
-	for i := 0; i < fileSyncers; i++ {
-		b.wg.Add(1)
-		go b.syncer()
-	}
+	b.asyncBatch = newAsyncBatch(writers, b.store)
 	return b, nil
 }
 
-// write copies the block (the caller reuses data) for a syncer to store.
-func (b *fileBatch) write(key string, data []byte) error {
-	if err := b.failed(); err != nil {
-		return err
-	}
-	buf := alignedBuffer(len(data))
-	copy(*buf, data)
-	b.queue <- stagedBlock{buf: buf, n: len(data), final: b.d.path(key)}
-	return nil
-}
-
-func (b *fileBatch) syncer() {
-	defer b.wg.Done()
-	for s := range b.queue {
-		err := b.failed()
-		if err == nil {
-			err = b.store(s)
-			if err != nil {
-				b.fail(fmt.Errorf("store block %s: %w", filepath.Base(s.final), err))
-			}
-		}
-		directBuffers.Put(s.buf)
-	}
-}
-
 // store writes a block to a staged file, makes it durable and puts it at
-// its key.
-func (b *fileBatch) store(s stagedBlock) error {
+// its key. data's buffer has room to pad it for O_DIRECT.
+func (b *fileBatch) store(key string, data []byte) error {
 	name := filepath.Join(b.staging, strconv.FormatInt(b.seq.Add(1), 10))
 	err := errNoDirect
 	if b.direct.Load() {
-		err = b.writeFile(name, oDirect, (*s.buf)[:alignUp(s.n)], s.n)
+		err = b.writeFile(name, oDirect, data[:alignUp(len(data))], len(data))
 		if errors.Is(err, syscall.EINVAL) {
 			// The file system takes no O_DIRECT (tmpfs, say), or not
 			// with this alignment: through the page cache then.
@@ -175,10 +216,10 @@ func (b *fileBatch) store(s stagedBlock) error {
 		}
 	}
 	if err == errNoDirect {
-		err = b.writeFile(name, 0, (*s.buf)[:s.n], s.n)
+		err = b.writeFile(name, 0, data, len(data))
 	}
 	if err == nil {
-		err = b.place(name, s.final)
+		err = b.place(name, b.d.path(key))
 	}
 	if err != nil {
 		os.Remove(name)
@@ -220,8 +261,8 @@ func (b *fileBatch) place(staged, final string) error {
 	if err := os.Rename(staged, final); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.dirsMu.Lock()
+	defer b.dirsMu.Unlock()
 	for d := dir; !b.dirs[d]; d = filepath.Dir(d) {
 		b.dirs[d] = true
 		if d == filepath.Clean(b.d.Root) || d == filepath.Dir(d) {
@@ -236,7 +277,7 @@ const directAlign = 4096
 
 func alignUp(n int) int { return (n + directAlign - 1) &^ (directAlign - 1) }
 
-// directBuffers hold blocks on their way to a syncer.
+// directBuffers hold blocks on their way to the target.
 var directBuffers sync.Pool
 
 // alignedBuffer returns a buffer of n bytes at an aligned address, with
@@ -256,36 +297,17 @@ func alignedBuffer(n int) *[]byte {
 	return &buf
 }
 
-func (b *fileBatch) fail(err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		b.err = err
-	}
-}
-
-func (b *fileBatch) failed() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.err
-}
-
-func (b *fileBatch) drain() {
-	b.closeOnce.Do(func() { close(b.queue) })
-	b.wg.Wait()
-}
-
 // commit returns once every block written is durable at its key, its
 // folder entries included.
 func (b *fileBatch) commit() error {
-	b.drain()
 	defer os.RemoveAll(b.staging)
-	if err := b.failed(); err != nil {
+	if err := b.drain(); err != nil {
 		return err
 	}
+	const syncers = 4
 	dirs := make(chan string)
-	errs := make(chan error, fileSyncers)
-	for i := 0; i < fileSyncers; i++ {
+	errs := make(chan error, syncers)
+	for i := 0; i < syncers; i++ {
 		go func() {
 			var first error
 			for dir := range dirs {
@@ -301,7 +323,7 @@ func (b *fileBatch) commit() error {
 	}
 	close(dirs)
 	var err error
-	for i := 0; i < fileSyncers; i++ {
+	for i := 0; i < syncers; i++ {
 		err = errors.Join(err, <-errs)
 	}
 	return err
@@ -311,6 +333,6 @@ func (b *fileBatch) commit() error {
 // already in place stay: they are whole, and a deletion collects them
 // unless a backup uses them.
 func (b *fileBatch) abort() {
-	b.drain()
+	_ = b.drain()
 	os.RemoveAll(b.staging)
 }
