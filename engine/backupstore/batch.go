@@ -118,7 +118,7 @@ func (b *asyncBatch) writer() {
 				b.fail(fmt.Errorf("upload block %s: %w", path.Base(q.key), err))
 			}
 		}
-		directBuffers.Put(q.buf)
+		putBlockBuffer(q.buf)
 	}
 }
 
@@ -277,15 +277,29 @@ const directAlign = 4096
 
 func alignUp(n int) int { return (n + directAlign - 1) &^ (directAlign - 1) }
 
-// directBuffers hold blocks on their way to the target.
-var directBuffers sync.Pool
+// blockBuffers hold blocks on their way to the target, kept from backup
+// to backup (not a sync.Pool, which each garbage collection empties: at
+// 2 MiB each, making them again cost a backup more in page faults and
+// clearing than the copies they hold).
+var blockBuffers = make(chan *[]byte, 64)
+
+func putBlockBuffer(p *[]byte) {
+	select {
+	case blockBuffers <- p:
+	default:
+	}
+}
 
 // alignedBuffer returns a buffer of n bytes at an aligned address, with
 // room to pad them to alignUp(n).
 func alignedBuffer(n int) *[]byte {
-	if p, ok := directBuffers.Get().(*[]byte); ok && cap(*p) >= alignUp(n) {
-		*p = (*p)[:n]
-		return p
+	select {
+	case p := <-blockBuffers:
+		if cap(*p) >= alignUp(n) {
+			*p = (*p)[:n]
+			return p
+		}
+	default:
 	}
 	size := alignUp(max(n, BlockSize+64<<10))
 	raw := make([]byte, size+directAlign)
