@@ -182,7 +182,7 @@ func (s *Store) storeBlocks(req BackupRequest, method string, previous map[int64
 	}
 	size := req.Source.Size()
 	blocks := (size + BlockSize - 1) / BlockSize
-	r := &blockRun{s: s, req: req, method: method, batch: batch, stats: stats, blocks: blocks,
+	r := &blockRun{s: s, req: req, method: method, batch: batch, stats: stats, blocks: blocks, present: s.presentBlocks(req.Volume, previous),
 		refs: make([]*BlockRef, blocks), jobs: make(chan blockJob), free: make(chan []byte, workers+1)}
 	for i := 0; i < workers+1; i++ {
 		r.free <- make([]byte, BlockSize)
@@ -220,8 +220,11 @@ type blockRun struct {
 	method string
 	batch  blockBatch
 	blocks int64
-	jobs   chan blockJob
-	free   chan []byte // block buffers, reused
+	// present, when not nil, holds the keys of the blocks the volume had
+	// when the backup started: no other block is looked up.
+	present map[string]bool
+	jobs    chan blockJob
+	free    chan []byte // block buffers, reused
 
 	mu       sync.Mutex // guards stats, refs, firstErr and done
 	stats    *Stats
@@ -239,7 +242,7 @@ type blockJob struct {
 func (r *blockRun) work() {
 	var z bytes.Buffer
 	for j := range r.jobs {
-		checksum, uploaded, err := r.s.storeBlock(r.batch, r.req.Volume, r.method, j.data, &z)
+		checksum, uploaded, err := r.s.storeBlock(r.batch, r.present, r.req.Volume, r.method, j.data, &z)
 		r.mu.Lock()
 		switch {
 		case err != nil && r.firstErr == nil:
@@ -304,6 +307,31 @@ func (r *blockRun) read(previous map[int64]string) error {
 	return nil
 }
 
+// presentBlocks lists the volume's blocks for a full backup (previous is
+// nil) to a target that lists every key under a prefix in one go (S3,
+// 1,000 keys a request): a full backup checks every block it reads, and
+// one listing replaces a request per block. The blocks are in the
+// volume's lock, so no deletion removes one meanwhile; one stored after
+// the listing (by another backup of the volume) is stored again, which
+// costs an upload and changes nothing. nil, for one request per block,
+// for an incremental backup, which checks few, or when the listing fails.
+func (s *Store) presentBlocks(volume string, previous map[int64]string) map[string]bool {
+	d, ok := s.driver.(deepLister)
+	if !ok || previous != nil {
+		return nil
+	}
+	keys, err := d.ListAll(volumeKey(volume) + "/blocks")
+	if err != nil {
+		logrus.WithField("volume", volume).WithError(err).Warn("Cannot list the volume's blocks in the backup target; checking them one by one")
+		return nil
+	}
+	present := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		present[k] = true
+	}
+	return present
+}
+
 func changedIn(changed []bool, off, n int64) bool {
 	for b := off / smallBlock; b < (off+n+smallBlock-1)/smallBlock && b < int64(len(changed)); b++ {
 		if changed[b] {
@@ -316,25 +344,29 @@ func changedIn(changed []bool, off, n int64) bool {
 // storeBlock checksums a block and stores it unless the store has it. A
 // panic in it (a driver's, say) is the backup's error: the workers run
 // outside any caller that could recover it.
-func (s *Store) storeBlock(batch blockBatch, volume, method string, data []byte, z *bytes.Buffer) (checksum string, uploaded int64, err error) {
+func (s *Store) storeBlock(batch blockBatch, present map[string]bool, volume, method string, data []byte, z *bytes.Buffer) (checksum string, uploaded int64, err error) {
 	defer panics.Recover(logrus.WithField("volume", volume), &err)
 	sum := sha256.Sum256(data)
 	checksum = hex.EncodeToString(sum[:])
-	uploaded, err = s.putBlock(batch, volume, checksum, method, data, z)
+	uploaded, err = s.putBlock(batch, present, volume, checksum, method, data, z)
 	return checksum, uploaded, err
 }
 
 // putBlock stores a block unless the store has it, or another worker of
 // the backup stores it; it returns the bytes uploaded (0 when the block
-// was there).
-func (s *Store) putBlock(batch blockBatch, volume, checksum, method string, data []byte, z *bytes.Buffer) (int64, error) {
+// was there). With present (see presentBlocks), a block not in it is
+// taken for missing without asking the target.
+func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, checksum, method string, data []byte, z *bytes.Buffer) (int64, error) {
 	key := blockKey(volume, checksum, method)
 	if !batch.claim(key) {
 		return 0, nil
 	}
-	exists, err := s.driver.Exists(key)
-	if err != nil {
-		return 0, fmt.Errorf("check block %s: %w", checksum, err)
+	exists := present[key]
+	if present == nil {
+		var err error
+		if exists, err = s.driver.Exists(key); err != nil {
+			return 0, fmt.Errorf("check block %s: %w", checksum, err)
+		}
 	}
 	if exists {
 		return 0, nil

@@ -405,3 +405,42 @@ func TestS3WriteFallsBackToMD5(t *testing.T) {
 		t.Fatal("a body changed on its way to the server was stored")
 	}
 }
+
+// blockLookups is an S3Driver counting the lookups of single blocks.
+type blockLookups struct {
+	*S3Driver
+	n atomic.Int32
+}
+
+func (d *blockLookups) Exists(key string) (bool, error) {
+	if strings.HasSuffix(key, ".blk") {
+		d.n.Add(1)
+	}
+	return d.S3Driver.Exists(key)
+}
+
+// TestFullBackupToS3ListsTheBlocksOnce: a full backup to S3 learns which
+// blocks the volume has from one listing instead of a request per block,
+// and still uploads only those missing.
+func TestFullBackupToS3ListsTheBlocksOnce(t *testing.T) {
+	tt := testTargets(t)["s3"]
+	d := &blockLookups{S3Driver: tt.Driver.(*S3Driver)}
+	s := NewStore(tt.Target, d)
+	data := distinctBlocks(11, 6)
+	for i, name := range []string{"b1", "b2"} {
+		if i == 1 {
+			copy(data[2*BlockSize:], random(12, 4096))
+		}
+		_, st, err := s.Backup(BackupRequest{Name: name, Volume: "vol", Snapshot: name, Source: &memSource{data: append([]byte(nil), data...)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{6, 1}[i]; st.BlocksUploaded != want || st.BlocksReused != 6-want {
+			t.Errorf("backup %s uploaded %d blocks and reused %d; want %d and %d", name, st.BlocksUploaded, st.BlocksReused, want, 6-want)
+		}
+		mustRestore(t, s, "vol", name, data)
+	}
+	if n := d.n.Load(); n != 0 {
+		t.Errorf("full backups looked up %d blocks one by one", n)
+	}
+}
