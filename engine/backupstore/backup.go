@@ -28,10 +28,11 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	}
 	defer lock.release()
 
-	vol, previous, err := s.backupBase(req, method)
+	vol, previous, changed, err := s.backupBase(req, method)
 	if err != nil {
 		return nil, stats, err
 	}
+	req.Changed = changed
 	info, err := s.newBackupInfo(req, method)
 	if err != nil {
 		return nil, stats, err
@@ -84,12 +85,13 @@ func (s *Store) checkRequest(req BackupRequest) (method string, err error) {
 }
 
 // backupBase reads the volume's record and returns it (a new one for a
-// volume without) with the blocks of its last backup that the backup may
-// reuse where nothing changed, by offset: only when that backup was taken
-// from the very snapshot the changes are counted from, and stored the
-// same way (a block's file name says its method). previous is nil for a
-// full backup.
-func (s *Store) backupBase(req BackupRequest, method string) (vol VolumeInfo, previous map[int64]string, err error) {
+// volume without), with the blocks of its last backup that the backup may
+// reuse where nothing changed, by offset, and the change map that says
+// where: only when that backup was taken from the very snapshot the
+// changes are counted from (by ID: a name may be reused after a purge),
+// and stored the same way (a block's file name says its method). previous
+// and changed are nil for a full backup.
+func (s *Store) backupBase(req BackupRequest, method string) (vol VolumeInfo, previous map[int64]string, changed []bool, err error) {
 	size := req.Source.Size()
 	vol = VolumeInfo{Name: req.Volume, Size: size, CreatedAt: s.now().UTC().Format(time.RFC3339)}
 	switch found, err := s.Volume(req.Volume); {
@@ -100,22 +102,33 @@ func (s *Store) backupBase(req BackupRequest, method string) (vol VolumeInfo, pr
 		// replaces it, and this backup is full.
 		logrus.WithField("volume", req.Volume).WithError(err).Warn("Replacing an invalid volume record in the backup target")
 	case !errors.Is(err, ErrNotExist):
-		return vol, nil, fmt.Errorf("read volume %s in the backup target: %w", req.Volume, err)
+		return vol, nil, nil, fmt.Errorf("read volume %s in the backup target: %w", req.Volume, err)
 	}
 	vol.Size = size
-	if req.Changed == nil || req.ChangedSinceID == "" || vol.LastBackupName == "" {
-		return vol, nil, nil
+	incremental := (req.Changed != nil && req.ChangedSinceID != "") || req.ChangedSinceLast != nil
+	if !incremental || vol.LastBackupName == "" {
+		return vol, nil, nil, nil
 	}
 	last, err := s.Get(req.Volume, vol.LastBackupName)
-	if err != nil || last.SnapshotName != req.ChangedSince || last.SnapshotID != req.ChangedSinceID ||
-		last.VolumeSize != size || last.Compression != method {
-		return vol, nil, nil
+	if err != nil || last.VolumeSize != size || last.Compression != method {
+		return vol, nil, nil, nil
+	}
+	switch {
+	case req.Changed != nil:
+		if last.SnapshotName == req.ChangedSince && last.SnapshotID == req.ChangedSinceID {
+			changed = req.Changed
+		}
+	case last.SnapshotID != "":
+		changed = req.ChangedSinceLast(last)
+	}
+	if changed == nil {
+		return vol, nil, nil, nil
 	}
 	previous = make(map[int64]string, len(last.Blocks))
 	for _, ref := range last.Blocks {
 		previous[ref.Offset] = ref.Checksum
 	}
-	return vol, previous, nil
+	return vol, previous, changed, nil
 }
 
 // newBackupInfo names the backup (unless the request does) and checks the
