@@ -6,6 +6,8 @@
 //	                                 the checksum of their content
 //	backups/backup_<name>.cfg        one backup: its snapshot, labels,
 //	                                 creation time and block list
+//	.staging/                        file:// only: blocks of running
+//	                                 backups not yet durable (batch.go)
 //
 // A backup uploads only blocks the store lacks and, given the blocks that
 // changed since the snapshot of the volume's last backup, reads only
