@@ -382,6 +382,7 @@ func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, chec
 		}
 	}
 	if exists {
+		batch.reused(key)
 		return 0, nil
 	}
 	stored, err := compress(method, data, z)

@@ -28,6 +28,9 @@ type blockBatch interface {
 	// meet the same block in one backup, one stores it.
 	claim(key string) bool
 	write(key string, data []byte) error
+	// reused tells of a block found in the target and not written: the
+	// backup relies on it as on the blocks it writes.
+	reused(key string)
 	commit() error
 	// abort ends a batch that will not be committed.
 	abort()
@@ -153,6 +156,7 @@ func (b *asyncBatch) drain() error {
 
 func (b *asyncBatch) commit() error { return b.drain() }
 func (b *asyncBatch) abort()        { _ = b.drain() }
+func (b *asyncBatch) reused(string) {}
 
 // stagingKey is the folder of a volume's blocks that a file:// backup has
 // written and not yet made durable. Only a backup writes there; a
@@ -250,9 +254,7 @@ func (b *fileBatch) writeFile(name string, flags int, data []byte, size int) err
 }
 
 // place renames a durable staged file to its key, noting the folders
-// whose entries must be made durable: its own and every folder above it
-// up to the root (one may have been made for it, here or by another
-// backup that has not synced it yet).
+// whose entries must be made durable.
 func (b *fileBatch) place(staged, final string) error {
 	dir := filepath.Dir(final)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -261,15 +263,27 @@ func (b *fileBatch) place(staged, final string) error {
 	if err := os.Rename(staged, final); err != nil {
 		return err
 	}
+	b.syncBefore(final)
+	return nil
+}
+
+// reused notes the folders of a block found at its key: another backup
+// running beside this one may have put it there and not yet synced its
+// folders, and this backup's config must not be durable before they are.
+func (b *fileBatch) reused(key string) { b.syncBefore(b.d.path(key)) }
+
+// syncBefore notes that commit must make durable the entries of file's
+// folder and of every folder above it up to the root (one may have been
+// made for it, here or by another backup that has not synced it yet).
+func (b *fileBatch) syncBefore(file string) {
 	b.dirsMu.Lock()
 	defer b.dirsMu.Unlock()
-	for d := dir; !b.dirs[d]; d = filepath.Dir(d) {
+	for d := filepath.Dir(file); !b.dirs[d]; d = filepath.Dir(d) {
 		b.dirs[d] = true
 		if d == filepath.Clean(b.d.Root) || d == filepath.Dir(d) {
 			break
 		}
 	}
-	return nil
 }
 
 // directAlign is the alignment of O_DIRECT buffers and lengths.

@@ -1,6 +1,9 @@
 package backupstore
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -219,4 +222,44 @@ func TestFileWriteSyncsTheFoldersItMakes(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestFileBackupReusingABlockSyncsItsFolders: a block found at its key may
+// have been put there by another backup of the volume that has not synced
+// its folders yet; a backup that reuses it makes them durable before its
+// own config, or a crash could leave that config naming a block whose
+// entry was lost.
+func TestFileBackupReusingABlockSyncsItsFolders(t *testing.T) {
+	root := t.TempDir()
+	fd := &FileDriver{Root: root}
+	log := watchSyncs(t, fd)
+	d := &configCheck{FileDriver: fd, log: log}
+	s := NewStore("file://"+root, d)
+	data := distinctBlocks(13, 3)
+	// Another backup's block: whole and durable at its key, its folders
+	// (made for it) not synced yet.
+	z, err := compress(CompressionLZ4, data[BlockSize:2*BlockSize], new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data[BlockSize : 2*BlockSize])
+	p := fd.path(blockKey("vol", hex.EncodeToString(sum[:]), CompressionLZ4))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, z, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd.onSync(p)
+	_, st, err := s.Backup(BackupRequest{Name: "b1", Volume: "vol", Snapshot: "s1", Source: &memSource{data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BlocksReused != 1 || st.BlocksUploaded != 2 {
+		t.Fatalf("uploaded %d blocks and reused %d; want 2 and the one found", st.BlocksUploaded, st.BlocksReused)
+	}
+	if len(d.bad) > 0 {
+		t.Fatalf("blocks not durable when the config was written: %v", d.bad)
+	}
+	mustRestore(t, s, "vol", "b1", data)
 }
