@@ -457,6 +457,19 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// refusesChecksumHeader reports whether a PUT failed because the server
+// does not take x-amz-checksum-* headers (some S3-compatible servers made
+// before AWS added them), rather than because the body did not match
+// (BadDigest, which is an error).
+func refusesChecksumHeader(err error) bool {
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) || resp.Code == "BadDigest" {
+		return false
+	}
+	return resp.Code == "NotImplemented" ||
+		((resp.Code == "InvalidArgument" || resp.Code == "InvalidRequest") && strings.Contains(strings.ToLower(resp.Message), "checksum"))
+}
+
 // put sends one PUT. A server that does not echo the CRC32C sent may not
 // have checked it: the object is sent again with Content-MD5, and so are
 // the driver's later writes.
@@ -471,6 +484,10 @@ func (d *S3Driver) put(dl *deadline, object string, data []byte, md5 bool) error
 		opts.UserMetadata = map[string]string{"x-amz-checksum-crc32c": crc}
 	}
 	info, err := d.client.PutObject(dl.ctx, d.bucket, object, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil && !md5 && refusesChecksumHeader(err) {
+		d.bodyCheck.Store(bodyCheckMD5)
+		return d.put(dl, object, data, true)
+	}
 	if err != nil {
 		return d.fail("write", object, err, dl)
 	}

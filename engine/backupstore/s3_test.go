@@ -321,10 +321,11 @@ func TestS3CustomCA(t *testing.T) {
 // body, and drop the checksum the server echoes (as a server that does
 // not check x-amz-checksum-* does).
 type bodyProxy struct {
-	proxy      *httputil.ReverseProxy
-	corrupt    atomic.Bool
-	md5Puts    atomic.Int32
-	crc32cPuts atomic.Int32
+	proxy           *httputil.ReverseProxy
+	corrupt         atomic.Bool
+	refuseChecksums bool
+	md5Puts         atomic.Int32
+	crc32cPuts      atomic.Int32
 }
 
 func (p *bodyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -337,6 +338,11 @@ func (p *bodyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Header.Get("X-Amz-Content-Sha256") != "UNSIGNED-PAYLOAD" {
 			http.Error(w, "the body was signed: "+r.Header.Get("X-Amz-Content-Sha256"), http.StatusBadRequest)
+			return
+		}
+		if p.refuseChecksums && r.Header.Get("X-Amz-Checksum-Crc32c") != "" {
+			w.WriteHeader(http.StatusNotImplemented)
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
@@ -442,5 +448,19 @@ func TestFullBackupToS3ListsTheBlocksOnce(t *testing.T) {
 	}
 	if n := d.n.Load(); n != 0 {
 		t.Errorf("full backups looked up %d blocks one by one", n)
+	}
+}
+
+// TestS3WriteFallsBackToMD5WhereChecksumsAreRefused: a server that does
+// not implement x-amz-checksum-* headers gets Content-MD5 instead.
+func TestS3WriteFallsBackToMD5WhereChecksumsAreRefused(t *testing.T) {
+	p, d, direct := bodyProxyDriver(t, false)
+	p.refuseChecksums = true
+	data := random(6, BlockSize)
+	mustWrite(t, d, "a/one", data)
+	mustWrite(t, d, "a/two", data)
+	mustRead(t, direct, "a/one", data)
+	if p.crc32cPuts.Load() != 1 || p.md5Puts.Load() != 2 || d.bodyCheck.Load() != bodyCheckMD5 {
+		t.Fatalf("%d CRC32C and %d MD5 PUTs; want the refused one sent again with MD5, and MD5 after", p.crc32cPuts.Load(), p.md5Puts.Load())
 	}
 }
