@@ -6,6 +6,8 @@
 //	                                 the checksum of their content
 //	backups/backup_<name>.cfg        one backup: its snapshot, labels,
 //	                                 creation time and block list
+//	.staging/                        file:// only: blocks of running
+//	                                 backups not yet durable (batch.go)
 //
 // A backup uploads only blocks the store lacks and, given the blocks that
 // changed since the snapshot of the volume's last backup, reads only
@@ -93,6 +95,13 @@ type BackupRequest struct {
 	Changed        []bool
 	ChangedSince   string
 	ChangedSinceID string
+	// ChangedSinceLast, when set and Changed is not, is asked for the
+	// change map under the volume's lock, given the volume's last backup
+	// (read once, by the backup itself): it returns the 4 KiB blocks
+	// changed since the snapshot with last.SnapshotID, or nil for a full
+	// backup. It is not asked when that backup cannot be the base (no
+	// SnapshotID, another size or compression).
+	ChangedSinceLast func(last *BackupInfo) []bool
 	// Allocated, when set, marks the 4 KiB blocks the snapshot's layers
 	// hold, for a volume on a backing image: a backup block holding none
 	// is left out (the image provides it), and one holding any is stored

@@ -39,7 +39,34 @@ func (s *Store) Delete(volume, backup string) error {
 			return err
 		}
 	}
-	return s.collectBlocks(volume, remaining, lock)
+	if err := s.collectBlocks(volume, remaining, lock); err != nil {
+		return err
+	}
+	return s.removeStaging(volume, lock)
+}
+
+// stagingRemover is a Driver that keeps the blocks of running backups in a
+// staging area (FileDriver).
+type stagingRemover interface {
+	removeStaging(volume string) error
+}
+
+// removeStaging removes what backups of the volume that crashed left
+// staged. A deletion runs while no backup of the volume does (lock.go),
+// so all of it is left over; a backup whose lock went stale and that
+// comes back finds its staged blocks gone and fails.
+func (s *Store) removeStaging(volume string, lock *heldLock) error {
+	r, ok := s.driver.(stagingRemover)
+	if !ok {
+		return nil
+	}
+	if err := lock.check(); err != nil {
+		return err
+	}
+	if err := r.removeStaging(volume); err != nil {
+		return fmt.Errorf("remove blocks left staged by interrupted backups: %w", err)
+	}
+	return nil
 }
 
 // collectBlocks deletes the blocks none of the backups uses. A crash in

@@ -64,21 +64,81 @@ func UsesCredential(target string) bool {
 }
 
 // FileDriver keeps objects as files under Root, as on an NFS share.
+// Write is durable when it returns; the blocks of a backup are made
+// durable together (see fileBatch).
 type FileDriver struct {
 	Root string
+
+	// onSync, when set (by tests), is called with each file or folder
+	// made durable, after it is.
+	onSync func(path string)
+	// syncHook, when set (by tests), runs before each block file is
+	// made durable; an error fails it.
+	syncHook func(path string) error
+	// noDirect, when set (by tests), writes blocks through the page
+	// cache, as where the file system takes no O_DIRECT.
+	noDirect bool
+}
+
+// syncFile makes a file's content durable.
+func (d *FileDriver) syncFile(f *os.File) error {
+	if d.syncHook != nil {
+		if err := d.syncHook(f.Name()); err != nil {
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if d.onSync != nil {
+		d.onSync(f.Name())
+	}
+	return nil
+}
+
+// syncDir makes a folder's entries durable.
+func (d *FileDriver) syncDir(dir string) error {
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return err
+	}
+	if d.onSync != nil {
+		d.onSync(dir)
+	}
+	return nil
 }
 
 func (d *FileDriver) path(key string) string {
 	return filepath.Join(d.Root, filepath.FromSlash(key))
 }
 
-// Write replaces the file atomically.
+// Write replaces the file atomically and durably, with the folders made
+// for it.
 func (d *FileDriver) Write(key string, data []byte) error {
 	p := d.path(key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	dir := filepath.Dir(p)
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// The new folders' entries, up to the root.
+		root := filepath.Clean(d.Root)
+		for f := filepath.Dir(dir); ; f = filepath.Dir(f) {
+			if err := d.syncDir(f); err != nil {
+				return err
+			}
+			if f == root || f == filepath.Dir(f) {
+				break
+			}
+		}
+	}
+	if err := atomicfile.WriteFile(p, data); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(p, data)
+	if d.onSync != nil {
+		d.onSync(p)
+		d.onSync(dir)
+	}
+	return nil
 }
 
 func (d *FileDriver) Read(key string) ([]byte, error) { return os.ReadFile(d.path(key)) }

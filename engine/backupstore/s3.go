@@ -13,9 +13,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -77,6 +79,8 @@ type S3Driver struct {
 	// bucketSeen is set once the bucket is known to exist: a HEAD of a
 	// missing object and one in a missing bucket both answer a bare 404.
 	bucketSeen atomic.Bool
+	// bodyCheck is how the server checks a PUT's body (bodyCheck*).
+	bodyCheck atomic.Int32
 }
 
 var (
@@ -285,6 +289,8 @@ func NewS3Driver(target string, cred map[string]string) (*S3Driver, error) {
 	client, err := minio.New(host, &minio.Options{
 		Creds: creds, Secure: secure, Transport: tr, Region: c.Region,
 		BucketLookup: lookup, MaxRetries: s3MaxRetries,
+		// minio-go sends a checksum header (put) only with this set.
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("backup target %q: %v", target, err)
@@ -423,18 +429,74 @@ func (d *S3Driver) explainResponse(resp minio.ErrorResponse) (reason string, cre
 	return detail, false
 }
 
-// Write stores data as one object. A single PUT with a Content-MD5 the
-// server checks: an object is all there or not there, and minio-go
-// re-sends the whole of it on a transient failure.
+// Write stores data as one object. A single PUT with a checksum of the
+// body the server checks (see put): an object is all there or not there,
+// and minio-go re-sends the whole of it on a transient failure.
 func (d *S3Driver) Write(key string, data []byte) error {
 	object := d.object(key)
 	dl := d.newDeadline(d.Timeout + d.transferTime(int64(len(data))))
 	defer dl.stop()
-	_, err := d.client.PutObject(dl.ctx, d.bucket, object, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{
-		DisableMultipart: true, SendContentMd5: true, ContentType: "application/octet-stream",
-	})
+	if d.bodyCheck.Load() == bodyCheckMD5 {
+		return d.put(dl, object, data, true)
+	}
+	return d.put(dl, object, data, false)
+}
+
+// How a PUT's body is checked by the server, so that an object stored is
+// the bytes sent: by a CRC32C in a signed header (x-amz-checksum-crc32c,
+// next to free to compute) where the server is known or may prove to
+// check it, else by Content-MD5, which every S3 server checks. The body
+// itself is not signed (UNSIGNED-PAYLOAD, as over HTTPS): signing it over
+// plain HTTP costs a SHA-256 of every byte on both sides, and the blocks
+// are checked against their SHA-256 on restore anyway.
+const (
+	bodyCheckUnknown = iota
+	bodyCheckCRC32C
+	bodyCheckMD5
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// refusesChecksumHeader reports whether a PUT failed because the server
+// does not take x-amz-checksum-* headers (some S3-compatible servers made
+// before AWS added them), rather than because the body did not match
+// (BadDigest, which is an error).
+func refusesChecksumHeader(err error) bool {
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) || resp.Code == "BadDigest" {
+		return false
+	}
+	return resp.Code == "NotImplemented" ||
+		((resp.Code == "InvalidArgument" || resp.Code == "InvalidRequest") && strings.Contains(strings.ToLower(resp.Message), "checksum"))
+}
+
+// put sends one PUT. A server that does not echo the CRC32C sent may not
+// have checked it: the object is sent again with Content-MD5, and so are
+// the driver's later writes.
+func (d *S3Driver) put(dl *deadline, object string, data []byte, md5 bool) error {
+	opts := minio.PutObjectOptions{DisableMultipart: true, DisableContentSha256: true, ContentType: "application/octet-stream"}
+	var crc string
+	if md5 {
+		opts.SendContentMd5 = true
+	} else {
+		sum := crc32.Checksum(data, castagnoli)
+		crc = base64.StdEncoding.EncodeToString([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+		opts.UserMetadata = map[string]string{"x-amz-checksum-crc32c": crc}
+	}
+	info, err := d.client.PutObject(dl.ctx, d.bucket, object, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil && !md5 && refusesChecksumHeader(err) {
+		d.bodyCheck.Store(bodyCheckMD5)
+		return d.put(dl, object, data, true)
+	}
 	if err != nil {
 		return d.fail("write", object, err, dl)
+	}
+	if !md5 && info.ChecksumCRC32C != crc {
+		d.bodyCheck.Store(bodyCheckMD5)
+		return d.put(dl, object, data, true)
+	}
+	if !md5 {
+		d.bodyCheck.CompareAndSwap(bodyCheckUnknown, bodyCheckCRC32C)
 	}
 	return nil
 }

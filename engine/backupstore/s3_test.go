@@ -316,3 +316,151 @@ func TestS3CustomCA(t *testing.T) {
 	mustWrite(t, d, "k", []byte("x"))
 	mustRead(t, d, "k", []byte("x"))
 }
+
+// bodyProxy forwards to an S3 server; it can flip a byte of each PUT's
+// body, and drop the checksum the server echoes (as a server that does
+// not check x-amz-checksum-* does).
+type bodyProxy struct {
+	proxy           *httputil.ReverseProxy
+	corrupt         atomic.Bool
+	refuseChecksums bool
+	md5Puts         atomic.Int32
+	crc32cPuts      atomic.Int32
+}
+
+func (p *bodyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut {
+		if r.Header.Get("Content-Md5") != "" {
+			p.md5Puts.Add(1)
+		}
+		if r.Header.Get("X-Amz-Checksum-Crc32c") != "" {
+			p.crc32cPuts.Add(1)
+		}
+		if r.Header.Get("X-Amz-Content-Sha256") != "UNSIGNED-PAYLOAD" {
+			http.Error(w, "the body was signed: "+r.Header.Get("X-Amz-Content-Sha256"), http.StatusBadRequest)
+			return
+		}
+		if p.refuseChecksums && r.Header.Get("X-Amz-Checksum-Crc32c") != "" {
+			w.WriteHeader(http.StatusNotImplemented)
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if p.corrupt.Load() && len(body) > 0 {
+			body[len(body)/2] ^= 1
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	p.proxy.ServeHTTP(w, r)
+}
+
+func bodyProxyDriver(t *testing.T, dropEcho bool) (*bodyProxy, *S3Driver, *S3Driver) {
+	srv := s3test.Start(t)
+	backend, _ := url.Parse(srv.Endpoint)
+	p := &bodyProxy{proxy: httputil.NewSingleHostReverseProxy(backend)}
+	if dropEcho {
+		p.proxy.ModifyResponse = func(r *http.Response) error {
+			r.Header.Del("X-Amz-Checksum-Crc32c")
+			return nil
+		}
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	cred := srv.Credential()
+	cred[CredEndpoints] = front.URL
+	return p, s3Driver(t, srv.Target(""), cred), s3Driver(t, srv.Target(""), srv.Credential())
+}
+
+// TestS3WriteBodyIsChecked: a PUT's body is not signed (a SHA-256 of
+// every byte on both sides over plain HTTP) but carries a CRC32C the
+// server checks: a body changed on the way is refused, not stored.
+func TestS3WriteBodyIsChecked(t *testing.T) {
+	p, d, direct := bodyProxyDriver(t, false)
+	data := random(4, BlockSize)
+	mustWrite(t, d, "a/good", data)
+	mustRead(t, direct, "a/good", data)
+	if got := d.bodyCheck.Load(); got != bodyCheckCRC32C || p.crc32cPuts.Load() != 1 || p.md5Puts.Load() != 0 {
+		t.Fatalf("body check %d after %d CRC32C and %d MD5 PUTs; want the server to check the CRC32C", got, p.crc32cPuts.Load(), p.md5Puts.Load())
+	}
+	p.corrupt.Store(true)
+	if err := d.Write("a/bad", data); err == nil {
+		t.Fatal("a body changed on its way to the server was stored")
+	} else {
+		t.Logf("a changed body: %v", err)
+	}
+	if ok, err := direct.Exists("a/bad"); err != nil || ok {
+		t.Fatalf("the changed body's object exists: %v, %v", ok, err)
+	}
+}
+
+// TestS3WriteFallsBackToMD5: a server that does not echo the CRC32C may
+// not have checked it; the object is sent again with Content-MD5, which
+// every S3 server checks, and so are later writes.
+func TestS3WriteFallsBackToMD5(t *testing.T) {
+	p, d, direct := bodyProxyDriver(t, true)
+	data := random(5, BlockSize)
+	mustWrite(t, d, "a/one", data)
+	mustWrite(t, d, "a/two", data)
+	mustRead(t, direct, "a/one", data)
+	mustRead(t, direct, "a/two", data)
+	if p.crc32cPuts.Load() != 1 || p.md5Puts.Load() != 2 || d.bodyCheck.Load() != bodyCheckMD5 {
+		t.Fatalf("%d CRC32C and %d MD5 PUTs; want the first sent again with MD5, and MD5 after", p.crc32cPuts.Load(), p.md5Puts.Load())
+	}
+	p.corrupt.Store(true)
+	if err := d.Write("a/bad", data); err == nil {
+		t.Fatal("a body changed on its way to the server was stored")
+	}
+}
+
+// blockLookups is an S3Driver counting the lookups of single blocks.
+type blockLookups struct {
+	*S3Driver
+	n atomic.Int32
+}
+
+func (d *blockLookups) Exists(key string) (bool, error) {
+	if strings.HasSuffix(key, ".blk") {
+		d.n.Add(1)
+	}
+	return d.S3Driver.Exists(key)
+}
+
+// TestFullBackupToS3ListsTheBlocksOnce: a full backup to S3 learns which
+// blocks the volume has from one listing instead of a request per block,
+// and still uploads only those missing.
+func TestFullBackupToS3ListsTheBlocksOnce(t *testing.T) {
+	tt := testTargets(t)["s3"]
+	d := &blockLookups{S3Driver: tt.Driver.(*S3Driver)}
+	s := NewStore(tt.Target, d)
+	data := distinctBlocks(11, 6)
+	for i, name := range []string{"b1", "b2"} {
+		if i == 1 {
+			copy(data[2*BlockSize:], random(12, 4096))
+		}
+		_, st, err := s.Backup(BackupRequest{Name: name, Volume: "vol", Snapshot: name, Source: &memSource{data: append([]byte(nil), data...)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{6, 1}[i]; st.BlocksUploaded != want || st.BlocksReused != 6-want {
+			t.Errorf("backup %s uploaded %d blocks and reused %d; want %d and %d", name, st.BlocksUploaded, st.BlocksReused, want, 6-want)
+		}
+		mustRestore(t, s, "vol", name, data)
+	}
+	if n := d.n.Load(); n != 0 {
+		t.Errorf("full backups looked up %d blocks one by one", n)
+	}
+}
+
+// TestS3WriteFallsBackToMD5WhereChecksumsAreRefused: a server that does
+// not implement x-amz-checksum-* headers gets Content-MD5 instead.
+func TestS3WriteFallsBackToMD5WhereChecksumsAreRefused(t *testing.T) {
+	p, d, direct := bodyProxyDriver(t, false)
+	p.refuseChecksums = true
+	data := random(6, BlockSize)
+	mustWrite(t, d, "a/one", data)
+	mustWrite(t, d, "a/two", data)
+	mustRead(t, direct, "a/one", data)
+	if p.crc32cPuts.Load() != 1 || p.md5Puts.Load() != 2 || d.bodyCheck.Load() != bodyCheckMD5 {
+		t.Fatalf("%d CRC32C and %d MD5 PUTs; want the refused one sent again with MD5, and MD5 after", p.crc32cPuts.Load(), p.md5Puts.Load())
+	}
+}

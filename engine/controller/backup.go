@@ -92,27 +92,17 @@ func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labe
 	}
 	// The base is the very snapshot the last backup was taken from,
 	// found by its ID: a snapshot that took its name after a purge
-	// is another one, and the backup is then full.
-	if last := lastBackedUpSnapshot(store, e.name); last != nil && last.SnapshotID != "" {
-		if changed, full, err := r.ChangedBlocksByID(last.SnapshotID, view.ID()); err == nil && !full {
-			req.Changed, req.ChangedSince, req.ChangedSinceID = changed, last.SnapshotName, last.SnapshotID
+	// is another one, and the backup is then full. The store reads the
+	// last backup (once, under the volume's lock) and asks for the
+	// blocks changed since.
+	req.ChangedSinceLast = func(last *backupstore.BackupInfo) []bool {
+		changed, full, err := r.ChangedBlocksByID(last.SnapshotID, view.ID())
+		if err != nil || full {
+			return nil
 		}
+		return changed
 	}
 	return store.Backup(req)
-}
-
-// lastBackedUpSnapshot is the volume's last backup, nil when there is
-// none (or it cannot be read: the next backup is then full).
-func lastBackedUpSnapshot(store *backupstore.Store, volume string) *backupstore.BackupInfo {
-	v, err := store.Volume(volume)
-	if err != nil || v.LastBackupName == "" {
-		return nil
-	}
-	b, err := store.Get(volume, v.LastBackupName)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 func (e *Engine) setBackup(name string, f func(*BackupStatus)) {

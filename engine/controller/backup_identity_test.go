@@ -2,6 +2,8 @@ package controller
 
 import (
 	"bytes"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
@@ -69,5 +71,58 @@ func TestIncrementalBaseSurvivesSnapshotNameReuse(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("a restore of b2 reads %q at 3 MiB, want %q: the backup took the new s1 for the old one", got[3<<20:3<<20+8], want[3<<20:3<<20+8])
+	}
+}
+
+// readCounter is a file:// driver counting reads of backup configs and
+// writes of blocks.
+type readCounter struct {
+	backupstore.Driver
+	configReads, blockWrites atomic.Int32
+}
+
+func (d *readCounter) Read(key string) ([]byte, error) {
+	if strings.Contains(key, "/backups/backup_") {
+		d.configReads.Add(1)
+	}
+	return d.Driver.Read(key)
+}
+
+func (d *readCounter) Write(key string, data []byte) error {
+	if strings.HasSuffix(key, ".blk") {
+		d.blockWrites.Add(1)
+	}
+	return d.Driver.Write(key, data)
+}
+
+// TestIncrementalBackupReadsTheLastBackupOnce: the engine and the store
+// both needed the last backup; the store reads it once, under the
+// volume's lock, and the backup stores only the block that changed.
+func TestIncrementalBackupReadsTheLastBackupOnce(t *testing.T) {
+	e, _ := newEngine(t, 1)
+	root := t.TempDir()
+	d := &readCounter{Driver: &backupstore.FileDriver{Root: root}}
+	store := backupstore.NewStore("file://"+root, d)
+	for i, name := range []string{"b1", "b2"} {
+		if _, err := e.WriteAt(bytes.Repeat([]byte{byte('a' + i)}, 4096), int64(i)<<20); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.CreateSnapshot("s"+name, nil); err != nil {
+			t.Fatal(err)
+		}
+		d.configReads.Store(0)
+		d.blockWrites.Store(0)
+		if err := e.StartBackup(name, "s"+name, store, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st := waitBackup(t, e, name); st.State != BackupStateCompleted {
+			t.Fatalf("backup %s: %+v", name, st)
+		}
+	}
+	if n := d.configReads.Load(); n != 1 {
+		t.Errorf("the incremental backup read backup configs %d times, want once", n)
+	}
+	if n := d.blockWrites.Load(); n != 1 {
+		t.Errorf("the incremental backup stored %d blocks, want the one that changed", n)
 	}
 }

@@ -255,3 +255,30 @@ func tail(file string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// CPUTime is the processor time (user and system) the running server has
+// used, read from /proc; 0 where that cannot be read.
+func (s *Server) CPUTime() time.Duration {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses:
+	// utime and stime are the 12th and 13th, in clock ticks (100 a
+	// second on Linux).
+	i := strings.LastIndexByte(string(stat), ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(fields[11], &utime)
+	fmt.Sscan(fields[12], &stime)
+	return time.Duration(utime+stime) * (time.Second / 100)
+}
