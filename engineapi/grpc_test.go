@@ -12,19 +12,19 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // serve runs the engine service on loopback with one volume of two
 // replicas and returns a client of it.
-func serve(t *testing.T) (*GRPCClient, *controller.Engine) {
+func serve(t *testing.T) (*GRPCClient, *volumeengine.Engine) {
 	t.Helper()
 	return serveVolume(t, "vol")
 }
 
-func serveVolume(t *testing.T, volume string) (*GRPCClient, *controller.Engine) {
+func serveVolume(t *testing.T, volume string) (*GRPCClient, *volumeengine.Engine) {
 	t.Helper()
 	e := rpctest.Engine(t, volume, 4<<20, clock.RealClock{}, "r1", "r2")
 	c, err := NewGRPCClient(rpctest.Serve(t, e), volume, 5*time.Second)

@@ -11,14 +11,14 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
 // serveWithClock is serveVolume with one replica of size bytes and an
 // engine on a fake clock.
-func serveWithClock(t *testing.T, size int64) (*GRPCClient, *controller.Engine, *clocktesting.FakeClock) {
+func serveWithClock(t *testing.T, size int64) (*GRPCClient, *volumeengine.Engine, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e := rpctest.Engine(t, "vol", size, clk, "r1")
@@ -120,7 +120,7 @@ func TestSnapshotReadHoldsTheSnapshot(t *testing.T) {
 	if _, err := c.SnapshotRead(ctx, "s1", make([]byte, 4096), 0); err != nil {
 		t.Fatal(err)
 	}
-	clk.Step(controller.SnapshotHoldLease - time.Second)
+	clk.Step(volumeengine.SnapshotHoldLease - time.Second)
 	err = c.SnapshotDelete(ctx, "s1")
 	if !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), "is held until") {
 		t.Fatalf("delete within the lease after a read: %v", err)

@@ -9,14 +9,14 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // serveEngine runs the engine service of volume "vol" (size bytes, one
 // replica) on loopback and returns its address and engine.
-func serveEngine(t testing.TB, size int64) (string, *controller.Engine) {
+func serveEngine(t testing.TB, size int64) (string, *volumeengine.Engine) {
 	t.Helper()
 	e := rpctest.Engine(t, "vol", size, clock.RealClock{}, "r1")
 	return rpctest.Serve(t, e), e

@@ -18,8 +18,8 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -162,10 +162,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if !info.Removed {
 			err := run.Engine.DeleteSnapshot(snap.Name)
 			switch {
-			case errors.Is(err, enginecontroller.ErrNotFound):
+			case errors.Is(err, volumeengine.ErrNotFound):
 				// Purged since the mirror was read.
 				return kit.Result{}, c.releaseFinalizer(ctx, snap)
-			case errors.Is(err, enginecontroller.ErrPrecondition):
+			case errors.Is(err, volumeengine.ErrPrecondition):
 				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
 					return kit.Result{}, serr
 				}
@@ -201,7 +201,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		// of the name, under its lock, so a retry never makes two.
 		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
 		switch {
-		case errors.Is(err, enginecontroller.ErrExists):
+		case errors.Is(err, volumeengine.ErrExists):
 		case err != nil:
 			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
 		default:

@@ -3,7 +3,7 @@ package volume
 import (
 	"sync"
 
-	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -19,14 +19,14 @@ type engineMirrors struct {
 }
 
 type engineMirror struct {
-	engine          *enginecontroller.Engine
+	engine          *volumeengine.Engine
 	generation      uint64
 	resourceVersion string
 }
 
 // current tells whether obj's status already holds what engine reports
 // at generation gen.
-func (m *engineMirrors) current(volume string, engine *enginecontroller.Engine, gen uint64, obj *longhorn.Engine) bool {
+func (m *engineMirrors) current(volume string, engine *volumeengine.Engine, gen uint64, obj *longhorn.Engine) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.seen[volume]
@@ -35,7 +35,7 @@ func (m *engineMirrors) current(volume string, engine *enginecontroller.Engine, 
 
 // record notes that the Engine object at resourceVersion holds what engine
 // reported at generation gen.
-func (m *engineMirrors) record(volume string, engine *enginecontroller.Engine, gen uint64, resourceVersion string) {
+func (m *engineMirrors) record(volume string, engine *volumeengine.Engine, gen uint64, resourceVersion string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[volume] = engineMirror{engine: engine, generation: gen, resourceVersion: resourceVersion}

@@ -6,14 +6,14 @@ import (
 	"strconv"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
-	enginecontroller "github.com/cadence-storage/longhorn-manager/engine/controller"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // mirrorEngine copies the running engine's replicas, snapshots and purge
 // into the Engine status. The snapshot list keeps the entries of a failed
 // read out, with the error, rather than dropping them.
-func (c *Controller) mirrorEngine(e *enginecontroller.Engine, status *longhorn.EngineStatus) {
+func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.EngineStatus) {
 	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
 	for name, mode := range e.ReplicaModes() {
 		status.ReplicaModeMap[name] = longhorn.ReplicaMode(mode)

@@ -14,10 +14,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/nbd"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
 // ReplicaDir names a replica and the folder that holds its data.
@@ -52,7 +52,7 @@ func (e *MissingDataError) Unwrap() error { return e.Err }
 
 // Running describes a started engine.
 type Running struct {
-	Engine *controller.Engine
+	Engine *volumeengine.Engine
 	// Endpoint is the NBD URI of the frontend; empty without one.
 	Endpoint string
 }
@@ -125,7 +125,7 @@ func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, fronte
 		}
 		opened[rd.Name] = r
 	}
-	e, err := controller.New(volume, opened, m.clock, m.log)
+	e, err := volumeengine.New(volume, opened, m.clock, m.log)
 	if err != nil {
 		closeAll()
 		return Running{}, err
@@ -176,7 +176,7 @@ func (m *Manager) Stop(volume string) error {
 	err := r.Engine.Sync()
 	r.Engine.Close()
 	m.log.WithField("volume", volume).Info("Stopped engine")
-	if errors.Is(err, controller.ErrNoHealthyReplica) {
+	if errors.Is(err, volumeengine.ErrNoHealthyReplica) {
 		return nil
 	}
 	return err

@@ -14,14 +14,14 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
 // servePolicy serves engines with policy p and returns a client.
-func servePolicy(t *testing.T, p rpc.Policy, engines ...*controller.Engine) pb.EngineClient {
+func servePolicy(t *testing.T, p rpc.Policy, engines ...*volumeengine.Engine) pb.EngineClient {
 	t.Helper()
 	srv := rpc.NewServer()
 	srv.SetPolicy(p)
@@ -100,7 +100,7 @@ func TestEnginePolicyConfinesBackupsToTheConfiguredTarget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b := st.Backups["b1"]; b != nil && b.State == controller.BackupStateCompleted {
+		if b := st.Backups["b1"]; b != nil && b.State == volumeengine.BackupStateCompleted {
 			url = b.Url
 		}
 	}

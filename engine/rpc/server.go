@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 )
 
@@ -23,16 +23,16 @@ import (
 type Server struct {
 	pb.UnimplementedEngineServer
 	mu      sync.RWMutex
-	engines map[string]*controller.Engine
+	engines map[string]*volumeengine.Engine
 	// policy confines backups and restores (policy.go).
 	policy Policy
 }
 
 // NewServer returns a server with no engines.
-func NewServer() *Server { return &Server{engines: map[string]*controller.Engine{}} }
+func NewServer() *Server { return &Server{engines: map[string]*volumeengine.Engine{}} }
 
 // Register makes an engine reachable under its volume's name.
-func (s *Server) Register(e *controller.Engine) {
+func (s *Server) Register(e *volumeengine.Engine) {
 	s.mu.Lock()
 	s.engines[e.Name()] = e
 	s.mu.Unlock()
@@ -55,7 +55,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-func (s *Server) engine(volume string) (*controller.Engine, error) {
+func (s *Server) engine(volume string) (*volumeengine.Engine, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.engines[volume]
@@ -70,13 +70,13 @@ func grpcError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, controller.ErrNotFound), errors.Is(err, replica.ErrNotFound):
+	case errors.Is(err, volumeengine.ErrNotFound), errors.Is(err, replica.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, controller.ErrInvalid):
+	case errors.Is(err, volumeengine.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, controller.ErrPrecondition):
+	case errors.Is(err, volumeengine.ErrPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, controller.ErrNoHealthyReplica):
+	case errors.Is(err, volumeengine.ErrNoHealthyReplica):
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())

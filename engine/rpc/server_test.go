@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
 // A handler that panics for one volume answers codes.Internal, and the
@@ -21,7 +21,7 @@ import (
 func TestHandlerPanicIsInternal(t *testing.T) {
 	srv := NewServer()
 	// A nil engine: every handler of this volume panics.
-	srv.engines["broken"] = (*controller.Engine)(nil)
+	srv.engines["broken"] = (*volumeengine.Engine)(nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

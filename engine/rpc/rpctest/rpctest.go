@@ -10,14 +10,14 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 
-	"github.com/cadence-storage/longhorn-manager/engine/controller"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
 // Engine returns the engine of volume over new replicas of size bytes in
 // the test's temporary folder, one per name, closed when the test ends.
-func Engine(t testing.TB, volume string, size int64, clk clock.Clock, replicaNames ...string) *controller.Engine {
+func Engine(t testing.TB, volume string, size int64, clk clock.Clock, replicaNames ...string) *volumeengine.Engine {
 	t.Helper()
 	replicas := map[string]*replica.Replica{}
 	for _, name := range replicaNames {
@@ -29,7 +29,7 @@ func Engine(t testing.TB, volume string, size int64, clk clock.Clock, replicaNam
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	e, err := controller.New(volume, replicas, clk, logrus.NewEntry(log))
+	e, err := volumeengine.New(volume, replicas, clk, logrus.NewEntry(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func Engine(t testing.TB, volume string, size int64, clk clock.Clock, replicaNam
 
 // Serve runs the engine service for e on a free 127.0.0.1 port until the
 // test ends and returns its address.
-func Serve(t testing.TB, e *controller.Engine) string {
+func Serve(t testing.TB, e *volumeengine.Engine) string {
 	t.Helper()
 	srv := rpc.NewServer()
 	srv.Register(e)

@@ -1,7 +1,7 @@
-// Package controller is a volume's engine: it fans writes out to the
+// Package volumeengine is a volume's engine: it fans writes out to the
 // volume's replicas, reads from a healthy one, and takes, lists, deletes,
 // purges and reverts snapshots on all of them at once.
-package controller
+package volumeengine
 
 import (
 	"errors"
