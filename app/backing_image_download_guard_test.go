@@ -16,7 +16,7 @@ import (
 func TestBackingImageDownloadGuard(t *testing.T) {
 	e, disks, _, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) {
 		// This daemon's data sources get no allowance from the environment.
-		o.BackingImageServerEnv = append(o.BackingImageServerEnv, EnvDownloadAllowedRanges+"=")
+		o.hooks.backingImageServerEnv = append(o.hooks.backingImageServerEnv, EnvDownloadAllowedRanges+"=")
 	})
 	_, sum, url := serveImage(t, 1<<20)
 	byName := strings.Replace(url, "127.0.0.1", "localhost", 1)

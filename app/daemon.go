@@ -68,50 +68,53 @@ type DaemonOptions struct {
 	KubeAPIBurst int
 	// CronJob describes the pods of recurring-job CronJobs.
 	CronJob jobcontroller.CronJobConfig
-	// UpgradeAfterStep, when set, is called after each write of the
-	// upgrade migration; tests return an error from it to simulate a crash.
-	UpgradeAfterStep func(step string) error
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
-	// OnReady, when set, is called once with the API's address when the
-	// daemon is ready.
-	OnReady func(apiAddress string)
-	// RecurringJobBeforeVolume, when set, is called by the manager runner
-	// before each volume's work; tests use it to hold a run midway.
-	RecurringJobBeforeVolume func(ctx context.Context, job, volume string)
-	// BackingImageServerCommand runs the backing image servers as child
-	// processes: the binary and any leading arguments; the daemon's own
-	// executable when empty. BackingImageServerEnv is added to their
-	// environment. Tests point these at the test binary.
-	BackingImageServerCommand []string
-	BackingImageServerEnv     []string
 	// BackingImageServerRunner is where the backing image servers run
 	// (--backing-image-server-runner): "process", child processes of this
 	// binary (the default, for a control plane with no kubelet), or "pod",
 	// pods of CronJob.ManagerImage on this node with CronJob.ServiceAccount.
 	BackingImageServerRunner string
-	// BackingImagePodPorts, when set, are the ports of the data source and
-	// manager pods' servers. For tests only: their fake kubelet runs every
-	// pod's server on 127.0.0.1, so the ports must differ.
-	BackingImagePodPorts [2]int32
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
 	// by ones of it, reusing their files. On the local control plane the
 	// servers are child processes of this binary, so it labels the version
 	// that runs them. CronJob.ManagerImage when empty.
 	BackingImageManagerImage string
-	// BackingImageCleanupWaitUnit is the unit of the
-	// backing-image-cleanup-wait-interval setting, a minute when zero.
-	// For tests only: a cleanup test sets a second rather than wait
-	// minutes.
-	BackingImageCleanupWaitUnit time.Duration
-	// OnRecurringJobFired, when set, is told by the manager runner of every
-	// run it fires and how late; benchmarks use it.
-	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
 
 	// apiToken is the bearer token the manager runner sends to this
 	// daemon's API under --api-auth=kubernetes.
 	apiToken func() string
+	// hooks are what tests change; the command line cannot set them.
+	hooks testHooks
+}
+
+// testHooks let tests watch and steer a daemon. Production leaves them
+// zero.
+type testHooks struct {
+	// onReady, when set, is called once with the API's address when the
+	// daemon is ready.
+	onReady func(apiAddress string)
+	// recurringJobBeforeVolume, when set, is called by the manager runner
+	// before each volume's work, to hold a run midway.
+	recurringJobBeforeVolume func(ctx context.Context, job, volume string)
+	// backingImageServerCommand runs the backing image servers as child
+	// processes: the binary and any leading arguments; the daemon's own
+	// executable when empty. backingImageServerEnv is added to their
+	// environment. Tests point these at the test binary.
+	backingImageServerCommand []string
+	backingImageServerEnv     []string
+	// backingImagePodPorts, when set, are the ports of the data source and
+	// manager pods' servers: the tests' fake kubelet runs every pod's
+	// server on 127.0.0.1, so the ports must differ.
+	backingImagePodPorts [2]int32
+	// backingImageCleanupWaitUnit is the unit of the
+	// backing-image-cleanup-wait-interval setting, a minute when zero, so
+	// a cleanup test waits seconds rather than minutes.
+	backingImageCleanupWaitUnit time.Duration
+	// onRecurringJobFired, when set, is told by the manager runner of
+	// every run it fires and how late; benchmarks use it.
+	onRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
 }
 
 // recurringJobRunnerWorkers is the least number of manager-runner workers.
@@ -163,7 +166,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	// half-migrated objects.
 	if err := upgrade.Run(ctx, step.Clients{
 		Namespace: o.Namespace, Kube: kubeClient, Longhorn: lhClient,
-		Log: log.WithField("component", "upgrade"), AfterStep: o.UpgradeAfterStep,
+		Log: log.WithField("component", "upgrade"),
 	}, o.NodeName); err != nil {
 		return err
 	}
@@ -220,8 +223,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	served.ready.Store("")
 	log.Info("Manager ready")
-	if o.OnReady != nil {
-		o.OnReady(served.addr.String())
+	if o.hooks.onReady != nil {
+		o.hooks.onReady(served.addr.String())
 	}
 
 	var result error
@@ -318,7 +321,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 	run := func(ctx context.Context, job string, tick time.Time) error {
 		r := &recurringjob.Runner{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
-			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, Cache: ds, BeforeVolume: o.RecurringJobBeforeVolume,
+			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, Cache: ds, BeforeVolume: o.hooks.recurringJobBeforeVolume,
 		}
 		res, err := r.Run(ctx, job)
 		if err != nil {
@@ -327,7 +330,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		return res.Err()
 	}
 	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
-		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.OnRecurringJobFired}, run)
+		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.hooks.onRecurringJobFired}, run)
 }
 
 // Where the backing image servers run (--backing-image-server-runner).
@@ -354,9 +357,9 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
 			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
-			DataSourcePort: o.BackingImagePodPorts[0], ManagerPort: o.BackingImagePodPorts[1], Placement: placement}), nil
+			DataSourcePort: o.hooks.backingImagePodPorts[0], ManagerPort: o.hooks.backingImagePodPorts[1], Placement: placement}), nil
 	}
-	command := o.BackingImageServerCommand
+	command := o.hooks.backingImageServerCommand
 	if len(command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -364,7 +367,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		command = []string{exe}
 	}
-	return runner.NewProcessRunner(log, command, o.BackingImageServerEnv), nil
+	return runner.NewProcessRunner(log, command, o.hooks.backingImageServerEnv), nil
 }
 
 // loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced

@@ -126,7 +126,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		recurringJob: jobcontroller.NewController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob),
 		backingImage: bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
 			NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
-			CleanupWaitUnit: o.BackingImageCleanupWaitUnit}),
+			CleanupWaitUnit: o.hooks.backingImageCleanupWaitUnit}),
 		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder),
 		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner),
 		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),

@@ -95,9 +95,9 @@ func launchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		NodeName:   node,
 		DataDir:    dataDir,
 		APIAddress: "127.0.0.1:0",
-		OnReady:    func(addr string) { ready <- addr },
 		CronJob:    testCronJobConfig,
 	}
+	o.hooks.onReady = func(addr string) { ready <- addr }
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -51,7 +51,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	)
 	startDaemon(b, cluster.Config, ns, "node-1", b.TempDir(), managerRunner, func(o *DaemonOptions) {
 		o.KubeAPIQPS, o.KubeAPIBurst, o.Workers = 2000, 4000, 4
-		o.OnRecurringJobFired = func(_ string, _ time.Time, late time.Duration) {
+		o.hooks.onRecurringJobFired = func(_ string, _ time.Time, late time.Duration) {
 			mu.Lock()
 			lateness = append(lateness, late)
 			mu.Unlock()
