@@ -96,7 +96,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 	if v.DeletionTimestamp != nil {
-		return kit.Result{}, c.cleanup(ctx, v)
+		return c.cleanup(ctx, v)
 	}
 	if !kit.HasFinalizer(v) {
 		// The volume's data is cleaned up (cleanup, above) before it goes.

@@ -16,47 +16,47 @@ import (
 // cleanup runs while the volume is being deleted: the engine stops, the
 // replicas' data on this node's disks goes, then the finalizer. The Engine
 // and Replica objects follow through their owner references.
-func (c *Controller) cleanup(ctx context.Context, v *longhorn.Volume) error {
+func (c *Controller) cleanup(ctx context.Context, v *longhorn.Volume) (kit.Result, error) {
 	if !kit.HasFinalizer(v) {
-		return nil
+		return kit.Result{}, nil
 	}
 	// The volume waits until its Snapshot objects are gone; the snapshot
 	// controller releases them at once, as their data goes with the volume.
 	snaps, err := c.ds.ListVolumeSnapshotsRO(v.Name)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	if len(snaps) > 0 {
 		for _, s := range snaps {
 			if s.DeletionTimestamp == nil {
 				if err := c.ds.DeleteSnapshot(ctx, s.Name); err != nil && !apierrors.IsNotFound(err) {
-					return err
+					return kit.Result{}, err
 				}
 			}
 		}
-		c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, time.Second)
-		return nil
+		// Their deletions bring no event here: look again shortly.
+		return kit.Result{RequeueAfter: time.Second}, nil
 	}
 	if err := c.instances.Stop(v.Name); err != nil {
 		c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 	}
 	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	for _, r := range replicas {
 		if r.Spec.NodeID != c.ownership.NodeID || r.Spec.DataDirectoryName == "" {
 			continue
 		}
 		if err := os.RemoveAll(replicaDir(r)); err != nil {
-			return fmt.Errorf("volume %s: remove the data of replica %s: %w", v.Name, r.Name, err)
+			return kit.Result{}, fmt.Errorf("volume %s: remove the data of replica %s: %w", v.Name, r.Name, err)
 		}
 	}
 	updated := v.DeepCopy()
 	kit.RemoveFinalizer(updated)
 	if _, err := c.ds.UpdateVolume(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return kit.Result{}, err
 	}
 	c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replicas": len(replicas)}).Info("Deleted the volume's data")
-	return nil
+	return kit.Result{}, nil
 }
