@@ -198,7 +198,7 @@ func (c *ImageController) sync(ctx context.Context, key string) (kit.Result, err
 	}
 	log := c.Logger.WithFields(logrus.Fields{"backingImage": name, "uuid": bi.Status.UUID})
 	if bi.DeletionTimestamp != nil {
-		return kit.Result{}, c.cleanup(ctx, log, bi)
+		return c.cleanup(ctx, log, bi)
 	}
 	if !kit.HasFinalizer(bi) {
 		bi = bi.DeepCopy()
@@ -247,10 +247,13 @@ func (c *ImageController) sync(ctx context.Context, key string) (kit.Result, err
 		}
 		log.Info("The first file is ready on a disk: marked the data source transferred")
 	}
-	redownloading, err := c.redownloadIfEveryCopyFailed(ctx, log, view, &status, now)
+	redownloading, redownloadAfter, err := c.redownloadIfEveryCopyFailed(ctx, log, view, &status, now)
 	if err != nil {
 		return kit.Result{}, err
 	}
+	// A new download waits for its least interval: the image comes back
+	// then, whatever else it waits for.
+	again := kit.Result{RequeueAfter: redownloadAfter}
 	if kit.StatusChanged(status, bi.Status) {
 		for disk, f := range status.DiskFileStatusMap {
 			if old := bi.Status.DiskFileStatusMap[disk]; old == nil || old.State != f.State {
@@ -260,13 +263,14 @@ func (c *ImageController) sync(ctx context.Context, key string) (kit.Result, err
 		bi = bi.DeepCopy()
 		bi.Status = status
 		if bi, err = c.ds.UpdateBackingImageStatus(ctx, bi); err != nil {
-			return kit.Result{}, err
+			return again, err
 		}
 	}
 	if redownloading {
 		return kit.Result{}, nil
 	}
-	return kit.Result{}, c.cleanupUnusedDisks(ctx, log, bi, used, now)
+	result, err := c.cleanupUnusedDisks(ctx, log, bi, used, now)
+	return kit.Soonest(result, again), err
 }
 
 // pickFirstDisk gives an image created with no disk the first disk of the
@@ -438,29 +442,29 @@ func (c *ImageController) removeFromManager(ctx context.Context, bim *longhorn.B
 // cleanup deletes the data source, takes the image out of every manager
 // and waits until no running manager lists its file; then the finalizer
 // goes.
-func (c *ImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) error {
+func (c *ImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) (kit.Result, error) {
 	if !kit.HasFinalizer(bi) {
-		return nil
+		return kit.Result{}, nil
 	}
 	if held, err := c.holdDeletion(ctx, log, bi); held || err != nil {
 		// A replica going enqueues the image again.
-		return err
+		return kit.Result{}, err
 	}
 	if _, err := c.ds.GetBackingImageDataSourceRO(bi.Name); err == nil {
 		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return kit.Result{}, err
 		}
 		log.Info("Deleted the data source of a deleted backing image")
 	}
 	bims, err := c.ds.ListBackingImageManagersRO()
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	waiting := 0
 	for _, bim := range bims {
 		if _, ok := bim.Spec.BackingImages[bi.Name]; ok {
 			if err := c.removeFromManager(ctx, bim, bi.Name); err != nil {
-				return err
+				return kit.Result{}, err
 			}
 			log.WithField("backingImageManager", bim.Name).Info("Removed a deleted backing image from a manager")
 		}
@@ -470,14 +474,14 @@ func (c *ImageController) cleanup(ctx context.Context, log *logrus.Entry, bi *lo
 		}
 	}
 	if waiting > 0 {
-		c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, backingImageCleanupRecheck)
-		return nil
+		// The managers' file deletions are polled, not watched.
+		return kit.Result{RequeueAfter: backingImageCleanupRecheck}, nil
 	}
 	bi = bi.DeepCopy()
 	kit.RemoveFinalizer(bi)
 	if _, err := c.ds.UpdateBackingImage(ctx, bi); err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	log.Info("Backing image cleaned up: its files and data source are gone")
-	return nil
+	return kit.Result{}, nil
 }

@@ -164,7 +164,7 @@ func (c *DataSourceController) sync(ctx context.Context, key string) (kit.Result
 			c.resetRestarts(name)
 		}
 		if retryFailed(bids, last) {
-			c.restartFailed(bids, last.Message)
+			again.RequeueAfter = c.restartFailed(bids, last.Message)
 			status.IP = ""
 			if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeDownload {
 				status.RunningParameters = nil
@@ -222,10 +222,10 @@ func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.B
 	}
 	if err != nil {
 		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
-		c.noteRestartFailure(name)
+		wait := c.noteRestartFailure(name)
 		status.CurrentState = longhorn.BackingImageStateFailed
 		status.Message = err.Error()
-		return "", &kit.Result{}, c.writeStatus(ctx, bids, status)
+		return "", &kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
 	}
 	addr, err := c.runner.Address(dataSourceServerKey(name))
 	if err != nil {
@@ -303,7 +303,7 @@ func (c *DataSourceController) restartWait(name string, serverErr error) time.Du
 }
 
 // noteRestartFailure counts a failure of the server and answers how long
-// until it may start again; the object is looked at again then.
+// until it may start again; the caller returns that as its RequeueAfter.
 func (c *DataSourceController) noteRestartFailure(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -314,9 +314,7 @@ func (c *DataSourceController) noteRestartFailure(name string) time.Duration {
 	}
 	b.failures++
 	b.next = c.clock.Now().Add(min(dataSourceRestartBackoff<<(b.failures-1), dataSourceRestartMax))
-	wait := b.next.Sub(c.clock.Now())
-	c.Queue.AddAfter(c.ds.Namespace()+"/"+name, wait)
-	return wait
+	return b.next.Sub(c.clock.Now())
 }
 
 func (c *DataSourceController) resetRestarts(name string) {
@@ -390,9 +388,10 @@ func (c *DataSourceController) stopServer(name, why string) {
 
 // restartFailed stops a download or export server whose file failed (its
 // temporary folder goes with it, so nothing half-written stays) and lets
-// the next sync start a new one after the backoff; an event says why. The
-// status keeps the failure and its reason until then.
-func (c *DataSourceController) restartFailed(bids *longhorn.BackingImageDataSource, reason string) {
+// the next sync start a new one after the backoff, which it answers (the
+// caller returns it as its RequeueAfter); an event says why. The status
+// keeps the failure and its reason until then.
+func (c *DataSourceController) restartFailed(bids *longhorn.BackingImageDataSource, reason string) time.Duration {
 	name := bids.Name
 	c.stopMonitor(name)
 	c.runner.Stop(dataSourceServerKey(name))
@@ -406,4 +405,5 @@ func (c *DataSourceController) restartFailed(bids *longhorn.BackingImageDataSour
 	if c.recorder != nil {
 		c.recorder.Event(bids, corev1.EventTypeWarning, "DataSourceFailed", msg)
 	}
+	return wait
 }

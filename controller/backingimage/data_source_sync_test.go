@@ -104,8 +104,8 @@ func TestDataSourceControllerSync(t *testing.T) {
 		{name: "the server's pod is on its way: starting, looked at again soon",
 			bids: syncDataSource(), servers: &fakeServers{startErr: fmt.Errorf("%w: pod pulling", runner.ErrServerPending)},
 			started: true, state: string(longhorn.BackingImageStateStarting), requeue: serverPendingRecheck},
-		{name: "the server cannot start: failed, with why", bids: syncDataSource(), servers: &fakeServers{startErr: errors.New("no such image")},
-			started: true, state: string(longhorn.BackingImageStateFailed), messages: []string{"no such image"}},
+		{name: "the server cannot start: failed, with why, tried again after a backoff", bids: syncDataSource(), servers: &fakeServers{startErr: errors.New("no such image")},
+			started: true, state: string(longhorn.BackingImageStateFailed), requeue: dataSourceRestartBackoff, messages: []string{"no such image"}},
 		{name: "an upload's server died: failed for good, not restarted",
 			bids: syncDataSource(func(b *longhorn.BackingImageDataSource) {
 				b.Spec.SourceType = longhorn.BackingImageDataSourceTypeUpload
@@ -114,7 +114,7 @@ func TestDataSourceControllerSync(t *testing.T) {
 		{name: "a download's server died: failed, restarted after a backoff", bids: syncDataSource(), servers: &fakeServers{address: died},
 			state: string(longhorn.BackingImageStateFailed), requeue: dataSourceRestartBackoff, messages: []string{"disk full"}},
 		{name: "a spec without its disk: failed, naming the fields", bids: syncDataSource(func(b *longhorn.BackingImageDataSource) { b.Spec.DiskPath = "" }),
-			servers: &fakeServers{}, state: string(longhorn.BackingImageStateFailed), messages: []string{"spec.diskPath"}},
+			servers: &fakeServers{}, state: string(longhorn.BackingImageStateFailed), requeue: dataSourceRestartBackoff, messages: []string{"spec.diskPath"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lh := lhfake.NewSimpleClientset(tc.bids)

@@ -48,33 +48,34 @@ func (c *ImageController) cleanupWait() (time.Duration, error) {
 // replica has used for the wait interval (see disksToClean); their
 // managers then delete the files. It looks again when the next disk is
 // due.
-func (c *ImageController) cleanupUnusedDisks(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage, used map[string]bool, now time.Time) error {
+func (c *ImageController) cleanupUnusedDisks(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage, used map[string]bool, now time.Time) (kit.Result, error) {
 	wait, err := c.cleanupWait()
 	if err != nil {
-		return err
+		return kit.Result{}, err
 	}
 	remove, next := disksToClean(diskCleanupView{disks: bi.Spec.Disks, files: bi.Status.DiskFileStatusMap,
 		lastRefAt: bi.Status.DiskLastRefAtMap, used: used, minCopies: bi.Spec.MinNumberOfCopies, wait: wait, now: now})
+	var again kit.Result
 	if !next.IsZero() {
 		// Stamps have a resolution of a second: a little slack so the
 		// disk is due when the sync comes.
-		c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, next.Sub(now)+100*time.Millisecond)
+		again.RequeueAfter = next.Sub(now) + 100*time.Millisecond
 	}
 	if len(remove) == 0 {
-		return nil
+		return again, nil
 	}
 	bi = bi.DeepCopy()
 	for _, disk := range remove {
 		delete(bi.Spec.Disks, disk)
 	}
 	if _, err := c.ds.UpdateBackingImage(ctx, bi); err != nil {
-		return err
+		return again, err
 	}
 	msg := fmt.Sprintf("no replica used the file on disk(s) %s for the wait interval (%s): removed from spec.disks, the file is deleted",
 		strings.Join(remove, ", "), wait)
 	log.WithFields(logrus.Fields{"disks": remove, "wait": wait, "minNumberOfCopies": bi.Spec.MinNumberOfCopies}).Info("Cleaning up unused backing image files")
 	c.event(bi, corev1.EventTypeNormal, "CleanedUp", msg)
-	return nil
+	return again, nil
 }
 
 // holdDeletion keeps a deleted image whose file replicas use: nothing is

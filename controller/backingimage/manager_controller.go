@@ -221,8 +221,8 @@ func (c *ManagerController) sync(ctx context.Context, key string) (kit.Result, e
 		log.WithField("replacement", replacement.Name).Debug("Outdated backing image manager: waiting for its replacement to take the files over")
 		return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 	}
-	c.reconcileFiles(ctx, key, log, conn.client, bim, all, files)
-	return kit.Result{}, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
+	again := c.reconcileFiles(ctx, log, conn.client, bim, all, files)
+	return again, c.writeStatus(ctx, bim, runningStatus(status, conn.addr, files))
 }
 
 // retire deletes the manager when it is no longer needed: replaced by a
@@ -269,9 +269,11 @@ func (c *ManagerController) retire(ctx context.Context, bim *longhorn.BackingIma
 // reconcileFiles deletes from the disk the files no longer wanted (unless
 // a sibling manager of the disk wants them or replicas use them) and
 // prepares the wanted ones that are missing or failed; files is updated
-// with what the server now reports.
-func (c *ManagerController) reconcileFiles(ctx context.Context, key string, log *logrus.Entry, client *bimanager.Client,
-	bim *longhorn.BackingImageManager, all []*longhorn.BackingImageManager, files map[string]*bimanager.FileInfo) {
+// with what the server now reports. A failed file asked for again too
+// recently is left, and the result says when it may be.
+func (c *ManagerController) reconcileFiles(ctx context.Context, log *logrus.Entry, client *bimanager.Client,
+	bim *longhorn.BackingImageManager, all []*longhorn.BackingImageManager, files map[string]*bimanager.FileInfo) kit.Result {
+	var again kit.Result
 	for fname, f := range files {
 		if bim.Spec.BackingImages[fname] == f.UUID {
 			continue
@@ -295,13 +297,17 @@ func (c *ManagerController) reconcileFiles(ctx context.Context, key string, log 
 		if f != nil && f.UUID == uuid && f.State != longhorn.BackingImageStateUnknown && f.State != longhorn.BackingImageStateFailed {
 			continue
 		}
-		if f != nil && f.UUID == uuid && f.State == longhorn.BackingImageStateFailed && !c.mayRetry(key, bim.Name, biName, uuid) {
-			continue
+		if f != nil && f.UUID == uuid && f.State == longhorn.BackingImageStateFailed {
+			if ok, wait := c.mayRetry(bim.Name, biName, uuid); !ok {
+				again = kit.Soonest(again, kit.Result{RequeueAfter: wait})
+				continue
+			}
 		}
 		if info := c.prepareFile(ctx, log, client, bim, biName, uuid, f); info != nil {
 			files[biName] = info
 		}
 	}
+	return again
 }
 
 // runningStatus is the status of a running manager with its files.
@@ -316,18 +322,17 @@ func runningStatus(status *longhorn.BackingImageManagerStatus, address string, f
 	return status
 }
 
-// mayRetry reports whether a failed file may be asked for again now; when
-// not, the manager is looked at again once it may.
-func (c *ManagerController) mayRetry(key, bimName, name, uuid string) bool {
+// mayRetry reports whether a failed file may be asked for again now, and
+// when not, how long until it may.
+func (c *ManagerController) mayRetry(bimName, name, uuid string) (bool, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := bimName + "/" + name + "/" + uuid
 	if wait := time.Until(c.retried[k].Add(failedFileRetryDelay)); wait > 0 {
-		c.Queue.AddAfter(key, wait)
-		return false
+		return false, wait
 	}
 	c.retried[k] = time.Now()
-	return true
+	return true, 0
 }
 
 // usersOnDisk names the replicas on the disk that use the image's file of

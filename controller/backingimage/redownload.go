@@ -63,9 +63,10 @@ func everyCopyFailed(v backingImageView, files map[string]*longhorn.BackingImage
 // its file as they took the first. An uploaded file cannot be fetched
 // again without the user, nor an export whose snapshot is gone: the
 // Redownload condition says so. It answers true when it deleted the data
-// source. status is updated in place.
+// source, and how long a new fetch must wait (the least interval between
+// two) when it must. status is updated in place.
 func (c *ImageController) redownloadIfEveryCopyFailed(ctx context.Context, log *logrus.Entry, v backingImageView,
-	status *longhorn.BackingImageStatus, now time.Time) (bool, error) {
+	status *longhorn.BackingImageStatus, now time.Time) (redownloading bool, after time.Duration, err error) {
 	bi := v.image
 	failed, why := everyCopyFailed(v, status.DiskFileStatusMap)
 	old := kit.GetCondition(status.Conditions, ConditionTypeRedownload)
@@ -75,7 +76,7 @@ func (c *ImageController) redownloadIfEveryCopyFailed(ctx context.Context, log *
 				"a copy is ready again after the file was fetched again", now)
 			log.Info("A backing image file is ready again after a new download")
 		}
-		return false, nil
+		return false, 0, nil
 	}
 	var reason, msg, again string
 	switch bi.Spec.SourceType {
@@ -99,22 +100,21 @@ func (c *ImageController) redownloadIfEveryCopyFailed(ctx context.Context, log *
 	}
 	if again != "" {
 		if wait := v.dataSource.CreationTimestamp.Add(redownloadMinInterval).Sub(now); wait > 0 {
-			c.Queue.AddAfter(c.ds.Namespace()+"/"+bi.Name, wait)
-			return false, nil
+			return false, wait, nil
 		}
 		if err := c.ds.DeleteBackingImageDataSource(ctx, bi.Name); err != nil && !apierrors.IsNotFound(err) {
-			return false, err
+			return false, 0, err
 		}
 		msg = fmt.Sprintf("every copy of the file failed (%s): %s", why, again)
 		status.Conditions = kit.SetCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusTrue, "EveryCopyFailed", msg, now)
 		log.WithField("reason", why).Warn("Every copy of the backing image file failed: fetching it again")
 		c.event(bi, corev1.EventTypeWarning, "Redownload", msg)
-		return true, nil
+		return true, 0, nil
 	}
 	if old.Status != longhorn.ConditionStatusFalse || old.Reason != reason {
 		log.WithField("reason", why).Warn("Every copy of the backing image file failed, and its source cannot be fetched again")
 		c.event(bi, corev1.EventTypeWarning, reason, msg)
 	}
 	status.Conditions = kit.SetCondition(status.Conditions, ConditionTypeRedownload, longhorn.ConditionStatusFalse, reason, msg, now)
-	return false, nil
+	return false, 0, nil
 }

@@ -125,7 +125,7 @@ func TestSourcesThatCannotBeFetchedAgainSaySo(t *testing.T) {
 			status.DiskFileStatusMap = map[string]*longhorn.BackingImageDiskFileStatus{"d1": {State: longhorn.BackingImageStateFailed, Message: "corrupt"}}
 			c2 := &ImageController{ds: ds, clock: clocktesting.NewFakeClock(time.Now())}
 			c2.Base = kit.NewBase("test", logrus.NewEntry(logrus.New()), nil, nil)
-			again, err := c2.redownloadIfEveryCopyFailed(context.Background(), logrus.NewEntry(logrus.New()), v, status, time.Now().Add(time.Hour))
+			again, _, err := c2.redownloadIfEveryCopyFailed(context.Background(), logrus.NewEntry(logrus.New()), v, status, time.Now().Add(time.Hour))
 			if err != nil || again != c.wantAgain {
 				t.Fatalf("fetched again %v (want %v), err %v", again, c.wantAgain, err)
 			}

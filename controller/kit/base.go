@@ -27,6 +27,18 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
+// Soonest is the Result that brings the key back first; a zero
+// RequeueAfter means "not at all" and loses to any other.
+func Soonest(results ...Result) Result {
+	var out Result
+	for _, r := range results {
+		if r.RequeueAfter > 0 && (out.RequeueAfter == 0 || r.RequeueAfter < out.RequeueAfter) {
+			out = r
+		}
+	}
+	return out
+}
+
 // SyncFunc reconciles the object behind one queue key.
 type SyncFunc func(ctx context.Context, key string) (Result, error)
 

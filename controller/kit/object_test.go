@@ -29,3 +29,19 @@ func TestFinalizerHelpersChangeOnlyWhatIsMissingOrThere(t *testing.T) {
 		t.Errorf("after AddFinalizer: %v", obj.Finalizers)
 	}
 }
+
+func TestSoonestPicksTheFirstLookAgain(t *testing.T) {
+	for _, c := range []struct {
+		in   []Result
+		want Result
+	}{
+		{nil, Result{}},
+		{[]Result{{}, {}}, Result{}},
+		{[]Result{{}, {RequeueAfter: 5}}, Result{RequeueAfter: 5}},
+		{[]Result{{RequeueAfter: 7}, {}, {RequeueAfter: 3}}, Result{RequeueAfter: 3}},
+	} {
+		if got := Soonest(c.in...); got != c.want {
+			t.Errorf("Soonest(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
