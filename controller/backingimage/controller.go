@@ -354,7 +354,7 @@ func (c *ImageController) syncDataSource(ctx context.Context, log *logrus.Entry,
 // it out of managers of disks it no longer names. It answers, by disk
 // UUID, the manager whose file the image's status shows: the default
 // one, or while it is not ready yet one of an older image that still
-// keeps the file (see backing_image_manager_replace.go).
+// keeps the file (see manager_replace.go).
 func (c *ImageController) syncManagers(ctx context.Context, log *logrus.Entry, bi *longhorn.BackingImage) (map[string]*longhorn.BackingImageManager, error) {
 	bims, err := c.ds.ListBackingImageManagersRO()
 	if err != nil {

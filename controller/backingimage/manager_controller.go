@@ -36,7 +36,7 @@ type ManagerController struct {
 	nodeID string
 	runner runner.ServerRunner
 	// defaultImage is the image managers run from; a manager of another
-	// image is replaced (see backing_image_manager_replace.go).
+	// image is replaced (see manager_replace.go).
 	defaultImage string
 
 	clients followers[*managerConnection]
