@@ -184,7 +184,7 @@ func TestAPIRecurringJobs(t *testing.T) {
 		fragments  []string
 	}{
 		{"malformed JSON", `{"name":`, 400, []string{"malformed JSON"}},
-		{"unknown field", `{"name":"x1","task":"snapshot","cron":"@daily","retain":1,"color":"red"}`, 400, []string{"color", "unknown field"}},
+		{"wrong type of a list", `{"name":"x1","task":"snapshot","cron":"@daily","retain":1,"groups":"gold"}`, 400, []string{"groups", "a list"}},
 		{"wrong type", `{"name":"x1","task":"snapshot","cron":"@daily","retain":"three"}`, 400, []string{"retain", "whole number"}},
 		{"missing retain", `{"name":"x1","task":"snapshot","cron":"@daily"}`, 400, []string{"retain", "required"}},
 		{"invalid cron", `{"name":"x1","task":"snapshot","cron":"every day","retain":1}`, 400, []string{"spec.cron"}},
@@ -201,6 +201,13 @@ func TestAPIRecurringJobs(t *testing.T) {
 			e.call(t, "POST", "/v1/recurringjobs", c.body).expect(t, c.status, c.fragments...)
 		})
 	}
+	// Fields the project has no concept of are ignored, as Longhorn's API
+	// ignores them: its UI's form sends forceCreate and parameters.
+	lenient := e.call(t, "POST", "/v1/recurringjobs", `{"name":"x-lenient","task":"snapshot","cron":"@daily","retain":1,"forceCreate":true,"parameters":{"full-backup-interval":"0"},"color":["red"]}`).expect(t, 200)
+	if lenient.body["color"] != nil || lenient.body["forceCreate"] != nil {
+		t.Errorf("ignored fields came back: %s", lenient.raw)
+	}
+	e.call(t, "DELETE", "/v1/recurringjobs/x-lenient", "").expect(t, 204)
 	huge := `{"name":"big","task":"snapshot","cron":"@daily","retain":1,"labels":{"a":"` + strings.Repeat("x", 2<<20) + `"}}`
 	e.call(t, "POST", "/v1/recurringjobs", huge).expect(t, 413, "larger than")
 	e.call(t, "POST", "/v1/recurringjobs", `name=x`, "Content-Type", "application/x-www-form-urlencoded").expect(t, 415, "application/json")
