@@ -72,18 +72,25 @@ func toBackup(b *longhorn.Backup) Backup {
 }
 
 func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.ds.ListBackupVolumesRO()
+	c, err := s.backupVolumeCollection(baseURL(r))
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *Server) backupVolumeCollection(base string) (Collection, error) {
+	list, err := s.ds.ListBackupVolumesRO()
+	if err != nil {
+		return Collection{}, err
+	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	base := baseURL(r)
 	data := make([]BackupVolume, 0, len(list))
 	for _, bv := range list {
 		data = append(data, toBackupVolume(base, bv))
 	}
-	writeJSON(w, http.StatusOK, collection(base, "backupVolume", "backupvolumes", data))
-	return nil
+	return collection(base, "backupVolume", "backupvolumes", data), nil
 }
 
 func (s *Server) getBackupVolume(w http.ResponseWriter, r *http.Request) error {

@@ -92,6 +92,12 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if replicas < 1 || replicas > 20 {
 		return badRequest("numberOfReplicas: must be between 1 and 20, got %d", in.NumberOfReplicas)
 	}
+	if in.DataEngine != "" && in.DataEngine != string(longhorn.DataEngineTypeV1) {
+		return badRequest("dataEngine: only v1 exists here, got %q", in.DataEngine)
+	}
+	if in.AccessMode != "" && in.AccessMode != string(longhorn.AccessModeReadWriteOnce) {
+		return badRequest("accessMode: only rwo exists here (volumes are not shared), got %q", in.AccessMode)
+	}
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
 	}
@@ -153,12 +159,14 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.detachVolume(w, r, name)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
+	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":
+		return s.snapshotCRAction(w, r, name, action)
 	case "snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert":
 		return s.snapshotAction(w, r, name, action)
 	case "":
-		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(append(volumeActions, snapshotActions...), ", ")}
+		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(allVolumeActions(), ", ")}
 	default:
-		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(append(volumeActions, snapshotActions...), ", "))
+		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(allVolumeActions(), ", "))
 	}
 	if err != nil {
 		return err
@@ -173,4 +181,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, collection(base, "volumeRecurringJob", "volumes/"+name, data))
 	return nil
+}
+
+func allVolumeActions() []string {
+	return append(append(append([]string{}, volumeActions...), snapshotActions...), snapshotCRActions...)
 }

@@ -47,6 +47,10 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// AllowedOrigins are browser origins whose pages may open the API's
+	// websocket streams besides the manager's own address (see the api
+	// package's checkOrigin).
+	AllowedOrigins []string
 	// EngineAddress is where this node's engine service listens, host:port;
 	// the host also serves the volumes' NBD frontends.
 	EngineAddress string
@@ -200,6 +204,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := controller.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 
 	listener, err := net.Listen("tcp", o.APIAddress)
 	if err != nil {
