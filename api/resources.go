@@ -240,6 +240,8 @@ type SettingDefinition struct {
 	Default     string `json:"default"`
 	Min         *int   `json:"min,omitempty"`
 	Max         *int   `json:"max,omitempty"`
+	// ReadOnly settings cannot be changed (Longhorn's readOnly).
+	ReadOnly bool `json:"readOnly"`
 }
 
 // SettingInput is the body of a setting update.

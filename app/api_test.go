@@ -284,9 +284,12 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	settings := e.call(t, "GET", "/v1/settings", "").expect(t, 200)
-	if len(settings.body["data"].([]interface{})) != len(types.SettingNames()) {
+	// The project's settings, and Longhorn's data engine switches, read-only.
+	if len(settings.body["data"].([]interface{})) != len(types.SettingNames())+2 {
 		t.Errorf("settings %s", settings.raw)
 	}
+	e.call(t, "GET", "/v1/settings/v1-data-engine", "").expect(t, 200, `"value":"true"`, `"readOnly":true`)
+	e.call(t, "PUT", "/v1/settings/v2-data-engine", `{"value":"true"}`).expect(t, 400, "read-only")
 	e.call(t, "GET", "/v1/settings/recurring-job-max-retention", "").expect(t, 200, `"value":"100"`, `"max":250`)
 	e.call(t, "PUT", "/v1/settings/recurring-job-max-retention", `{"value":"20"}`).expect(t, 200, `"value":"20"`)
 	e.call(t, "PUT", "/v1/settings/recurring-job-max-retention", `{"value":"0"}`).expect(t, 400, "value", "between 1 and 250")
@@ -297,6 +300,12 @@ func TestAPISettingsAndNodes(t *testing.T) {
 		t.Errorf("nodes %v", got)
 	}
 	node := e.call(t, "GET", "/v1/nodes/node-1", "").expect(t, 200)
+	// Conditions are keyed by type, as in Longhorn's API.
+	eventually(t, 10*time.Second, "node-1 Ready", func() (bool, error) {
+		node = e.call(t, "GET", "/v1/nodes/node-1", "").expect(t, 200)
+		ready, _ := node.body["conditions"].(map[string]interface{})["Ready"].(map[string]interface{})
+		return ready != nil && ready["status"] == "True", nil
+	})
 	disks := node.body["disks"].(map[string]interface{})
 	if len(disks) != 1 {
 		t.Fatalf("disks %v", disks)
@@ -304,6 +313,9 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	for _, d := range disks {
 		if d.(map[string]interface{})["storageMaximum"].(float64) <= 0 {
 			t.Errorf("disk %v", d)
+		}
+		if _, ok := d.(map[string]interface{})["conditions"].(map[string]interface{}); !ok {
+			t.Errorf("disk conditions are not a map: %v", d)
 		}
 	}
 	e.call(t, "GET", "/v1/nodes/node-9", "").expect(t, 404)
