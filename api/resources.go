@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -113,6 +114,7 @@ type longhornVolumeFields struct {
 	ReplicaDiskSoftAntiAffinity string                     `json:"replicaDiskSoftAntiAffinity"`
 	FreezeFilesystemForSnapshot string                     `json:"freezeFilesystemForSnapshot"`
 	BackupCompressionMethod     string                     `json:"backupCompressionMethod"`
+	BackupBlockSize             string                     `json:"backupBlockSize"`
 	SnapshotMaxCount            int                        `json:"snapshotMaxCount"`
 	SnapshotMaxSize             string                     `json:"snapshotMaxSize"`
 	DiskSelector                []string                   `json:"diskSelector"`
@@ -379,7 +381,8 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
 			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
-			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
+			BackupBlockSize: strconv.Itoa(backupstore.BlockSize),
+			DiskSelector:    nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
 			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []interface{}{}},
 			CloneStatus:      v.Status.CloneStatus,
 			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},

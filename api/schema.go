@@ -105,7 +105,7 @@ func schemas() []Schema {
 				"lastBackup": {Type: "string"}, "lastBackupAt": {Type: "string"}, "shareEndpoint": {Type: "string"}, "shareState": {Type: "string"},
 				"snapshotDataIntegrity": {Type: "string"}, "unmapMarkSnapChainRemoved": {Type: "string"}, "replicaAutoBalance": {Type: "string"},
 				"replicaSoftAntiAffinity": {Type: "string"}, "replicaZoneSoftAntiAffinity": {Type: "string"}, "replicaDiskSoftAntiAffinity": {Type: "string"},
-				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"},
+				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"}, "backupBlockSize": {Type: "string"},
 				"snapshotMaxCount": {Type: "int"}, "snapshotMaxSize": {Type: "string"},
 				"diskSelector": {Type: "array[string]"}, "nodeSelector": {Type: "array[string]"},
 				"kubernetesStatus": {Type: "kubernetesStatus"}, "cloneStatus": {Type: "cloneStatus"},
