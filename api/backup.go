@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"sort"
+	"strconv"
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,12 @@ type BackupVolume struct {
 	LastBackupAt   string `json:"lastBackupAt"`
 	// Messages say why the target cannot be read, when it cannot.
 	Messages map[string]string `json:"messages,omitempty"`
+	// Longhorn's fields its UI reads; the one target is "default".
+	Labels           map[string]string `json:"labels"`
+	DataStored       string            `json:"dataStored"`
+	BackingImageName string            `json:"backingImageName"`
+	BackupTargetName string            `json:"backupTargetName"`
+	VolumeName       string            `json:"volumeName"`
 }
 
 // Backup is the API view of one backup.
@@ -43,6 +50,14 @@ type Backup struct {
 	// from; a restore needs a volume on the same image.
 	VolumeBackingImageName string `json:"volumeBackingImageName,omitempty"`
 	Error                  string `json:"error,omitempty"`
+	// Longhorn's fields its UI reads.
+	Messages          map[string]string `json:"messages"`
+	VolumeSize        string            `json:"volumeSize"`
+	VolumeCreated     string            `json:"volumeCreated"`
+	BackupMode        string            `json:"backupMode"`
+	CompressionMethod string            `json:"compressionMethod"`
+	BackupTargetName  string            `json:"backupTargetName"`
+	BlockSize         string            `json:"blockSize"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -58,7 +73,9 @@ func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 		r.Actions[a] = r.Links["self"] + "?action=" + a
 	}
 	return BackupVolume{Resource: r, Name: bv.Name, Size: bv.Status.Size, Created: bv.Status.CreatedAt,
-		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages}
+		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages,
+		Labels: nonNilMap(bv.Status.Labels), DataStored: bv.Status.DataStored, BackingImageName: bv.Status.BackingImageName,
+		BackupTargetName: defaultBackupTargetName, VolumeName: bv.Name}
 }
 
 func toBackup(b *longhorn.Backup) Backup {
@@ -68,6 +85,8 @@ func toBackup(b *longhorn.Backup) Backup {
 		SnapshotName: b.Status.SnapshotName, SnapshotCreated: b.Status.SnapshotCreatedAt, Created: b.Status.BackupCreatedAt,
 		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
 		VolumeBackingImageName: b.Status.VolumeBackingImageName,
+		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
+		BackupMode: "incremental", BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
 	}
 }
 
@@ -201,4 +220,11 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"type": "backupInput", "id": backup, "name": backup, "snapshotName": in.Name, "volumeName": name})
 	return nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

@@ -115,6 +115,7 @@ type longhornVolumeFields struct {
 	FreezeFilesystemForSnapshot string                     `json:"freezeFilesystemForSnapshot"`
 	BackupCompressionMethod     string                     `json:"backupCompressionMethod"`
 	BackupBlockSize             string                     `json:"backupBlockSize"`
+	BackupTargetName            string                     `json:"backupTargetName"`
 	SnapshotMaxCount            int                        `json:"snapshotMaxCount"`
 	SnapshotMaxSize             string                     `json:"snapshotMaxSize"`
 	DiskSelector                []string                   `json:"diskSelector"`
@@ -381,8 +382,8 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
 			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
-			BackupBlockSize: strconv.Itoa(backupstore.BlockSize),
-			DiskSelector:    nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
+			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
+			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
 			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []interface{}{}},
 			CloneStatus:      v.Status.CloneStatus,
 			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},

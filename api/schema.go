@@ -105,7 +105,7 @@ func schemas() []Schema {
 				"lastBackup": {Type: "string"}, "lastBackupAt": {Type: "string"}, "shareEndpoint": {Type: "string"}, "shareState": {Type: "string"},
 				"snapshotDataIntegrity": {Type: "string"}, "unmapMarkSnapChainRemoved": {Type: "string"}, "replicaAutoBalance": {Type: "string"},
 				"replicaSoftAntiAffinity": {Type: "string"}, "replicaZoneSoftAntiAffinity": {Type: "string"}, "replicaDiskSoftAntiAffinity": {Type: "string"},
-				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"}, "backupBlockSize": {Type: "string"},
+				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"}, "backupBlockSize": {Type: "string"}, "backupTargetName": {Type: "string"},
 				"snapshotMaxCount": {Type: "int"}, "snapshotMaxSize": {Type: "string"},
 				"diskSelector": {Type: "array[string]"}, "nodeSelector": {Type: "array[string]"},
 				"kubernetesStatus": {Type: "kubernetesStatus"}, "cloneStatus": {Type: "cloneStatus"},
@@ -303,7 +303,8 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
 				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
-				"messages": {Type: "map[string]"},
+				"messages": {Type: "map[string]"}, "labels": {Type: "map[string]"}, "dataStored": {Type: "string"},
+				"backingImageName": {Type: "string"}, "backupTargetName": {Type: "string"}, "volumeName": {Type: "string"},
 			},
 			ResourceActions: map[string]Action{
 				"backupList":   {Output: "collection[backup]"},
@@ -322,6 +323,8 @@ func schemas() []Schema {
 				"progress": {Type: "int"}, "url": {Type: "string"}, "snapshotName": {Type: "string"},
 				"snapshotCreated": {Type: "string"}, "created": {Type: "string"}, "size": {Type: "string"},
 				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "volumeBackingImageName": {Type: "string"}, "error": {Type: "string"},
+				"messages": {Type: "map[string]"}, "volumeSize": {Type: "string"}, "volumeCreated": {Type: "string"},
+				"backupMode": {Type: "string"}, "compressionMethod": {Type: "string"}, "backupTargetName": {Type: "string"},
 			},
 		},
 		{

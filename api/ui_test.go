@@ -67,7 +67,7 @@ func TestLinksFollowTheProxy(t *testing.T) {
 func TestUIEndpoints(t *testing.T) {
 	s := newTestServer(t,
 		&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace},
-			Spec:   longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1, NodeID: "node-1"},
+			Spec: longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1, NodeID: "node-1"},
 			Status: longhorn.VolumeStatus{State: longhorn.VolumeStateAttached, CurrentNodeID: "node-1", Robustness: longhorn.VolumeRobustnessHealthy,
 				Conditions: []longhorn.Condition{{Type: "Scheduled", Status: longhorn.ConditionStatusTrue}}}},
 		&longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: testNamespace},

@@ -81,6 +81,10 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
+	if in.Size == "" && in.FromBackup != "" {
+		// Longhorn's clients restore without a size: the backup's.
+		in.Size = s.backupVolumeSize(in.FromBackup)
+	}
 	size, err := parseSize(in.Size)
 	if err != nil {
 		return err
@@ -185,4 +189,29 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 
 func allVolumeActions() []string {
 	return append(append(append([]string{}, volumeActions...), snapshotActions...), snapshotCRActions...)
+}
+
+// backupVolumeSize is the size of the volume a backup URL was taken of,
+// from the Backup objects the backup target controller keeps; empty when
+// none has that URL.
+func (s *Server) backupVolumeSize(url string) string {
+	volumes, err := s.ds.ListBackupVolumesRO()
+	if err != nil {
+		return ""
+	}
+	for _, bv := range volumes {
+		backups, err := s.ds.ListBackupsRO(bv.Name)
+		if err != nil {
+			continue
+		}
+		for _, b := range backups {
+			if b.Status.URL == url {
+				if b.Status.VolumeSize != "" {
+					return b.Status.VolumeSize
+				}
+				return bv.Status.Size
+			}
+		}
+	}
+	return ""
 }
