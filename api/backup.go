@@ -213,6 +213,9 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err != nil {
 		return err
 	}
+	if err := s.waitSnapshotTaken(r.Context(), client, name, in.Name); err != nil {
+		return err
+	}
 	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target,
 		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency})
 	if err != nil {

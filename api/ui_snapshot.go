@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -10,6 +12,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -136,4 +139,33 @@ func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume
 	}
 	writeJSON(w, http.StatusOK, toSnapshotCR(snap))
 	return nil
+}
+
+// snapshotTakeWait bounds how long a backup waits for its snapshot to be
+// taken.
+const snapshotTakeWait = 30 * time.Second
+
+// waitSnapshotTaken waits while the snapshot a backup names is a Snapshot
+// object the snapshot controller has yet to take in the engine: Longhorn's
+// UI creates the object (snapshotCRCreate) and backs it up at once, and
+// Longhorn's backup waits for it. Any other case goes on at once, and the
+// backup reports what the engine says.
+func (s *Server) waitSnapshotTaken(ctx context.Context, client engineapi.EngineClient, volume, name string) error {
+	deadline := time.Now().Add(snapshotTakeWait)
+	for {
+		_, err := client.SnapshotGet(ctx, name)
+		if err == nil || !errors.Is(err, engineapi.ErrNotFound) {
+			return nil
+		}
+		snap, err := s.ds.LonghornClient().LonghornV1beta2().Snapshots(s.ds.Namespace()).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || snap.Spec.Volume != volume || !snap.Spec.CreateSnapshot || snap.Status.Error != "" ||
+			snap.DeletionTimestamp != nil || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

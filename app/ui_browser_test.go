@@ -169,7 +169,19 @@ func (b *uiBrowser) page(route, text string) {
 	b.waitText("page "+route, text)
 }
 
-func jsString(s string) string {
+// load opens a page of the UI afresh, reloading it, as a user coming to it
+// does, and waits until it shows text: a page reads some things once, as
+// it opens (the volume page its snapshot tree).
+func (b *uiBrowser) load(route, text string) {
+	b.t.Helper()
+	if err := b.eval(`window.location.hash = "#/`+route+`"; setTimeout(() => window.location.reload(), 0); true`, new(bool)); err != nil {
+		b.t.Fatalf("open %s: %v", route, err)
+	}
+	time.Sleep(time.Second)
+	b.waitText("page "+route, text)
+}
+
+func jsString(s interface{}) string {
 	out, _ := json.Marshal(s)
 	return string(out)
 }
@@ -196,7 +208,7 @@ func (b *uiBrowser) button(scope, text string) {
 // modalOK presses the OK (or Yes) button of the open dialog.
 func (b *uiBrowser) modalOK() {
 	b.t.Helper()
-	b.clickJS("the dialog's OK", `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["OK", "Yes", "Confirm"].includes(e.innerText.trim()) && e.offsetParent !== null)`)
+	b.clickJS("the dialog's OK", `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`)
 }
 
 // noDialog waits until every dialog has closed, the sign a form saved.
@@ -226,10 +238,42 @@ func (b *uiBrowser) rowMenu(rowText, item string) {
 	b.clickJS(item+" of "+rowText, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden) .ant-dropdown-menu-item")].find(e => e.innerText.trim() === `+jsString(item)+`)`)
 }
 
-// selectRow ticks the checkbox of the table row that holds rowText.
+// treeMenu picks an item of the menu of the snapshot of the volume's
+// snapshot tree whose shown name holds name.
+func (b *uiBrowser) treeMenu(name, item string) {
+	b.t.Helper()
+	b.clickJS("the menu of snapshot "+name, `(() => { const t = [...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].find(e => e.innerText.includes(`+jsString(name)+`)); if (t) { t.dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseenter", {bubbles: true})) } return t })()`)
+	b.clickJS(item+" of snapshot "+name, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden) .ant-dropdown-menu-item")].find(e => e.innerText.trim() === `+jsString(item)+` && !e.className.includes("disabled"))`)
+}
+
+// maybeModalOK presses OK if a dialog opens within a few seconds.
+func (b *uiBrowser) maybeModalOK() {
+	b.t.Helper()
+	find := `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`
+	for i := 0; i < 15; i++ {
+		var clicked bool
+		if err := b.eval(`(() => { const el = `+find+`; if (!el) return false; el.click(); return true })()`, &clicked); err == nil && clicked {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// selectRow ticks the checkbox of the table row that holds rowText. The
+// UI keeps the row as it was when ticked, to decide which buttons apply:
+// a row ticked already is unticked and ticked again.
 func (b *uiBrowser) selectRow(rowText string) {
 	b.t.Helper()
-	b.clickJS("the checkbox of "+rowText, `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(`+jsString(rowText)+`)); const c = r && r.querySelector("input[type=checkbox]"); return c && !c.checked ? c : null })()`)
+	row := `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(` + jsString(rowText) + `)); return r && r.querySelector("input[type=checkbox]") })()`
+	b.until("the checkbox of "+rowText, `(() => { const c = `+row+`; if (c && c.checked) c.click(); return !!c && !c.checked })()`, 30*time.Second)
+	b.clickJS("the checkbox of "+rowText, row)
+}
+
+// rowShows waits until the table row that holds rowText also holds each
+// of the texts.
+func (b *uiBrowser) rowShows(rowText string, texts ...string) {
+	b.t.Helper()
+	b.until("the row of "+rowText+" shows "+strings.Join(texts, ", "), `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(`+jsString(rowText)+`)); return !!r && `+jsString(texts)+`.every(t => r.innerText.includes(t)) })()`, 30*time.Second)
 }
 
 // streamsHealthy checks that no websocket indicator of the footer shows
@@ -305,6 +349,7 @@ func TestLonghornUI(t *testing.T) {
 
 	t.Run("volume attach", func(t *testing.T) {
 		b.t = t
+		b.rowShows("ui-vol", "Detached")
 		b.selectRow("ui-vol")
 		b.button("", "Attach")
 		b.choose(".ant-modal #host", "node-1")
@@ -319,13 +364,13 @@ func TestLonghornUI(t *testing.T) {
 		b.checkConsole("volume attach")
 	})
 
+	var snapName string
 	t.Run("volume snapshot", func(t *testing.T) {
 		b.t = t
-		b.page("volume/ui-vol", "Take Snapshot")
+		b.load("volume/ui-vol", "Take Snapshot")
 		b.waitText("the volume's page", "Healthy")
 		b.until("the volume's replica, running on node-1", `document.body.innerText.includes("Replicas") && /Healthy\s*node-1\s*Node[\s\S]*Running/.test(document.body.innerText)`, 30*time.Second)
 		b.button("", "Take Snapshot")
-		var snapName string
 		eventually(t, 30*time.Second, "a Snapshot object of ui-vol, taken", func() (bool, error) {
 			list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -344,9 +389,154 @@ func TestLonghornUI(t *testing.T) {
 		b.checkConsole("volume snapshot")
 	})
 
+	backupDir := t.TempDir()
+	t.Run("volume backup and restore", func(t *testing.T) {
+		b.t = t
+		target := "file://" + backupDir
+		b.page("setting", "Save")
+		b.typeText("#backup-target", target)
+		b.button("", "Save")
+		eventually(t, 15*time.Second, "backup-target saved", func() (bool, error) {
+			return e.call(t, "GET", "/v1/settings/backup-target", "").expect(t, 200).body["value"] == target, nil
+		})
+		b.load("volume/ui-vol", "Create Backup")
+		b.button("", "Create Backup")
+		b.modalOK()
+		b.noDialog("create backup")
+		var backup, backupURL string
+		eventually(t, 60*time.Second, "a completed backup of ui-vol", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/backupvolumes/ui-vol?action=backupList", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for _, item := range r.body["data"].([]interface{}) {
+				if bk := item.(map[string]interface{}); bk["state"] == "Completed" {
+					backup, backupURL = bk["name"].(string), bk["url"].(string)
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.page("backup", "Sync All Backup Volumes")
+		b.rowShows("ui-vol", "1 Gi", "default")
+		b.shot("backup-volumes")
+		b.load("backup/ui-vol?field=name&keyword=ui-vol", backup)
+		b.rowShows(backup, "Completed")
+		b.shot("backups")
+
+		b.rowMenu(backup, "Restore")
+		b.typeText(".ant-modal #name", "ui-restored")
+		b.typeText(".ant-modal #numberOfReplicas", "1")
+		b.shot("restore-form")
+		b.modalOK()
+		b.noDialog("restore")
+		restored := e.waitVolumeFor(t, 30*time.Second, "ui-restored", "ui-restored created from the backup", func(v map[string]interface{}) bool { return true })
+		if restored["fromBackup"] != backupURL || restored["size"] != "1073741824" {
+			t.Errorf("restored %v, want from %s", restored, backupURL)
+		}
+
+		b.rowMenu(backup, "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "the backup deleted", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/backupvolumes/ui-vol?action=backupList", "")
+			return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
+		})
+		b.until("the backup no longer listed", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes(`+jsString(backup)+`))`, 30*time.Second)
+		b.shot("backup-deleted")
+		b.checkConsole("volume backup and restore")
+
+		// The restored volume goes, so the dashboard counts ui-vol alone.
+		eventually(t, 120*time.Second, "ui-restored deleted", func() (bool, error) {
+			r := e.call(t, "DELETE", "/v1/volumes/ui-restored", "")
+			return r.status == 404, nil
+		})
+	})
+
+	t.Run("snapshot revert and delete", func(t *testing.T) {
+		b.t = t
+		first := snapName
+		if first == "" {
+			t.Skip("no first snapshot")
+		}
+		b.load("volume/ui-vol", "Take Snapshot")
+		before := map[string]bool{}
+		list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list.Items {
+			before[s.Name] = true
+		}
+		b.button("", "Take Snapshot")
+		var second string
+		eventually(t, 30*time.Second, "a second Snapshot object of ui-vol, taken", func() (bool, error) {
+			list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, s := range list.Items {
+				if s.Spec.Volume == "ui-vol" && !before[s.Name] && s.Status.ReadyToUse {
+					second = s.Name
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.until("the tree shows the second snapshot", `[...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes(`+jsString(second[:8])+`))`, 30*time.Second)
+
+		// Revert needs the volume attached in maintenance mode (no frontend).
+		b.page("volume", "ui-vol")
+		b.selectRow("ui-vol")
+		b.button("", "Detach")
+		b.modalOK()
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+		b.rowShows("ui-vol", "Detached")
+		b.selectRow("ui-vol")
+		b.button("", "Attach")
+		b.choose(".ant-modal #host", "node-1")
+		b.clickJS("Maintenance", `(() => { const c = document.querySelector(".ant-modal #disableFrontend"); return c && !c.checked ? c : null })()`)
+		b.shot("volume-attach-maintenance")
+		b.modalOK()
+		b.noDialog("attach in maintenance")
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached without a frontend", func(v map[string]interface{}) bool {
+			return v["state"] == "attached" && v["frontendDisabled"] == true
+		})
+		b.load("volume/ui-vol", "Take Snapshot")
+		b.until("the tree shows both snapshots", `(() => { const t = [...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].map(e => e.innerText).join(" "); return t.includes(`+jsString(first[:8])+`) && t.includes(`+jsString(second[:8])+`) })()`, 30*time.Second)
+		b.treeMenu(first[:8], "Revert")
+		b.maybeModalOK()
+		eventually(t, 30*time.Second, "the volume head follows the first snapshot", func() (bool, error) {
+			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
+			for _, item := range list.body["data"].([]interface{}) {
+				snap := item.(map[string]interface{})
+				if snap["name"] == "volume-head" {
+					return snap["parent"] == first, nil
+				}
+			}
+			return false, nil
+		})
+		b.shot("snapshot-reverted")
+
+		b.treeMenu(second[:8], "Delete")
+		b.maybeModalOK()
+		eventually(t, 30*time.Second, "the second snapshot deleted", func() (bool, error) {
+			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
+			for _, item := range list.body["data"].([]interface{}) {
+				if snap := item.(map[string]interface{}); snap["name"] == second && snap["removed"] != true {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		b.until("the tree no longer shows the second snapshot", `![...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes(`+jsString(second[:8])+`))`, 30*time.Second)
+		b.shot("snapshot-deleted")
+		b.checkConsole("snapshot revert and delete")
+	})
+
 	t.Run("volume detach", func(t *testing.T) {
 		b.t = t
 		b.page("volume", "ui-vol")
+		b.rowShows("ui-vol", "Healthy", "on node-1")
 		b.selectRow("ui-vol")
 		b.button("", "Detach")
 		b.modalOK()
@@ -356,6 +546,37 @@ func TestLonghornUI(t *testing.T) {
 		b.until("the list shows ui-vol detached", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Detached") })()`, 30*time.Second)
 		b.shot("volume-detached")
 		b.checkConsole("volume detach")
+	})
+
+	t.Run("volume recurring job", func(t *testing.T) {
+		b.t = t
+		b.load("volume/ui-vol", "Recurring Jobs Schedule")
+		b.button("", "Add")
+		var job string
+		b.until("the job form", `!!document.querySelector(".ant-modal #name")`, 30*time.Second)
+		if err := b.eval(`document.querySelector(".ant-modal #name").value`, &job); err != nil || job == "" {
+			t.Fatalf("the form's job name: %q %v", job, err)
+		}
+		b.shot("volume-recurring-job-form")
+		b.modalOK()
+		b.noDialog("add a recurring job to the volume")
+		has := func() bool {
+			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
+			for _, item := range r.body["data"].([]interface{}) {
+				if item.(map[string]interface{})["name"] == job {
+					return true
+				}
+			}
+			return false
+		}
+		eventually(t, 15*time.Second, "ui-vol selects the new job "+job, func() (bool, error) { return has(), nil })
+		b.rowShows(job, "00:00 every day")
+		b.shot("volume-recurring-job")
+		b.selectRow(job)
+		b.button("", "Delete")
+		b.modalOK()
+		eventually(t, 15*time.Second, "ui-vol no longer selects "+job, func() (bool, error) { return !has(), nil })
+		b.checkConsole("volume recurring job")
 	})
 
 	t.Run("dashboard", func(t *testing.T) {
@@ -426,8 +647,7 @@ func TestLonghornUI(t *testing.T) {
 
 	t.Run("backup", func(t *testing.T) {
 		b.t = t
-		// No backup target is set: the page lists nothing, without an error.
-		b.page("backup", "No Data")
+		b.page("backup", "Sync All Backup Volumes")
 		b.shot("backup")
 		b.streamsHealthy("backup")
 		b.checkConsole("backup")
@@ -436,6 +656,7 @@ func TestLonghornUI(t *testing.T) {
 	t.Run("volume delete", func(t *testing.T) {
 		b.t = t
 		b.page("volume", "ui-vol")
+		b.rowShows("ui-vol", "Detached")
 		b.selectRow("ui-vol")
 		b.button("", "Delete")
 		b.modalOK()
