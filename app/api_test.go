@@ -394,7 +394,8 @@ func TestAPIWebsocketSeesAJobAppearChangeAndDisappear(t *testing.T) {
 	vols := e.dial(t, "/v1/ws/0s/volumes")
 	nextList(t, vols, "volume stream", func(n []string, _ string) bool { return len(n) == 0 })
 	settings := e.dial(t, "/v1/ws/settings")
-	nextList(t, settings, "settings stream", func(n []string, _ string) bool { return len(n) == len(types.SettingNames()) })
+	// The project's settings and Longhorn's two read-only data engine ones.
+	nextList(t, settings, "settings stream", func(n []string, _ string) bool { return len(n) == len(types.SettingNames())+2 })
 	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"nfs://server:/export"}`).expect(t, 200)
 	nextList(t, settings, "settings stream sees the change", func(_ []string, raw string) bool {
 		return strings.Contains(raw, "nfs://server:/export")
