@@ -24,13 +24,13 @@ type apiEnv struct {
 	base string
 }
 
-func newAPIEnv(t *testing.T) *apiEnv {
+func newAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) *apiEnv {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	installRBAC(t, kube, ns)
-	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir())
+	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), opts...)
 	return &apiEnv{
 		managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)},
 		base:       "http://" + d.apiAddress,

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -153,7 +155,7 @@ func (b *uiBrowser) until(what, js string, timeout time.Duration) {
 	}
 	b.shot("failed")
 	var text string
-	_ = b.eval(`document.body.innerText`, &text)
+	_ = b.eval(`[...document.querySelectorAll(".ant-message, .ant-notification, .ant-form-explain")].map(e => "message: " + e.innerText).join("\n") + "\n" + document.body.innerText`, &text)
 	if len(text) > 3000 {
 		text = text[:3000]
 	}
@@ -205,16 +207,18 @@ func (b *uiBrowser) button(scope, text string) {
 	b.clickJS(scope+" button "+text, `[...document.querySelectorAll(`+jsString(scope+" button")+`)].find(e => e.innerText.trim() === `+jsString(text)+` && e.offsetParent !== null)`)
 }
 
-// modalOK presses the OK (or Yes) button of the open dialog.
+// modalOK presses the OK (or Yes) button of the open dialog and waits
+// until every dialog has closed, the sign it was accepted.
 func (b *uiBrowser) modalOK() {
 	b.t.Helper()
-	b.clickJS("the dialog's OK", `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`)
+	b.clickJS("the dialog's OK", `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].filter(e => ["ok", "yes", "confirm", "delete"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null).pop()`)
+	b.noDialog("the dialog")
 }
 
 // noDialog waits until every dialog has closed, the sign a form saved.
 func (b *uiBrowser) noDialog(what string) {
 	b.t.Helper()
-	b.until(what+": the dialog closes", `![...document.querySelectorAll(".ant-modal-wrap")].some(e => e.style.display !== "none" && e.offsetParent !== null)`, 30*time.Second)
+	b.until(what+": the dialog closes", `![...document.querySelectorAll(".ant-modal-wrap")].some(e => getComputedStyle(e).display !== "none")`, 30*time.Second)
 }
 
 // typeText replaces the value of the input the selector finds, as typing.
@@ -234,25 +238,44 @@ func (b *uiBrowser) choose(selector, option string) {
 // holds rowText.
 func (b *uiBrowser) rowMenu(rowText, item string) {
 	b.t.Helper()
+	b.closeMenus()
 	b.clickJS("the menu of "+rowText, `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(`+jsString(rowText)+`)); const t = r && r.querySelector(".ant-dropdown-trigger"); if (t) { t.dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseenter", {bubbles: true})) } return t })()`)
-	b.clickJS(item+" of "+rowText, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden) .ant-dropdown-menu-item")].find(e => e.innerText.trim() === `+jsString(item)+`)`)
+	b.menuItem(item+" of "+rowText, item)
+}
+
+// closeMenus leaves every menu trigger and marks the menus still shown
+// (those of rows that are gone stay open), so that menuItem picks from
+// the next menu opened only.
+func (b *uiBrowser) closeMenus() {
+	b.t.Helper()
+	_ = b.eval(`document.querySelectorAll(".ant-dropdown-trigger").forEach(t => { t.dispatchEvent(new MouseEvent("mouseout", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseleave", {bubbles: true})) }); true`, new(bool))
+	time.Sleep(500 * time.Millisecond)
+	_ = b.eval(`document.querySelectorAll(".ant-dropdown").forEach(d => { if (!d.classList.contains("ant-dropdown-hidden")) d.dataset.stale = "1"; else delete d.dataset.stale }); true`, new(bool))
+}
+
+// menuItem clicks the enabled item of the menu just opened.
+func (b *uiBrowser) menuItem(what, item string) {
+	b.t.Helper()
+	b.clickJS(what, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden):not([data-stale]) .ant-dropdown-menu-item")].find(e => e.offsetParent !== null && e.innerText.trim() === `+jsString(item)+` && !e.className.includes("disabled"))`)
 }
 
 // treeMenu picks an item of the menu of the snapshot of the volume's
 // snapshot tree whose shown name holds name.
 func (b *uiBrowser) treeMenu(name, item string) {
 	b.t.Helper()
+	b.closeMenus()
 	b.clickJS("the menu of snapshot "+name, `(() => { const t = [...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].find(e => e.innerText.includes(`+jsString(name)+`)); if (t) { t.dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseenter", {bubbles: true})) } return t })()`)
-	b.clickJS(item+" of snapshot "+name, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden) .ant-dropdown-menu-item")].find(e => e.innerText.trim() === `+jsString(item)+` && !e.className.includes("disabled"))`)
+	b.menuItem(item+" of snapshot "+name, item)
 }
 
 // maybeModalOK presses OK if a dialog opens within a few seconds.
 func (b *uiBrowser) maybeModalOK() {
 	b.t.Helper()
-	find := `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`
+	find := `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm", "delete"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`
 	for i := 0; i < 15; i++ {
 		var clicked bool
 		if err := b.eval(`(() => { const el = `+find+`; if (!el) return false; el.click(); return true })()`, &clicked); err == nil && clicked {
+			b.noDialog("the dialog")
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -296,7 +319,8 @@ func (b *uiBrowser) streamsHealthy(where string) {
 // plane, with the UI's own buttons and forms.
 func TestLonghornUI(t *testing.T) {
 	dist := uiDist(t)
-	e := newAPIEnv(t)
+	// The backing image servers run from this test binary.
+	e := newAPIEnv(t, withTestServers)
 	manager, err := url.Parse(e.base)
 	if err != nil {
 		t.Fatal(err)
@@ -623,6 +647,20 @@ func TestLonghornUI(t *testing.T) {
 		})
 		b.shot("recurring-jobs")
 
+		// A backup job, in the default group.
+		b.button("", "Create Recurring Job")
+		b.typeText(".ant-modal #name", "ui-backup")
+		b.choose(".ant-modal #task", "Backup")
+		b.button(".ant-modal", "Add to default group")
+		b.modalOK()
+		b.noDialog("backup job create")
+		eventually(t, 10*time.Second, "ui-backup created", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/recurringjobs/ui-backup", "")
+			return r.status == 200 && r.body["task"] == "backup" && fmt.Sprint(r.body["groups"]) == "[default]", nil
+		})
+		b.rowMenu("ui-backup", "Delete")
+		b.modalOK()
+
 		b.rowMenu("ui-snap", "Delete")
 		b.modalOK()
 		eventually(t, 15*time.Second, "ui-snap deleted", func() (bool, error) {
@@ -651,6 +689,52 @@ func TestLonghornUI(t *testing.T) {
 		b.shot("backup")
 		b.streamsHealthy("backup")
 		b.checkConsole("backup")
+	})
+
+	t.Run("backing image", func(t *testing.T) {
+		b.t = t
+		image := bytes.Repeat([]byte("longhorn-ui backing image\n"), 64<<10)
+		files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.ServeContent(w, r, "image.raw", time.Time{}, bytes.NewReader(image))
+		}))
+		defer files.Close()
+		b.page("backingImage", "Create Backing Image")
+		b.button("", "Create Backing Image")
+		b.typeText(".ant-modal #name", "ui-bi")
+		b.typeText(".ant-modal #url", files.URL+"/image.raw")
+		b.typeText(".ant-modal #minNumberOfCopies", "1")
+		b.shot("backing-image-form")
+		b.modalOK()
+		b.noDialog("backing image create")
+		b.shot("backing-image-created")
+		var disk string
+		eventually(t, 60*time.Second, "ui-bi downloaded to a disk", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/backingimages/ui-bi", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for d, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
+				if f.(map[string]interface{})["state"] == "ready" {
+					disk = d
+					return r.body["size"].(float64) == float64(len(image)), nil
+				}
+			}
+			return false, nil
+		})
+		b.rowShows("ui-bi", "download")
+		// Its name opens the copies per disk.
+		b.clickJS("the name of ui-bi", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-bi")); return r && r.querySelector("button") })()`)
+		b.until("the copy on "+disk+", ready", `[...document.querySelectorAll(".ant-modal")].some(m => m.innerText.includes(`+jsString(disk)+`) && m.innerText.includes("Ready"))`, 30*time.Second)
+		b.shot("backing-image-copies")
+		b.clickJS("close the copies", `[...document.querySelectorAll(".ant-modal-close")].find(e => e.offsetParent !== null)`)
+		b.noDialog("backing image copies")
+		b.rowMenu("ui-bi", "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/backingimages/ui-bi", "").status == 404, nil
+		})
+		b.until("the list no longer shows ui-bi", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-bi"))`, 30*time.Second)
+		b.checkConsole("backing image")
 	})
 
 	t.Run("volume delete", func(t *testing.T) {
