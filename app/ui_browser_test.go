@@ -734,6 +734,44 @@ func TestLonghornUI(t *testing.T) {
 			return e.call(t, "GET", "/v1/backingimages/ui-bi", "").status == 404, nil
 		})
 		b.until("the list no longer shows ui-bi", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-bi"))`, 30*time.Second)
+
+		// Upload a file from the browser.
+		upload := filepath.Join(t.TempDir(), "upload.raw")
+		if err := os.WriteFile(upload, image[:1<<20], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.button("", "Create Backing Image")
+		b.typeText(".ant-modal #name", "ui-bi-up")
+		b.choose(".ant-modal #sourceType", "Upload From Local")
+		b.until("the file field", `!!document.querySelector(".ant-modal #fileContainer")`, 30*time.Second)
+		ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+		err := chromedp.Run(ctx, chromedp.SetUploadFiles(".ant-modal #fileContainer", []string{upload}, chromedp.ByQuery))
+		cancel()
+		if err != nil {
+			t.Fatalf("choose the file: %v", err)
+		}
+		b.typeText(".ant-modal #minNumberOfCopies", "1")
+		b.shot("backing-image-upload-form")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi-up uploaded", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/backingimages/ui-bi-up", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for _, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
+				if f.(map[string]interface{})["state"] == "ready" {
+					return r.body["size"].(float64) == 1<<20, nil
+				}
+			}
+			return false, nil
+		})
+		b.rowShows("ui-bi-up", "upload")
+		b.shot("backing-image-uploaded")
+		b.rowMenu("ui-bi-up", "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi-up deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/backingimages/ui-bi-up", "").status == 404, nil
+		})
 		b.checkConsole("backing image")
 	})
 
