@@ -600,6 +600,25 @@ func TestLonghornUI(t *testing.T) {
 		b.button("", "Delete")
 		b.modalOK()
 		eventually(t, 15*time.Second, "ui-vol no longer selects "+job, func() (bool, error) { return !has(), nil })
+
+		// A group, from the Group tab.
+		e.call(t, "POST", "/v1/recurringjobs", `{"name":"gold-job","task":"snapshot","cron":"@daily","retain":1,"groups":["gold"]}`).expect(t, 200)
+		b.load("volume/ui-vol", "Recurring Jobs Schedule")
+		b.clickJS("the Group tab", `[...document.querySelectorAll(".ant-tabs-tab")].find(e => e.innerText.trim() === "Group")`)
+		b.clickJS("Add a group", `[...document.querySelectorAll("button")].filter(e => e.offsetParent !== null && e.innerText.trim() === "Add").pop()`)
+		b.choose(".ant-modal #name", "gold")
+		b.modalOK()
+		eventually(t, 15*time.Second, "ui-vol selects the group gold", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
+			for _, item := range r.body["data"].([]interface{}) {
+				if it := item.(map[string]interface{}); it["name"] == "gold" && it["isGroup"] == true {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.shot("volume-recurring-job-group")
+		e.call(t, "DELETE", "/v1/recurringjobs/gold-job", "").expect(t, 204)
 		b.checkConsole("volume recurring job")
 	})
 
