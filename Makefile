@@ -3,7 +3,7 @@
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './scripts/*' -not -path './bin/*' -not -path './.dev/*') go.mod go.sum
 
-.PHONY: run test bench generate verify-generated lint controlplane s3server build clean
+.PHONY: run ui test bench generate verify-generated lint controlplane s3server build clean
 
 build: bin/longhorn-manager
 
@@ -18,6 +18,13 @@ s3server:
 
 run: build controlplane
 	bash scripts/run.sh
+
+# Longhorn's web UI in front of `make run`'s manager (see README).
+UI_DIST ?= ../shared/longhorn-ui/dist
+UI_ADDRESS ?= 127.0.0.1:8000
+API_ADDRESS ?= 127.0.0.1:9500
+ui: build
+	./bin/longhorn-manager ui --dist $(UI_DIST) --listen $(UI_ADDRESS) --manager-url http://$(API_ADDRESS)
 
 test: controlplane
 	bash scripts/test.sh

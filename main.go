@@ -56,6 +56,7 @@ func main() {
 	}
 	a.Commands = []cli.Command{
 		app.DaemonCmd(),
+		app.UICmd(),
 		app.RecurringJobCmd(),
 		app.BackingImageDataSourceCmd(),
 		app.BackingImageManagerCmd(),

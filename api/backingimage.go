@@ -25,6 +25,15 @@ type BackingImage struct {
 	DiskFileStatusMap map[string]longhorn.BackingImageDiskFileStatus `json:"diskFileStatusMap"`
 	MinNumberOfCopies int                                            `json:"minNumberOfCopies"`
 	DeletionTimestamp string                                         `json:"deletionTimestamp"`
+	// Longhorn's fields its UI reads: the v1 engine, no selectors, no
+	// secret, and the size as the virtual size (files are raw or become
+	// raw here).
+	DataEngine      string   `json:"dataEngine"`
+	DiskSelector    []string `json:"diskSelector"`
+	NodeSelector    []string `json:"nodeSelector"`
+	VirtualSize     int64    `json:"virtualSize"`
+	Secret          string   `json:"secret"`
+	SecretNamespace string   `json:"secretNamespace"`
 }
 
 // BackingImageInput is the body of backing image create.
@@ -71,6 +80,7 @@ func toBackingImage(base string, bi *longhorn.BackingImage) BackingImage {
 		Resource: r, Name: bi.Name, UUID: bi.Status.UUID, SourceType: bi.Spec.SourceType, Parameters: params,
 		ExpectedChecksum: bi.Spec.Checksum, CurrentChecksum: bi.Status.Checksum, Size: bi.Status.Size,
 		DiskFileStatusMap: files, MinNumberOfCopies: max(bi.Spec.MinNumberOfCopies, 1),
+		DataEngine: string(longhorn.DataEngineTypeV1), DiskSelector: []string{}, NodeSelector: []string{}, VirtualSize: bi.Status.Size,
 	}
 	if bi.DeletionTimestamp != nil {
 		out.DeletionTimestamp = bi.DeletionTimestamp.UTC().Format(time.RFC3339)

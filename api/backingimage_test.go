@@ -143,7 +143,7 @@ func TestBackingImageCreateRefusesBadInputNamingTheField(t *testing.T) {
 		{`{"name":"x","sourceType":"upload","disks":["disk-z"]}`, "disks[0]: no node has a disk with UUID disk-z"},
 		{`{"name":"x","sourceType":"upload","disks":["disk-a","disk-a"]}`, "disks[1]: disk disk-a is listed twice"},
 		{`{"name":"x","sourceType":"upload","disks":[""]}`, "disks[0]: empty disk UUID"},
-		{`{"name":"x","sourceType":"upload","size":3}`, "size: unknown field"},
+		{`{"name":"x","sourceType":"upload","minNumberOfCopies":"2"}`, "minNumberOfCopies: must be a whole number"},
 	} {
 		code, body, raw := s.do(t, "POST", "/v1/backingimages", tc.body)
 		if code != 400 || body["code"] != "InvalidInput" || !strings.Contains(raw, tc.want) {
@@ -183,7 +183,9 @@ func TestBackingImageCleanupAction(t *testing.T) {
 		{`{"disks":["disk-a"]}`, 409, "disk disk-a: its file is used by replica vol-r-1"},
 		{`{"disks":["disk-z"]}`, 400, "disks[0]: disk disk-z holds no file of this backing image"},
 		{`{"disks":[]}`, 400, "disks: name at least one disk UUID"},
-		{`{"disk":["disk-b"]}`, 400, "disk: unknown field"},
+		// A misspelt field is ignored, as Longhorn's API ignores unknown
+		// fields; the one required field is then missing.
+		{`{"disk":["disk-b"]}`, 400, "disks: name at least one disk UUID"},
 	} {
 		if code, _, raw := s.do(t, "POST", "/v1/backingimages/base?action=backingImageCleanup", tc.body); code != tc.code || !strings.Contains(raw, tc.want) {
 			t.Errorf("%s: %d %s, want %d saying %q", tc.body, code, raw, tc.code, tc.want)

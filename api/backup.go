@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"sort"
+	"strconv"
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,12 @@ type BackupVolume struct {
 	LastBackupAt   string `json:"lastBackupAt"`
 	// Messages say why the target cannot be read, when it cannot.
 	Messages map[string]string `json:"messages,omitempty"`
+	// Longhorn's fields its UI reads; the one target is "default".
+	Labels           map[string]string `json:"labels"`
+	DataStored       string            `json:"dataStored"`
+	BackingImageName string            `json:"backingImageName"`
+	BackupTargetName string            `json:"backupTargetName"`
+	VolumeName       string            `json:"volumeName"`
 }
 
 // Backup is the API view of one backup.
@@ -43,6 +50,14 @@ type Backup struct {
 	// from; a restore needs a volume on the same image.
 	VolumeBackingImageName string `json:"volumeBackingImageName,omitempty"`
 	Error                  string `json:"error,omitempty"`
+	// Longhorn's fields its UI reads.
+	Messages          map[string]string `json:"messages"`
+	VolumeSize        string            `json:"volumeSize"`
+	VolumeCreated     string            `json:"volumeCreated"`
+	BackupMode        string            `json:"backupMode"`
+	CompressionMethod string            `json:"compressionMethod"`
+	BackupTargetName  string            `json:"backupTargetName"`
+	BlockSize         string            `json:"blockSize"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -58,7 +73,9 @@ func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 		r.Actions[a] = r.Links["self"] + "?action=" + a
 	}
 	return BackupVolume{Resource: r, Name: bv.Name, Size: bv.Status.Size, Created: bv.Status.CreatedAt,
-		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages}
+		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages,
+		Labels: nonNilMap(bv.Status.Labels), DataStored: bv.Status.DataStored, BackingImageName: bv.Status.BackingImageName,
+		BackupTargetName: defaultBackupTargetName, VolumeName: bv.Name}
 }
 
 func toBackup(b *longhorn.Backup) Backup {
@@ -68,22 +85,31 @@ func toBackup(b *longhorn.Backup) Backup {
 		SnapshotName: b.Status.SnapshotName, SnapshotCreated: b.Status.SnapshotCreatedAt, Created: b.Status.BackupCreatedAt,
 		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
 		VolumeBackingImageName: b.Status.VolumeBackingImageName,
+		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
+		BackupMode: "incremental", BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
 	}
 }
 
 func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.ds.ListBackupVolumesRO()
+	c, err := s.backupVolumeCollection(baseURL(r))
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *Server) backupVolumeCollection(base string) (Collection, error) {
+	list, err := s.ds.ListBackupVolumesRO()
+	if err != nil {
+		return Collection{}, err
+	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	base := baseURL(r)
 	data := make([]BackupVolume, 0, len(list))
 	for _, bv := range list {
 		data = append(data, toBackupVolume(base, bv))
 	}
-	writeJSON(w, http.StatusOK, collection(base, "backupVolume", "backupvolumes", data))
-	return nil
+	return collection(base, "backupVolume", "backupvolumes", data), nil
 }
 
 func (s *Server) getBackupVolume(w http.ResponseWriter, r *http.Request) error {
@@ -187,6 +213,9 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err != nil {
 		return err
 	}
+	if err := s.waitSnapshotTaken(r.Context(), client, name, in.Name); err != nil {
+		return err
+	}
 	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target,
 		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency})
 	if err != nil {
@@ -194,4 +223,11 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"type": "backupInput", "id": backup, "name": backup, "snapshotName": in.Name, "volumeName": name})
 	return nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

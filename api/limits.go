@@ -5,7 +5,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -182,7 +181,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				fmt.Sprintf("Host %q: not a name of this manager; use its IP address, localhost, or a name given to --api-allowed-hosts", r.Host)})
 			return
 		}
-		if unsafeMethod(r.Method) && crossSite(r) {
+		if unsafeMethod(r.Method) && s.crossSite(r) {
 			writeError(w, &httpError{http.StatusForbidden, "CrossSiteRequest",
 				fmt.Sprintf("Origin %q: %s from another site's page is refused", r.Header.Get("Origin"), r.Method)})
 			return
@@ -199,17 +198,27 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// crossSite reports a request a browser sent from another site's page.
-func crossSite(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return true
+// crossSite reports a request a browser sent from another site's page:
+// one it marks cross-site, or whose Origin the websocket streams would
+// refuse too (checkOrigin: one rule for writes and streams).
+func (s *Server) crossSite(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Site") == "cross-site" || !s.checkOrigin(r)
+}
+
+// named reports whether host (host or host:port) is one of the names given
+// to --api-allowed-hosts ("*" names none).
+func (l *limits) named(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	for _, n := range l.hosts {
+		if n != "*" && (n == host || (strings.HasPrefix(n, "*.") && strings.HasSuffix(host, n[1:]))) {
+			return true
+		}
 	}
-	u, err := url.Parse(origin)
-	return err != nil || !strings.EqualFold(u.Host, r.Host)
+	return false
 }
 
 // streamSlots counts open websocket streams.

@@ -43,6 +43,10 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 		}
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+				continue
+			}
 			req.Header.Set(header[i], header[i+1])
 		}
 		rec := httptest.NewRecorder()
@@ -69,8 +73,26 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 		}
 	}
 	// JSON, with or without a body, and from the manager's own page, passes.
-	if code, body := post("/v1/volumes/vol-0?action=detach", "", "Content-Type", "application/json; charset=utf-8", "Origin", "http://example.com"); code != 200 {
+	if code, body := post("/v1/volumes/vol-0?action=detach", "", "Content-Type", "application/json; charset=utf-8",
+		"Host", "192.0.2.10:9500", "Origin", "http://192.0.2.10:9500"); code != 200 {
 		t.Errorf("same-origin JSON detach: %d %s", code, body)
+	}
+	// A page under a public name no Host check vouches for (the check is
+	// off here) may be a rebinding site: refused, as its streams are.
+	if code, body := post("/v1/volumes/vol-0?action=detach", "{}", "Content-Type", "application/json", "Origin", "http://example.com"); code != 403 {
+		t.Errorf("a page under an unchecked public name: %d %s, want 403", code, body)
+	}
+	// Longhorn's UI behind its nginx: the Host is the manager's, the
+	// browser's is in X-Forwarded-Host, and the page's Origin matches it.
+	// Its writes pass, as its websocket streams do; a page of another
+	// site sending the same is still refused.
+	ui := []string{"Content-Type", "application/json", "X-Forwarded-Host", "10.0.0.5:8000", "Origin", "http://10.0.0.5:8000"}
+	if code, body := post("/v1/volumes/vol-0?action=detach", "{}", ui...); code != 200 {
+		t.Errorf("the UI's detach through its proxy: %d %s", code, body)
+	}
+	evil := []string{"Content-Type", "application/json", "X-Forwarded-Host", "10.0.0.5:8000", "Origin", "https://evil.example"}
+	if code, body := post("/v1/volumes/vol-0?action=detach", "{}", evil...); code != 403 {
+		t.Errorf("another site's page through the UI's proxy: %d %s, want 403", code, body)
 	}
 }
 

@@ -85,14 +85,17 @@ func writeError(w http.ResponseWriter, err error) {
 const maxBodyBytes = 1 << 20
 
 // decodeBody reads a JSON body into v, refusing other content types,
-// unknown fields, trailing data and bodies over 1 MiB. Keys match fields
-// in any case, as Longhorn's clients send them (Name, Task).
+// malformed JSON, values of the wrong type for a known field, trailing
+// data and bodies over 1 MiB. Fields the project has no concept of are
+// accepted and ignored, as Longhorn's API does: its UI and clients send
+// many (attacherType, staleReplicaTimeout, forceCreate, backupMode...).
+// Keys match fields in any case, as Longhorn's clients send them (Name,
+// Task).
 func decodeBody(w http.ResponseWriter, r *http.Request, v interface{}) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -126,8 +129,6 @@ func jsonError(err error) error {
 		return badRequest("request body: a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("request body: malformed JSON: unexpected end")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("%s: unknown field", strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 	}
 	return badRequest("request body: %v", err)
 }

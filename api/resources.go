@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net"
 	"path/filepath"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -50,7 +52,9 @@ type RecurringJobInput struct {
 	SkipImmediately         *bool                     `json:"skipImmediately"`
 }
 
-// Volume is the API view of a Volume.
+// Volume is the API view of a Volume, in the shape of Longhorn's: its UI
+// dereferences most of these fields, so those the project has no concept
+// of carry the value Longhorn shows for a volume without the feature.
 type Volume struct {
 	Resource
 	Name                 string                               `json:"name"`
@@ -58,31 +62,138 @@ type Volume struct {
 	NumberOfReplicas     int                                  `json:"numberOfReplicas"`
 	Frontend             longhorn.VolumeFrontend              `json:"frontend"`
 	BackingImage         string                               `json:"backingImage"`
+	FromBackup           string                               `json:"fromBackup"`
 	State                longhorn.VolumeState                 `json:"state"`
 	Robustness           longhorn.VolumeRobustness            `json:"robustness"`
 	CurrentNodeID        string                               `json:"currentNodeID"`
 	NodeID               string                               `json:"nodeID"`
 	AttachedBy           string                               `json:"attachedBy"`
+	LastAttachedBy       string                               `json:"lastAttachedBy"`
 	FrontendDisabled     bool                                 `json:"frontendDisabled"`
+	DisableFrontend      bool                                 `json:"disableFrontend"`
 	Endpoint             string                               `json:"endpoint"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
-	Conditions           []longhorn.Condition                 `json:"conditions"`
+	// Conditions are keyed by type, as Longhorn's API and UI have them.
+	Conditions map[string]longhorn.Condition `json:"conditions"`
 	// Replicas are the volume's replicas and where they are: the volume
 	// attaches only to the node that holds them.
 	Replicas []VolumeReplica `json:"replicas"`
+	// Controllers is the volume's engine, when it has one.
+	Controllers []VolumeController `json:"controllers"`
+	longhornVolumeFields
+}
+
+// longhornVolumeFields are the fields of Longhorn's volume resource that
+// the project fills from what it has, or answers with Longhorn's value for
+// a volume that does not use the feature.
+type longhornVolumeFields struct {
+	Created                     string                     `json:"created"`
+	Image                       string                     `json:"image"`
+	CurrentImage                string                     `json:"currentImage"`
+	DataEngine                  longhorn.DataEngineType    `json:"dataEngine"`
+	Ready                       bool                       `json:"ready"`
+	NotReadyMessage             string                     `json:"notReadyMessage"`
+	AccessMode                  longhorn.AccessMode        `json:"accessMode"`
+	DataLocality                longhorn.DataLocality      `json:"dataLocality"`
+	StaleReplicaTimeout         int                        `json:"staleReplicaTimeout"`
+	Standby                     bool                       `json:"standby"`
+	RestoreRequired             bool                       `json:"restoreRequired"`
+	RestoreInitiated            bool                       `json:"restoreInitiated"`
+	RevisionCounterDisabled     bool                       `json:"revisionCounterDisabled"`
+	Migratable                  bool                       `json:"migratable"`
+	Encrypted                   bool                       `json:"encrypted"`
+	LastBackup                  string                     `json:"lastBackup"`
+	LastBackupAt                string                     `json:"lastBackupAt"`
+	ShareEndpoint               string                     `json:"shareEndpoint"`
+	ShareState                  string                     `json:"shareState"`
+	SnapshotDataIntegrity       string                     `json:"snapshotDataIntegrity"`
+	UnmapMarkSnapChainRemoved   string                     `json:"unmapMarkSnapChainRemoved"`
+	ReplicaAutoBalance          string                     `json:"replicaAutoBalance"`
+	ReplicaSoftAntiAffinity     string                     `json:"replicaSoftAntiAffinity"`
+	ReplicaZoneSoftAntiAffinity string                     `json:"replicaZoneSoftAntiAffinity"`
+	ReplicaDiskSoftAntiAffinity string                     `json:"replicaDiskSoftAntiAffinity"`
+	FreezeFilesystemForSnapshot string                     `json:"freezeFilesystemForSnapshot"`
+	BackupCompressionMethod     string                     `json:"backupCompressionMethod"`
+	BackupBlockSize             string                     `json:"backupBlockSize"`
+	BackupTargetName            string                     `json:"backupTargetName"`
+	SnapshotMaxCount            int                        `json:"snapshotMaxCount"`
+	SnapshotMaxSize             string                     `json:"snapshotMaxSize"`
+	DiskSelector                []string                   `json:"diskSelector"`
+	NodeSelector                []string                   `json:"nodeSelector"`
+	KubernetesStatus            VolumeKubernetesStatus     `json:"kubernetesStatus"`
+	CloneStatus                 longhorn.VolumeCloneStatus `json:"cloneStatus"`
+	BackupStatus                []VolumeBackupStatus       `json:"backupStatus"`
+	RestoreStatus               []struct{}                 `json:"restoreStatus"`
+	PurgeStatus                 []struct{}                 `json:"purgeStatus"`
+	RebuildStatus               []struct{}                 `json:"rebuildStatus"`
+	VolumeAttachment            VolumeAttachment           `json:"volumeAttachment"`
+}
+
+// VolumeKubernetesStatus is Longhorn's view of a volume's PV, PVC and
+// workloads; the project binds none, so it is empty.
+type VolumeKubernetesStatus struct {
+	PVName          string        `json:"pvName"`
+	PVStatus        string        `json:"pvStatus"`
+	Namespace       string        `json:"namespace"`
+	PVCName         string        `json:"pvcName"`
+	LastPVCRefAt    string        `json:"lastPVCRefAt"`
+	LastPodRefAt    string        `json:"lastPodRefAt"`
+	WorkloadsStatus []interface{} `json:"workloadsStatus"`
+}
+
+// VolumeBackupStatus is one backup the volume's engine runs or ran.
+type VolumeBackupStatus struct {
+	Resource
+	Name      string `json:"id"`
+	Snapshot  string `json:"snapshot"`
+	Progress  int    `json:"progress"`
+	BackupURL string `json:"backupURL"`
+	Error     string `json:"error"`
+	State     string `json:"state"`
+	Replica   string `json:"replica"`
+	Size      string `json:"size"`
 }
 
 // VolumeReplica is one replica of a volume, as Longhorn's API shows it.
 type VolumeReplica struct {
-	Name     string `json:"name"`
-	HostID   string `json:"hostId"`
+	volumeInstance
 	DiskID   string `json:"diskID"`
 	DiskPath string `json:"diskPath"`
 	DataPath string `json:"dataPath"`
-	Running  bool   `json:"running"`
+	// Mode is the replica's mode in the engine: RW, WO or ERR; empty
+	// while no engine has it.
+	Mode       string `json:"mode"`
+	FailedAt   string `json:"failedAt"`
+	DataEngine string `json:"dataEngine"`
 	// HealthyAt is when an engine first opened the replica's data; empty
 	// while it has none yet.
 	HealthyAt string `json:"healthyAt"`
+}
+
+// volumeInstance is what replicas and controllers share, as Longhorn's
+// Instance.
+type volumeInstance struct {
+	Name                string `json:"name"`
+	HostID              string `json:"hostId"`
+	Address             string `json:"address"`
+	Running             bool   `json:"running"`
+	Image               string `json:"image"`
+	CurrentImage        string `json:"currentImage"`
+	InstanceManagerName string `json:"instanceManagerName"`
+}
+
+// VolumeController is the volume's engine, as Longhorn's Controller.
+type VolumeController struct {
+	volumeInstance
+	Size                             string `json:"size"`
+	ActualSize                       string `json:"actualSize"`
+	Endpoint                         string `json:"endpoint"`
+	LastRestoredBackup               string `json:"lastRestoredBackup"`
+	RequestedBackupRestore           string `json:"requestedBackupRestore"`
+	IsExpanding                      bool   `json:"isExpanding"`
+	LastExpansionError               string `json:"lastExpansionError"`
+	LastExpansionFailedAt            string `json:"lastExpansionFailedAt"`
+	UnmapMarkSnapChainRemovedEnabled bool   `json:"unmapMarkSnapChainRemovedEnabled"`
 }
 
 // VolumeInput is the body of volume create.
@@ -94,6 +205,11 @@ type VolumeInput struct {
 	BackingImage         string                               `json:"backingImage"`
 	FromBackup           string                               `json:"fromBackup"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
+	// DataEngine is Longhorn's engine choice: only v1 (or empty) exists
+	// here. Longhorn's python client always sends it.
+	DataEngine string `json:"dataEngine"`
+	// AccessMode is rwo (or empty): the project shares no volume.
+	AccessMode string `json:"accessMode"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.
@@ -127,6 +243,8 @@ type SettingDefinition struct {
 	Default     string `json:"default"`
 	Min         *int   `json:"min,omitempty"`
 	Max         *int   `json:"max,omitempty"`
+	// ReadOnly settings cannot be changed (Longhorn's readOnly).
+	ReadOnly bool `json:"readOnly"`
 }
 
 // SettingInput is the body of a setting update.
@@ -137,22 +255,48 @@ type SettingInput struct {
 // Node is the API view of a Node.
 type Node struct {
 	Resource
-	Name            string               `json:"name"`
-	AllowScheduling bool                 `json:"allowScheduling"`
-	Conditions      []longhorn.Condition `json:"conditions"`
-	Disks           map[string]Disk      `json:"disks"`
+	Name            string                        `json:"name"`
+	AllowScheduling bool                          `json:"allowScheduling"`
+	Conditions      map[string]longhorn.Condition `json:"conditions"`
+	Disks           map[string]Disk               `json:"disks"`
+	// What Longhorn's node has and the project does not: empty.
+	Address                   string   `json:"address"`
+	EvictionRequested         bool     `json:"evictionRequested"`
+	Tags                      []string `json:"tags"`
+	Region                    string   `json:"region"`
+	Zone                      string   `json:"zone"`
+	InstanceManagerCPURequest int      `json:"instanceManagerCPURequest"`
+	AutoEvicting              bool     `json:"autoEvicting"`
 }
 
 // Disk is one disk of a Node, with its spec and observed status.
 type Disk struct {
-	Path             string               `json:"path"`
-	DiskUUID         string               `json:"diskUUID"`
-	AllowScheduling  bool                 `json:"allowScheduling"`
-	StorageReserved  int64                `json:"storageReserved"`
-	StorageAvailable int64                `json:"storageAvailable"`
-	StorageMaximum   int64                `json:"storageMaximum"`
-	StorageScheduled int64                `json:"storageScheduled"`
-	Conditions       []longhorn.Condition `json:"conditions"`
+	Path             string                        `json:"path"`
+	DiskUUID         string                        `json:"diskUUID"`
+	AllowScheduling  bool                          `json:"allowScheduling"`
+	StorageReserved  int64                         `json:"storageReserved"`
+	StorageAvailable int64                         `json:"storageAvailable"`
+	StorageMaximum   int64                         `json:"storageMaximum"`
+	StorageScheduled int64                         `json:"storageScheduled"`
+	Conditions       map[string]longhorn.Condition `json:"conditions"`
+	// What Longhorn's disk has and the project does not: a filesystem
+	// disk without tags, eviction or a scheduling breakdown.
+	DiskType              string           `json:"diskType"`
+	DiskDriver            string           `json:"diskDriver"`
+	Tags                  []string         `json:"tags"`
+	EvictionRequested     bool             `json:"evictionRequested"`
+	ScheduledReplica      map[string]int64 `json:"scheduledReplica"`
+	ScheduledBackingImage map[string]int64 `json:"scheduledBackingImage"`
+}
+
+// conditionMap keys conditions by type, as Longhorn's API renders them
+// for volumes, nodes and disks ({"Ready": {"type": "Ready", ...}}).
+func conditionMap(c []longhorn.Condition) map[string]longhorn.Condition {
+	m := make(map[string]longhorn.Condition, len(c))
+	for _, cond := range c {
+		m[cond.Type] = cond
+	}
+	return m
 }
 
 // conditions renders a nil list as [], as clients expect a list.
@@ -206,9 +350,9 @@ var (
 
 func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	r := resource(base, "volume", "volumes", v.Name)
-	actions := volumeActions
+	actions := append(append([]string{}, volumeActions...), snapshotCRActions...)
 	if v.Status.State == longhorn.VolumeStateAttached {
-		actions = append(append([]string{}, volumeActions...), snapshotActions...)
+		actions = append(actions, snapshotActions...)
 	}
 	for _, a := range actions {
 		r.Actions[a] = r.Links["self"] + "?action=" + a
@@ -217,25 +361,123 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	if selector == nil {
 		selector = []datastore.RecurringJobSelectorItem{}
 	}
-	return Volume{
-		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
-		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, State: v.Status.State, Robustness: v.Status.Robustness,
-		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), RecurringJobSelector: selector, Conditions: conditions(v.Status.Conditions),
-		FrontendDisabled: v.Status.FrontendDisabled, Endpoint: s.volumeEndpoint(v.Name), Replicas: s.volumeReplicas(v.Name),
+	engine, _ := s.ds.GetEngineRO(datastore.EngineName(v.Name))
+	var modes map[string]longhorn.ReplicaMode
+	if engine != nil {
+		modes = engine.Status.ReplicaModeMap
 	}
+	out := Volume{
+		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
+		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, State: v.Status.State, Robustness: v.Status.Robustness,
+		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), LastAttachedBy: v.Spec.LastAttachedBy,
+		RecurringJobSelector: selector, Conditions: conditionMap(v.Status.Conditions),
+		FrontendDisabled: v.Status.FrontendDisabled, DisableFrontend: v.Spec.DisableFrontend, Endpoint: s.volumeEndpoint(v.Name),
+		Replicas: s.volumeReplicas(v.Name, modes), Controllers: volumeControllers(engine),
+		longhornVolumeFields: longhornVolumeFields{
+			Created: v.CreationTimestamp.String(), Image: v.Spec.Image, CurrentImage: v.Status.CurrentImage,
+			DataEngine: longhorn.DataEngineTypeV1, AccessMode: longhorn.AccessModeReadWriteOnce, DataLocality: longhorn.DataLocalityDisabled,
+			StaleReplicaTimeout: v.Spec.StaleReplicaTimeout, Standby: v.Spec.Standby,
+			RestoreRequired: v.Status.RestoreRequired, RestoreInitiated: v.Status.RestoreInitiated,
+			RevisionCounterDisabled: v.Spec.RevisionCounterDisabled, Migratable: v.Spec.Migratable, Encrypted: v.Spec.Encrypted,
+			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
+			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
+			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
+			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
+			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
+			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []interface{}{}},
+			CloneStatus:      v.Status.CloneStatus,
+			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
+			VolumeAttachment: VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)},
+		},
+	}
+	if out.DataEngine == "" {
+		out.DataEngine = longhorn.DataEngineTypeV1
+	}
+	out.Ready, out.NotReadyMessage = volumeReady(v)
+	return out
 }
 
-// volumeReplicas lists a volume's replicas from the cache, by name.
-func (s *Server) volumeReplicas(volume string) []VolumeReplica {
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// volumeReady is Longhorn's "ready": the volume can be used, which it
+// cannot while it is being created, is faulted or cannot be scheduled.
+func volumeReady(v *longhorn.Volume) (bool, string) {
+	switch {
+	case v.Status.State == longhorn.VolumeStateCreating || v.Status.State == "":
+		return false, "the volume is being created"
+	case v.Status.Robustness == longhorn.VolumeRobustnessFaulted:
+		return false, "the volume is faulted"
+	}
+	for _, c := range v.Status.Conditions {
+		if c.Type == "Scheduled" && c.Status == longhorn.ConditionStatusFalse {
+			return false, "the volume's replicas cannot be scheduled: " + c.Message
+		}
+	}
+	return true, ""
+}
+
+func instanceAddress(st longhorn.InstanceStatus) string {
+	if st.IP == "" || st.Port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(st.IP, strconv.Itoa(st.Port))
+}
+
+// volumeControllers is the volume's engine as Longhorn's controllers list.
+func volumeControllers(e *longhorn.Engine) []VolumeController {
+	if e == nil {
+		return []VolumeController{}
+	}
+	return []VolumeController{{
+		volumeInstance: volumeInstance{Name: e.Name, HostID: e.Spec.NodeID, Address: instanceAddress(e.Status.InstanceStatus),
+			Running: e.Status.CurrentState == longhorn.InstanceStateRunning, Image: e.Spec.Image, CurrentImage: e.Status.CurrentImage,
+			InstanceManagerName: e.Status.InstanceManagerName},
+		Size: strconv.FormatInt(e.Spec.VolumeSize, 10), ActualSize: strconv.FormatInt(e.Status.CurrentSize, 10),
+		Endpoint: e.Status.Endpoint, LastRestoredBackup: e.Status.LastRestoredBackup, RequestedBackupRestore: e.Spec.RequestedBackupRestore,
+		IsExpanding: e.Status.IsExpanding, LastExpansionError: e.Status.LastExpansionError, LastExpansionFailedAt: e.Status.LastExpansionFailedAt,
+	}}
+}
+
+// volumeBackupStatus lists the backups the engine runs or ran.
+func volumeBackupStatus(e *longhorn.Engine) []VolumeBackupStatus {
+	out := []VolumeBackupStatus{}
+	if e == nil {
+		return out
+	}
+	for name, b := range e.Status.BackupStatus {
+		if b == nil {
+			continue
+		}
+		out = append(out, VolumeBackupStatus{
+			Resource: Resource{ID: name, Type: "backupStatus", Links: map[string]string{}, Actions: map[string]string{}},
+			Name:     name, Snapshot: b.SnapshotName, Progress: b.Progress, BackupURL: b.BackupURL, Error: b.Error, State: b.State, Replica: b.ReplicaAddress,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// volumeReplicas lists a volume's replicas from the cache, by name, with
+// their mode in the engine.
+func (s *Server) volumeReplicas(volume string, modes map[string]longhorn.ReplicaMode) []VolumeReplica {
 	list, err := s.ds.ListVolumeReplicasRO(volume)
 	out := make([]VolumeReplica, 0, len(list))
 	if err != nil {
 		return out
 	}
 	for _, r := range list {
-		out = append(out, VolumeReplica{Name: r.Name, HostID: r.Spec.NodeID, DiskID: r.Spec.DiskID, DiskPath: r.Spec.DiskPath,
-			DataPath: filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName), Running: r.Status.CurrentState == longhorn.InstanceStateRunning,
-			HealthyAt: r.Spec.HealthyAt})
+		out = append(out, VolumeReplica{
+			volumeInstance: volumeInstance{Name: r.Name, HostID: r.Spec.NodeID, Address: instanceAddress(r.Status.InstanceStatus),
+				Running: r.Status.CurrentState == longhorn.InstanceStateRunning, Image: r.Spec.Image, CurrentImage: r.Status.CurrentImage,
+				InstanceManagerName: r.Status.InstanceManagerName},
+			DiskID: r.Spec.DiskID, DiskPath: r.Spec.DiskPath,
+			DataPath: filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName), Mode: string(modes[r.Name]),
+			FailedAt: r.Spec.FailedAt, DataEngine: string(longhorn.DataEngineTypeV1), HealthyAt: r.Spec.HealthyAt})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -260,12 +502,15 @@ func toNode(base string, n *longhorn.Node) Node {
 	sort.Strings(names)
 	for _, name := range names {
 		spec := n.Spec.Disks[name]
-		d := Disk{Path: spec.Path, AllowScheduling: spec.AllowScheduling, StorageReserved: spec.StorageReserved}
+		d := Disk{Path: spec.Path, AllowScheduling: spec.AllowScheduling, StorageReserved: spec.StorageReserved,
+			Conditions: map[string]longhorn.Condition{}, DiskType: "filesystem", Tags: []string{},
+			ScheduledReplica: map[string]int64{}, ScheduledBackingImage: map[string]int64{}}
 		if st := n.Status.DiskStatus[name]; st != nil {
 			d.DiskUUID, d.StorageAvailable, d.StorageMaximum, d.StorageScheduled, d.Conditions =
-				st.DiskUUID, st.StorageAvailable, st.StorageMaximum, st.StorageScheduled, conditions(st.Conditions)
+				st.DiskUUID, st.StorageAvailable, st.StorageMaximum, st.StorageScheduled, conditionMap(st.Conditions)
 		}
 		disks[name] = d
 	}
-	return Node{Resource: resource(base, "node", "nodes", n.Name), Name: n.Name, AllowScheduling: n.Spec.AllowScheduling, Conditions: conditions(n.Status.Conditions), Disks: disks}
+	return Node{Resource: resource(base, "node", "nodes", n.Name), Name: n.Name, AllowScheduling: n.Spec.AllowScheduling, Conditions: conditionMap(n.Status.Conditions), Disks: disks,
+		Tags: []string{}}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type Server struct {
 	// limits bound what callers send (limits.go).
 	limitsOnce sync.Once
 	limits     *limits
+	// allowedOrigins are browser origins trusted to open streams besides
+	// the manager's own address; see checkOrigin.
+	allowedOrigins map[string]bool
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -124,6 +128,18 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/backingimages/{name}", http.MethodDelete, "backingimages.delete", s.deleteBackingImage)
 	handle("/v1/backingimages/{name}", http.MethodPost, "backingimages.action", s.backingImageAction)
 
+	// What Longhorn's UI reads besides the project's resources.
+	handle("/v1/events", http.MethodGet, "events.list", s.listEvents)
+	handle("/v1/backuptargets", http.MethodGet, "backuptargets.list", s.listBackupTargets)
+	handle("/v1/volumeattachments", http.MethodGet, "volumeattachments.list", s.listVolumeAttachments)
+	handle("/v1/volumeattachments/{name}", http.MethodGet, "volumeattachments.get", s.getVolumeAttachment)
+	handle("/v1/backuptargets/{name}", http.MethodGet, "backuptargets.get", s.getBackupTarget)
+	handle("/v1/nodetags", http.MethodGet, "tags.list", s.listTags)
+	handle("/v1/disktags", http.MethodGet, "tags.list", s.listTags)
+	for path := range emptyKinds {
+		handle("/v1/"+path, http.MethodGet, path+".list", s.listEmpty(path))
+	}
+
 	handle("/v1/ws/{resource}", http.MethodGet, "ws", s.serveStream)
 	handle("/v1/ws/{period}/{resource}", http.MethodGet, "ws", s.serveStream)
 
@@ -151,19 +167,35 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
 	base := baseURL(r)
 	w.Header().Set("X-API-Schemas", base+"/v1/schemas")
 	links := map[string]string{"self": base + "/v1", "schemas": base + "/v1/schemas"}
-	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages"} {
+	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages", "events", "backuptargets", "volumeattachments"} {
 		links[c] = base + "/v1/" + c
 	}
 	writeJSON(w, http.StatusOK, map[string]interface{}{"id": "v1", "type": "apiRoot", "links": links})
 	return nil
 }
 
+// baseURL is the address links point at: the one the client asked for.
+// Behind a proxy such as the Longhorn UI's nginx that is X-Forwarded-Host
+// (and X-Forwarded-Proto), as in Longhorn's API, whose UI follows the
+// links and actions it is given.
 func baseURL(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	if p := firstForwarded(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+		scheme = p
+	}
+	host := r.Host
+	if h := firstForwarded(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/\\ @?#") {
+		host = h
+	}
+	return scheme + "://" + host
+}
+
+// firstForwarded is the first of a proxy chain's comma-separated values.
+func firstForwarded(v string) string {
+	return strings.TrimSpace(strings.Split(v, ",")[0])
 }
 
 func collection(base, resourceType, path string, data interface{}) Collection {

@@ -101,8 +101,26 @@ func schemas() []Schema {
 				"attachedBy":           {Type: "string"},
 				"frontendDisabled":     {Type: "boolean"},
 				"endpoint":             {Type: "string"},
-				"conditions":           {Type: "array[condition]"},
+				"dataEngine":           {Type: "enum", Create: true, Options: []string{"v1"}, Default: "v1"},
+				"accessMode":           {Type: "enum", Create: true, Options: []string{"rwo"}, Default: "rwo"},
+				"conditions":           {Type: "map[condition]"},
 				"replicas":             {Type: "array[replica]"},
+				"controllers":          {Type: "array[controller]"},
+				"created":              {Type: "string"}, "image": {Type: "string"}, "currentImage": {Type: "string"},
+				"ready": {Type: "boolean"}, "notReadyMessage": {Type: "string"}, "disableFrontend": {Type: "boolean"},
+				"lastAttachedBy": {Type: "string"}, "dataLocality": {Type: "string"}, "staleReplicaTimeout": {Type: "int"},
+				"standby": {Type: "boolean"}, "restoreRequired": {Type: "boolean"}, "restoreInitiated": {Type: "boolean"},
+				"revisionCounterDisabled": {Type: "boolean"}, "migratable": {Type: "boolean"}, "encrypted": {Type: "boolean"},
+				"lastBackup": {Type: "string"}, "lastBackupAt": {Type: "string"}, "shareEndpoint": {Type: "string"}, "shareState": {Type: "string"},
+				"snapshotDataIntegrity": {Type: "string"}, "unmapMarkSnapChainRemoved": {Type: "string"}, "replicaAutoBalance": {Type: "string"},
+				"replicaSoftAntiAffinity": {Type: "string"}, "replicaZoneSoftAntiAffinity": {Type: "string"}, "replicaDiskSoftAntiAffinity": {Type: "string"},
+				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"}, "backupBlockSize": {Type: "string"}, "backupTargetName": {Type: "string"},
+				"snapshotMaxCount": {Type: "int"}, "snapshotMaxSize": {Type: "string"},
+				"diskSelector": {Type: "array[string]"}, "nodeSelector": {Type: "array[string]"},
+				"kubernetesStatus": {Type: "kubernetesStatus"}, "cloneStatus": {Type: "cloneStatus"},
+				"backupStatus": {Type: "array[backupStatus]"}, "restoreStatus": {Type: "array[restoreStatus]"},
+				"purgeStatus": {Type: "array[purgeStatus]"}, "rebuildStatus": {Type: "array[rebuildStatus]"},
+				"volumeAttachment": {Type: "volumeAttachment"},
 			},
 			ResourceActions: map[string]Action{
 				"recurringJobAdd":    {Input: "volumeRecurringJobInput", Output: "collection[volumeRecurringJob]"},
@@ -117,6 +135,10 @@ func schemas() []Schema {
 				"snapshotPurge":      {Output: "volume"},
 				"snapshotRevert":     {Input: "snapshotInput", Output: "volume"},
 				"snapshotBackup":     {Input: "snapshotInput", Output: "backupInput"},
+				"snapshotCRCreate":   {Input: "snapshotCRInput", Output: "snapshotCR"},
+				"snapshotCRList":     {Output: "collection[snapshotCR]"},
+				"snapshotCRGet":      {Input: "snapshotCRInput", Output: "snapshotCR"},
+				"snapshotCRDelete":   {Input: "snapshotCRInput", Output: "empty"},
 			},
 		},
 		{
@@ -165,6 +187,78 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "hostId": {Type: "string"}, "diskID": {Type: "string"}, "diskPath": {Type: "string"},
 				"dataPath": {Type: "string"}, "running": {Type: "boolean"}, "healthyAt": {Type: "string"},
+				"address": {Type: "string"}, "image": {Type: "string"}, "currentImage": {Type: "string"}, "instanceManagerName": {Type: "string"},
+				"mode": {Type: "enum", Options: []string{"RW", "WO", "ERR", ""}}, "failedAt": {Type: "string"}, "dataEngine": {Type: "string"},
+			},
+		},
+		{
+			ID: "controller",
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "hostId": {Type: "string"}, "address": {Type: "string"}, "running": {Type: "boolean"},
+				"image": {Type: "string"}, "currentImage": {Type: "string"}, "instanceManagerName": {Type: "string"},
+				"size": {Type: "string"}, "actualSize": {Type: "string"}, "endpoint": {Type: "string"},
+				"lastRestoredBackup": {Type: "string"}, "requestedBackupRestore": {Type: "string"}, "isExpanding": {Type: "boolean"},
+				"lastExpansionError": {Type: "string"}, "lastExpansionFailedAt": {Type: "string"}, "unmapMarkSnapChainRemovedEnabled": {Type: "boolean"},
+			},
+		},
+		{
+			ID: "kubernetesStatus",
+			ResourceFields: map[string]Field{
+				"pvName": {Type: "string"}, "pvStatus": {Type: "string"}, "namespace": {Type: "string"}, "pvcName": {Type: "string"},
+				"lastPVCRefAt": {Type: "string"}, "lastPodRefAt": {Type: "string"}, "workloadsStatus": {Type: "array[workloadStatus]"},
+			},
+		},
+		{
+			ID:             "cloneStatus",
+			ResourceFields: map[string]Field{"sourceVolume": {Type: "string"}, "snapshot": {Type: "string"}, "state": {Type: "string"}},
+		},
+		{
+			ID: "backupStatus",
+			ResourceFields: map[string]Field{
+				"id": {Type: "string"}, "snapshot": {Type: "string"}, "progress": {Type: "int"}, "backupURL": {Type: "string"},
+				"error": {Type: "string"}, "state": {Type: "string"}, "replica": {Type: "string"}, "size": {Type: "string"},
+			},
+		},
+		{
+			ID: "volumeAttachment", PluralName: "volumeAttachments", collectionPath: "volumeattachments",
+			CollectionMethods: []string{"GET"},
+			ResourceFields:    map[string]Field{"volume": {Type: "string"}, "attachments": {Type: "map[attachment]"}},
+		},
+		{
+			ID: "attachment",
+			ResourceFields: map[string]Field{
+				"attachmentID": {Type: "string"}, "attachmentType": {Type: "string"}, "nodeID": {Type: "string"},
+				"parameters": {Type: "map[string]"}, "satisfied": {Type: "boolean"}, "conditions": {Type: "array[condition]"},
+			},
+		},
+		{
+			ID: "snapshotCRInput",
+			ResourceFields: map[string]Field{
+				"name":   {Type: "string", Create: true},
+				"labels": {Type: "map[string]", Create: true, Nullable: true},
+			},
+		},
+		{
+			ID: "snapshotCR",
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "crCreationTime": {Type: "string"}, "volume": {Type: "string"}, "createSnapshot": {Type: "boolean"},
+				"parent": {Type: "string"}, "children": {Type: "map[boolean]"}, "markRemoved": {Type: "boolean"}, "userCreated": {Type: "boolean"},
+				"creationTime": {Type: "string"}, "size": {Type: "int"}, "labels": {Type: "map[string]"}, "ownerID": {Type: "string"},
+				"error": {Type: "string"}, "restoreSize": {Type: "int"}, "readyToUse": {Type: "boolean"}, "checksum": {Type: "string"},
+			},
+		},
+		{ID: "empty", ResourceFields: map[string]Field{}},
+		{
+			ID: "event", PluralName: "events", collectionPath: "events",
+			CollectionMethods: []string{"GET"},
+			ResourceFields:    map[string]Field{"event": {Type: "json"}, "eventType": {Type: "string"}},
+		},
+		{
+			ID: "backupTarget", PluralName: "backupTargets", collectionPath: "backuptargets",
+			CollectionMethods: []string{"GET"},
+			ResourceFields: map[string]Field{
+				"name": {Type: "string"}, "backupTargetURL": {Type: "string"}, "credentialSecret": {Type: "string"},
+				"pollInterval": {Type: "string"}, "available": {Type: "boolean"}, "message": {Type: "string"},
 			},
 		},
 		{
@@ -197,8 +291,19 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name":            {Type: "string"},
 				"allowScheduling": {Type: "boolean"},
-				"conditions":      {Type: "array[condition]"},
+				"conditions":      {Type: "map[condition]"},
 				"disks":           {Type: "map[disk]"},
+				"address":         {Type: "string"}, "evictionRequested": {Type: "boolean"}, "tags": {Type: "array[string]"},
+				"region": {Type: "string"}, "zone": {Type: "string"}, "instanceManagerCPURequest": {Type: "int"}, "autoEvicting": {Type: "boolean"},
+			},
+		},
+		{
+			ID: "disk",
+			ResourceFields: map[string]Field{
+				"path": {Type: "string"}, "diskUUID": {Type: "string"}, "allowScheduling": {Type: "boolean"}, "storageReserved": {Type: "int"},
+				"storageAvailable": {Type: "int"}, "storageMaximum": {Type: "int"}, "storageScheduled": {Type: "int"},
+				"conditions": {Type: "map[condition]"}, "diskType": {Type: "string"}, "diskDriver": {Type: "string"}, "tags": {Type: "array[string]"},
+				"evictionRequested": {Type: "boolean"}, "scheduledReplica": {Type: "map[int]"}, "scheduledBackingImage": {Type: "map[int]"},
 			},
 		},
 		{
@@ -207,7 +312,8 @@ func schemas() []Schema {
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
 				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
-				"messages": {Type: "map[string]"},
+				"messages": {Type: "map[string]"}, "labels": {Type: "map[string]"}, "dataStored": {Type: "string"},
+				"backingImageName": {Type: "string"}, "backupTargetName": {Type: "string"}, "volumeName": {Type: "string"},
 			},
 			ResourceActions: map[string]Action{
 				"backupList":   {Output: "collection[backup]"},
@@ -226,6 +332,8 @@ func schemas() []Schema {
 				"progress": {Type: "int"}, "url": {Type: "string"}, "snapshotName": {Type: "string"},
 				"snapshotCreated": {Type: "string"}, "created": {Type: "string"}, "size": {Type: "string"},
 				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "volumeBackingImageName": {Type: "string"}, "error": {Type: "string"},
+				"messages": {Type: "map[string]"}, "volumeSize": {Type: "string"}, "volumeCreated": {Type: "string"},
+				"backupMode": {Type: "string"}, "compressionMethod": {Type: "string"}, "backupTargetName": {Type: "string"},
 			},
 		},
 		{

@@ -31,7 +31,7 @@ func (s *Server) settingCollection(base string, settings []*longhorn.Setting) Co
 			data = append(data, toSetting(base, types.SettingName(st.Name), st.Value, st.Status.Applied))
 		}
 	}
-	return collection(base, "setting", "settings", data)
+	return collection(base, "setting", "settings", withFixedSettings(base, data))
 }
 
 func knownSetting(name string) (types.SettingName, error) {
@@ -42,6 +42,9 @@ func knownSetting(name string) (types.SettingName, error) {
 }
 
 func (s *Server) getSetting(w http.ResponseWriter, r *http.Request) error {
+	if handled, err := fixedSettingRequest(w, r, mux.Vars(r)["name"]); handled {
+		return err
+	}
 	name, err := knownSetting(mux.Vars(r)["name"])
 	if err != nil {
 		return err
@@ -58,6 +61,9 @@ func (s *Server) getSetting(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
+	if handled, err := fixedSettingRequest(w, r, mux.Vars(r)["name"]); handled {
+		return err
+	}
 	name, err := knownSetting(mux.Vars(r)["name"])
 	if err != nil {
 		return err

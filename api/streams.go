@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -70,6 +71,8 @@ func (h *hub) handler() cache.ResourceEventHandler {
 
 type streams struct {
 	hubs map[string]*hub
+	// events is the informer of the namespace's Kubernetes events.
+	events coreinformers.EventInformer
 }
 
 func newStreams(s *Server, inf datastore.Informers) *streams {
@@ -96,42 +99,32 @@ func newStreams(s *Server, inf datastore.Informers) *streams {
 			return s.backingImageCollection(base, images), err
 		}},
 	}}
-	informers := map[string]cache.SharedIndexInformer{
-		"recurringjobs": lh.RecurringJobs().Informer(),
-		"volumes":       lh.Volumes().Informer(),
-		"settings":      lh.Settings().Informer(),
-		"nodes":         lh.Nodes().Informer(),
-		"backingimages": lh.BackingImages().Informer(),
+	informers := map[string][]cache.SharedIndexInformer{
+		"recurringjobs": {lh.RecurringJobs().Informer()},
+		"volumes":       {lh.Volumes().Informer(), lh.Engines().Informer(), lh.Replicas().Informer()},
+		"settings":      {lh.Settings().Informer()},
+		"nodes":         {lh.Nodes().Informer()},
+		"backingimages": {lh.BackingImages().Informer()},
 	}
+	st.addUIHubs(s, inf, informers)
 	for name, h := range st.hubs {
 		h.subs = map[chan struct{}]struct{}{}
-		informers[name].AddEventHandler(h.handler())
+		for _, i := range informers[name] {
+			i.AddEventHandler(h.handler())
+		}
 	}
 	return st
 }
-
-// sameOrigin accepts clients that send no Origin (scripts, the CLI) and
-// browser pages served from the manager's own address, so another site
-// cannot read the cluster's state through a user's browser.
-func sameOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host == r.Host
-}
-
-var upgrader = websocket.Upgrader{CheckOrigin: sameOrigin}
 
 // serveStream serves /v1/ws/{resource} and /v1/ws/{period}/{resource}: the
 // full list on connect, then the new list after each change, at most once
 // per period and only when it differs from the last one sent.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 	vars := mux.Vars(r)
-	h, ok := s.streams.hubs[vars["resource"]]
+	st := s.streams
+	h, ok := st.hubs[vars["resource"]]
 	if !ok {
-		return notFound("no stream for %q; streams exist for recurringjobs, volumes, settings, nodes and backingimages", vars["resource"])
+		return notFound("no stream for %q; streams exist for %s", vars["resource"], strings.Join(st.names(), ", "))
 	}
 	var period time.Duration
 	if p := vars["period"]; p != "" {
@@ -146,6 +139,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
+	upgrader := websocket.Upgrader{CheckOrigin: s.checkOrigin}
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader has answered the client already.

@@ -81,6 +81,10 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
+	if in.Size == "" && in.FromBackup != "" {
+		// Longhorn's clients restore without a size: the backup's.
+		in.Size = s.backupVolumeSize(in.FromBackup)
+	}
 	size, err := parseSize(in.Size)
 	if err != nil {
 		return err
@@ -91,6 +95,12 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	}
 	if replicas < 1 || replicas > 20 {
 		return badRequest("numberOfReplicas: must be between 1 and 20, got %d", in.NumberOfReplicas)
+	}
+	if in.DataEngine != "" && in.DataEngine != string(longhorn.DataEngineTypeV1) {
+		return badRequest("dataEngine: only v1 exists here, got %q", in.DataEngine)
+	}
+	if in.AccessMode != "" && in.AccessMode != string(longhorn.AccessModeReadWriteOnce) {
+		return badRequest("accessMode: only rwo exists here (volumes are not shared), got %q", in.AccessMode)
 	}
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
@@ -153,12 +163,14 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.detachVolume(w, r, name)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
+	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":
+		return s.snapshotCRAction(w, r, name, action)
 	case "snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert":
 		return s.snapshotAction(w, r, name, action)
 	case "":
-		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(append(volumeActions, snapshotActions...), ", ")}
+		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(allVolumeActions(), ", ")}
 	default:
-		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(append(volumeActions, snapshotActions...), ", "))
+		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(allVolumeActions(), ", "))
 	}
 	if err != nil {
 		return err
@@ -173,4 +185,33 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, collection(base, "volumeRecurringJob", "volumes/"+name, data))
 	return nil
+}
+
+func allVolumeActions() []string {
+	return append(append(append([]string{}, volumeActions...), snapshotActions...), snapshotCRActions...)
+}
+
+// backupVolumeSize is the size of the volume a backup URL was taken of,
+// from the Backup objects the backup target controller keeps; empty when
+// none has that URL.
+func (s *Server) backupVolumeSize(url string) string {
+	volumes, err := s.ds.ListBackupVolumesRO()
+	if err != nil {
+		return ""
+	}
+	for _, bv := range volumes {
+		backups, err := s.ds.ListBackupsRO(bv.Name)
+		if err != nil {
+			continue
+		}
+		for _, b := range backups {
+			if b.Status.URL == url {
+				if b.Status.VolumeSize != "" {
+					return b.Status.VolumeSize
+				}
+				return bv.Status.Size
+			}
+		}
+	}
+	return ""
 }

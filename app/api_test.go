@@ -24,13 +24,13 @@ type apiEnv struct {
 	base string
 }
 
-func newAPIEnv(t *testing.T) *apiEnv {
+func newAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) *apiEnv {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	installRBAC(t, kube, ns)
-	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir())
+	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), opts...)
 	return &apiEnv{
 		managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)},
 		base:       "http://" + d.apiAddress,
@@ -184,7 +184,7 @@ func TestAPIRecurringJobs(t *testing.T) {
 		fragments  []string
 	}{
 		{"malformed JSON", `{"name":`, 400, []string{"malformed JSON"}},
-		{"unknown field", `{"name":"x1","task":"snapshot","cron":"@daily","retain":1,"color":"red"}`, 400, []string{"color", "unknown field"}},
+		{"wrong type of a list", `{"name":"x1","task":"snapshot","cron":"@daily","retain":1,"groups":"gold"}`, 400, []string{"groups", "a list"}},
 		{"wrong type", `{"name":"x1","task":"snapshot","cron":"@daily","retain":"three"}`, 400, []string{"retain", "whole number"}},
 		{"missing retain", `{"name":"x1","task":"snapshot","cron":"@daily"}`, 400, []string{"retain", "required"}},
 		{"invalid cron", `{"name":"x1","task":"snapshot","cron":"every day","retain":1}`, 400, []string{"spec.cron"}},
@@ -201,6 +201,13 @@ func TestAPIRecurringJobs(t *testing.T) {
 			e.call(t, "POST", "/v1/recurringjobs", c.body).expect(t, c.status, c.fragments...)
 		})
 	}
+	// Fields the project has no concept of are ignored, as Longhorn's API
+	// ignores them: its UI's form sends forceCreate and parameters.
+	lenient := e.call(t, "POST", "/v1/recurringjobs", `{"name":"x-lenient","task":"snapshot","cron":"@daily","retain":1,"forceCreate":true,"parameters":{"full-backup-interval":"0"},"color":["red"]}`).expect(t, 200)
+	if lenient.body["color"] != nil || lenient.body["forceCreate"] != nil {
+		t.Errorf("ignored fields came back: %s", lenient.raw)
+	}
+	e.call(t, "DELETE", "/v1/recurringjobs/x-lenient", "").expect(t, 204)
 	huge := `{"name":"big","task":"snapshot","cron":"@daily","retain":1,"labels":{"a":"` + strings.Repeat("x", 2<<20) + `"}}`
 	e.call(t, "POST", "/v1/recurringjobs", huge).expect(t, 413, "larger than")
 	e.call(t, "POST", "/v1/recurringjobs", `name=x`, "Content-Type", "application/x-www-form-urlencoded").expect(t, 415, "application/json")
@@ -277,9 +284,12 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	settings := e.call(t, "GET", "/v1/settings", "").expect(t, 200)
-	if len(settings.body["data"].([]interface{})) != len(types.SettingNames()) {
+	// The project's settings, and Longhorn's data engine switches, read-only.
+	if len(settings.body["data"].([]interface{})) != len(types.SettingNames())+2 {
 		t.Errorf("settings %s", settings.raw)
 	}
+	e.call(t, "GET", "/v1/settings/v1-data-engine", "").expect(t, 200, `"value":"true"`, `"readOnly":true`)
+	e.call(t, "PUT", "/v1/settings/v2-data-engine", `{"value":"true"}`).expect(t, 400, "read-only")
 	e.call(t, "GET", "/v1/settings/recurring-job-max-retention", "").expect(t, 200, `"value":"100"`, `"max":250`)
 	e.call(t, "PUT", "/v1/settings/recurring-job-max-retention", `{"value":"20"}`).expect(t, 200, `"value":"20"`)
 	e.call(t, "PUT", "/v1/settings/recurring-job-max-retention", `{"value":"0"}`).expect(t, 400, "value", "between 1 and 250")
@@ -290,6 +300,12 @@ func TestAPISettingsAndNodes(t *testing.T) {
 		t.Errorf("nodes %v", got)
 	}
 	node := e.call(t, "GET", "/v1/nodes/node-1", "").expect(t, 200)
+	// Conditions are keyed by type, as in Longhorn's API.
+	eventually(t, 10*time.Second, "node-1 Ready", func() (bool, error) {
+		node = e.call(t, "GET", "/v1/nodes/node-1", "").expect(t, 200)
+		ready, _ := node.body["conditions"].(map[string]interface{})["Ready"].(map[string]interface{})
+		return ready != nil && ready["status"] == "True", nil
+	})
 	disks := node.body["disks"].(map[string]interface{})
 	if len(disks) != 1 {
 		t.Fatalf("disks %v", disks)
@@ -297,6 +313,9 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	for _, d := range disks {
 		if d.(map[string]interface{})["storageMaximum"].(float64) <= 0 {
 			t.Errorf("disk %v", d)
+		}
+		if _, ok := d.(map[string]interface{})["conditions"].(map[string]interface{}); !ok {
+			t.Errorf("disk conditions are not a map: %v", d)
 		}
 	}
 	e.call(t, "GET", "/v1/nodes/node-9", "").expect(t, 404)
@@ -375,7 +394,8 @@ func TestAPIWebsocketSeesAJobAppearChangeAndDisappear(t *testing.T) {
 	vols := e.dial(t, "/v1/ws/0s/volumes")
 	nextList(t, vols, "volume stream", func(n []string, _ string) bool { return len(n) == 0 })
 	settings := e.dial(t, "/v1/ws/settings")
-	nextList(t, settings, "settings stream", func(n []string, _ string) bool { return len(n) == len(types.SettingNames()) })
+	// The project's settings and Longhorn's two read-only data engine ones.
+	nextList(t, settings, "settings stream", func(n []string, _ string) bool { return len(n) == len(types.SettingNames())+2 })
 	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"nfs://server:/export"}`).expect(t, 200)
 	nextList(t, settings, "settings stream sees the change", func(_ []string, raw string) bool {
 		return strings.Contains(raw, "nfs://server:/export")

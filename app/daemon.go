@@ -55,6 +55,10 @@ type DaemonOptions struct {
 	APIAllowedHosts []string
 	// APITimeouts are the API server's; api.DefaultTimeouts for any zero.
 	APITimeouts api.Timeouts
+	// AllowedOrigins are browser origins whose pages may open the API's
+	// websocket streams besides the manager's own address (see the api
+	// package's checkOrigin).
+	AllowedOrigins []string
 	// EngineAddress is where this node's engine service listens, host:port;
 	// the host also serves the volumes' NBD frontends.
 	EngineAddress string
@@ -174,6 +178,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := kit.NewMetrics(registry)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
+	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	if o.APIAuth == api.AuthKubernetes {
 		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
 		o.apiToken = bearerTokenSource(cfg)

@@ -73,7 +73,7 @@ func (f *attachFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "settings/allow-recurring-job-while-volume-detached":
 		reply(200, map[string]string{"value": "true"})
 	case path == "nodes":
-		reply(200, map[string]interface{}{"data": []interface{}{map[string]interface{}{"name": "node-1", "conditions": []interface{}{map[string]string{"type": "Ready", "status": "True"}}}}})
+		reply(200, map[string]interface{}{"data": []interface{}{map[string]interface{}{"name": "node-1", "conditions": map[string]interface{}{"Ready": map[string]string{"type": "Ready", "status": "True"}}}}})
 	case path == "volumes/"+f.vol.Name && r.Method == http.MethodGet:
 		if f.vol.NodeID != "" && f.vol.State != "attached" {
 			if f.gets++; f.gets >= f.attachAfter {

@@ -248,18 +248,17 @@ func (c *Client) Setting(ctx context.Context, name string) (string, error) {
 func (c *Client) ReadyNode(ctx context.Context) (string, error) {
 	var list struct {
 		Data []struct {
-			Name       string
-			Conditions []struct{ Type, Status string }
+			Name string
+			// Keyed by type, as Longhorn's API has them.
+			Conditions map[string]struct{ Status string }
 		}
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &list); err != nil {
 		return "", err
 	}
 	for _, n := range list.Data {
-		for _, cond := range n.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				return n.Name, nil
-			}
+		if n.Conditions["Ready"].Status == "True" {
+			return n.Name, nil
 		}
 	}
 	return "", errors.New("no Ready node to attach detached volumes to")

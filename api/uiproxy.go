@@ -1,0 +1,41 @@
+package api
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// UIProxy serves Longhorn's web UI (a built longhorn-ui dist folder) and
+// proxies /v1, websockets included, to the manager at managerURL, as the
+// UI image's nginx does: the Host header that reaches the manager is the
+// manager's, X-Forwarded-Host is the browser's, and any other path that
+// is not a file of dist answers index.html.
+func UIProxy(dist string, managerURL *url.URL) http.Handler {
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(managerURL)
+			r.Out.Header.Set("X-Forwarded-Host", r.In.Host)
+			r.SetXForwarded()
+		},
+		// Streams send as they change: no buffering.
+		FlushInterval: -1,
+	}
+	files := http.FileServer(http.Dir(dist))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		clean := filepath.FromSlash(filepath.Clean("/" + r.URL.Path))
+		if st, err := os.Stat(filepath.Join(dist, clean)); err != nil || st.IsDir() {
+			r = r.Clone(r.Context())
+			r.URL.Path = "/"
+		}
+		w.Header().Set("Cache-Control", "max-age=0")
+		files.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,811 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/api"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// uiDist is Longhorn's web UI, built and unmodified, beside the repository.
+func uiDist(t *testing.T) string {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist := filepath.Join(root, "..", "shared", "longhorn-ui", "dist")
+	if _, err := os.Stat(filepath.Join(dist, "index.html")); err != nil {
+		t.Skipf("Longhorn's UI is not built beside the repository (%s: %v): the browser test needs ../shared/longhorn-ui/dist", dist, err)
+	}
+	return dist
+}
+
+// uiBrowser drives Debian's chromium, headless, on the UI.
+type uiBrowser struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string
+	shots string
+	n     int
+
+	mu       sync.Mutex
+	problems []string
+}
+
+func newUIBrowser(t *testing.T, base string) *uiBrowser {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("the browser test needs Debian's chromium: run scripts/install-test-deps.sh (%v)", err)
+	}
+	shots, err := os.MkdirTemp("", "longhorn-ui-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", shots)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	b := &uiBrowser{t: t, ctx: ctx, base: base, shots: shots}
+	chromedp.ListenTarget(ctx, func(ev interface{}) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			b.problem("uncaught exception: " + msg)
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError || e.Type == runtime.APITypeAssert {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, strings.TrimSpace(string(a.Value)+" "+a.Description))
+				}
+				b.problem("console." + string(e.Type) + ": " + strings.Join(parts, " "))
+			}
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.LevelError {
+				b.problem("browser log: " + e.Entry.Text + " " + e.Entry.URL)
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, log.Enable(), chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return b
+}
+
+func (b *uiBrowser) problem(p string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) > 800 {
+		p = p[:800] + "..."
+	}
+	b.problems = append(b.problems, p)
+}
+
+// checkConsole fails the test for every uncaught exception and console
+// error since the last check.
+func (b *uiBrowser) checkConsole(where string) {
+	b.t.Helper()
+	b.mu.Lock()
+	problems := b.problems
+	b.problems = nil
+	b.mu.Unlock()
+	for _, p := range problems {
+		b.t.Errorf("%s: %s", where, p)
+	}
+}
+
+func (b *uiBrowser) eval(js string, out interface{}) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate(js, out))
+}
+
+// shot saves a screenshot named after the step.
+func (b *uiBrowser) shot(name string) {
+	b.t.Helper()
+	var buf []byte
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.CaptureScreenshot(&buf)); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	b.n++
+	_ = os.WriteFile(filepath.Join(b.shots, fmt.Sprintf("%02d-%s.png", b.n, name)), buf, 0o644)
+}
+
+// until polls a JavaScript expression until it is true, saving a
+// screenshot and failing when it does not become true in time.
+func (b *uiBrowser) until(what, js string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		var ok bool
+		if last = b.eval(js, &ok); last == nil && ok {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.shot("failed")
+	var text string
+	_ = b.eval(`[...document.querySelectorAll(".ant-message, .ant-notification, .ant-form-explain")].map(e => "message: " + e.innerText).join("\n") + "\n" + document.body.innerText`, &text)
+	if len(text) > 3000 {
+		text = text[:3000]
+	}
+	b.t.Fatalf("%s: not within %s (%v); the page says:\n%s", what, timeout, last, text)
+}
+
+// page opens a page of the UI by its route and waits until it shows text.
+func (b *uiBrowser) page(route, text string) {
+	b.t.Helper()
+	if err := b.eval(`window.location.hash = "#/`+route+`"; true`, new(bool)); err != nil {
+		b.t.Fatalf("open %s: %v", route, err)
+	}
+	b.waitText("page "+route, text)
+}
+
+// load opens a page of the UI afresh, reloading it, as a user coming to it
+// does, and waits until it shows text: a page reads some things once, as
+// it opens (the volume page its snapshot tree).
+func (b *uiBrowser) load(route, text string) {
+	b.t.Helper()
+	if err := b.eval(`window.location.hash = "#/`+route+`"; setTimeout(() => window.location.reload(), 0); true`, new(bool)); err != nil {
+		b.t.Fatalf("open %s: %v", route, err)
+	}
+	time.Sleep(time.Second)
+	b.waitText("page "+route, text)
+}
+
+func jsString(s interface{}) string {
+	out, _ := json.Marshal(s)
+	return string(out)
+}
+
+// waitText waits until the page's text holds text.
+func (b *uiBrowser) waitText(what, text string) {
+	b.t.Helper()
+	b.until(what+" shows "+text, `document.body.innerText.includes(`+jsString(text)+`)`, 30*time.Second)
+}
+
+// clickJS waits until the element the expression finds exists and is
+// enabled, then clicks it.
+func (b *uiBrowser) clickJS(what, find string) {
+	b.t.Helper()
+	b.until("click "+what, `(() => { const el = (`+find+`); if (!el || el.disabled || el.classList.contains("ant-btn-disabled")) return false; el.click(); return true })()`, 30*time.Second)
+}
+
+// button clicks the button labelled text inside scope (a CSS selector).
+func (b *uiBrowser) button(scope, text string) {
+	b.t.Helper()
+	b.clickJS(scope+" button "+text, `[...document.querySelectorAll(`+jsString(scope+" button")+`)].find(e => e.innerText.trim() === `+jsString(text)+` && e.offsetParent !== null)`)
+}
+
+// modalOK presses the OK (or Yes) button of the open dialog and waits
+// until every dialog has closed, the sign it was accepted.
+func (b *uiBrowser) modalOK() {
+	b.t.Helper()
+	b.clickJS("the dialog's OK", `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].filter(e => ["ok", "yes", "confirm", "delete"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null).pop()`)
+	b.noDialog("the dialog")
+}
+
+// noDialog waits until every dialog has closed, the sign a form saved.
+func (b *uiBrowser) noDialog(what string) {
+	b.t.Helper()
+	b.until(what+": the dialog closes", `![...document.querySelectorAll(".ant-modal-wrap")].some(e => getComputedStyle(e).display !== "none")`, 30*time.Second)
+}
+
+// typeText replaces the value of the input the selector finds, as typing.
+func (b *uiBrowser) typeText(selector, text string) {
+	b.t.Helper()
+	b.until("type into "+selector, `(() => { const el = document.querySelector(`+jsString(selector)+`); if (!el) return false; el.focus(); el.select(); return document.execCommand("insertText", false, `+jsString(text)+`) })()`, 30*time.Second)
+}
+
+// choose opens the select the selector finds and picks the option text.
+func (b *uiBrowser) choose(selector, option string) {
+	b.t.Helper()
+	b.clickJS("open "+selector, `document.querySelector(`+jsString(selector)+`)`)
+	b.clickJS("option "+option, `[...document.querySelectorAll(".ant-select-dropdown:not(.ant-select-dropdown-hidden) li")].find(e => e.innerText.trim() === `+jsString(option)+`)`)
+}
+
+// rowMenu picks an item of the operations menu of the table row that
+// holds rowText.
+func (b *uiBrowser) rowMenu(rowText, item string) {
+	b.t.Helper()
+	b.closeMenus()
+	b.clickJS("the menu of "+rowText, `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(`+jsString(rowText)+`)); const t = r && r.querySelector(".ant-dropdown-trigger"); if (t) { t.dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseenter", {bubbles: true})) } return t })()`)
+	b.menuItem(item+" of "+rowText, item)
+}
+
+// closeMenus leaves every menu trigger and marks the menus still shown
+// (those of rows that are gone stay open), so that menuItem picks from
+// the next menu opened only.
+func (b *uiBrowser) closeMenus() {
+	b.t.Helper()
+	_ = b.eval(`document.querySelectorAll(".ant-dropdown-trigger").forEach(t => { t.dispatchEvent(new MouseEvent("mouseout", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseleave", {bubbles: true})) }); true`, new(bool))
+	time.Sleep(500 * time.Millisecond)
+	_ = b.eval(`document.querySelectorAll(".ant-dropdown").forEach(d => { if (!d.classList.contains("ant-dropdown-hidden")) d.dataset.stale = "1"; else delete d.dataset.stale }); true`, new(bool))
+}
+
+// menuItem clicks the enabled item of the menu just opened.
+func (b *uiBrowser) menuItem(what, item string) {
+	b.t.Helper()
+	b.clickJS(what, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden):not([data-stale]) .ant-dropdown-menu-item")].find(e => e.offsetParent !== null && e.innerText.trim() === `+jsString(item)+` && !e.className.includes("disabled"))`)
+}
+
+// treeMenu picks an item of the menu of the snapshot of the volume's
+// snapshot tree whose shown name holds name.
+func (b *uiBrowser) treeMenu(name, item string) {
+	b.t.Helper()
+	b.closeMenus()
+	b.clickJS("the menu of snapshot "+name, `(() => { const t = [...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].find(e => e.innerText.includes(`+jsString(name)+`)); if (t) { t.dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); t.dispatchEvent(new MouseEvent("mouseenter", {bubbles: true})) } return t })()`)
+	b.menuItem(item+" of snapshot "+name, item)
+}
+
+// maybeModalOK presses OK if a dialog opens within a few seconds.
+func (b *uiBrowser) maybeModalOK() {
+	b.t.Helper()
+	find := `[...document.querySelectorAll(".ant-modal button, .ant-popover button")].find(e => ["ok", "yes", "confirm", "delete"].includes(e.innerText.trim().toLowerCase()) && e.offsetParent !== null)`
+	for i := 0; i < 15; i++ {
+		var clicked bool
+		if err := b.eval(`(() => { const el = `+find+`; if (!el) return false; el.click(); return true })()`, &clicked); err == nil && clicked {
+			b.noDialog("the dialog")
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// selectRow ticks the checkbox of the table row that holds rowText. The
+// UI keeps the row as it was when ticked, to decide which buttons apply:
+// a row ticked already is unticked and ticked again.
+func (b *uiBrowser) selectRow(rowText string) {
+	b.t.Helper()
+	row := `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(` + jsString(rowText) + `)); return r && r.querySelector("input[type=checkbox]") })()`
+	b.until("the checkbox of "+rowText, `(() => { const c = `+row+`; if (c && c.checked) c.click(); return !!c && !c.checked })()`, 30*time.Second)
+	b.clickJS("the checkbox of "+rowText, row)
+}
+
+// rowShows waits until the table row that holds rowText also holds each
+// of the texts.
+func (b *uiBrowser) rowShows(rowText string, texts ...string) {
+	b.t.Helper()
+	b.until("the row of "+rowText+" shows "+strings.Join(texts, ", "), `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes(`+jsString(rowText)+`)); return !!r && `+jsString(texts)+`.every(t => r.innerText.includes(t)) })()`, 30*time.Second)
+}
+
+// streamsHealthy checks that no websocket indicator of the footer shows
+// an error: the UI draws each of its streams as a link icon, red when the
+// stream failed.
+func (b *uiBrowser) streamsHealthy(where string) {
+	b.t.Helper()
+	var failed int
+	if err := b.eval(`[...document.querySelectorAll("img[alt=WS]")].filter(i => atob(i.src.split(",")[1]).includes("#ee1111")).length`, &failed); err != nil {
+		b.t.Fatal(err)
+	}
+	if failed > 0 {
+		b.shot("streams-failed")
+		b.t.Errorf("%s: %d websocket streams failed", where, failed)
+	}
+}
+
+// TestLonghornUI walks Longhorn's own web UI, served behind a proxy that
+// behaves as the UI image's nginx, against a manager on the real control
+// plane, with the UI's own buttons and forms.
+func TestLonghornUI(t *testing.T) {
+	dist := uiDist(t)
+	// The backing image servers run from this test binary.
+	e := newAPIEnv(t, withTestServers)
+	manager, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(api.UIProxy(dist, manager))
+	t.Cleanup(proxy.Close)
+	b := newUIBrowser(t, proxy.URL)
+	ctx := context.Background()
+
+	// An event of the namespace, for the dashboard's event log.
+	if _, err := e.kube.CoreV1().Events(e.ns).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "ui-test-event"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-1", Namespace: e.ns},
+		Reason:         "UITest", Message: "an event for the UI's event log", Type: corev1.EventTypeNormal,
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+		Source: corev1.EventSource{Component: "ui-test"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("nodes", func(t *testing.T) {
+		b.t = t
+		b.page("node", "node-1")
+		b.until("node-1 Ready and Schedulable", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("node-1")); return !!r && r.innerText.includes("Ready") && r.innerText.includes("Schedulable") && / Gi/.test(r.innerText) })()`, 30*time.Second)
+		b.shot("nodes")
+		b.checkConsole("nodes")
+	})
+
+	t.Run("volume create", func(t *testing.T) {
+		b.t = t
+		b.page("volume", "Create Volume")
+		b.button("", "Create Volume")
+		b.typeText(".ant-modal #name", "ui-vol")
+		b.typeText(".ant-modal #size", "1")
+		b.typeText(".ant-modal #numberOfReplicas", "1")
+		b.until("the form offers the v1 data engine", `document.querySelector(".ant-modal #dataEngine").innerText.trim() === "v1"`, 10*time.Second)
+		b.shot("volume-create-form")
+		b.modalOK()
+		b.noDialog("volume create")
+		v := e.waitVolumeFor(t, 30*time.Second, "ui-vol", "ui-vol created detached", func(v map[string]interface{}) bool {
+			return v["state"] == "detached"
+		})
+		if v["size"] != "1073741824" || v["numberOfReplicas"].(float64) != 1 || v["frontend"] != "blockdev" {
+			t.Errorf("created %v", v)
+		}
+		b.until("the list shows ui-vol detached, 1 Gi", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Detached") && r.innerText.includes("1 Gi") && /ago/.test(r.innerText) })()`, 30*time.Second)
+		b.shot("volumes")
+		b.checkConsole("volume create")
+	})
+
+	t.Run("volume attach", func(t *testing.T) {
+		b.t = t
+		b.rowShows("ui-vol", "Detached")
+		b.selectRow("ui-vol")
+		b.button("", "Attach")
+		b.choose(".ant-modal #host", "node-1")
+		b.shot("volume-attach-form")
+		b.modalOK()
+		b.noDialog("attach")
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached to node-1", func(v map[string]interface{}) bool {
+			return v["state"] == "attached" && v["currentNodeID"] == "node-1"
+		})
+		b.until("the list shows ui-vol healthy on node-1", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Healthy") && r.innerText.includes("on node-1") })()`, 30*time.Second)
+		b.shot("volume-attached")
+		b.checkConsole("volume attach")
+	})
+
+	var snapName string
+	t.Run("volume snapshot", func(t *testing.T) {
+		b.t = t
+		b.load("volume/ui-vol", "Take Snapshot")
+		b.waitText("the volume's page", "Healthy")
+		b.until("the volume's replica, running on node-1", `document.body.innerText.includes("Replicas") && /Healthy\s*node-1\s*Node[\s\S]*Running/.test(document.body.innerText)`, 30*time.Second)
+		b.button("", "Take Snapshot")
+		eventually(t, 30*time.Second, "a Snapshot object of ui-vol, taken", func() (bool, error) {
+			list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, s := range list.Items {
+				if s.Spec.Volume == "ui-vol" && s.Status.CreationTime != "" && s.Status.ReadyToUse {
+					snapName = s.Name
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.until("the snapshot tree shows the snapshot", `[...document.querySelectorAll(".lh-tree-snapshot .snapshot-name, .lh-tree-snapshot")].some(e => e.innerText.includes(`+jsString(snapName[:8])+`))`, 30*time.Second)
+		b.shot("volume-snapshot")
+		b.checkConsole("volume snapshot")
+	})
+
+	backupDir := t.TempDir()
+	t.Run("volume backup and restore", func(t *testing.T) {
+		b.t = t
+		target := "file://" + backupDir
+		b.page("setting", "Save")
+		b.typeText("#backup-target", target)
+		b.button("", "Save")
+		eventually(t, 15*time.Second, "backup-target saved", func() (bool, error) {
+			return e.call(t, "GET", "/v1/settings/backup-target", "").expect(t, 200).body["value"] == target, nil
+		})
+		b.load("volume/ui-vol", "Create Backup")
+		b.button("", "Create Backup")
+		b.modalOK()
+		b.noDialog("create backup")
+		var backup, backupURL string
+		eventually(t, 60*time.Second, "a completed backup of ui-vol", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/backupvolumes/ui-vol?action=backupList", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for _, item := range r.body["data"].([]interface{}) {
+				if bk := item.(map[string]interface{}); bk["state"] == "Completed" {
+					backup, backupURL = bk["name"].(string), bk["url"].(string)
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.page("backup", "Sync All Backup Volumes")
+		b.rowShows("ui-vol", "1 Gi", "default")
+		b.shot("backup-volumes")
+		b.load("backup/ui-vol?field=name&keyword=ui-vol", backup)
+		b.rowShows(backup, "Completed")
+		b.shot("backups")
+
+		b.rowMenu(backup, "Restore")
+		b.typeText(".ant-modal #name", "ui-restored")
+		b.typeText(".ant-modal #numberOfReplicas", "1")
+		b.shot("restore-form")
+		b.modalOK()
+		b.noDialog("restore")
+		restored := e.waitVolumeFor(t, 30*time.Second, "ui-restored", "ui-restored created from the backup", func(v map[string]interface{}) bool { return true })
+		if restored["fromBackup"] != backupURL || restored["size"] != "1073741824" {
+			t.Errorf("restored %v, want from %s", restored, backupURL)
+		}
+
+		b.rowMenu(backup, "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "the backup deleted", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/backupvolumes/ui-vol?action=backupList", "")
+			return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
+		})
+		b.until("the backup no longer listed", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes(`+jsString(backup)+`))`, 30*time.Second)
+		b.shot("backup-deleted")
+		b.checkConsole("volume backup and restore")
+
+		// The restored volume goes, so the dashboard counts ui-vol alone.
+		eventually(t, 120*time.Second, "ui-restored deleted", func() (bool, error) {
+			r := e.call(t, "DELETE", "/v1/volumes/ui-restored", "")
+			return r.status == 404, nil
+		})
+	})
+
+	t.Run("snapshot revert and delete", func(t *testing.T) {
+		b.t = t
+		first := snapName
+		if first == "" {
+			t.Skip("no first snapshot")
+		}
+		b.load("volume/ui-vol", "Take Snapshot")
+		before := map[string]bool{}
+		list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list.Items {
+			before[s.Name] = true
+		}
+		b.button("", "Take Snapshot")
+		var second string
+		eventually(t, 30*time.Second, "a second Snapshot object of ui-vol, taken", func() (bool, error) {
+			list, err := e.lh.LonghornV1beta2().Snapshots(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, s := range list.Items {
+				if s.Spec.Volume == "ui-vol" && !before[s.Name] && s.Status.ReadyToUse {
+					second = s.Name
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.until("the tree shows the second snapshot", `[...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes(`+jsString(second[:8])+`))`, 30*time.Second)
+
+		// Revert needs the volume attached in maintenance mode (no frontend).
+		b.page("volume", "ui-vol")
+		b.selectRow("ui-vol")
+		b.button("", "Detach")
+		b.modalOK()
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+		b.rowShows("ui-vol", "Detached")
+		b.selectRow("ui-vol")
+		b.button("", "Attach")
+		b.choose(".ant-modal #host", "node-1")
+		b.clickJS("Maintenance", `(() => { const c = document.querySelector(".ant-modal #disableFrontend"); return c && !c.checked ? c : null })()`)
+		b.shot("volume-attach-maintenance")
+		b.modalOK()
+		b.noDialog("attach in maintenance")
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached without a frontend", func(v map[string]interface{}) bool {
+			return v["state"] == "attached" && v["frontendDisabled"] == true
+		})
+		b.load("volume/ui-vol", "Take Snapshot")
+		b.until("the tree shows both snapshots", `(() => { const t = [...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].map(e => e.innerText).join(" "); return t.includes(`+jsString(first[:8])+`) && t.includes(`+jsString(second[:8])+`) })()`, 30*time.Second)
+		b.treeMenu(first[:8], "Revert")
+		b.maybeModalOK()
+		eventually(t, 30*time.Second, "the volume head follows the first snapshot", func() (bool, error) {
+			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
+			for _, item := range list.body["data"].([]interface{}) {
+				snap := item.(map[string]interface{})
+				if snap["name"] == "volume-head" {
+					return snap["parent"] == first, nil
+				}
+			}
+			return false, nil
+		})
+		b.shot("snapshot-reverted")
+
+		b.treeMenu(second[:8], "Delete")
+		b.maybeModalOK()
+		eventually(t, 30*time.Second, "the second snapshot deleted", func() (bool, error) {
+			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
+			for _, item := range list.body["data"].([]interface{}) {
+				if snap := item.(map[string]interface{}); snap["name"] == second && snap["removed"] != true {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		b.until("the tree no longer shows the second snapshot", `![...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes(`+jsString(second[:8])+`))`, 30*time.Second)
+		b.shot("snapshot-deleted")
+		b.checkConsole("snapshot revert and delete")
+	})
+
+	t.Run("volume detach", func(t *testing.T) {
+		b.t = t
+		b.page("volume", "ui-vol")
+		b.rowShows("ui-vol", "Healthy", "on node-1")
+		b.selectRow("ui-vol")
+		b.button("", "Detach")
+		b.modalOK()
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]interface{}) bool {
+			return v["state"] == "detached"
+		})
+		b.until("the list shows ui-vol detached", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Detached") })()`, 30*time.Second)
+		b.shot("volume-detached")
+		b.checkConsole("volume detach")
+	})
+
+	t.Run("volume recurring job", func(t *testing.T) {
+		b.t = t
+		b.load("volume/ui-vol", "Recurring Jobs Schedule")
+		b.button("", "Add")
+		var job string
+		b.until("the job form", `!!document.querySelector(".ant-modal #name")`, 30*time.Second)
+		if err := b.eval(`document.querySelector(".ant-modal #name").value`, &job); err != nil || job == "" {
+			t.Fatalf("the form's job name: %q %v", job, err)
+		}
+		b.shot("volume-recurring-job-form")
+		b.modalOK()
+		b.noDialog("add a recurring job to the volume")
+		has := func() bool {
+			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
+			for _, item := range r.body["data"].([]interface{}) {
+				if item.(map[string]interface{})["name"] == job {
+					return true
+				}
+			}
+			return false
+		}
+		eventually(t, 15*time.Second, "ui-vol selects the new job "+job, func() (bool, error) { return has(), nil })
+		b.rowShows(job, "00:00 every day")
+		b.shot("volume-recurring-job")
+		b.selectRow(job)
+		b.button("", "Delete")
+		b.modalOK()
+		eventually(t, 15*time.Second, "ui-vol no longer selects "+job, func() (bool, error) { return !has(), nil })
+
+		// A group, from the Group tab.
+		e.call(t, "POST", "/v1/recurringjobs", `{"name":"gold-job","task":"snapshot","cron":"@daily","retain":1,"groups":["gold"]}`).expect(t, 200)
+		b.load("volume/ui-vol", "Recurring Jobs Schedule")
+		b.clickJS("the Group tab", `[...document.querySelectorAll(".ant-tabs-tab")].find(e => e.innerText.trim() === "Group")`)
+		b.clickJS("Add a group", `[...document.querySelectorAll("button")].filter(e => e.offsetParent !== null && e.innerText.trim() === "Add").pop()`)
+		b.choose(".ant-modal #name", "gold")
+		b.modalOK()
+		eventually(t, 15*time.Second, "ui-vol selects the group gold", func() (bool, error) {
+			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
+			for _, item := range r.body["data"].([]interface{}) {
+				if it := item.(map[string]interface{}); it["name"] == "gold" && it["isGroup"] == true {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		b.shot("volume-recurring-job-group")
+		e.call(t, "DELETE", "/v1/recurringjobs/gold-job", "").expect(t, 204)
+		b.checkConsole("volume recurring job")
+	})
+
+	t.Run("dashboard", func(t *testing.T) {
+		b.t = t
+		b.page("dashboard", "Event Log")
+		// One detached volume, one schedulable node, and the event.
+		b.until("the dashboard counts one volume and one node", `(() => { const t = document.body.innerText; return /Detached\s*1/.test(t) && /Schedulable\s*1/.test(t) && !t.includes("No Volume") && !t.includes("No Node") })()`, 30*time.Second)
+		b.waitText("the event log", "an event for the UI's event log")
+		b.shot("dashboard")
+		b.streamsHealthy("dashboard")
+		b.checkConsole("dashboard")
+	})
+
+	t.Run("recurring jobs", func(t *testing.T) {
+		b.t = t
+		b.page("recurringJob", "Create Recurring Job")
+		b.button("", "Create Recurring Job")
+		b.typeText(".ant-modal #name", "ui-snap")
+		b.typeText(".ant-modal #retain", "2")
+		b.typeText(`.ant-modal #groups\[0\]`, "gold")
+		b.typeText(`.ant-modal #labels\[0\]\.key`, "team")
+		b.typeText(`.ant-modal #labels\[0\]\.value`, "db")
+		b.shot("recurring-job-form")
+		b.modalOK()
+		b.noDialog("recurring job create")
+		// Reads come from the informer cache, a moment after the write.
+		var job map[string]interface{}
+		eventually(t, 10*time.Second, "ui-snap created", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/recurringjobs/ui-snap", "")
+			job = r.body
+			return r.status == 200, nil
+		})
+		if job["task"] != "snapshot" || job["retain"].(float64) != 2 || fmt.Sprint(job["groups"]) != "[gold]" || fmt.Sprint(job["labels"]) != "map[team:db]" {
+			t.Errorf("created %v", job)
+		}
+		b.until("the list shows ui-snap", `[...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-snap") && r.innerText.includes("gold"))`, 30*time.Second)
+
+		b.rowMenu("ui-snap", "Edit")
+		b.typeText(".ant-modal #retain", "5")
+		b.modalOK()
+		b.noDialog("recurring job edit")
+		eventually(t, 10*time.Second, "ui-snap keeps 5", func() (bool, error) {
+			return e.call(t, "GET", "/v1/recurringjobs/ui-snap", "").expect(t, 200).body["retain"].(float64) == 5, nil
+		})
+		b.shot("recurring-jobs")
+
+		// A backup job, in the default group.
+		b.button("", "Create Recurring Job")
+		b.typeText(".ant-modal #name", "ui-backup")
+		b.choose(".ant-modal #task", "Backup")
+		b.button(".ant-modal", "Add to default group")
+		b.modalOK()
+		b.noDialog("backup job create")
+		eventually(t, 10*time.Second, "ui-backup created", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/recurringjobs/ui-backup", "")
+			return r.status == 200 && r.body["task"] == "backup" && fmt.Sprint(r.body["groups"]) == "[default]", nil
+		})
+		b.rowMenu("ui-backup", "Delete")
+		b.modalOK()
+
+		b.rowMenu("ui-snap", "Delete")
+		b.modalOK()
+		eventually(t, 15*time.Second, "ui-snap deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/recurringjobs/ui-snap", "").status == 404, nil
+		})
+		b.until("the list no longer shows ui-snap", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-snap"))`, 30*time.Second)
+		b.checkConsole("recurring jobs")
+	})
+
+	t.Run("settings", func(t *testing.T) {
+		b.t = t
+		b.page("setting", "Save")
+		b.until("the v1 data engine shown read-only", `!!document.querySelector("#v1-data-engine") && document.querySelector("#v1-data-engine").disabled`, 30*time.Second)
+		b.typeText("#recurring-job-max-retention", "42")
+		b.button("", "Save")
+		eventually(t, 15*time.Second, "recurring-job-max-retention saved", func() (bool, error) {
+			return e.call(t, "GET", "/v1/settings/recurring-job-max-retention", "").expect(t, 200).body["value"] == "42", nil
+		})
+		b.shot("settings")
+		b.checkConsole("settings")
+	})
+
+	t.Run("backup", func(t *testing.T) {
+		b.t = t
+		b.page("backup", "Sync All Backup Volumes")
+		b.shot("backup")
+		b.streamsHealthy("backup")
+		b.checkConsole("backup")
+	})
+
+	t.Run("backing image", func(t *testing.T) {
+		b.t = t
+		image := bytes.Repeat([]byte("longhorn-ui backing image\n"), 64<<10)
+		files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.ServeContent(w, r, "image.raw", time.Time{}, bytes.NewReader(image))
+		}))
+		defer files.Close()
+		b.page("backingImage", "Create Backing Image")
+		b.button("", "Create Backing Image")
+		b.typeText(".ant-modal #name", "ui-bi")
+		b.typeText(".ant-modal #url", files.URL+"/image.raw")
+		b.typeText(".ant-modal #minNumberOfCopies", "1")
+		b.shot("backing-image-form")
+		b.modalOK()
+		b.noDialog("backing image create")
+		b.shot("backing-image-created")
+		var disk string
+		eventually(t, 60*time.Second, "ui-bi downloaded to a disk", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/backingimages/ui-bi", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for d, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
+				if f.(map[string]interface{})["state"] == "ready" {
+					disk = d
+					return r.body["size"].(float64) == float64(len(image)), nil
+				}
+			}
+			return false, nil
+		})
+		b.rowShows("ui-bi", "download")
+		// Its name opens the copies per disk.
+		b.clickJS("the name of ui-bi", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-bi")); return r && r.querySelector("button") })()`)
+		b.until("the copy on "+disk+", ready", `[...document.querySelectorAll(".ant-modal")].some(m => m.innerText.includes(`+jsString(disk)+`) && m.innerText.includes("Ready"))`, 30*time.Second)
+		b.shot("backing-image-copies")
+		b.clickJS("close the copies", `[...document.querySelectorAll(".ant-modal-close")].find(e => e.offsetParent !== null)`)
+		b.noDialog("backing image copies")
+		b.rowMenu("ui-bi", "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/backingimages/ui-bi", "").status == 404, nil
+		})
+		b.until("the list no longer shows ui-bi", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-bi"))`, 30*time.Second)
+
+		// Upload a file from the browser.
+		upload := filepath.Join(t.TempDir(), "upload.raw")
+		if err := os.WriteFile(upload, image[:1<<20], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.button("", "Create Backing Image")
+		b.typeText(".ant-modal #name", "ui-bi-up")
+		b.choose(".ant-modal #sourceType", "Upload From Local")
+		b.until("the file field", `!!document.querySelector(".ant-modal #fileContainer")`, 30*time.Second)
+		ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+		err := chromedp.Run(ctx, chromedp.SetUploadFiles(".ant-modal #fileContainer", []string{upload}, chromedp.ByQuery))
+		cancel()
+		if err != nil {
+			t.Fatalf("choose the file: %v", err)
+		}
+		b.typeText(".ant-modal #minNumberOfCopies", "1")
+		b.shot("backing-image-upload-form")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi-up uploaded", func() (bool, error) {
+			r := e.call(t, "GET", "/v1/backingimages/ui-bi-up", "")
+			if r.status != 200 {
+				return false, nil
+			}
+			for _, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
+				if f.(map[string]interface{})["state"] == "ready" {
+					return r.body["size"].(float64) == 1<<20, nil
+				}
+			}
+			return false, nil
+		})
+		b.rowShows("ui-bi-up", "upload")
+		b.shot("backing-image-uploaded")
+		b.rowMenu("ui-bi-up", "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-bi-up deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/backingimages/ui-bi-up", "").status == 404, nil
+		})
+		b.checkConsole("backing image")
+	})
+
+	t.Run("volume delete", func(t *testing.T) {
+		b.t = t
+		b.page("volume", "ui-vol")
+		b.rowShows("ui-vol", "Detached")
+		b.selectRow("ui-vol")
+		b.button("", "Delete")
+		b.modalOK()
+		eventually(t, 60*time.Second, "ui-vol deleted", func() (bool, error) {
+			return e.call(t, "GET", "/v1/volumes/ui-vol", "").status == 404, nil
+		})
+		b.until("the list no longer shows ui-vol", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes("ui-vol"))`, 30*time.Second)
+		b.shot("volume-deleted")
+		b.checkConsole("volume delete")
+	})
+}

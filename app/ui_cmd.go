@@ -1,0 +1,62 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli"
+
+	"github.com/cadence-storage/longhorn-manager/api"
+)
+
+// UICmd serves Longhorn's web UI in front of a manager, as the UI image's
+// nginx does, for trying the UI against `make run` without nginx.
+func UICmd() cli.Command {
+	return cli.Command{
+		Name:  "ui",
+		Usage: "serve a built longhorn-ui (its dist folder) and proxy /v1 to the manager, as Longhorn's UI image does",
+		Flags: []cli.Flag{
+			cli.StringFlag{Name: "dist", Value: "../shared/longhorn-ui/dist", Usage: "the UI's built dist folder"},
+			cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", Usage: "host:port the UI listens on"},
+			cli.StringFlag{Name: "manager-url", Value: "http://127.0.0.1:9500", Usage: "the manager's API (LONGHORN_MANAGER_IP in the UI image)", EnvVar: "LONGHORN_MANAGER_IP"},
+		},
+		Action: func(c *cli.Context) error {
+			dist := c.String("dist")
+			if _, err := os.Stat(filepath.Join(dist, "index.html")); err != nil {
+				return fmt.Errorf("--dist %s: no built UI there (index.html): %v", dist, err)
+			}
+			manager, err := url.Parse(c.String("manager-url"))
+			if err != nil || manager.Host == "" {
+				return fmt.Errorf("--manager-url %q: not a URL such as http://127.0.0.1:9500", c.String("manager-url"))
+			}
+			ln, err := net.Listen("tcp", c.String("listen"))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			srv := &http.Server{Handler: api.UIProxy(dist, manager), ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				<-ctx.Done()
+				shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(shutdown)
+			}()
+			logrus.Infof("Longhorn UI on http://%s, proxying /v1 to %s", ln.Addr(), manager)
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+}
