@@ -90,7 +90,7 @@ func (a access) String() string {
 // update.
 var readOnlyActions = map[string]bool{
 	"recurringJobList": true, "snapshotList": true, "snapshotGet": true,
-	"backupList": true, "backupGet": true,
+	"backupList": true, "backupGet": true, "snapshotCRList": true, "snapshotCRGet": true,
 }
 
 // routeAccess maps a route (as named in Router) and its request to what

@@ -172,7 +172,11 @@ func isUpload(r *http.Request) bool {
 // to /v1 whose Content-Type is not application/json, even without a body
 // (415: an HTML form can only send form or text content types, so no
 // cross-site form can detach a volume). The upload action takes
-// multipart/form-data, and is left to the Origin check.
+// multipart/form-data, and is left to the Origin check. A page the browser
+// vouches is the manager's own or its UI's (ownPage) may send any
+// Content-Type: Longhorn's UI posts body-less actions (snapshotPurge,
+// snapshotList...) with none, and a form of another site never passes
+// ownPage.
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.bounds()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +190,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				fmt.Sprintf("Origin %q: %s from another site's page is refused", r.Header.Get("Origin"), r.Method)})
 			return
 		}
-		if (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/v1/") && !isUpload(r) {
+		if (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/v1/") && !isUpload(r) &&
+			!s.ownPage(r) {
 			ct := r.Header.Get("Content-Type")
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				writeError(w, &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType",
@@ -196,6 +201,15 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownPage reports a request a browser says comes from the manager's own
+// page or its UI's: a trusted Origin (checkOrigin), or Sec-Fetch-Site
+// same-origin. A browser sends Origin with every POST, PUT and DELETE, so
+// a cross-site form shows its own; a client that is not a browser sends
+// none, and is no cross-site form.
+func (s *Server) ownPage(r *http.Request) bool {
+	return (r.Header.Get("Origin") != "" && s.checkOrigin(r)) || r.Header.Get("Sec-Fetch-Site") == "same-origin"
 }
 
 // crossSite reports a request a browser sent from another site's page:

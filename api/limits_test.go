@@ -82,6 +82,19 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 	if code, body := post("/v1/volumes/vol-0?action=detach", "{}", "Content-Type", "application/json", "Origin", "http://example.com"); code != 403 {
 		t.Errorf("a page under an unchecked public name: %d %s, want 403", code, body)
 	}
+	// Longhorn's UI posts body-less actions with no Content-Type: from a
+	// page the browser vouches is the manager's own or the UI's (its
+	// Origin, or Sec-Fetch-Site), they pass; with no Origin (a form of an
+	// old browser, or a script) they still need JSON.
+	for _, h := range [][]string{
+		{"Host", "192.0.2.10:9500", "Origin", "http://192.0.2.10:9500"},
+		{"Host", "127.0.0.1:9500", "X-Forwarded-Host", "10.0.0.5:8000", "Origin", "http://10.0.0.5:8000"},
+		{"Sec-Fetch-Site", "same-origin"},
+	} {
+		if code, body := post("/v1/volumes/vol-0?action=snapshotPurge", "", h...); code == 415 || code == 403 {
+			t.Errorf("snapshotPurge without a Content-Type from the UI's page %v: %d %s", h, code, body)
+		}
+	}
 	// Longhorn's UI behind its nginx: the Host is the manager's, the
 	// browser's is in X-Forwarded-Host, and the page's Origin matches it.
 	// Its writes pass, as its websocket streams do; a page of another
