@@ -104,7 +104,7 @@ func (s *Server) updateRecurringJob(w http.ResponseWriter, r *http.Request) erro
 	}
 	var result *longhorn.RecurringJob
 	err := datastore.RetryOnConflict(func() error {
-		job, err := s.ds.LonghornClient().LonghornV1beta2().RecurringJobs(s.ds.Namespace()).Get(r.Context(), name, metav1.GetOptions{})
+		job, err := s.ds.GetRecurringJobFresh(r.Context(), name)
 		if apierrors.IsNotFound(err) {
 			return notFound("recurring job %q not found", name)
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -77,7 +76,7 @@ func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
 	}
 	var result *longhorn.Setting
 	err = datastore.RetryOnConflict(func() error {
-		st, err := s.ds.LonghornClient().LonghornV1beta2().Settings(s.ds.Namespace()).Get(r.Context(), string(name), metav1.GetOptions{})
+		st, err := s.ds.GetSettingFresh(r.Context(), name)
 		if apierrors.IsNotFound(err) {
 			return notFound("setting %q not found", name)
 		}
@@ -89,7 +88,7 @@ func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		st.Value = in.Value
-		result, err = s.ds.LonghornClient().LonghornV1beta2().Settings(s.ds.Namespace()).Update(r.Context(), st, metav1.UpdateOptions{})
+		result, err = s.ds.UpdateSetting(r.Context(), st)
 		return err
 	})
 	if err != nil {

@@ -157,7 +157,7 @@ func (s *Server) waitSnapshotTaken(ctx context.Context, client engineapi.EngineC
 		if err == nil || !errors.Is(err, engineapi.ErrNotFound) {
 			return nil
 		}
-		snap, err := s.ds.LonghornClient().LonghornV1beta2().Snapshots(s.ds.Namespace()).Get(ctx, name, metav1.GetOptions{})
+		snap, err := s.ds.GetSnapshotFresh(ctx, name)
 		if err != nil || snap.Spec.Volume != volume || !snap.Spec.CreateSnapshot || snap.Status.Error != "" ||
 			snap.DeletionTimestamp != nil || time.Now().After(deadline) {
 			return nil

@@ -177,12 +177,6 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 // Namespace is the namespace the manager works in.
 func (ds *DataStore) Namespace() string { return ds.namespace }
 
-// LonghornClient is the clientset for Longhorn objects.
-func (ds *DataStore) LonghornClient() lhclientset.Interface { return ds.lhClient }
-
-// KubeClient is the clientset for Kubernetes objects.
-func (ds *DataStore) KubeClient() kubernetes.Interface { return ds.kubeClient }
-
 // WaitForCacheSync blocks until every informer has listed once.
 func (ds *DataStore) WaitForCacheSync(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), ds.synced...) {

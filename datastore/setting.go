@@ -90,6 +90,16 @@ func (ds *DataStore) CreateDefaultSettings(ctx context.Context) (created []types
 	return created, nil
 }
 
+// GetSettingFresh reads a Setting from the API, for a read-modify-write.
+func (ds *DataStore) GetSettingFresh(ctx context.Context, name types.SettingName) (*longhorn.Setting, error) {
+	return ds.lhClient.LonghornV1beta2().Settings(ds.namespace).Get(ctx, string(name), metav1.GetOptions{})
+}
+
+// UpdateSetting writes a Setting's value.
+func (ds *DataStore) UpdateSetting(ctx context.Context, s *longhorn.Setting) (*longhorn.Setting, error) {
+	return ds.lhClient.LonghornV1beta2().Settings(ds.namespace).Update(ctx, s, metav1.UpdateOptions{})
+}
+
 // UpdateSettingStatus writes a Setting's status.
 func (ds *DataStore) UpdateSettingStatus(ctx context.Context, s *longhorn.Setting) (*longhorn.Setting, error) {
 	return ds.lhClient.LonghornV1beta2().Settings(ds.namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})

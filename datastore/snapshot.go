@@ -18,6 +18,12 @@ func (ds *DataStore) ListVolumeSnapshotsRO(volume string) ([]*longhorn.Snapshot,
 	return byVolumeIndex[*longhorn.Snapshot](ds.snapshotIndexer, volume)
 }
 
+// GetSnapshotFresh reads a Snapshot from the API: for a request that may
+// come right after the object's creation, before the cache has it.
+func (ds *DataStore) GetSnapshotFresh(ctx context.Context, name string) (*longhorn.Snapshot, error) {
+	return ds.lhClient.LonghornV1beta2().Snapshots(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // CreateSnapshot creates a Snapshot object.
 func (ds *DataStore) CreateSnapshot(ctx context.Context, s *longhorn.Snapshot) (*longhorn.Snapshot, error) {
 	return ds.lhClient.LonghornV1beta2().Snapshots(ds.namespace).Create(ctx, s, metav1.CreateOptions{})
