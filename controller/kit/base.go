@@ -19,8 +19,8 @@ import (
 // dropped; the next informer event or resync brings it back.
 const maxRetries = 15
 
-// Result tells the Base when to reconcile a key again after a sync that
-// did not fail. The zero Result waits for the next informer event.
+// Result tells the Base when to reconcile a key again, besides the retries
+// of a failed sync. The zero Result waits for the next informer event.
 type Result struct {
 	// RequeueAfter, when positive, brings the key back after that long:
 	// a poll, or a deadline the object's state depends on.
