@@ -89,48 +89,25 @@ func floorDiv(a, b int) int {
 // the weekday wd1 that matches the day fields, as robfig/cron's
 // dayMatches reads them: both fields when either is * or ?, else either.
 func nextDay(sp *cron.SpecSchedule, d, last int, wd1 time.Weekday) (int, bool) {
-	dom := func(from int) (int, bool) { return nextBit(sp.Dom, from, last) }
-	dow := func(from int) (int, bool) {
-		for ; from <= last; from++ {
-			if sp.Dow&(1<<uint((int(wd1)+from-1)%7)) != 0 {
-				return from, true
-			}
-		}
-		return 0, false
-	}
-	if sp.Dom&starBit != 0 || sp.Dow&starBit != 0 {
-		for {
-			step()
-			a, ok := dom(d)
-			if !ok {
-				return 0, false
-			}
-			b, ok := dow(a)
-			if !ok {
-				return 0, false
-			}
-			if a == b {
-				return a, true
-			}
-			d = b
-		}
-	}
-	a, okA := dom(d)
-	b, okB := dow(d)
-	switch {
-	case okA && okB:
-		return min(a, b), true
-	case okA:
-		return a, true
-	}
-	return b, okB
+	return matchDay(sp, d, last, 1, wd1)
 }
 
 // prevDay is nextDay backwards: the last matching day in [1, d].
 func prevDay(sp *cron.SpecSchedule, d int, wd1 time.Weekday) (int, bool) {
-	dom := func(from int) (int, bool) { return prevBit(sp.Dom, from, 1) }
+	return matchDay(sp, d, 1, -1, wd1)
+}
+
+// matchDay is the first matching day from d towards end (included),
+// stepping by dir: +1 forwards, -1 backwards.
+func matchDay(sp *cron.SpecSchedule, d, end, dir int, wd1 time.Weekday) (int, bool) {
+	dom := func(from int) (int, bool) {
+		if dir > 0 {
+			return nextBit(sp.Dom, from, end)
+		}
+		return prevBit(sp.Dom, from, end)
+	}
 	dow := func(from int) (int, bool) {
-		for ; from >= 1; from-- {
+		for ; (dir > 0 && from <= end) || (dir < 0 && from >= end); from += dir {
 			if sp.Dow&(1<<uint((int(wd1)+from-1)%7)) != 0 {
 				return from, true
 			}
@@ -158,6 +135,10 @@ func prevDay(sp *cron.SpecSchedule, d int, wd1 time.Weekday) (int, bool) {
 	b, okB := dow(d)
 	switch {
 	case okA && okB:
+		// Either field: the nearer day in the direction of travel.
+		if dir > 0 {
+			return min(a, b), true
+		}
 		return max(a, b), true
 	case okA:
 		return a, true
