@@ -139,20 +139,18 @@ func (l *limits) hostAllowed(hostport string) bool {
 		// HTTP/1.0 clients send no Host; a browser always does.
 		return true
 	}
+	host := hostName(hostport)
+	return net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") || l.named(hostport)
+}
+
+// hostName is the name in a Host header (host or host:port), lower case,
+// without IPv6 brackets or a final dot.
+func hostName(hostport string) string {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	for _, n := range l.hosts {
-		if n == host || (strings.HasPrefix(n, "*.") && strings.HasSuffix(host, n[1:])) {
-			return true
-		}
-	}
-	return false
+	return strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
 }
 
 // unsafeMethod is a method that may change something.
@@ -222,11 +220,7 @@ func (s *Server) crossSite(r *http.Request) bool {
 // named reports whether host (host or host:port) is one of the names given
 // to --api-allowed-hosts ("*" names none).
 func (l *limits) named(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	host := hostName(hostport)
 	for _, n := range l.hosts {
 		if n != "*" && (n == host || (strings.HasPrefix(n, "*.") && strings.HasSuffix(host, n[1:]))) {
 			return true
