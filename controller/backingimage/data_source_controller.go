@@ -131,13 +131,10 @@ func (c *DataSourceController) sync(ctx context.Context, key string) (kit.Result
 	}
 	addr, serverErr := c.runner.Address(dataSourceServerKey(name))
 	if serverErr != nil {
-		var result *kit.Result
+		var result kit.Result
 		var err error
-		if addr, result, err = c.startServer(ctx, bids, status, serverErr); result != nil || err != nil {
-			if result == nil {
-				result = &kit.Result{}
-			}
-			return *result, err
+		if addr, result, err = c.startServer(ctx, bids, status, serverErr); addr == "" || err != nil {
+			return result, err
 		}
 	}
 	status.IP = addr
@@ -178,10 +175,11 @@ func (c *DataSourceController) sync(ctx context.Context, key string) (kit.Result
 
 // startServer starts the data source's server, which is not running
 // (serverErr says why), updating status. It returns the new server's
-// address, or a result (and error) that ends the sync: a wait for a
-// restart backoff, an export's volume or the server's pod, or a failure.
+// address, or no address and the result (and error) that end the sync: a
+// wait for a restart backoff, an export's volume or the server's pod, or a
+// failure.
 func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.BackingImageDataSource,
-	status *longhorn.BackingImageDataSourceStatus, serverErr error) (string, *kit.Result, error) {
+	status *longhorn.BackingImageDataSourceStatus, serverErr error) (string, kit.Result, error) {
 	name := bids.Name
 	if !errors.Is(serverErr, runner.ErrServerNotStarted) && !errors.Is(serverErr, runner.ErrServerPending) {
 		// The server died: no more polls of it.
@@ -191,11 +189,11 @@ func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.B
 		status.IP = ""
 		if bids.Spec.SourceType == longhorn.BackingImageDataSourceTypeUpload {
 			// An upload cannot be redone without the user: keep it failed.
-			return "", &kit.Result{}, c.writeStatus(ctx, bids, status)
+			return "", kit.Result{}, c.writeStatus(ctx, bids, status)
 		}
 	}
 	if wait := c.restartWait(name, serverErr); wait > 0 {
-		return "", &kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
+		return "", kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
 	}
 	params, extra := bids.Spec.Parameters, []string(nil)
 	var err error
@@ -204,7 +202,7 @@ func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.B
 		if isExportWait(err) {
 			// Not a failure: the export goes on once the volume is attached.
 			status.CurrentState, status.Message, status.IP = longhorn.BackingImageStatePending, err.Error(), ""
-			return "", &kit.Result{RequeueAfter: exportWaitRecheck}, c.writeStatus(ctx, bids, status)
+			return "", kit.Result{RequeueAfter: exportWaitRecheck}, c.writeStatus(ctx, bids, status)
 		}
 	}
 	var args []string
@@ -218,18 +216,18 @@ func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.B
 		// Not a failure: the server's pod is on its way.
 		status.CurrentState, status.Message, status.IP = longhorn.BackingImageStateStarting, err.Error(), ""
 		status.RunningParameters = params
-		return "", &kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bids, status)
+		return "", kit.Result{RequeueAfter: serverPendingRecheck}, c.writeStatus(ctx, bids, status)
 	}
 	if err != nil {
 		c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name}).WithError(err).Warn("Cannot start the data source server")
 		wait := c.noteRestartFailure(name)
 		status.CurrentState = longhorn.BackingImageStateFailed
 		status.Message = err.Error()
-		return "", &kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
+		return "", kit.Result{RequeueAfter: wait}, c.writeStatus(ctx, bids, status)
 	}
 	addr, err := c.runner.Address(dataSourceServerKey(name))
 	if err != nil {
-		return "", nil, err
+		return "", kit.Result{}, err
 	}
 	c.Logger.WithFields(logrus.Fields{"backingImageDataSource": name, "address": addr, "sourceType": bids.Spec.SourceType}).Info("Data source server running")
 	status.RunningParameters = params
@@ -238,7 +236,7 @@ func (c *DataSourceController) startServer(ctx context.Context, bids *longhorn.B
 		// replaces the old reason.
 		status.CurrentState = longhorn.BackingImageStateStarting
 	}
-	return addr, nil, nil
+	return addr, kit.Result{}, nil
 }
 
 func (c *DataSourceController) writeStatus(ctx context.Context, bids *longhorn.BackingImageDataSource, status *longhorn.BackingImageDataSourceStatus) error {
