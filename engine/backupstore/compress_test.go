@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/pierrec/lz4/v4"
 )
 
 // halfRandom is data half random, half compressible text.
@@ -84,5 +86,48 @@ func TestABlockThatExpandsPastItsPlaceIsRefused(t *testing.T) {
 		if got, err := decompress(method, z, BlockSize); err != nil || len(got) != BlockSize {
 			t.Errorf("%s: %d bytes, %v", method, len(got), err)
 		}
+	}
+}
+
+// TestLZ4BlocksCarryNoContentChecksum: a block's name is the SHA-256 of
+// its data, checked on every restore, so the lz4 frame's own xxh32 of the
+// content is work a backup and a restore do for nothing. New blocks leave
+// it out (the frame descriptor's content checksum flag, bit 2 of the byte
+// after the magic, is clear); blocks written with it, by earlier versions,
+// still decompress, and a frame whose xxh32 does not match is refused.
+func TestLZ4BlocksCarryNoContentChecksum(t *testing.T) {
+	data := halfRandom(7, BlockSize)
+	var z bytes.Buffer
+	stored, err := compress(CompressionLZ4, data, &z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) < 5 || stored[4]&0x04 != 0 {
+		t.Fatalf("new lz4 block has the content checksum flag set: descriptor %08b", stored[4])
+	}
+	got, err := decompress(CompressionLZ4, stored, BlockSize)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("new lz4 block does not decompress: %v", err)
+	}
+
+	var old bytes.Buffer
+	w := lz4.NewWriter(&old) // as blocks were written before: content checksum on
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if old.Bytes()[4]&0x04 == 0 {
+		t.Fatal("the lz4 library's default no longer sets the content checksum: this test no longer writes an old block")
+	}
+	got, err = decompress(CompressionLZ4, old.Bytes(), BlockSize)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("an lz4 block with a content checksum does not decompress: %v", err)
+	}
+	bad := bytes.Clone(old.Bytes())
+	bad[len(bad)-1] ^= 0xff // the content checksum is the frame's last 4 bytes
+	if _, err := decompress(CompressionLZ4, bad, BlockSize); err == nil {
+		t.Fatal("an lz4 block whose content checksum does not match decompressed")
 	}
 }
