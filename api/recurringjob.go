@@ -55,24 +55,13 @@ func (s *Server) createRecurringJob(w http.ResponseWriter, r *http.Request) erro
 	if in.Retain == nil {
 		return badRequest("retain: required")
 	}
-	concurrency := defaultConcurrency
-	if in.Concurrency != nil {
-		concurrency = *in.Concurrency
-	}
+	// A create is an update of a job holding only its name, task and the
+	// defaults: one mapping of the input for both.
 	job := &longhorn.RecurringJob{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name},
-		Spec: longhorn.RecurringJobSpec{
-			Name: in.Name, Groups: in.Groups, Task: in.Task, Cron: in.Cron,
-			Retain: *in.Retain, Concurrency: concurrency, Labels: in.Labels,
-			StartingDeadlineSeconds: in.StartingDeadlineSeconds, SkipImmediately: in.SkipImmediately,
-		},
+		Spec:       longhorn.RecurringJobSpec{Name: in.Name, Task: in.Task, Concurrency: defaultConcurrency},
 	}
-	if in.Suspend != nil {
-		job.Spec.Suspend = *in.Suspend
-	}
-	if in.TimeZone != nil {
-		job.Spec.TimeZone = *in.TimeZone
-	}
+	applyRecurringJobInput(&job.Spec, in)
 	if err := s.ds.ValidateRecurringJob(job, s.clock.Now()); err != nil {
 		return badRequest("%v", err)
 	}
