@@ -206,17 +206,27 @@ func (c *ImageController) sync(ctx context.Context, key string) (kit.Result, err
 		_, err := c.ds.UpdateBackingImage(ctx, bi)
 		return kit.Result{}, err
 	}
-	if bi.Status.UUID == "" || bi.Status.OwnerID != c.cfg.NodeID {
-		// The UUID comes before anything else, so a new image with an old
-		// name never takes the old one's files.
+	// The UUID comes before anything else, so a new image with an old
+	// name never takes the old one's files; a new image gets it with its
+	// owner, in one write.
+	withUUID := func(bi *longhorn.BackingImage) *longhorn.BackingImage {
 		bi = bi.DeepCopy()
 		if bi.Status.UUID == "" {
 			bi.Status.UUID = uuid.NewString()[:8]
-			log = log.WithField("uuid", bi.Status.UUID)
-			log.Info("Assigned the backing image its UUID")
+			log.WithField("uuid", bi.Status.UUID).Info("Assigned the backing image its UUID")
 		}
-		bi.Status.OwnerID = c.cfg.NodeID
-		_, err := c.ds.UpdateBackingImageStatus(ctx, bi)
+		return bi
+	}
+	if claimed, err := c.ownership.Claim(log, bi.Status.OwnerID, func(owner string) error {
+		claimed := withUUID(bi)
+		claimed.Status.OwnerID = owner
+		_, err := c.ds.UpdateBackingImageStatus(ctx, claimed)
+		return err
+	}); claimed || err != nil {
+		return kit.Result{}, err
+	}
+	if bi.Status.UUID == "" {
+		_, err := c.ds.UpdateBackingImageStatus(ctx, withUUID(bi))
 		return kit.Result{}, err
 	}
 	if len(bi.Spec.Disks) == 0 {

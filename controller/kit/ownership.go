@@ -1,5 +1,11 @@
 package kit
 
+import (
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+)
+
 // Ownership decides which node's manager reconciles an object, recorded in
 // the object's status.ownerID. The rule works for one node and for many:
 //
@@ -27,4 +33,22 @@ func (o Ownership) Responsible(ownerID, preferred string) bool {
 		return false
 	}
 	return true
+}
+
+// Claim makes this node the owner of an object whose status names
+// ownerID, when that is another node or none: write stores the object
+// with owner as its status.ownerID (a status update, whose resource
+// version lets one of several claimants win). It reports whether it
+// wrote; the sync then ends, since the write brings the object back with
+// its new owner. Call it once Responsible has said this node should
+// reconcile the object.
+func (o Ownership) Claim(log *logrus.Entry, ownerID string, write func(owner string) error) (bool, error) {
+	if ownerID == o.NodeID {
+		return false, nil
+	}
+	if err := write(o.NodeID); err != nil {
+		return false, fmt.Errorf("claim ownership: %w", err)
+	}
+	log.WithField("previousOwner", ownerID).Info("Took ownership")
+	return true, nil
 }

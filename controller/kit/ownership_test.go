@@ -1,6 +1,11 @@
 package kit
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+)
 
 func TestOwnershipResponsible(t *testing.T) {
 	up := map[string]bool{"node-1": true, "node-2": true, "node-3": false}
@@ -27,5 +32,30 @@ func TestOwnershipResponsible(t *testing.T) {
 				t.Fatalf("responsible(%q, %q) = %v, want %v", c.ownerID, c.preferred, got, c.want)
 			}
 		})
+	}
+}
+
+// TestOwnershipClaim: an object owned by another node, or by none, is
+// written with this node as owner and the sync told to end; one this node
+// owns is not written; a failed write is the sync's error.
+func TestOwnershipClaim(t *testing.T) {
+	o := Ownership{NodeID: "node-1", IsUp: func(string) bool { return true }}
+	log := logrus.NewEntry(logrus.New())
+	for _, tc := range []struct {
+		owner    string
+		writeErr error
+		claimed  bool
+		wrote    bool
+	}{
+		{owner: "", claimed: true, wrote: true},
+		{owner: "node-2", claimed: true, wrote: true},
+		{owner: "node-1"},
+		{owner: "node-2", writeErr: errors.New("conflict"), wrote: true},
+	} {
+		var wrote string
+		claimed, err := o.Claim(log, tc.owner, func(owner string) error { wrote = owner; return tc.writeErr })
+		if claimed != tc.claimed || (wrote != "") != tc.wrote || (tc.wrote && wrote != "node-1") || (err != nil) != (tc.writeErr != nil) {
+			t.Errorf("owner %q, write error %v: claimed %v, wrote %q, err %v", tc.owner, tc.writeErr, claimed, wrote, err)
+		}
 	}
 }

@@ -128,15 +128,13 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 	log := c.Logger.WithField("recurringJob", name)
-	if job.Status.OwnerID != c.ownership.NodeID {
+	if claimed, err := c.ownership.Claim(log, job.Status.OwnerID, func(owner string) error {
 		claimed := job.DeepCopy()
-		claimed.Status.OwnerID = c.ownership.NodeID
-		if _, err := c.ds.UpdateRecurringJobStatus(ctx, claimed); err != nil {
-			return kit.Result{}, fmt.Errorf("claim recurring job %s: %w", name, err)
-		}
-		log.WithField("previousOwner", job.Status.OwnerID).Info("Took ownership of the recurring job")
-		// The status write brings the job back with the new owner.
-		return kit.Result{}, nil
+		claimed.Status.OwnerID = owner
+		_, err := c.ds.UpdateRecurringJobStatus(ctx, claimed)
+		return err
+	}); claimed || err != nil {
+		return kit.Result{}, err
 	}
 
 	if job.DeletionTimestamp != nil {

@@ -86,14 +86,13 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 		return kit.Result{}, nil
 	}
-	if v.Status.OwnerID != c.ownership.NodeID {
+	if claimed, err := c.ownership.Claim(c.Logger.WithField("volume", name), v.Status.OwnerID, func(owner string) error {
 		claimed := v.DeepCopy()
-		claimed.Status.OwnerID = c.ownership.NodeID
-		if _, err := c.ds.UpdateVolumeStatus(ctx, claimed); err != nil {
-			return kit.Result{}, fmt.Errorf("claim volume %s: %w", name, err)
-		}
-		c.Logger.WithFields(logrus.Fields{"volume": name, "previousOwner": v.Status.OwnerID}).Info("Took ownership of the volume")
-		return kit.Result{}, nil
+		claimed.Status.OwnerID = owner
+		_, err := c.ds.UpdateVolumeStatus(ctx, claimed)
+		return err
+	}); claimed || err != nil {
+		return kit.Result{}, err
 	}
 	if v.DeletionTimestamp != nil {
 		return c.cleanup(ctx, v)
