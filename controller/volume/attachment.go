@@ -13,7 +13,9 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -66,18 +68,37 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	// not starts only once every replica's file is ready.
 	ready := waiting == "" || running
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
+	restoring := false
 	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil {
-		if err := c.restore(ctx, v, dirs); err != nil {
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusFalse, "RestoreFailed", err.Error(), c.clock.Now())
+		var err error
+		if restoring, err = c.syncRestore(v, dirs); err != nil {
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
+			if _, werr := c.writeEngineStatus(ctx, e, status); werr != nil {
+				c.Logger.WithError(werr).WithField("volume", v.Name).Warn("Could not write the failed restore into the Engine's status")
+			}
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoreFailed, err.Error(), c.clock.Now())
 			c.updateVolumeStatus(ctx, v, vstatus)
 			return err
 		}
-		if err := c.markHealthy(ctx, replicas); err != nil {
-			return err
+		if restoring {
+			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
+			if run, ok := c.instances.Get(v.Name); ok {
+				st = run.Engine.RestoreStatus()
+			}
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, st)
+			vstatus.RestoreInitiated = true
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoring,
+				fmt.Sprintf("restoring %s: %d%%", v.Spec.FromBackup, st.Progress), c.clock.Now())
+		} else {
+			if err := c.markHealthy(ctx, replicas); err != nil {
+				return err
+			}
+			_, _, backup, _ := backupstore.ParseURL(v.Spec.FromBackup)
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "complete", Progress: 100, LastRestored: backup})
+			status.LastRestoredBackup = v.Spec.FromBackup
+			vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
 		}
-		status.LastRestoredBackup = v.Spec.FromBackup
-		vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, "Restore", longhorn.ConditionStatusTrue, "Restored", "", c.clock.Now())
 	}
 	switch {
 	case v.Spec.NodeID == "":
@@ -136,8 +157,11 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.NodeID, run.Endpoint == ""
 		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
 	} else {
-		if err := c.instances.Stop(v.Name); err != nil {
-			c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+		// An engine restoring the volume stops when its restore ends.
+		if !restoring {
+			if err := c.instances.Stop(v.Name); err != nil {
+				c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
+			}
 		}
 		c.mirrors.forget(v.Name)
 		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
@@ -152,6 +176,16 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	}
 	return c.updateVolumeStatus(ctx, v, vstatus)
 }
+
+// The volume's Restore condition, on a volume made fromBackup: False
+// while the restore runs (its message says how far) or after it failed
+// (why), True once the volume holds the backup.
+const (
+	ConditionTypeRestore = "Restore"
+	ReasonRestoring      = "Restoring"
+	ReasonRestoreFailed  = "RestoreFailed"
+	ReasonRestored       = "Restored"
+)
 
 // The volume's Attach condition: True once its engine runs on the node in
 // spec.nodeID, False with the reason while it cannot; a volume with no

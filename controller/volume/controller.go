@@ -30,6 +30,7 @@ type Controller struct {
 	engineAddress string
 	clock         clock.Clock
 	mirrors       engineMirrors
+	restores      restores
 }
 
 // NewController wires the controller to the Volume informer.
@@ -113,5 +114,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 		return kit.Result{}, nil
 	}
-	return kit.Result{}, c.syncAttachment(ctx, v)
+	err = c.syncAttachment(ctx, v)
+	if c.restoring(name) {
+		// Show its progress; its end brings the volume back at once.
+		return kit.Result{RequeueAfter: restoreProgressInterval}, err
+	}
+	return kit.Result{}, err
 }

@@ -3,18 +3,136 @@ package volume
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
+// A restore runs beside its volume's syncs, not in one: a restore of a
+// large volume, or from a target that stalls, takes as long as it takes,
+// and the volume meanwhile reports its progress and may be deleted.
+// restores holds the runs of this node, by volume.
+type restores struct {
+	mu   sync.Mutex
+	runs map[string]*restoreRun
+}
+
+type restoreRun struct {
+	backup string // the fromBackup URL restored
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run ends, err then set
+	err    error
+}
+
+// restoreProgressInterval is how often a volume being restored syncs to
+// show its progress.
+const restoreProgressInterval = 3 * time.Second
+
+// syncRestore starts the volume's restore, or tells of the one running:
+// running while it does. A run that ended is taken out and its result
+// returned once: nil when the volume holds the backup; an error makes the
+// sync back off, and the next one starts the restore again.
+func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir) (running bool, err error) {
+	c.restores.mu.Lock()
+	defer c.restores.mu.Unlock()
+	if c.restores.runs == nil {
+		c.restores.runs = map[string]*restoreRun{}
+	}
+	r := c.restores.runs[v.Name]
+	if r != nil && r.backup != v.Spec.FromBackup {
+		// The volume was deleted and made again from another backup before
+		// the old run was taken out: it is not this volume's.
+		r.cancel()
+		delete(c.restores.runs, v.Name)
+		r = nil
+	}
+	if r == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		r = &restoreRun{backup: v.Spec.FromBackup, cancel: cancel, done: make(chan struct{})}
+		c.restores.runs[v.Name] = r
+		v, dirs := v.DeepCopy(), slices.Clone(dirs)
+		go func() {
+			r.err = c.restore(ctx, v, dirs)
+			cancel()
+			close(r.done)
+			// After done, so the sync this brings sees the end.
+			c.EnqueueVolume(v.Name)
+		}()
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}).Info("Started the volume's restore")
+		return true, nil
+	}
+	select {
+	case <-r.done:
+		delete(c.restores.runs, v.Name)
+		return false, r.err
+	default:
+		return true, nil
+	}
+}
+
+// restoring reports whether a restore of the volume runs on this node.
+func (c *Controller) restoring(volume string) bool {
+	c.restores.mu.Lock()
+	defer c.restores.mu.Unlock()
+	r := c.restores.runs[volume]
+	if r == nil {
+		return false
+	}
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stopRestore cancels the volume's restore, if one runs, for a deletion.
+// It does not wait: a run blocked on a stalled target ends when the
+// target's call does, and writes nothing after the cancel (the engine
+// checks before each block), so the volume's data may go at once.
+func (c *Controller) stopRestore(volume string) {
+	c.restores.mu.Lock()
+	r := c.restores.runs[volume]
+	delete(c.restores.runs, volume)
+	c.restores.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		c.Logger.WithField("volume", volume).Info("Cancelled the restore of the volume being deleted")
+	}
+}
+
+// restoreStatus is the Engine's restoreStatus for a restore of url into
+// the replicas: from the engine while it runs, else from the run's end.
+func restoreStatus(replicas []instance.ReplicaDir, url string, st volumeengine.RestoreStatus) map[string]*longhorn.RestoreStatus {
+	out := make(map[string]*longhorn.RestoreStatus, len(replicas))
+	for _, r := range replicas {
+		out[r.Name] = &longhorn.RestoreStatus{IsRestoring: st.IsRestoring, Progress: st.Progress, State: st.State, Error: st.Error,
+			LastRestored: st.LastRestored, CurrentRestoringBackup: restoringBackup(st, url), BackupURL: url}
+	}
+	return out
+}
+
+func restoringBackup(st volumeengine.RestoreStatus, url string) string {
+	if !st.IsRestoring {
+		return ""
+	}
+	if _, _, backup, err := backupstore.ParseURL(url); err == nil {
+		return backup
+	}
+	return ""
+}
+
 // restore writes the volume's fromBackup into its new replicas, through an
-// engine started without a frontend, before the volume may attach.
+// engine started without a frontend, before the volume may attach; it
+// runs in its own goroutine (syncRestore). Cancelling ctx stops it.
 func (c *Controller) restore(ctx context.Context, v *longhorn.Volume, dirs []instance.ReplicaDir) error {
 	target, volume, backup, err := backupstore.ParseURL(v.Spec.FromBackup)
 	if err != nil {
@@ -49,10 +167,10 @@ func (c *Controller) restore(ctx context.Context, v *longhorn.Volume, dirs []ins
 		// A panic in the restore (a malformed backup, a bug) is its error:
 		// the engine started for it stops, and the volume says why.
 		defer panics.Recover(c.Logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
-		return run.Engine.Restore(store, volume, backup)
+		return run.Engine.Restore(ctx, store, volume, backup)
 	}()
 	if !wasRunning {
-		if stopErr := c.instances.Stop(v.Name); err == nil {
+		if stopErr := c.instances.StopEngine(v.Name, run.Engine); err == nil {
 			err = stopErr
 		}
 	}

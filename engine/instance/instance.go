@@ -182,6 +182,18 @@ func (m *Manager) Stop(volume string) error {
 	return err
 }
 
+// StopEngine stops the volume's engine if it is still e, and not one
+// started since in its place.
+func (m *Manager) StopEngine(volume string, e *volumeengine.Engine) error {
+	m.mu.Lock()
+	r, ok := m.engines[volume]
+	m.mu.Unlock()
+	if !ok || r.Engine != e {
+		return nil
+	}
+	return m.Stop(volume)
+}
+
 // StopAll stops every engine, as the daemon does when it stops.
 func (m *Manager) StopAll() {
 	m.mu.Lock()

@@ -235,7 +235,7 @@ func (s *Server) Restore(ctx context.Context, req *pb.RestoreRequest) (*pb.Empty
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := e.Restore(store, volume, backup); err != nil {
+	if err := e.Restore(ctx, store, volume, backup); err != nil {
 		if errors.Is(err, backupstore.ErrNotExist) {
 			return nil, status.Error(codes.NotFound, err.Error())
 		}

@@ -1,6 +1,7 @@
 package volumeengine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/sirupsen/logrus"
@@ -140,7 +141,8 @@ type RestoreStatus struct {
 // RestoreStatus follows it. The volume must be new: blocks the backup
 // lacks are left as they are, so a restore into a volume with a frontend
 // or snapshots is refused (restore_guard.go), as is a second one at once.
-func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error {
+// Cancelling ctx stops it before its next block, as an error.
+func (e *Engine) Restore(ctx context.Context, store *backupstore.Store, volume, backup string) error {
 	e.called("Restore")
 	if err := e.restorable(); err != nil {
 		return err
@@ -148,7 +150,7 @@ func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error 
 	if err := e.startRestore(store.URL(volume, backup)); err != nil {
 		return err
 	}
-	err := e.runRestore(store, volume, backup)
+	err := e.runRestore(ctx, store, volume, backup)
 	e.setRestore(func(st *RestoreStatus) {
 		st.IsRestoring = false
 		if err != nil {
@@ -162,9 +164,10 @@ func (e *Engine) Restore(store *backupstore.Store, volume, backup string) error 
 
 // runRestore writes the backup into the volume; a panic in it is the
 // restore's error, so the restore status never stays in progress.
-func (e *Engine) runRestore(store *backupstore.Store, volume, backup string) (err error) {
+func (e *Engine) runRestore(ctx context.Context, store *backupstore.Store, volume, backup string) (err error) {
 	defer panics.Recover(e.log.WithFields(logrus.Fields{"restore": backup, "from": volume}), &err)
-	if _, err := store.Restore(volume, backup, e, func(p int) { e.setRestore(func(st *RestoreStatus) { st.Progress = p }) }); err != nil {
+	dst := cancellableWriter{ctx: ctx, e: e}
+	if _, err := store.Restore(volume, backup, dst, func(p int) { e.setRestore(func(st *RestoreStatus) { st.Progress = p }) }); err != nil {
 		return err
 	}
 	return e.Sync()
@@ -184,3 +187,19 @@ func (e *Engine) RestoreStatus() RestoreStatus {
 	defer e.backupMu.Unlock()
 	return e.restore
 }
+
+// cancellableWriter writes into the engine until its context ends.
+type cancellableWriter struct {
+	ctx context.Context
+	e   *Engine
+}
+
+func (w cancellableWriter) WriteAt(p []byte, off int64) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("restore stopped: %w", err)
+	}
+	return w.e.WriteAt(p, off)
+}
+
+// Size lets the store check the backup fits the volume.
+func (w cancellableWriter) Size() int64 { return w.e.Size() }

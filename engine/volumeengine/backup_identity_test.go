@@ -2,6 +2,7 @@ package volumeengine
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,7 +63,7 @@ func TestIncrementalBaseSurvivesSnapshotNameReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored, _ := newEngine(t, 1)
-	if err := restored.Restore(store, "vol", "b2"); err != nil {
+	if err := restored.Restore(context.Background(), store, "vol", "b2"); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, size)

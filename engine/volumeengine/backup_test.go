@@ -2,6 +2,7 @@ package volumeengine
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +93,7 @@ func TestBackupOfAVolumeOnABackingImage(t *testing.T) {
 	}
 
 	restored := newEngineOnBacking(t, b)
-	if err := restored.Restore(store, "vol", "b1"); err != nil {
+	if err := restored.Restore(context.Background(), store, "vol", "b1"); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, size)

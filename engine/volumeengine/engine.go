@@ -256,6 +256,9 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	if name == replica.HeadName {
 		return "", fmt.Errorf("%w: %s is not a snapshot name", ErrInvalid, replica.HeadName)
 	}
+	if url := e.restoring(); url != "" {
+		return "", fmt.Errorf("%w: volume %s is being restored from %s: a snapshot of it waits until the restore ends", ErrPrecondition, e.name, url)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	members := e.healthy()

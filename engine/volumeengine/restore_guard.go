@@ -56,3 +56,13 @@ func (e *Engine) startRestore(url string) error {
 	e.generation.Add(1)
 	return nil
 }
+
+// restoring is the backup URL of the restore in progress, or "".
+func (e *Engine) restoring() string {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	if !e.restore.IsRestoring {
+		return ""
+	}
+	return e.restore.BackupURL
+}

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,4 +282,23 @@ func (s *Server) CPUTime() time.Duration {
 	fmt.Sscan(fields[11], &utime)
 	fmt.Sscan(fields[12], &stime)
 	return time.Duration(utime+stime) * (time.Second / 100)
+}
+
+// Pause stops the server (SIGSTOP) without closing its port: requests
+// hang, as on a target that stalls. Resume lets it go on.
+func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatalf("s3test: %v to a server that is not running", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("s3test: %v: %v", sig, err)
+	}
 }
