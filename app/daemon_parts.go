@@ -68,7 +68,7 @@ func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (*serve
 // serves. The volume controller, made later, is told of engine changes
 // through onChange.
 type engineService struct {
-	instances *instance.Manager
+	instances *instance.Engines
 	address   string
 	onChange  func(volume string)
 	stop      func()
@@ -85,7 +85,7 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	go func() { _ = grpcServer.Serve(listener) }()
 	host, _, _ := net.SplitHostPort(listener.Addr().String())
 	e := &engineService{address: listener.Addr().String()}
-	e.instances = instance.NewManager(engineServer, host, o.Clock, log.WithField("component", "engine"),
+	e.instances = instance.NewEngines(engineServer, host, o.Clock, log.WithField("component", "engine"),
 		func(volume string) {
 			if e.onChange != nil {
 				e.onChange(volume)

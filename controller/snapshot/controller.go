@@ -36,12 +36,12 @@ type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore
 	nodeID    string
-	instances *instance.Manager
+	instances *instance.Engines
 }
 
 // NewController wires the controller to the Snapshot and Engine
 // informers.
-func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Manager) *Controller {
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Engines) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &Controller{ds: ds, nodeID: nodeID, instances: instances}
 	c.Base = kit.NewBase("longhorn-snapshot", logger, metrics, c.sync,

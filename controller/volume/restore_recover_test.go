@@ -38,7 +38,7 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	instances := instance.NewManager(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)),
+	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
 	c := &Controller{instances: instances}

@@ -62,8 +62,9 @@ type running struct {
 	nbd *nbd.Server
 }
 
-// Manager starts and stops engines on this node.
-type Manager struct {
+// Engines starts and stops the engines of this node's volumes: what
+// Longhorn's instance manager does, in process.
+type Engines struct {
 	mu        sync.Mutex
 	rpc       *rpc.Server
 	frontends string
@@ -74,16 +75,16 @@ type Manager struct {
 	onCall    func(call string)
 }
 
-// NewManager returns a manager whose engines the rpc server serves and
+// NewEngines returns the node's engines, which the rpc server serves and
 // whose frontends listen on host (127.0.0.1 or the node's address).
 // onChange is called when an engine's snapshots or replicas change;
 // onCall, when not nil, at each call of an engine's control API.
-func NewManager(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string), onCall func(call string)) *Manager {
-	return &Manager{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange, onCall: onCall}
+func NewEngines(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string), onCall func(call string)) *Engines {
+	return &Engines{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange, onCall: onCall}
 }
 
 // Get returns the running engine of a volume.
-func (m *Manager) Get(volume string) (Running, bool) {
+func (m *Engines) Get(volume string) (Running, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.engines[volume]
@@ -99,7 +100,7 @@ func (m *Manager) Get(volume string) (Running, bool) {
 // without one is started (a workload taking over a volume a recurring job
 // attached without a frontend); a frontend is never taken away from a
 // running engine, whose user may be reading through it.
-func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
+func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.engines[volume]; ok {
@@ -148,7 +149,7 @@ func (m *Manager) Start(volume string, size int64, replicas []ReplicaDir, fronte
 }
 
 // startFrontend serves the running engine over NBD.
-func (m *Manager) startFrontend(volume string, run *running) error {
+func (m *Engines) startFrontend(volume string, run *running) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))
 	if err != nil {
 		return fmt.Errorf("volume %s: frontend listener: %w", volume, err)
@@ -161,7 +162,7 @@ func (m *Manager) startFrontend(volume string, run *running) error {
 }
 
 // Stop ends the volume's frontend and engine and closes its replicas.
-func (m *Manager) Stop(volume string) error {
+func (m *Engines) Stop(volume string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.engines[volume]
@@ -184,7 +185,7 @@ func (m *Manager) Stop(volume string) error {
 
 // StopEngine stops the volume's engine if it is still e, and not one
 // started since in its place.
-func (m *Manager) StopEngine(volume string, e *volumeengine.Engine) error {
+func (m *Engines) StopEngine(volume string, e *volumeengine.Engine) error {
 	m.mu.Lock()
 	r, ok := m.engines[volume]
 	m.mu.Unlock()
@@ -195,7 +196,7 @@ func (m *Manager) StopEngine(volume string, e *volumeengine.Engine) error {
 }
 
 // StopAll stops every engine, as the daemon does when it stops.
-func (m *Manager) StopAll() {
+func (m *Engines) StopAll() {
 	m.mu.Lock()
 	volumes := make([]string, 0, len(m.engines))
 	for v := range m.engines {

@@ -13,10 +13,10 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 )
 
-func newTestManager() *Manager {
+func newTestEngines() *Engines {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	return NewManager(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)),
+	return NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, nil)
 }
 
@@ -25,7 +25,7 @@ func newTestManager() *Manager {
 // data that vanished) fails the start, and nothing is created in its
 // place.
 func TestStartNeverCreatesAReplicaItOpens(t *testing.T) {
-	m := newTestManager()
+	m := newTestEngines()
 	dir := filepath.Join(t.TempDir(), "replicas", "vol-r-0")
 	const size = 1 << 20
 
