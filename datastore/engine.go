@@ -36,6 +36,17 @@ func (ds *DataStore) ListVolumeReplicasRO(volume string) ([]*longhorn.Replica, e
 	return byVolumeIndex[*longhorn.Replica](ds.replicaIndexer, volume)
 }
 
+// ListReplicasRO returns every cached Replica.
+func (ds *DataStore) ListReplicasRO() ([]*longhorn.Replica, error) {
+	out := []*longhorn.Replica{}
+	for _, o := range ds.replicaIndexer.List() {
+		if r, ok := o.(*longhorn.Replica); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // ListBackingImageReplicasRO returns the cached Replicas that use a
 // backing image as the bottom of their chain, on any disk.
 func (ds *DataStore) ListBackingImageReplicasRO(backingImage string) ([]*longhorn.Replica, error) {
