@@ -3,6 +3,7 @@ package volumeengine
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/sirupsen/logrus"
 
@@ -25,7 +26,18 @@ type BackupStatus struct {
 	State    string
 	URL      string
 	Error    string
+
+	// finished orders the finished backups, for pruning: 0 while running.
+	finished uint64
 }
+
+// maxFinishedBackups is how many finished backups an engine keeps a
+// record of; older ones go as new ones finish. The manager mirrors the
+// records into the Engine object, which must stay far below etcd's size
+// limit; a finished backup's outcome is in its Backup object by then
+// (the backup controller reads the records every poll, and a volume runs
+// one backup at a time).
+const maxFinishedBackups = 8
 
 // StartBackup backs snapshot up to the store under name, in the
 // background; BackupStatus follows it. Only the blocks changed since the
@@ -64,6 +76,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 			}
 			st.State, st.Progress, st.URL = BackupStateCompleted, 100, store.URL(e.name, done.Name)
 		})
+		e.finishBackup(name)
 		log := e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot, "read": stats.BytesRead, "uploaded": stats.BytesUploaded})
 		if err != nil {
 			log.WithError(err).Error("Backup failed")
@@ -115,7 +128,32 @@ func (e *Engine) setBackup(name string, f func(*BackupStatus)) {
 	e.generation.Add(1)
 }
 
-// BackupStatuses reports every backup this engine ran since it started.
+// finishBackup marks the backup finished and forgets the oldest finished
+// ones beyond maxFinishedBackups.
+func (e *Engine) finishBackup(name string) {
+	e.backupMu.Lock()
+	defer e.backupMu.Unlock()
+	e.finishedBackups++
+	if st, ok := e.backups[name]; ok {
+		st.finished = e.finishedBackups
+	}
+	var finished []string
+	for n, st := range e.backups {
+		if st.finished > 0 {
+			finished = append(finished, n)
+		}
+	}
+	if len(finished) <= maxFinishedBackups {
+		return
+	}
+	sort.Slice(finished, func(i, j int) bool { return e.backups[finished[i]].finished < e.backups[finished[j]].finished })
+	for _, n := range finished[:len(finished)-maxFinishedBackups] {
+		delete(e.backups, n)
+	}
+}
+
+// BackupStatuses reports the backups running and the newest finished
+// ones (maxFinishedBackups).
 func (e *Engine) BackupStatuses() map[string]BackupStatus {
 	e.called("BackupStatuses")
 	e.backupMu.Lock()

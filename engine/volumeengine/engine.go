@@ -76,7 +76,9 @@ type Engine struct {
 
 	backupMu sync.Mutex
 	backups  map[string]*BackupStatus
-	restore  RestoreStatus
+	// finishedBackups counts the backups finished, to order them.
+	finishedBackups uint64
+	restore         RestoreStatus
 
 	// holds are the snapshots reads keep from deletion, by name.
 	holdMu sync.Mutex
