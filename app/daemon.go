@@ -59,9 +59,12 @@ type DaemonOptions struct {
 	// websocket streams besides the manager's own address (see the api
 	// package's checkOrigin).
 	AllowedOrigins []string
-	// EngineAddress is where this node's engine service listens, host:port;
-	// the host also serves the volumes' NBD frontends.
+	// EngineAddress is where this node's engine service listens, host:port.
 	EngineAddress string
+	// FrontendAddress is the host the volumes' NBD frontends listen on:
+	// 127.0.0.1 when empty, so a volume's data, which NBD serves to
+	// anyone who connects, is not on the pod network.
+	FrontendAddress string
 	// Workers is the number of workers per controller.
 	Workers int
 	// ResyncPeriod is the informers' resync period.
@@ -258,6 +261,9 @@ func (o *DaemonOptions) complete() error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
+	}
+	if o.FrontendAddress == "" {
+		o.FrontendAddress = "127.0.0.1"
 	}
 	if o.EngineAddress == "" {
 		o.EngineAddress = "127.0.0.1:0"

@@ -83,9 +83,8 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	engineServer.SetPolicy(enginePolicy(ds))
 	grpcServer := engineServer.GRPCServer()
 	go func() { _ = grpcServer.Serve(listener) }()
-	host, _, _ := net.SplitHostPort(listener.Addr().String())
 	e := &engineService{address: listener.Addr().String()}
-	e.instances = instance.NewEngines(engineServer, host, o.Clock, log.WithField("component", "engine"),
+	e.instances = instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
 		func(volume string) {
 			if e.onChange != nil {
 				e.onChange(volume)

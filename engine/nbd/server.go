@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -30,12 +32,29 @@ type Server struct {
 	device Device
 	log    *logrus.Entry
 
+	// MaxConnections bounds the connections served at once; one more is
+	// closed as soon as it is accepted. DefaultMaxConnections when 0.
+	MaxConnections int
+	// HandshakeTimeout bounds the time from connecting to the start of
+	// transmission. Transmission itself has no idle bound: a mounted file
+	// system may send nothing for hours, and TCP keepalive finds a peer
+	// that is gone. DefaultHandshakeTimeout when 0.
+	HandshakeTimeout time.Duration
+
 	mu       sync.Mutex
 	listener net.Listener
 	conns    map[net.Conn]struct{}
 	closed   bool
 	wg       sync.WaitGroup
 }
+
+// The bounds of a server that does not set its own: an export has one
+// consumer (the node's block device or a tool), so a few connections
+// are plenty, and a handshake takes milliseconds.
+const (
+	DefaultMaxConnections   = 16
+	DefaultHandshakeTimeout = 10 * time.Second
+)
 
 // NewServer returns a server of device as export name.
 func NewServer(name string, device Device, log *logrus.Entry) *Server {
@@ -67,6 +86,12 @@ func (s *Server) Serve(l net.Listener) error {
 			s.mu.Unlock()
 			conn.Close()
 			return nil
+		}
+		if limit := cmp.Or(s.MaxConnections, DefaultMaxConnections); len(s.conns) >= limit {
+			s.mu.Unlock()
+			s.log.WithFields(logrus.Fields{"remote": conn.RemoteAddr().String(), "limit": limit}).Warn("Refused an NBD connection: the export serves its most connections already")
+			conn.Close()
+			continue
 		}
 		s.conns[conn] = struct{}{}
 		s.wg.Add(1)
@@ -138,6 +163,9 @@ func (c *conn) put(vals ...interface{}) error {
 // engine and its other connections go on.
 func (s *Server) serveConn(nc net.Conn) (err error) {
 	defer panics.Recover(s.log.WithField("remote", nc.RemoteAddr().String()), &err)
+	if err := nc.SetDeadline(time.Now().Add(cmp.Or(s.HandshakeTimeout, DefaultHandshakeTimeout))); err != nil {
+		return err
+	}
 	c := &conn{r: bufio.NewReaderSize(nc, 128<<10), w: bufio.NewWriterSize(nc, 128<<10)}
 	if err := c.put(uint64(nbdMagic), uint64(optMagic), uint16(flagFixedNewstyle|flagNoZeroes)); err != nil {
 		return err
@@ -155,6 +183,9 @@ func (s *Server) serveConn(nc net.Conn) (err error) {
 	noZeroes := clientFlags&clientFlagNoZeroes != 0
 	ok, err := s.negotiate(c, noZeroes)
 	if err != nil || !ok {
+		return err
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return err
 	}
 	return s.transmit(c)

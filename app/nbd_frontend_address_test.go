@@ -1,0 +1,40 @@
+package app
+
+import (
+	"net/url"
+	"testing"
+)
+
+// TestNBDFrontendsListenOnLoopbackByDefault: the engine service may
+// listen on the pod's address, but a volume's NBD frontend, which serves
+// its data with no authentication, listens on 127.0.0.1 unless
+// --frontend-address says otherwise (reach it with kubectl port-forward).
+// The engine here listens on 127.0.0.2, another loopback address, so the
+// two are told apart on one machine.
+func TestNBDFrontendsListenOnLoopbackByDefault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, frontend, wantHost string
+	}{
+		{"default", "", "127.0.0.1"},
+		{"--frontend-address", "127.0.0.3", "127.0.0.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newAPIEnv(t, func(o *DaemonOptions) {
+				o.EngineAddress = "127.0.0.2:0"
+				o.FrontendAddress = tc.frontend
+			})
+			e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+			e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+			v := e.waitVolume(t, "vol", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+			u, err := url.Parse(v["endpoint"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Hostname() != tc.wantHost {
+				t.Fatalf("the frontend listens on %s, want %s", v["endpoint"], tc.wantHost)
+			}
+			qemuIO(t, v["endpoint"].(string), "write -P 0x44 0 4k", "read -P 0x44 0 4k")
+		})
+	}
+}
