@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -14,8 +15,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli"
 
+	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -114,7 +117,7 @@ func BackingImageDataSourceCmd() cli.Command {
 				return fmt.Errorf("--download-max-size must be 0 or more bytes, got %d", maxSize)
 			}
 			if maxSize == 0 && sourceType == longhorn.BackingImageDataSourceTypeDownload {
-				if maxSize, err = freeBytes(c.String("disk-path")); err != nil {
+				if maxSize, err = backingimage.FreeBytes(c.String("disk-path")); err != nil {
 					return fmt.Errorf("--disk-path %s: free space: %w", c.String("disk-path"), err)
 				}
 			}
@@ -177,9 +180,16 @@ func BackingImageManagerCmd() cli.Command {
 				return fmt.Errorf("--max-sends must be at least 1, got %d", c.Int("max-sends"))
 			}
 			log := logrus.WithFields(logrus.Fields{"component": "backing-image-manager", "diskUUID": c.String("disk-uuid")})
+			disk := c.String("disk-path")
 			srv, err := manager.New(manager.Config{
-				DiskPath: c.String("disk-path"), DiskUUID: c.String("disk-uuid"),
+				DiskPath: disk, DiskUUID: c.String("disk-uuid"),
 				MaxSends: c.Int("max-sends"), Log: log,
+				// A file a replica on this disk starts from is never
+				// deleted, whoever asks: the replicas' own records say.
+				InUse: func(name, uuid string) ([]string, error) {
+					return replica.BackingFileUsers(filepath.Join(disk, replica.ReplicasFolder),
+						filepath.Join(backingimage.FileFolder(disk, name, uuid), backingimage.DataFile))
+				},
 			})
 			if err != nil {
 				return err

@@ -3,8 +3,6 @@ package app
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/netguard"
@@ -51,13 +49,4 @@ func downloadGuard(allowed, denied string) (*netguard.Guard, error) {
 		return nil, fmt.Errorf("--download-denied-ranges: %w", err)
 	}
 	return netguard.New(netguard.Options{Allow: allow, Deny: deny}), nil
-}
-
-// freeBytes is the space left on the file system of path.
-func freeBytes(path string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
+	bimanager "github.com/cadence-storage/longhorn-manager/backingimage/manager"
 	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -121,6 +123,9 @@ func TestVolumeOnABackingImage(t *testing.T) {
 			t.Fatalf("replica %s opens %s, want the disk's file %s", r.Name, got, file)
 		}
 	}
+	// A pod that calls the disk's manager server itself cannot delete the
+	// file the replicas start from: the server reads their records.
+	refuseDeleteOfFileInUse(t, e, replicaDisk, "base", bi.Status.UUID, file)
 
 	// Writes go to the layers, never to the shared file.
 	qemuIO(t, endpoint, "write -P 0xab 1M 4k", "write -z 2M 8k", "flush")
@@ -223,5 +228,37 @@ func TestVolumeWaitsForItsBackingImage(t *testing.T) {
 			return c.Status == longhorn.ConditionStatusTrue && strings.Contains(c.Message, vol.reason) &&
 				v.Status.State == longhorn.VolumeStateDetached, nil
 		})
+	}
+}
+
+// refuseDeleteOfFileInUse calls Delete on the manager server of the disk
+// directly, as any pod on the network could, and expects it refused,
+// naming the replicas, with the file left.
+func refuseDeleteOfFileInUse(t *testing.T, e *apiEnv, disk, image, uuid, file string) {
+	t.Helper()
+	bims, err := e.lh.LonghornV1beta2().BackingImageManagers(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for _, bim := range bims.Items {
+		if bim.Spec.DiskUUID == disk && bim.Status.IP != "" {
+			addr = bim.Status.IP
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no running backing image manager on disk %s", disk)
+	}
+	client, err := bimanager.NewClient(addr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	err = client.Delete(context.Background(), image, uuid)
+	if !errors.Is(err, bimanager.ErrPrecondition) || !strings.Contains(err.Error(), "in use by") || !strings.Contains(err.Error(), "vm-") {
+		t.Fatalf("a direct Delete of a file replicas use: %v, want it refused naming the replicas", err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the refused Delete touched the file: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cadence-storage/longhorn-manager/internal/diskconfig"
+	"golang.org/x/sys/unix"
 )
 
 // DiskConfigFile is the file in which the node records a disk's identity.
@@ -35,4 +36,14 @@ func CheckDisk(path, uuid string) error {
 		return fmt.Errorf("%w: disk %s has UUID %s, want %s", ErrWrongDisk, path, got, uuid)
 	}
 	return nil
+}
+
+// FreeBytes is the room left on the file system of path for an
+// unprivileged writer.
+func FreeBytes(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }

@@ -160,6 +160,14 @@ func (s *Server) fetchFromDataSource(ctx context.Context, log logrus.FieldLogger
 
 // receive writes size bytes from r as the file, verified against want.
 func (s *Server) receive(ctx context.Context, name, uuid string, r io.Reader, size int64, want string) (string, error) {
+	// The sender is not trusted: it gets the room it declared, if the
+	// disk has it, and not a byte more.
+	if size < 0 {
+		return "", fmt.Errorf("the sender declared %d bytes", size)
+	}
+	if free, err := backingimage.FreeBytes(s.cfg.DiskPath); err == nil && size > free {
+		return "", fmt.Errorf("the file holds %d bytes and %d are free on the disk", size, free)
+	}
 	part, err := backingimage.CreatePart(filepath.Join(s.folder(name, uuid), backingimage.DataFile))
 	if err != nil {
 		return "", err
@@ -172,6 +180,9 @@ func (s *Server) receive(ctx context.Context, name, uuid string, r io.Reader, si
 			return "", ctx.Err()
 		}
 		n, rerr := r.Read(buf)
+		if part.Written()+int64(n) > size {
+			return "", fmt.Errorf("the sender sent more than the %d bytes it declared", size)
+		}
 		if n > 0 {
 			if _, err := part.Write(buf[:n]); err != nil {
 				return "", err

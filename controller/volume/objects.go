@@ -13,6 +13,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -30,7 +31,7 @@ func replicaDataDir(v *longhorn.Volume, i int) string {
 
 // replicaDir is where a replica keeps its data on its disk.
 func replicaDir(r *longhorn.Replica) string {
-	return filepath.Join(r.Spec.DiskPath, "replicas", r.Spec.DataDirectoryName)
+	return filepath.Join(r.Spec.DiskPath, replica.ReplicasFolder, r.Spec.DataDirectoryName)
 }
 
 // ensureObjects creates the volume's Replicas (on a ready disk of this
