@@ -30,6 +30,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("query parameter size %q: must be the file's size in bytes, a positive integer", rawSize))
 		return
 	}
+	// The upload gets the room it declares, if the disk has it, and not
+	// a byte more (receive holds it to size).
+	if free, err := backingimage.FreeBytes(s.cfg.DiskPath); err == nil && size > free {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("query parameter size %d: the file would not fit, %d bytes are free on the disk", size, free))
+		return
+	}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("upload: the body must be multipart/form-data: %v", err))

@@ -100,6 +100,8 @@ func TestUploadRequestsRefusedBeforeAnyData(t *testing.T) {
 		{"not multipart", "action=upload&size=3", "application/json", "{}", "multipart/form-data"},
 		{"no file part", "action=upload&size=3", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nb\r\n--x--\r\n", "no file part"},
 		{"unknown action", "action=explode", "", "", "must be upload, transfer or cancel"},
+		{"more than the disk holds", "action=upload&size=1152921504606846976", "multipart/form-data; boundary=x",
+			"--x\r\nContent-Disposition: form-data; name=\"chunk\"; filename=\"f\"\r\n\r\nabc\r\n--x--\r\n", "free on the disk"},
 	} {
 		code, body := post(tc.query, tc.contentType, tc.body)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
