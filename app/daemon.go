@@ -73,14 +73,20 @@ type DaemonOptions struct {
 	// daemon sends to the apiserver (client-go's token bucket).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	// CronJob describes the pods of recurring-job CronJobs.
+	// CronJob describes the pods of recurring-job CronJobs; its
+	// ServiceAccount is theirs (--recurring-job-service-account, or
+	// --service-account when that is empty).
 	CronJob jobcontroller.CronJobConfig
+	// ServiceAccount is the manager's own account (--service-account),
+	// which the backing image server pods it creates run as.
+	// CronJob.ServiceAccount when empty.
+	ServiceAccount string
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
 	// BackingImageServerRunner is where the backing image servers run
 	// (--backing-image-server-runner): "process", child processes of this
 	// binary (the default, for a control plane with no kubelet), or "pod",
-	// pods of CronJob.ManagerImage on this node with CronJob.ServiceAccount.
+	// pods of CronJob.ManagerImage on this node with ServiceAccount.
 	BackingImageServerRunner string
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
@@ -300,6 +306,9 @@ func (o *DaemonOptions) complete() error {
 	if o.BackingImageManagerImage == "" {
 		o.BackingImageManagerImage = o.CronJob.ManagerImage
 	}
+	if o.ServiceAccount == "" {
+		o.ServiceAccount = o.CronJob.ServiceAccount
+	}
 	return checkAPIAuth(o.APIAuth)
 }
 
@@ -367,7 +376,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 			return p
 		}
 		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
-			Image: o.CronJob.ManagerImage, ServiceAccount: o.CronJob.ServiceAccount,
+			Image: o.CronJob.ManagerImage, ServiceAccount: o.ServiceAccount,
 			DataSourcePort: o.hooks.backingImagePodPorts[0], ManagerPort: o.hooks.backingImagePodPorts[1], Placement: placement}), nil
 	}
 	command := o.hooks.backingImageServerCommand

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -39,7 +40,8 @@ func DaemonCmd() cli.Command {
 			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
 			cli.StringFlag{Name: "backing-image-manager-image", Usage: "default backing image manager image: managers of another image are replaced by ones of it, which reuse their files (locally a label of the binary version that runs them); --manager-image when empty", EnvVar: "BACKING_IMAGE_MANAGER_IMAGE"},
-			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "service account of the pods that run recurring jobs", EnvVar: "SERVICE_ACCOUNT"},
+			cli.StringFlag{Name: "service-account", Value: "longhorn-service-account", Usage: "the manager's service account, which the backing image server pods run as (and the recurring-job pods, unless --recurring-job-service-account)", EnvVar: "SERVICE_ACCOUNT"},
+			cli.StringFlag{Name: "recurring-job-service-account", Usage: "service account of the pods that run recurring jobs (package/rbac.yaml's longhorn-recurring-job may do only what they need); --service-account when empty", EnvVar: "RECURRING_JOB_SERVICE_ACCOUNT"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
 			cli.StringFlag{Name: "backing-image-server-runner", Value: BackingImageServerRunnerProcess, Usage: "where the backing image data source and manager servers run: \"process\" (child processes of this binary on 127.0.0.1) or \"pod\" (pods of --manager-image on this node, with the disk mounted)"},
@@ -77,6 +79,7 @@ func DaemonCmd() cli.Command {
 				AllowedOrigins:           splitList(c.StringSlice("allowed-origins")),
 				EngineAddress:            c.String("engine-address"),
 				FrontendAddress:          c.String("frontend-address"),
+				ServiceAccount:           c.String("service-account"),
 				Workers:                  c.Int("workers"),
 				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
 				KubeAPIBurst:             c.Int("kube-api-burst"),
@@ -84,7 +87,7 @@ func DaemonCmd() cli.Command {
 				BackingImageServerRunner: c.String("backing-image-server-runner"),
 				CronJob: jobcontroller.CronJobConfig{
 					ManagerImage:           c.String("manager-image"),
-					ServiceAccount:         c.String("service-account"),
+					ServiceAccount:         cmp.Or(c.String("recurring-job-service-account"), c.String("service-account")),
 					ManagerURL:             c.String("manager-url"),
 					SkipImmediatelyDefault: c.Bool("recurring-job-skip-immediately"),
 					Runner:                 longhorn.RecurringJobRunner(c.String("recurring-job-runner")),

@@ -17,6 +17,9 @@ func startAPIServer(tb *processTB, etcdURL string) (kubeapiservertesting.TestSer
 		"--endpoint-reconciler-type=none",
 		"--disable-admission-plugins=ServiceAccount",
 		"--authorization-mode=RBAC",
+		// As on a real cluster (kubeadm sets it): the shipped DaemonSet
+		// runs privileged, and its manifest is checked against this one.
+		"--allow-privileged=true",
 	}
 	opts := kubeapiservertesting.NewDefaultTestServerOptions()
 	server, err := kubeapiservertesting.StartTestServer(tb, opts, flags, storage)
