@@ -81,18 +81,22 @@ type DaemonOptions struct {
 	// which the backing image server pods it creates run as.
 	// CronJob.ServiceAccount when empty.
 	ServiceAccount string
+	// ManagerImage is the image of the backing image server pods
+	// (--manager-image; it holds longhorn-manager). CronJob.ManagerImage
+	// when empty. CronJob holds only what concerns the recurring-job pods.
+	ManagerImage string
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
 	// BackingImageServerRunner is where the backing image servers run
 	// (--backing-image-server-runner): "process", child processes of this
 	// binary (the default, for a control plane with no kubelet), or "pod",
-	// pods of CronJob.ManagerImage on this node with ServiceAccount.
+	// pods of ManagerImage on this node with ServiceAccount.
 	BackingImageServerRunner string
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
 	// by ones of it, reusing their files. On the local control plane the
 	// servers are child processes of this binary, so it labels the version
-	// that runs them. CronJob.ManagerImage when empty.
+	// that runs them. ManagerImage when empty.
 	BackingImageManagerImage string
 
 	// apiToken is the bearer token the manager runner sends to this
@@ -303,11 +307,14 @@ func (o *DaemonOptions) complete() error {
 	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
 		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
 	}
-	if o.BackingImageManagerImage == "" {
-		o.BackingImageManagerImage = o.CronJob.ManagerImage
-	}
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = o.CronJob.ServiceAccount
+	}
+	if o.ManagerImage == "" {
+		o.ManagerImage = o.CronJob.ManagerImage
+	}
+	if o.BackingImageManagerImage == "" {
+		o.BackingImageManagerImage = o.ManagerImage
 	}
 	return checkAPIAuth(o.APIAuth)
 }
@@ -376,7 +383,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 			return p
 		}
 		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
-			Image: o.CronJob.ManagerImage, ServiceAccount: o.ServiceAccount,
+			Image: o.ManagerImage, ServiceAccount: o.ServiceAccount,
 			DataSourcePort: o.hooks.backingImagePodPorts[0], ManagerPort: o.hooks.backingImagePodPorts[1], Placement: placement}), nil
 	}
 	command := o.hooks.backingImageServerCommand

@@ -80,6 +80,7 @@ func DaemonCmd() cli.Command {
 				EngineAddress:            c.String("engine-address"),
 				FrontendAddress:          c.String("frontend-address"),
 				ServiceAccount:           c.String("service-account"),
+				ManagerImage:             c.String("manager-image"),
 				Workers:                  c.Int("workers"),
 				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
 				KubeAPIBurst:             c.Int("kube-api-burst"),
