@@ -210,6 +210,9 @@ type VolumeInput struct {
 	DataEngine string `json:"dataEngine"`
 	// AccessMode is rwo (or empty): the project shares no volume.
 	AccessMode string `json:"accessMode"`
+	// DataSource is Longhorn's clone source (vol://<volume> or
+	// snap://<volume>/<snapshot>): refused, as the project cannot clone.
+	DataSource string `json:"dataSource"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.

@@ -105,6 +105,9 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
 	}
+	if in.DataSource != "" {
+		return notSupported("dataSource (cloning a volume)", "the data plane cannot copy a volume or a snapshot into a new volume; got dataSource "+strconv.Quote(in.DataSource))
+	}
 	if in.FromBackup != "" {
 		if _, _, _, err := backupstore.ParseURL(in.FromBackup); err != nil {
 			return badRequest("fromBackup: %v", err)
@@ -170,6 +173,9 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	case "":
 		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(allVolumeActions(), ", ")}
 	default:
+		if err := unsupportedVolumeAction(name, action); err != nil {
+			return err
+		}
 		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(allVolumeActions(), ", "))
 	}
 	if err != nil {
