@@ -102,6 +102,10 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if in.AccessMode != "" && in.AccessMode != string(longhorn.AccessModeReadWriteOnce) {
 		return badRequest("accessMode: only rwo exists here (volumes are not shared), got %q", in.AccessMode)
 	}
+	if in.Frontend == longhorn.VolumeFrontendEmpty {
+		// Longhorn's default, which its python client expects back.
+		in.Frontend = longhorn.VolumeFrontendBlockDev
+	}
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
 	}
