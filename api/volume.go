@@ -168,6 +168,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.attachVolume(w, r, name)
 	case "detach":
 		return s.detachVolume(w, r, name)
+	case "updateBackupTargetName":
+		return s.updateBackupTargetName(w, r, name)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
 	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":
@@ -177,7 +179,7 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	case "":
 		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(allVolumeActions(), ", ")}
 	default:
-		if err := unsupportedVolumeAction(name, action); err != nil {
+		if err := s.unsupportedVolumeAction(name, action); err != nil {
 			return err
 		}
 		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(allVolumeActions(), ", "))

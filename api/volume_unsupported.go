@@ -38,11 +38,23 @@ var unsupportedVolumeActions = map[string]string{
 	"trimFilesystem":                        "the data plane does not handle unmap (trim) requests, and the manager mounts no filesystem on a volume",
 	"updateFreezeFilesystemForSnapshot":     "the manager mounts no filesystem on a volume, so it has none to freeze",
 	"updateBackupCompressionMethod":         "backups use the backup-compression-method setting, for every volume",
-	"updateBackupTargetName":                "every volume backs up to the one backup target, " + defaultBackupTargetName + ", made from the backup-target setting",
 	"engineUpgrade":                         "the engine is built into the manager; there are no engine images to upgrade to",
 	"pvCreate":                              "the manager creates no Kubernetes PersistentVolume for a volume",
 	"pvcCreate":                             "the manager creates no Kubernetes PersistentVolumeClaim for a volume",
 }
+
+// refusedButOffered are the unsupported actions a volume lists all the
+// same: Longhorn's UI shows their menu items whatever the volume offers
+// (Trim Filesystem on an attached volume, Update Rebuild Concurrent Sync
+// Limit on a v1 volume) and, without the action's link, does nothing when
+// the user confirms. Listed, the click reaches the manager and the UI
+// shows the manager's reason. Every other unsupported action is left out,
+// which makes the UI hide or grey its item.
+var refusedButOffered = []string{"updateRebuildConcurrentSyncLimit"}
+
+// refusedButOfferedAttached are those a volume lists while attached, as
+// the UI greys their item otherwise.
+var refusedButOfferedAttached = []string{"trimFilesystem"}
 
 // notSupported is Longhorn's error shape for what Longhorn does and this
 // manager does not: 422, naming what was asked and why it cannot be done.
@@ -52,11 +64,11 @@ func notSupported(what, reason string) error {
 
 // unsupportedVolumeAction is the answer to a Longhorn volume action this
 // manager does not do; nil for an action Longhorn does not have either.
-func unsupportedVolumeAction(volume, action string) error {
+func (s *Server) unsupportedVolumeAction(volume, action string) error {
 	reason, ok := unsupportedVolumeActions[action]
 	if !ok {
 		return nil
 	}
-	logrus.WithFields(logrus.Fields{"volume": volume, "action": action, "reason": reason}).Info("Refused a Longhorn volume action this manager does not do")
+	s.logger.WithFields(logrus.Fields{"volume": volume, "action": action, "reason": reason}).Info("Refused a Longhorn volume action this manager does not do")
 	return notSupported("volume action "+action, reason)
 }

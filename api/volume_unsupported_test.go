@@ -12,7 +12,8 @@ import (
 )
 
 // A Longhorn volume action the manager does not do answers 422 naming the
-// action and the reason, and the volume never offers it; an action
+// action and the reason, and the volume offers it only where Longhorn's UI
+// shows its item whatever the volume offers (refusedButOffered); an action
 // Longhorn does not have either stays a 400.
 func TestUnsupportedVolumeActions(t *testing.T) {
 	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}, Status: longhorn.VolumeStatus{State: longhorn.VolumeStateAttached}}
@@ -20,9 +21,13 @@ func TestUnsupportedVolumeActions(t *testing.T) {
 	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
 	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
 	offered := body["actions"].(map[string]interface{})
+	listed := map[string]bool{}
+	for _, a := range append(append([]string{}, refusedButOffered...), refusedButOfferedAttached...) {
+		listed[a] = true
+	}
 	for action, reason := range unsupportedVolumeActions {
-		if _, ok := offered[action]; ok {
-			t.Errorf("the volume offers %s, which the manager does not do", action)
+		if _, ok := offered[action]; ok != listed[action] {
+			t.Errorf("the volume offers %s: %v, want %v", action, ok, listed[action])
 		}
 		code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action="+action, `{}`)
 		want := "volume action " + action + " is not supported by this manager: " + reason
@@ -50,5 +55,26 @@ func TestCreateVolumeRefusesDataSource(t *testing.T) {
 	}
 	if code, _, raw := s.do(t, "POST", "/v1/volumes", `{"name":"plain","size":"1Gi","numberOfReplicas":1,"dataSource":""}`); code != http.StatusOK {
 		t.Errorf("an empty dataSource: %d %s", code, raw)
+	}
+}
+
+// The one backup target every volume backs up to may be chosen (it is
+// true already); another is refused, naming it.
+func TestUpdateBackupTargetName(t *testing.T) {
+	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}}
+	s := newTestServer(t, vol)
+	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
+	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
+	if _, ok := body["actions"].(map[string]interface{})["updateBackupTargetName"]; !ok {
+		t.Error("the volume does not offer updateBackupTargetName")
+	}
+	for _, in := range []string{`{"backupTargetName":"default"}`, `{}`} {
+		if code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", in); code != http.StatusOK || out["backupTargetName"] != "default" {
+			t.Errorf("%s: %d %s", in, code, raw)
+		}
+	}
+	code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", `{"backupTargetName":"offsite"}`)
+	if code != http.StatusUnprocessableEntity || !strings.HasPrefix(out["message"].(string), "backupTargetName offsite is not supported by this manager: ") {
+		t.Errorf("another target: %d %s", code, raw)
 	}
 }
