@@ -226,6 +226,21 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		b.noSuccessMessage("bulk " + item)
 		b.checkConsoleExcept("bulk "+item, "status of 405")
 	}
+
+	// Clone Volume from a snapshot of the volume's page: refused too.
+	e.call(t, "POST", "/v1/volumes/menu-vol?action=snapshotCreate", `{"name":"menu-snap"}`).expect(t, 200)
+	b.load("volume/menu-vol", "Take Snapshot")
+	b.until("the tree shows the snapshot", `[...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes("menu-sna"))`, 30*time.Second)
+	b.recordRequests()
+	b.treeMenu("menu-sna", "Clone Volume")
+	b.waitText("the clone form", "snapshot menu-snap")
+	b.typeText(".ant-modal #name", "snap-clone")
+	b.modalOK()
+	b.expectRefused("Clone Volume from a snapshot", "/v1/volumes", "dataSource (cloning a volume) is not supported by this manager: ")
+	if w := b.writes(); len(w) != 1 || !strings.Contains(w[0].Body, `"dataSource":"snap://menu-vol/menu-snap"`) {
+		t.Errorf("Clone Volume from a snapshot sent %+v", w)
+	}
+	e.call(t, "GET", "/v1/volumes/snap-clone", "").expect(t, 404)
 	b.shot("volume-menu-done")
 }
 
