@@ -182,6 +182,15 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	}
 	e.call(t, "GET", "/v1/volumes/menu-clone", "").expect(t, 404)
 
+	// The bulk Clone Volume button: the same.
+	b.recordRequests()
+	b.selectRow("menu-vol")
+	b.button("", "Clone Volume")
+	b.until("the bulk clone form", `(() => { const n = document.querySelector(".ant-modal #name"); return !!n && n.value === "cloned-menu-vol" })()`, 30*time.Second)
+	b.modalOK()
+	b.expectRefused("bulk Clone Volume", "/v1/volumes", "dataSource (cloning a volume) is not supported by this manager: ")
+	e.call(t, "GET", "/v1/volumes/cloned-menu-vol", "").expect(t, 404)
+
 	// The bulk menu greys what the selected volumes' actions and state do
 	// not allow, and shows the rest whatever they offer.
 	b.selectRow("menu-vol")
