@@ -169,7 +169,8 @@ func isUpload(r *http.Request) bool {
 // Origin, or Sec-Fetch-Site, with every cross-site POST); a POST or PUT
 // to /v1 whose Content-Type is not application/json, even without a body
 // (415: an HTML form can only send form or text content types, so no
-// cross-site form can detach a volume). The upload action takes
+// cross-site form can detach a volume), unless it has none at all and
+// comes from no browser (untypedNonBrowser). The upload action takes
 // multipart/form-data, and is left to the Origin check. A page the browser
 // vouches is the manager's own or its UI's (ownPage) may send any
 // Content-Type: Longhorn's UI posts body-less actions (snapshotPurge,
@@ -189,7 +190,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/v1/") && !isUpload(r) &&
-			!s.ownPage(r) {
+			!s.ownPage(r) && !untypedNonBrowser(r) {
 			ct := r.Header.Get("Content-Type")
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				writeError(w, &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType",
@@ -199,6 +200,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// untypedNonBrowser reports a request with no Content-Type at all from a
+// client that is not a browser: Longhorn's python client (longhorn-tests'
+// longhorn.py) posts its JSON with none. A browser's form always sends a
+// Content-Type, and its other writes carry Origin or Sec-Fetch-Site, so
+// this opens nothing to another site's page.
+func untypedNonBrowser(r *http.Request) bool {
+	_, typed := r.Header["Content-Type"]
+	site := r.Header.Get("Sec-Fetch-Site")
+	return !typed && r.Header.Get("Origin") == "" && (site == "" || site == "none")
 }
 
 // ownPage reports a request a browser says comes from the manager's own

@@ -62,7 +62,8 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 		{"form detach", "/v1/volumes/vol-0?action=detach", "x=1", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "needs Content-Type: application/json"},
 		{"text/plain JSON", "/v1/volumes/vol-0?action=detach", "{}", []string{"Content-Type", "text/plain"}, 415, `Content-Type \"text/plain\"`},
 		{"multipart detach", "/v1/volumes/vol-0?action=detach", "", []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, "application/json"},
-		{"no body, no type", "/v1/volumes/vol-0?action=detach", "", nil, 415, "even without a body"},
+		{"no type from a browser: Sec-Fetch-Site", "/v1/volumes/vol-0?action=detach", "", []string{"Sec-Fetch-Site", "same-site"}, 415, "even without a body"},
+		{"an empty type", "/v1/volumes/vol-0?action=detach", "", []string{"Content-Type", ""}, 415, "even without a body"},
 		{"json with a cross-site Origin", "/v1/volumes/vol-0?action=detach", "{}", []string{"Content-Type", "application/json", "Origin", "https://evil.example"}, 403, "another site"},
 		{"Sec-Fetch-Site cross-site", "/v1/volumes/vol-0?action=detach", "{}", []string{"Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"}, 403, "another site"},
 		{"cross-site upload", "/v1/backingimages/up?action=upload&size=4", "", []string{"Content-Type", "multipart/form-data; boundary=x", "Origin", "http://evil.example"}, 403, "another site"},
@@ -84,15 +85,17 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 	}
 	// Longhorn's UI posts body-less actions with no Content-Type: from a
 	// page the browser vouches is the manager's own or the UI's (its
-	// Origin, or Sec-Fetch-Site), they pass; with no Origin (a form of an
-	// old browser, or a script) they still need JSON.
+	// Origin, or Sec-Fetch-Site), they pass; so do those of a client that
+	// is no browser and sends no Content-Type at all (Longhorn's python
+	// client), while a form always sends one.
 	for _, h := range [][]string{
 		{"Host", "192.0.2.10:9500", "Origin", "http://192.0.2.10:9500"},
 		{"Host", "127.0.0.1:9500", "X-Forwarded-Host", "10.0.0.5:8000", "Origin", "http://10.0.0.5:8000"},
 		{"Sec-Fetch-Site", "same-origin"},
+		{},
 	} {
 		if code, body := post("/v1/volumes/vol-0?action=snapshotPurge", "", h...); code == 415 || code == 403 {
-			t.Errorf("snapshotPurge without a Content-Type from the UI's page %v: %d %s", h, code, body)
+			t.Errorf("snapshotPurge without a Content-Type from the UI's page or a script %v: %d %s", h, code, body)
 		}
 	}
 	// Longhorn's UI behind its nginx: the Host is the manager's, the

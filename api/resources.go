@@ -210,6 +210,9 @@ type VolumeInput struct {
 	DataEngine string `json:"dataEngine"`
 	// AccessMode is rwo (or empty): the project shares no volume.
 	AccessMode string `json:"accessMode"`
+	// DataSource is Longhorn's clone source (vol://<volume> or
+	// snap://<volume>/<snapshot>): refused, as the project cannot clone.
+	DataSource string `json:"dataSource"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.
@@ -344,15 +347,15 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // volumeActions are offered in every volume state; snapshotActions while
 // the volume is attached.
 var (
-	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach"}
+	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 )
 
 func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	r := resource(base, "volume", "volumes", v.Name)
-	actions := append(append([]string{}, volumeActions...), snapshotCRActions...)
+	actions := append(append(append([]string{}, volumeActions...), snapshotCRActions...), refusedButOffered...)
 	if v.Status.State == longhorn.VolumeStateAttached {
-		actions = append(actions, snapshotActions...)
+		actions = append(append(actions, snapshotActions...), refusedButOfferedAttached...)
 	}
 	for _, a := range actions {
 		r.Actions[a] = r.Links["self"] + "?action=" + a

@@ -139,7 +139,17 @@ func schemas() []Schema {
 				"snapshotCRList":     {Output: "collection[snapshotCR]"},
 				"snapshotCRGet":      {Input: "snapshotCRInput", Output: "snapshotCR"},
 				"snapshotCRDelete":   {Input: "snapshotCRInput", Output: "empty"},
+				// The one backup target, or a 422 naming another.
+				"updateBackupTargetName": {Input: "updateBackupTargetInput", Output: "volume"},
+				// Listed so that Longhorn's UI shows the manager's
+				// reason: both always answer 422.
+				"trimFilesystem":                   {Output: "volume"},
+				"updateRebuildConcurrentSyncLimit": {Output: "volume"},
 			},
+		},
+		{
+			ID:             "updateBackupTargetInput",
+			ResourceFields: map[string]Field{"backupTargetName": {Type: "string", Create: true, Default: "default"}},
 		},
 		{
 			ID: "volumeRecurringJobInput",

@@ -12,8 +12,9 @@ import (
 // UIProxy serves Longhorn's web UI (a built longhorn-ui dist folder) and
 // proxies /v1, websockets included, to the manager at managerURL, as the
 // UI image's nginx does: the Host header that reaches the manager is the
-// manager's, X-Forwarded-Host is the browser's, and any other path that
-// is not a file of dist answers index.html.
+// manager's, X-Forwarded-Host is the browser's, any other path that is
+// not a file of dist answers index.html, and a method other than GET or
+// HEAD outside /v1 is a 405.
 func UIProxy(dist string, managerURL *url.URL) http.Handler {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -28,6 +29,13 @@ func UIProxy(dist string, managerURL *url.URL) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
 			proxy.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// nginx serves files to GET and HEAD only; a 200 with
+			// index.html would read as success to the UI's axios.
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "405 Not Allowed", http.StatusMethodNotAllowed)
 			return
 		}
 		clean := filepath.FromSlash(filepath.Clean("/" + r.URL.Path))

@@ -102,8 +102,15 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if in.AccessMode != "" && in.AccessMode != string(longhorn.AccessModeReadWriteOnce) {
 		return badRequest("accessMode: only rwo exists here (volumes are not shared), got %q", in.AccessMode)
 	}
+	if in.Frontend == longhorn.VolumeFrontendEmpty {
+		// Longhorn's default, which its python client expects back.
+		in.Frontend = longhorn.VolumeFrontendBlockDev
+	}
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
+	}
+	if in.DataSource != "" {
+		return notSupported("dataSource (cloning a volume)", "the data plane cannot copy a volume or a snapshot into a new volume; got dataSource "+strconv.Quote(in.DataSource))
 	}
 	if in.FromBackup != "" {
 		if _, _, _, err := backupstore.ParseURL(in.FromBackup); err != nil {
@@ -161,6 +168,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.attachVolume(w, r, name)
 	case "detach":
 		return s.detachVolume(w, r, name)
+	case "updateBackupTargetName":
+		return s.updateBackupTargetName(w, r, name)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
 	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":
@@ -170,6 +179,9 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	case "":
 		return &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", "POST on a volume needs ?action=..., one of " + strings.Join(allVolumeActions(), ", ")}
 	default:
+		if err := s.unsupportedVolumeAction(name, action); err != nil {
+			return err
+		}
 		return badRequest("action: %q is not a volume action; use one of %s", action, strings.Join(allVolumeActions(), ", "))
 	}
 	if err != nil {

@@ -2,13 +2,15 @@
 # Installs the Debian tools the tests use: the NBD clients qemu-io and
 # qemu-img (qemu-utils), nbdcopy and nbdinfo (libnbd-bin), and protoc
 # (protobuf-compiler) for the generated-code check, and Debian's chromium
-# (headless) for the browser test of Longhorn's web UI.
+# (headless) for the browser test of Longhorn's web UI, and Debian's
+# python3 with requests and six for Longhorn's python client.
 set -euo pipefail
 missing=()
 command -v qemu-io >/dev/null || missing+=(qemu-utils)
 command -v nbdcopy >/dev/null || missing+=(libnbd-bin)
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v chromium >/dev/null || missing+=(chromium)
+/usr/bin/python3 -c 'import requests, six' 2>/dev/null || missing+=(python3 python3-requests python3-six)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "the tests need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2

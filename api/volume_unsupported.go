@@ -1,0 +1,74 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/sirupsen/logrus"
+)
+
+// unsupportedVolumeActions are the volume actions of Longhorn's API that
+// this manager does not do, each with the reason. Longhorn's clients (its
+// web UI, its python client) call them; they get a 422 that names the
+// action and the reason rather than a "not a volume action", and the
+// volume never offers them in its actions, which is how Longhorn's UI
+// decides to hide or grey its menu items.
+var unsupportedVolumeActions = map[string]string{
+	"salvage":                               "the data plane keeps no failed replicas to salvage",
+	"activate":                              "there are no disaster recovery (standby) volumes to activate",
+	"expand":                                "the data plane cannot grow a volume; a volume keeps the size it was created with",
+	"cancelExpansion":                       "the data plane cannot grow a volume, so there is no expansion to cancel",
+	"updateReplicaCount":                    "the data plane cannot rebuild a replica into a volume that has data, so a volume keeps the replica count it was created with",
+	"replicaRemove":                         "the data plane cannot rebuild a replica, so a removed replica could not be replaced",
+	"offlineReplicaRebuilding":              "the data plane does not rebuild replicas",
+	"updateRebuildConcurrentSyncLimit":      "the data plane does not rebuild replicas",
+	"updateReplicaRebuildingBandwidthLimit": "only the v1 data engine exists here, and it does not rebuild replicas",
+	"updateUblkQueueDepth":                  "there is no ublk frontend (only the v1 data engine exists here)",
+	"updateUblkNumberOfQueue":               "there is no ublk frontend (only the v1 data engine exists here)",
+	"updateDataLocality":                    "a volume's replicas always stay together on the node that holds them; there is no data locality to choose",
+	"updateAccessMode":                      "volumes are ReadWriteOnce only; the project shares no volume",
+	"updateReplicaAutoBalance":              "a volume's replicas stay together on one node; there is nothing to balance",
+	"updateReplicaSoftAntiAffinity":         "a volume's replicas stay together on one node; there is no anti-affinity to relax",
+	"updateReplicaZoneSoftAntiAffinity":     "a volume's replicas stay together on one node; there is no anti-affinity to relax",
+	"updateReplicaDiskSoftAntiAffinity":     "a volume's replicas stay together on one disk; there is no anti-affinity to relax",
+	"updateSnapshotDataIntegrity":           "the engine does not hash snapshots to check their integrity",
+	"updateSnapshotMaxCount":                "the engine does not limit the number of a volume's snapshots",
+	"updateSnapshotMaxSize":                 "the engine does not limit the size of a volume's snapshots",
+	"updateUnmapMarkSnapChainRemoved":       "the data plane does not handle unmap (trim) requests",
+	"trimFilesystem":                        "the data plane does not handle unmap (trim) requests, and the manager mounts no filesystem on a volume",
+	"updateFreezeFilesystemForSnapshot":     "the manager mounts no filesystem on a volume, so it has none to freeze",
+	"updateBackupCompressionMethod":         "backups use the backup-compression-method setting, for every volume",
+	"engineUpgrade":                         "the engine is built into the manager; there are no engine images to upgrade to",
+	"pvCreate":                              "the manager creates no Kubernetes PersistentVolume for a volume",
+	"pvcCreate":                             "the manager creates no Kubernetes PersistentVolumeClaim for a volume",
+}
+
+// refusedButOffered are the unsupported actions a volume lists all the
+// same: Longhorn's UI shows their menu items whatever the volume offers
+// (Trim Filesystem on an attached volume, Update Rebuild Concurrent Sync
+// Limit on a v1 volume) and, without the action's link, does nothing when
+// the user confirms. Listed, the click reaches the manager and the UI
+// shows the manager's reason. Every other unsupported action is left out,
+// which makes the UI hide or grey its item.
+var refusedButOffered = []string{"updateRebuildConcurrentSyncLimit"}
+
+// refusedButOfferedAttached are those a volume lists while attached, as
+// the UI greys their item otherwise.
+var refusedButOfferedAttached = []string{"trimFilesystem"}
+
+// notSupported is Longhorn's error shape for what Longhorn does and this
+// manager does not: 422, naming what was asked and why it cannot be done.
+func notSupported(what, reason string) error {
+	return &httpError{http.StatusUnprocessableEntity, "NotSupported", fmt.Sprintf("%s is not supported by this manager: %s", what, reason)}
+}
+
+// unsupportedVolumeAction is the answer to a Longhorn volume action this
+// manager does not do; nil for an action Longhorn does not have either.
+func (s *Server) unsupportedVolumeAction(volume, action string) error {
+	reason, ok := unsupportedVolumeActions[action]
+	if !ok {
+		return nil
+	}
+	s.logger.WithFields(logrus.Fields{"volume": volume, "action": action, "reason": reason}).Info("Refused a Longhorn volume action this manager does not do")
+	return notSupported("volume action "+action, reason)
+}

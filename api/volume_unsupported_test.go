@@ -1,0 +1,80 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// A Longhorn volume action the manager does not do answers 422 naming the
+// action and the reason, and the volume offers it only where Longhorn's UI
+// shows its item whatever the volume offers (refusedButOffered); an action
+// Longhorn does not have either stays a 400.
+func TestUnsupportedVolumeActions(t *testing.T) {
+	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}, Status: longhorn.VolumeStatus{State: longhorn.VolumeStateAttached}}
+	s := newTestServer(t, vol)
+	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
+	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
+	offered := body["actions"].(map[string]interface{})
+	listed := map[string]bool{}
+	for _, a := range append(append([]string{}, refusedButOffered...), refusedButOfferedAttached...) {
+		listed[a] = true
+	}
+	for action, reason := range unsupportedVolumeActions {
+		if _, ok := offered[action]; ok != listed[action] {
+			t.Errorf("the volume offers %s: %v, want %v", action, ok, listed[action])
+		}
+		code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action="+action, `{}`)
+		want := "volume action " + action + " is not supported by this manager: " + reason
+		if code != http.StatusUnprocessableEntity || out["message"] != want || out["type"] != "error" {
+			t.Errorf("%s: %d %s, want 422 %q", action, code, raw, want)
+		}
+	}
+	if code, _, raw := s.do(t, "POST", "/v1/volumes/vol?action=fly", `{}`); code != http.StatusBadRequest || !strings.Contains(raw, `\"fly\" is not a volume action`) {
+		t.Errorf("an unknown action: %d %s", code, raw)
+	}
+}
+
+// Cloning (Longhorn's dataSource) is refused, not ignored: ignoring it
+// would create an empty volume the UI reports as the clone.
+func TestCreateVolumeRefusesDataSource(t *testing.T) {
+	s := newTestServer(t)
+	for _, src := range []string{"vol://src", "snap://src/snap-1"} {
+		code, out, raw := s.do(t, "POST", "/v1/volumes", `{"name":"clone","size":"1Gi","numberOfReplicas":1,"dataSource":"`+src+`"}`)
+		if code != http.StatusUnprocessableEntity || !strings.HasPrefix(out["message"].(string), "dataSource (cloning a volume) is not supported by this manager: ") || !strings.Contains(raw, src) {
+			t.Errorf("dataSource %s: %d %s", src, code, raw)
+		}
+	}
+	if _, err := s.lh.LonghornV1beta2().Volumes(testNamespace).Get(context.Background(), "clone", metav1.GetOptions{}); err == nil {
+		t.Error("a volume was created for a refused clone")
+	}
+	if code, _, raw := s.do(t, "POST", "/v1/volumes", `{"name":"plain","size":"1Gi","numberOfReplicas":1,"dataSource":""}`); code != http.StatusOK {
+		t.Errorf("an empty dataSource: %d %s", code, raw)
+	}
+}
+
+// The one backup target every volume backs up to may be chosen (it is
+// true already); another is refused, naming it.
+func TestUpdateBackupTargetName(t *testing.T) {
+	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}}
+	s := newTestServer(t, vol)
+	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
+	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
+	if _, ok := body["actions"].(map[string]interface{})["updateBackupTargetName"]; !ok {
+		t.Error("the volume does not offer updateBackupTargetName")
+	}
+	for _, in := range []string{`{"backupTargetName":"default"}`, `{}`} {
+		if code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", in); code != http.StatusOK || out["backupTargetName"] != "default" {
+			t.Errorf("%s: %d %s", in, code, raw)
+		}
+	}
+	code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", `{"backupTargetName":"offsite"}`)
+	if code != http.StatusUnprocessableEntity || !strings.HasPrefix(out["message"].(string), "backupTargetName offsite is not supported by this manager: ") {
+		t.Errorf("another target: %d %s", code, raw)
+	}
+}
