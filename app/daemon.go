@@ -31,6 +31,7 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
+	lhmetrics "github.com/cadence-storage/longhorn-manager/metrics"
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
@@ -177,6 +178,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := kit.NewMetrics(registry)
+	backupMetrics := lhmetrics.New(log, ds, inf, o.NodeName, o.Clock)
+	registry.MustRegister(backupMetrics)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	if o.APIAuth == api.AuthKubernetes {
@@ -202,10 +205,11 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 	defer engines.stop()
-	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, o)
+	ctrls, err := newControllers(runCtx, log, metrics, registry, backupMetrics, ds, inf, kubeClient, lhClient, engines, served.addr, o)
 	if err != nil {
 		return err
 	}
+	backupMetrics.WatchTarget(ctrls.backupTarget.Health)
 	defer ctrls.stop()
 
 	if err := ctrls.node.Register(ctx, dataDir); err != nil {
@@ -317,7 +321,7 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 // newManagerRunner builds the manager runner: each run is the
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
-func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, backupMetrics *lhmetrics.Collector, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
@@ -332,6 +336,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		if err != nil {
 			return err
 		}
+		backupMetrics.RunVolumes(job, lhmetrics.VolumeCounts{Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped})
 		return res.Err()
 	}
 	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
