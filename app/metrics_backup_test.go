@@ -52,6 +52,7 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 		// The duration runs from the Backup object's creation, when the
 		// manager first saw the backup, to its completion.
 		if d := done.Sub(b.CreationTimestamp.Time).Seconds(); d > 0 {
+			t.Logf("backup took %.3fs after its object's creation", d)
 			want[series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src")] = d
 			want[series("longhorn_backup_throughput_bytes_per_second", "backup", backup, "volume", "src")] = size / d
 		} else if _, ok := m[series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src")]; ok {

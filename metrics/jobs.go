@@ -28,7 +28,7 @@ var (
 	jobNextRun = newDesc("longhorn_recurring_job_next_run_timestamp_seconds",
 		"The tick the job runs at next; absent while suspended.", "recurring_job")
 	jobLastRunFailed = newDesc("longhorn_recurring_job_last_run_failed",
-		"1 when the job's last finished run failed (a volume failed, or the run could not happen).", "recurring_job")
+		"1 when no run is active and the last run's tick is later than the last success: the last run failed (a volume failed, or the run could not happen).", "recurring_job")
 	jobInterval = newDesc("longhorn_recurring_job_interval_seconds",
 		"The time between the job's next two ticks.", "recurring_job")
 	jobRunsFinished = newDesc("longhorn_recurring_job_runs_finished_total",
