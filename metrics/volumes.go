@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,18 +44,41 @@ func isBackupTask(t longhorn.RecurringJobType) bool {
 	return t == longhorn.RecurringJobTypeBackup || t == longhorn.RecurringJobTypeBackupForceCreate
 }
 
-// selects reports whether job selects a volume with these labels, as a
-// run selects its volumes: the job's own label or one of its groups'.
-func selects(job *longhorn.RecurringJob, volumeLabels map[string]string) bool {
-	if volumeLabels[types.RecurringJobLabelKey(job.Name)] == types.LabelValueEnabled {
-		return true
-	}
-	for _, g := range job.Spec.Groups {
-		if volumeLabels[types.RecurringJobGroupLabelKey(g)] == types.LabelValueEnabled {
-			return true
+// jobsByLabel indexes the jobs by the volume labels that select them: the
+// job's own label and its groups', as a run selects its volumes. A scrape
+// then looks up a volume's few labels instead of walking every job.
+func jobsByLabel(jobs []*longhorn.RecurringJob) map[string][]*longhorn.RecurringJob {
+	out := map[string][]*longhorn.RecurringJob{}
+	for _, job := range jobs {
+		if job.DeletionTimestamp != nil {
+			continue
+		}
+		out[types.RecurringJobLabelKey(job.Name)] = append(out[types.RecurringJobLabelKey(job.Name)], job)
+		for _, g := range job.Spec.Groups {
+			out[types.RecurringJobGroupLabelKey(g)] = append(out[types.RecurringJobGroupLabelKey(g)], job)
 		}
 	}
-	return false
+	return out
+}
+
+// selecting lists the jobs that select a volume with these labels, each
+// once, by name.
+func selecting(index map[string][]*longhorn.RecurringJob, volumeLabels map[string]string) []*longhorn.RecurringJob {
+	var out []*longhorn.RecurringJob
+	seen := map[string]bool{}
+	for key, value := range volumeLabels {
+		if value != types.LabelValueEnabled {
+			continue
+		}
+		for _, job := range index[key] {
+			if !seen[job.Name] {
+				seen[job.Name] = true
+				out = append(out, job)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func (c *Collector) collectVolumes(ch chan<- prometheus.Metric, jobs []*longhorn.RecurringJob, now time.Time) {
@@ -64,6 +88,7 @@ func (c *Collector) collectVolumes(ch chan<- prometheus.Metric, jobs []*longhorn
 		return
 	}
 	lastBackup := c.lastBackups()
+	index := jobsByLabel(jobs)
 	intervals := map[string]time.Duration{}
 	for _, job := range jobs {
 		if d, ok := cronInterval(job.Spec.Cron, job.Spec.TimeZone, now); ok {
@@ -87,10 +112,7 @@ func (c *Collector) collectVolumes(ch chan<- prometheus.Metric, jobs []*longhorn
 		c.collectSnapshots(ch, name)
 		backupJobs := 0
 		var interval time.Duration
-		for _, job := range jobs {
-			if job.DeletionTimestamp != nil || !selects(job, v.Labels) {
-				continue
-			}
+		for _, job := range selecting(index, v.Labels) {
 			gauge(ch, volumeJob, 1, name, job.Name, string(job.Spec.Task))
 			d, ok := intervals[job.Name]
 			if !isBackupTask(job.Spec.Task) || job.Spec.Suspend || !ok {
