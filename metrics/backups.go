@@ -27,7 +27,7 @@ var (
 	imageReadyCopies = newDesc("longhorn_backing_image_ready_copies",
 		"Copies of the backing image ready on disks.", "backing_image")
 	imageMinCopies = newDesc("longhorn_backing_image_min_copies",
-		"The backing image's spec.minNumberOfCopies.", "backing_image")
+		"The backing image's spec.minNumberOfCopies (1 when unset).", "backing_image")
 )
 
 // collectBackups serves the backups this node mirrors (the node polling
@@ -87,6 +87,7 @@ func (c *Collector) collectBackingImages(ch chan<- prometheus.Metric) {
 			}
 		}
 		gauge(ch, imageReadyCopies, float64(ready), bi.Name)
-		gauge(ch, imageMinCopies, float64(bi.Spec.MinNumberOfCopies), bi.Name)
+		// 0 or absent means 1, as the API says.
+		gauge(ch, imageMinCopies, float64(max(bi.Spec.MinNumberOfCopies, 1)), bi.Name)
 	}
 }
