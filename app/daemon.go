@@ -205,7 +205,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 	defer engines.stop()
-	ctrls, err := newControllers(runCtx, log, metrics, registry, backupMetrics, ds, inf, kubeClient, lhClient, engines, served.addr, o)
+	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, o)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 // newManagerRunner builds the manager runner: each run is the
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
-func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, backupMetrics *lhmetrics.Collector, ds *datastore.DataStore, inf datastore.Informers,
+func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
@@ -336,7 +336,6 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		if err != nil {
 			return err
 		}
-		backupMetrics.RunVolumes(job, lhmetrics.VolumeCounts{Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped})
 		return res.Err()
 	}
 	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,

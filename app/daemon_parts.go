@@ -12,7 +12,6 @@ import (
 
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
-	lhmetrics "github.com/cadence-storage/longhorn-manager/metrics"
 
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
@@ -114,7 +113,7 @@ type controllers struct {
 	stopProcesses func()
 }
 
-func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, backupMetrics *lhmetrics.Collector, ds *datastore.DataStore, inf datastore.Informers,
+func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, o DaemonOptions) (*controllers, error) {
 	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
 	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds)
@@ -143,7 +142,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		c.stopProcesses = p.StopAll
 	}
 	if o.CronJob.ManagerRuns() {
-		c.runner = newManagerRunner(log, metrics, registry, backupMetrics, ds, inf, recorder, lhClient, kubeClient, apiAddr, o)
+		c.runner = newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, apiAddr, o)
 	}
 	return c, nil
 }

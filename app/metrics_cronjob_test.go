@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,9 @@ import (
 // CronJob's status. The test cluster runs no pods, so the test writes the
 // CronJob status the CronJob controller writes as its Jobs start and end:
 // a run that succeeds, one that fails, and one that started and ended
-// between two looks of the mirror; the counters follow.
+// between two looks of the mirror; the counters follow. Then a run of the
+// recurring-job command, what the Job's pod runs, records its volumes on
+// the job, and the volume series follow.
 func TestMetricsOfCronJobRuns(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
@@ -112,4 +116,22 @@ func TestMetricsOfCronJobRuns(t *testing.T) {
 	})
 	waitMirrored("the third run mirrored", func(s longhorn.RecurringJobStatus) bool { return s.ExecutionCount == 3 })
 	expect("the third run succeeded", map[string]float64{started: 3, runs("succeeded"): 2, runs("failed"): 1, failed: 0})
+
+	// The pod's run: one volume, snapshotted.
+	(&runnerEnv{apiEnv: e}).attachedVolume(t, "vol", "nightly")
+	fourth := third.Add(time.Minute)
+	out, err := exec.Command(managerBinary(t), "recurring-job", "nightly", "--manager-url", e.base+"/v1",
+		"--kubeconfig", serviceAccountKubeconfig(t, e.cluster, e.ns), "--namespace", e.ns, "--tick", fourth.Format(time.RFC3339)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "succeeded=1 failed=0 skipped=0") {
+		t.Fatalf("the pod's run: %v\n%s", err, out)
+	}
+	volumes := func(name, result string) string {
+		return series(name, "recurring_job", "nightly", "result", result)
+	}
+	expect("the volumes of the pod's run", map[string]float64{
+		volumes("longhorn_recurring_job_last_run_volumes", "succeeded"): 1,
+		volumes("longhorn_recurring_job_last_run_volumes", "failed"):    0,
+		volumes("longhorn_recurring_job_volumes_total", "succeeded"):    1,
+		volumes("longhorn_recurring_job_volumes_total", "failed"):       0,
+	})
 }

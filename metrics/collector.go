@@ -48,10 +48,6 @@ func New(log *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, no
 // WatchTarget tells the collector where to read the backup target's health.
 func (c *Collector) WatchTarget(f TargetHealthFunc) { c.target = f }
 
-// RunVolumes records the volumes of one run of job that this manager ran
-// (the manager runner); a CronJob pod's volumes are its own log's.
-func (c *Collector) RunVolumes(job string, v VolumeCounts) { c.runs.addVolumes(job, v) }
-
 // jobChanged counts the runs that ended between two versions of a job the
 // node owns: the owner alone counts, so the cluster counts each run once.
 func (c *Collector) jobChanged(oldObj, curObj interface{}) {
@@ -65,6 +61,9 @@ func (c *Collector) jobChanged(oldObj, curObj interface{}) {
 		c.log.WithFields(logrus.Fields{"recurringJob": cur.Name, "result": r.result}).Debug("Counted a tick of a recurring job")
 	}
 	c.runs.add(cur.Name, runs)
+	if v, ok := newRunVolumes(old.Annotations, cur.Annotations); ok {
+		c.runs.addVolumes(cur.Name, v)
+	}
 }
 
 // Describe sends every metric's description.

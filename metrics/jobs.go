@@ -8,6 +8,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 var (
@@ -37,9 +38,9 @@ var (
 	jobRunDuration = newDesc("longhorn_recurring_job_run_duration_seconds",
 		"How long the job's runs took, from start to the status write that ended them.", "recurring_job")
 	jobVolumes = newDesc("longhorn_recurring_job_volumes_total",
-		"Volumes the manager runner worked on in the job's runs, by result (succeeded, failed, skipped).", "recurring_job", "result")
+		"Volumes of the job's runs, by result (succeeded, failed, skipped).", "recurring_job", "result")
 	jobLastRunVolumes = newDesc("longhorn_recurring_job_last_run_volumes",
-		"Volumes of the job's last run by the manager runner, by result (succeeded, failed, skipped).", "recurring_job", "result")
+		"Volumes of the job's last run, by result (succeeded, failed, skipped); absent before a run recorded them.", "recurring_job", "result")
 )
 
 func (c *Collector) collectJobs(ch chan<- prometheus.Metric, jobs []*longhorn.RecurringJob, now time.Time) {
@@ -74,6 +75,11 @@ func (c *Collector) collectJobs(ch chan<- prometheus.Metric, jobs []*longhorn.Re
 		if d, ok := cronInterval(job.Spec.Cron, job.Spec.TimeZone, now); ok {
 			gauge(ch, jobInterval, d.Seconds(), name)
 		}
+		if v, ok := types.ParseRecurringJobLastRun(job.Annotations[types.AnnotationRecurringJobLastRun]); ok {
+			gauge(ch, jobLastRunVolumes, float64(v.Succeeded), name, ResultSucceeded)
+			gauge(ch, jobLastRunVolumes, float64(v.Failed), name, ResultFailed)
+			gauge(ch, jobLastRunVolumes, float64(v.Skipped), name, ResultSkipped)
+		}
 	}
 	c.runs.forget(func(name string) bool { return exists[name] })
 	c.runs.mu.Lock()
@@ -107,16 +113,14 @@ func (c *Collector) collectJobs(ch chan<- prometheus.Metric, jobs []*longhorn.Re
 				}
 			}
 			ch <- prometheus.MustNewConstHistogram(jobRunDuration, count, sum, buckets, job.Name)
+			for _, result := range []string{ResultSucceeded, ResultFailed, ResultSkipped} {
+				var n uint64
+				if j != nil {
+					n = j.volumes[result]
+				}
+				counter(ch, jobVolumes, float64(n), job.Name, result)
+			}
 		}
-		if j == nil || j.lastRun == nil {
-			continue
-		}
-		for _, result := range []string{ResultSucceeded, ResultFailed, ResultSkipped} {
-			counter(ch, jobVolumes, float64(j.volumes[result]), job.Name, result)
-		}
-		gauge(ch, jobLastRunVolumes, float64(j.lastRun.Succeeded), job.Name, ResultSucceeded)
-		gauge(ch, jobLastRunVolumes, float64(j.lastRun.Failed), job.Name, ResultFailed)
-		gauge(ch, jobLastRunVolumes, float64(j.lastRun.Skipped), job.Name, ResultSkipped)
 	}
 }
 

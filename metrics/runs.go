@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Results of a recurring job's tick, the values of the result label.
@@ -119,12 +120,16 @@ type jobRuns struct {
 	count   uint64
 	sum     float64
 	volumes map[string]uint64 // volumes done, by result, over all runs
-	lastRun *VolumeCounts     // the volumes of the last run this manager ran
 }
 
-// VolumeCounts are the volumes of one run, by what became of them.
-type VolumeCounts struct {
-	Succeeded, Failed, Skipped int
+// newRunVolumes is the volumes of a run whose last-run annotation a job
+// gained: a new tick, or the same tick run again (a resumed run).
+func newRunVolumes(old, cur map[string]string) (types.RecurringJobRunVolumes, bool) {
+	before, after := old[types.AnnotationRecurringJobLastRun], cur[types.AnnotationRecurringJobLastRun]
+	if after == before {
+		return types.RecurringJobRunVolumes{}, false
+	}
+	return types.ParseRecurringJobLastRun(after)
 }
 
 // runCounts holds the counts of every job, by name.
@@ -169,14 +174,13 @@ func (c *runCounts) add(name string, runs []finishedRun) {
 	}
 }
 
-func (c *runCounts) addVolumes(name string, v VolumeCounts) {
+func (c *runCounts) addVolumes(name string, v types.RecurringJobRunVolumes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j := c.job(name)
 	j.volumes[ResultSucceeded] += uint64(v.Succeeded)
 	j.volumes[ResultFailed] += uint64(v.Failed)
 	j.volumes[ResultSkipped] += uint64(v.Skipped)
-	j.lastRun = &v
 }
 
 // forget drops the counts of the jobs keep rejects: a deleted job leaves

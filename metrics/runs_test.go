@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 func TestFinishedRuns(t *testing.T) {
@@ -70,7 +71,7 @@ func TestRunCountsForgetDeletedJobs(t *testing.T) {
 	var c runCounts
 	c.add("kept", []finishedRun{{result: ResultSucceeded, duration: 3 * time.Second}})
 	c.add("deleted", []finishedRun{{result: ResultFailed}})
-	c.addVolumes("deleted", VolumeCounts{Failed: 1})
+	c.addVolumes("deleted", types.RecurringJobRunVolumes{Failed: 1})
 	c.forget(func(name string) bool { return name == "kept" })
 	if _, ok := c.jobs["deleted"]; ok {
 		t.Fatal("the counts of a deleted job are kept")
@@ -78,5 +79,28 @@ func TestRunCountsForgetDeletedJobs(t *testing.T) {
 	j := c.jobs["kept"]
 	if j == nil || j.finished[ResultSucceeded] != 1 || j.count != 1 || j.buckets[0] != 0 || j.buckets[1] != 1 {
 		t.Fatalf("kept job's counts: %+v", j)
+	}
+}
+
+func TestNewRunVolumes(t *testing.T) {
+	run := func(tick string, failed int) map[string]string {
+		return map[string]string{types.AnnotationRecurringJobLastRun: types.RecurringJobRunVolumes{Tick: tick, Succeeded: 2, Failed: failed}.Format()}
+	}
+	if _, ok := newRunVolumes(nil, nil); ok {
+		t.Error("no annotation: a run")
+	}
+	if v, ok := newRunVolumes(nil, run("2026-11-22T02:00:00Z", 1)); !ok || v.Succeeded != 2 || v.Failed != 1 {
+		t.Errorf("the first run: %+v %v", v, ok)
+	}
+	if _, ok := newRunVolumes(run("2026-11-22T02:00:00Z", 1), run("2026-11-22T02:00:00Z", 1)); ok {
+		t.Error("an unchanged annotation (another write to the job) counted again")
+	}
+	if v, ok := newRunVolumes(run("2026-11-22T02:00:00Z", 1), run("2026-11-22T03:00:00Z", 0)); !ok || v.Failed != 0 {
+		t.Errorf("the next run: %+v %v", v, ok)
+	}
+	for _, bad := range []string{"nonsense", `{"tick":"yesterday","succeeded":1}`, `{"tick":"2026-11-22T02:00:00Z","failed":-3}`} {
+		if _, ok := newRunVolumes(nil, map[string]string{types.AnnotationRecurringJobLastRun: bad}); ok {
+			t.Errorf("a hand-written %q counted", bad)
+		}
 	}
 }
