@@ -33,8 +33,8 @@ var (
 // collectBackups serves the backups this node mirrors (the node polling
 // the target owns them) and the target's health.
 func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
-	if c.target != nil {
-		if h := c.target(); h.Polling {
+	if f := c.target.Load(); f != nil {
+		if h := (*f)(); h.Polling {
 			gauge(ch, targetReachable, boolValue(h.Reachable))
 			gauge(ch, targetLastSuccess, unixSeconds(h.LastSuccess))
 		}

@@ -10,6 +10,7 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +32,9 @@ type Collector struct {
 	ds     *datastore.DataStore
 	nodeID string
 	clock  clock.Clock
-	target TargetHealthFunc
+	// target is set once the controllers exist, while the API may
+	// already serve scrapes.
+	target atomic.Pointer[TargetHealthFunc]
 	runs   runCounts
 }
 
@@ -46,7 +49,7 @@ func New(log *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, no
 }
 
 // WatchTarget tells the collector where to read the backup target's health.
-func (c *Collector) WatchTarget(f TargetHealthFunc) { c.target = f }
+func (c *Collector) WatchTarget(f TargetHealthFunc) { c.target.Store(&f) }
 
 // jobChanged counts the runs that ended between two versions of a job the
 // node owns: the owner alone counts, so the cluster counts each run once.
