@@ -104,3 +104,44 @@ func TestRulesAndDashboardUseServedMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPodMonitorScrapesTheManagerPods: the PodMonitor selects the
+// DaemonSet's pods and names a port their container has.
+func TestPodMonitorScrapesTheManagerPods(t *testing.T) {
+	pm := readYAML(t, "podmonitor.yaml")
+	raw, err := os.ReadFile("../package/longhorn-manager.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds map[string]interface{}
+	if err := yaml.Unmarshal([]byte(strings.SplitN(string(raw), "\n---", 2)[0]), &ds); err != nil {
+		t.Fatal(err)
+	}
+	get := func(m interface{}, path ...string) interface{} {
+		for _, p := range path {
+			mm, _ := m.(map[string]interface{})
+			m = mm[p]
+		}
+		return m
+	}
+	if ds["kind"] != "DaemonSet" {
+		t.Fatalf("the first document of longhorn-manager.yaml is a %v", ds["kind"])
+	}
+	podLabels, _ := get(ds, "spec", "template", "metadata", "labels").(map[string]interface{})
+	for k, v := range get(pm, "spec", "selector", "matchLabels").(map[string]interface{}) {
+		if podLabels[k] != v {
+			t.Errorf("the PodMonitor selects %s=%v; the manager pods have %v", k, v, podLabels)
+		}
+	}
+	ports := map[interface{}]bool{}
+	for _, c := range get(ds, "spec", "template", "spec", "containers").([]interface{}) {
+		for _, p := range get(c, "ports").([]interface{}) {
+			ports[get(p, "name")] = true
+		}
+	}
+	for _, ep := range get(pm, "spec", "podMetricsEndpoints").([]interface{}) {
+		if !ports[get(ep, "port")] {
+			t.Errorf("the PodMonitor scrapes port %v; the manager container has %v", get(ep, "port"), ports)
+		}
+	}
+}
