@@ -31,6 +31,7 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
+	lhmetrics "github.com/cadence-storage/longhorn-manager/metrics"
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
@@ -190,6 +191,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := kit.NewMetrics(registry)
+	backupMetrics := lhmetrics.New(log, ds, inf, o.NodeName, o.Clock)
+	registry.MustRegister(backupMetrics)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	if o.APIAuth == api.AuthKubernetes {
@@ -219,6 +222,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if err != nil {
 		return err
 	}
+	backupMetrics.WatchTarget(ctrls.backupTarget.Health)
 	defer ctrls.stop()
 
 	if err := ctrls.node.Register(ctx, dataDir); err != nil {

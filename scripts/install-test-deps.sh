@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian tools the tests use: the NBD clients qemu-io and
 # qemu-img (qemu-utils), nbdcopy and nbdinfo (libnbd-bin), and protoc
-# (protobuf-compiler) for the generated-code check, and Debian's chromium
-# (headless) for the browser test of Longhorn's web UI, and Debian's
-# python3 with requests and six for Longhorn's python client.
+# (protobuf-compiler) for the generated-code check, Debian's chromium
+# (headless) for the browser test of Longhorn's web UI, Debian's python3
+# with requests and six for Longhorn's python client, and promtool
+# (prometheus) for the tests of the alert rules in package/monitoring.
 set -euo pipefail
 missing=()
 command -v qemu-io >/dev/null || missing+=(qemu-utils)
@@ -11,6 +12,7 @@ command -v nbdcopy >/dev/null || missing+=(libnbd-bin)
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v chromium >/dev/null || missing+=(chromium)
 /usr/bin/python3 -c 'import requests, six' 2>/dev/null || missing+=(python3 python3-requests python3-six)
+command -v promtool >/dev/null || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "the tests need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2

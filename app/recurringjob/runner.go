@@ -194,6 +194,7 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		kind, reason = corev1.EventTypeWarning, "VolumesFailed"
 	}
 	r.event(ctx, job, kind, reason, msg)
+	r.recordVolumes(ctx, job.Name, res)
 	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
 	return res, nil
 }

@@ -45,6 +45,7 @@ type TargetController struct {
 	ds       *datastore.DataStore
 	nodeID   string
 	recorder record.EventRecorder
+	health   targetHealth
 }
 
 // BackupVolumeMessageTarget is the key of a BackupVolume's message saying
@@ -95,10 +96,12 @@ func (c *TargetController) sync(ctx context.Context, key string) (kit.Result, er
 	// with no event here.
 	again := kit.Result{RequeueAfter: backupTargetPollPeriod}
 	if !c.leader() {
+		c.notPolling()
 		return again, nil
 	}
 	target, err := c.ds.GetSettingValue(types.SettingNameBackupTarget)
 	if err != nil || target == "" {
+		c.notPolling()
 		return again, err
 	}
 	err = c.syncTarget(ctx, target)
@@ -106,6 +109,7 @@ func (c *TargetController) sync(ctx context.Context, key string) (kit.Result, er
 	if errors.As(err, &te) {
 		c.reportUnavailable(ctx, te)
 	}
+	c.polled(target, te == nil, time.Now())
 	return again, err
 }
 

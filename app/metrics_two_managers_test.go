@@ -1,0 +1,52 @@
+package app
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// TestMetricsCountEachRunOnceAcrossManagers: with two managers, the job's
+// series are served by one (its owner) and the runs it counts, summed over
+// both managers as the alert rules sum them, are the runs that happened,
+// whichever manager holds the runner Lease.
+func TestMetricsCountEachRunOnceAcrossManagers(t *testing.T) {
+	t.Parallel()
+	e, first := newRunnerEnv(t)
+	second := startDaemon(t, e.cfg, e.ns, "node-2", t.TempDir(), managerRunner)
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":3}`).expect(t, 200)
+	e.attachedVolume(t, "vol", "minutely")
+	e.waitJob(t, "minutely", "a run finished", 100*time.Second, func(j *longhorn.RecurringJob) bool {
+		return j.Status.LastSuccessfulTime != nil && len(j.Status.Active) == 0
+	})
+	suspended := series("longhorn_recurring_job_suspended", "recurring_job", "minutely")
+	succeeded := series("longhorn_recurring_job_runs_finished_total", "recurring_job", "minutely", "result", "succeeded")
+	volumes := series("longhorn_recurring_job_volumes_total", "recurring_job", "minutely", "result", "succeeded")
+	eventuallyAgree(t, 60*time.Second, "the job's series on one manager, its runs counted once", func() string {
+		job := e.job(t, "minutely")
+		if len(job.Status.Active) > 0 {
+			return "a run is active"
+		}
+		serving := 0
+		var runs, done float64
+		for _, d := range []*runningDaemon{first, second} {
+			m := scrapeMetricsAt(t, "http://"+d.apiAddress)
+			if _, ok := m[suspended]; ok {
+				serving++
+			}
+			runs += m[succeeded]
+			done += m[volumes]
+		}
+		want := float64(job.Status.ExecutionCount)
+		switch {
+		case serving != 1:
+			return strconv.Itoa(serving) + " managers serve the job's series, want 1"
+		case runs != want || done != want:
+			return "succeeded runs " + strconv.FormatFloat(runs, 'g', -1, 64) + ", volumes " + strconv.FormatFloat(done, 'g', -1, 64) +
+				" summed over both managers; want " + strconv.FormatFloat(want, 'g', -1, 64) + " of each"
+		}
+		return ""
+	})
+}
