@@ -96,6 +96,10 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 	if !strings.Contains(out, "succeeded=1 failed=0") {
 		t.Fatalf("a run as %s: %s", recurringJobAccount, out)
 	}
+	job, err := e.lh.LonghornV1beta2().RecurringJobs(ns).Get(ctx, "snap", metav1.GetOptions{})
+	if err != nil || !strings.Contains(job.Annotations["recurring-job.longhorn.io/last-run"], `"succeeded":1`) {
+		t.Fatalf("the run's record on the job (written as %s): %v, %v", recurringJobAccount, job.Annotations, err)
+	}
 	list := e.call(t, "POST", "/v1/volumes/vol?action=snapshotList", "", manager...).expect(t, 200)
 	if n := len(list.body["data"].([]interface{})); n < 2 { // the job's snapshot and volume-head
 		t.Fatalf("the run made no snapshot: %d entries", n)
