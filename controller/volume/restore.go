@@ -60,7 +60,12 @@ func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir)
 		c.restores.runs[v.Name] = r
 		v, dirs := v.DeepCopy(), slices.Clone(dirs)
 		go func() {
-			r.err = c.restore(ctx, v, dirs)
+			r.err = func() (err error) {
+				// A panic outside the engine's own guard (opening the
+				// target, say) is the restore's error too, not the node's.
+				defer panics.Recover(c.Logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
+				return c.restore(ctx, v, dirs)
+			}()
 			cancel()
 			close(r.done)
 			// After done, so the sync this brings sees the end.
