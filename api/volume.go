@@ -37,7 +37,11 @@ func (s *Server) volumeCollection(base string, volumes []*longhorn.Volume) Colle
 }
 
 func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
-	name := mux.Vars(r)["name"]
+	return s.writeVolume(w, r, mux.Vars(r)["name"])
+}
+
+// writeVolume answers the volume as the cache holds it.
+func (s *Server) writeVolume(w http.ResponseWriter, r *http.Request, name string) error {
 	v, err := s.ds.GetVolumeRO(name)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", name)

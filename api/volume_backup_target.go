@@ -2,8 +2,6 @@ package api
 
 import (
 	"net/http"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // VolumeBackupTargetInput is the body of updateBackupTargetName.
@@ -25,13 +23,5 @@ func (s *Server) updateBackupTargetName(w http.ResponseWriter, r *http.Request, 
 		return notSupported("backupTargetName "+in.BackupTargetName,
 			"there is one backup target, "+defaultBackupTargetName+", made from the backup-target setting, and every volume backs up to it")
 	}
-	v, err := s.ds.GetVolumeRO(name)
-	if apierrors.IsNotFound(err) {
-		return notFound("volume %q not found", name)
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, s.toVolume(baseURL(r), v))
-	return nil
+	return s.writeVolume(w, r, name)
 }

@@ -147,10 +147,7 @@ func TestVolumeOnABackingImage(t *testing.T) {
 	// A backup records the image; a restore needs a volume on it.
 	e.call(t, "POST", "/v1/volumes/vm?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
 	target := "file://" + t.TempDir()
-	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
-	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
-		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
-	})
+	e.setBackupTarget(t, target)
 	backup := e.call(t, "POST", "/v1/volumes/vm?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
 	var url2 string
 	eventually(t, 60*time.Second, "the backup completed and names the image", func() (bool, error) {

@@ -22,10 +22,7 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 400, "backup-target")
 	target := "file://" + t.TempDir()
-	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
-	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
-		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
-	})
+	e.setBackupTarget(t, target)
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"missing"}`).expect(t, 404)
 	started := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1","labels":{"RecurringJob":"nightly"}}`).expect(t, 200)
 	backup := started.body["name"].(string)

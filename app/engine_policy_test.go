@@ -23,10 +23,7 @@ func TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume(t *testing.T) 
 	t.Parallel()
 	e := newAPIEnv(t)
 	target := "file://" + t.TempDir()
-	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
-	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
-		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
-	})
+	e.setBackupTarget(t, target)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
 	endpoint := e.attachVolume(t, "src")
 	qemuIO(t, endpoint, "write -P 0x5a 0 1M", "flush")

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,10 +24,7 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 	qemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "flush")
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
 	target := "file://" + t.TempDir()
-	e.call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).expect(t, 200)
-	eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
-		return strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
-	})
+	e.setBackupTarget(t, target)
 	backup := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
 
 	eventuallyAgree(t, 60*time.Second, "the metrics of a completed backup", func() string {

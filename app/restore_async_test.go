@@ -39,14 +39,7 @@ func TestARestoreRunsBesideItsVolumesSyncs(t *testing.T) {
 			strings.Contains(e.call(t, "GET", "/v1/settings/backup-target-credential-secret", "").raw, "s3-secret"), nil
 	})
 	backup := e.call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
-	var url string
-	eventually(t, 30*time.Second, "the backup Completed", func() (bool, error) {
-		b, err := e.lh.LonghornV1beta2().Backups(e.ns).Get(context.Background(), backup, metav1.GetOptions{})
-		if err == nil && b.Status.State == "Completed" {
-			url = b.Status.URL
-		}
-		return url != "", nil
-	})
+	url := e.completedBackupURL(t, backup)
 
 	srv.Pause(t)
 	paused := true

@@ -3,35 +3,10 @@ package nbd
 import (
 	"io"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sirupsen/logrus"
-
-	"github.com/cadence-storage/longhorn-manager/engine/replica"
 )
-
-// serveWith exports a fresh replica with the server's bounds changed.
-func serveWith(t *testing.T, set func(*Server)) (string, string) {
-	t.Helper()
-	r, err := replica.Create(filepath.Join(t.TempDir(), "r"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
-	s := NewServer("vol", r, logrus.NewEntry(log))
-	set(s)
-	go s.Serve(l)
-	t.Cleanup(func() { s.Close(); r.Close() })
-	return l.Addr().String(), "nbd://" + l.Addr().String() + "/vol"
-}
 
 // closedWithin reports whether the server ends the connection within d
 // (reading what it sent first).
@@ -46,7 +21,8 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 // goes on to transmission is not (a mounted file system may be quiet for
 // hours).
 func TestAHandshakeThatStallsIsCutOff(t *testing.T) {
-	addr, uri := serveWith(t, func(s *Server) { s.HandshakeTimeout = 300 * time.Millisecond })
+	_, addr := serveWith(t, func(s *Server) { s.HandshakeTimeout = 300 * time.Millisecond })
+	uri := "nbd://" + addr + "/vol"
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +39,8 @@ func TestAHandshakeThatStallsIsCutOff(t *testing.T) {
 // Connections beyond MaxConnections are closed at once; those within go
 // on, and a place freed is taken again.
 func TestConnectionsAreCapped(t *testing.T) {
-	addr, uri := serveWith(t, func(s *Server) { s.MaxConnections = 2 })
+	_, addr := serveWith(t, func(s *Server) { s.MaxConnections = 2 })
+	uri := "nbd://" + addr + "/vol"
 	var held []net.Conn
 	for i := 0; i < 2; i++ {
 		c, err := net.Dial("tcp", addr)

@@ -22,6 +22,14 @@ const size = 16 << 20
 // serve exports a fresh replica and returns its NBD URI.
 func serve(t *testing.T) (*replica.Replica, string) {
 	t.Helper()
+	r, addr := serveWith(t, func(*Server) {})
+	return r, "nbd://" + addr + "/vol"
+}
+
+// serveWith exports a fresh replica as "vol" on a server set changes
+// (its bounds) before it serves, and returns the replica and address.
+func serveWith(t *testing.T, set func(*Server)) (*replica.Replica, string) {
+	t.Helper()
 	r, err := replica.Create(filepath.Join(t.TempDir(), "r"), size)
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +39,12 @@ func serve(t *testing.T) (*replica.Replica, string) {
 		t.Fatal(err)
 	}
 	log := logrus.New()
-	log.SetLevel(logrus.ErrorLevel)
+	log.SetLevel(logrus.PanicLevel)
 	s := NewServer("vol", r, logrus.NewEntry(log))
+	set(s)
 	go s.Serve(l)
 	t.Cleanup(func() { s.Close(); r.Close() })
-	return r, "nbd://" + l.Addr().String() + "/vol"
+	return r, l.Addr().String()
 }
 
 // tool returns the path of a Debian client tool; scripts/test.sh installs
