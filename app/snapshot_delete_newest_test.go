@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 )
 
 const testHoldFinalizer = "test.longhorn.io/hold"
@@ -37,23 +38,30 @@ spec:
 // deleted object visible after the manager has released its own.
 func (e *apiEnv) setHold(t *testing.T, name string, on bool) {
 	t.Helper()
-	s, err := e.snapshotObject(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fins []string
-	for _, f := range s.Finalizers {
-		if f != testHoldFinalizer {
-			fins = append(fins, f)
+	// The patch carries the resource version, so it never drops a
+	// finalizer the controller added meanwhile; the controller writes the
+	// object too (its status), so a conflict is read again and retried.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := e.snapshotObject(t, name)
+		if err != nil {
+			return err
 		}
-	}
-	if on {
-		fins = append(fins, testHoldFinalizer)
-	}
-	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
-		"finalizers": fins, "resourceVersion": s.ResourceVersion,
-	}})
-	if _, err := e.lh.LonghornV1beta2().Snapshots(e.ns).Patch(context.Background(), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		var fins []string
+		for _, f := range s.Finalizers {
+			if f != testHoldFinalizer {
+				fins = append(fins, f)
+			}
+		}
+		if on {
+			fins = append(fins, testHoldFinalizer)
+		}
+		patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
+			"finalizers": fins, "resourceVersion": s.ResourceVersion,
+		}})
+		_, err = e.lh.LonghornV1beta2().Snapshots(e.ns).Patch(context.Background(), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
