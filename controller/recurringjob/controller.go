@@ -173,6 +173,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if err := c.deleteManagedCronJob(ctx, job, log); err != nil {
 			return kit.Result{}, err
 		}
+		status.NextScheduleTime = firstNextScheduleTime(job, status, c.clock.Now())
 	} else {
 		if err := c.syncCronJob(ctx, job, log); errors.Is(err, errCronJobNameTaken) {
 			// The user's to resolve: said in the job's status, not retried.
