@@ -75,6 +75,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	// The bare baseline: the same jobs created by a plain client-go loop
 	// in a namespace no manager watches, at the same concurrency.
 	bare := newBareJobWrites(b, lh, cluster.NewNamespace(b), names)
+	takeInMetrics, takeInLoad := (&daemonProcess{api: d.apiAddress}).metrics(b), loadAverage()
 	start := time.Now()
 	parallel(b, runnerBenchConcurrency, names, func(name string) error {
 		_, err := jobs.Create(ctx, &longhorn.RecurringJob{
@@ -87,7 +88,8 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 		return j.Status.ObservedSchedule != nil && j.Status.ObservedSchedule.Cron == j.Spec.Cron && j.Status.NextScheduleTime != nil
 	})
 	setup := time.Since(start)
-	b.Logf("%d jobs created and taken in by the manager in %s", n, setup.Round(time.Second))
+	b.Logf("%d jobs created and taken in by the manager in %s (load average %s)", n, setup.Round(time.Second), takeInLoad)
+	logPerJob(b, "take-in, per job", takeInMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), n)
 
 	idle := 30 * time.Second
 	time.Sleep(5 * time.Second) // let the last writes' events settle
