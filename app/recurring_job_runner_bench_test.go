@@ -144,6 +144,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	waitJobs(b, lh, ns, n, "runs ended", 10*time.Minute, func(j *longhorn.RecurringJob) bool {
 		return len(j.Status.Active) == 0 && j.Status.LastSuccessfulTime != nil
 	})
+	b.Logf("every run ended within %s of the tick", time.Since(due).Round(time.Second))
 	logPerJob(b, "burst, per job fired", metricsBefore, (&daemonProcess{api: d.apiAddress}).metrics(b), n)
 	bareAfter := bare.statusWrites(b, due.Add(time.Minute))
 	bareRate := (bareBefore + bareAfter) / 2

@@ -287,6 +287,7 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 	go func() {
 		defer r.wg.Done()
 		log := r.logger.WithFields(logrus.Fields{"recurringJob": job, "tick": tick.UTC().Format(time.RFC3339), "resumed": resumed})
+		r.waitForFires(ctx)
 		select {
 		case r.slots <- struct{}{}:
 		case <-ctx.Done():
