@@ -85,9 +85,10 @@ func loadAverage() string {
 	return strings.Fields(string(raw))[0]
 }
 
-// logPerJob logs the daemon's API requests (by method and resource) and
-// engine calls between two scrapes, per job.
-func logPerJob(b *testing.B, phase string, before, after scrape, n int) {
+// perJob is the daemon's API requests (by method and resource) and
+// engine calls between two scrapes, per job, as text. (A benchmark's log
+// is cut after 10 lines: each phase logs one.)
+func perJob(before, after scrape, n int) string {
 	var lines []string
 	for series, v := range after {
 		if (strings.HasPrefix(series, "longhorn_manager_kube_api_requests_total") || strings.HasPrefix(series, "longhorn_manager_engine_calls_total")) &&
@@ -96,5 +97,5 @@ func logPerJob(b *testing.B, phase string, before, after scrape, n int) {
 		}
 	}
 	slices.Sort(lines)
-	b.Logf("%s: %s", phase, strings.Join(lines, ", "))
+	return strings.Join(lines, ", ")
 }

@@ -88,16 +88,17 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 		return j.Status.ObservedSchedule != nil && j.Status.ObservedSchedule.Cron == j.Spec.Cron && j.Status.NextScheduleTime != nil
 	})
 	setup := time.Since(start)
-	b.Logf("%d jobs created and taken in by the manager in %s (load average %s)", n, setup.Round(time.Second), takeInLoad)
-	logPerJob(b, "take-in, per job", takeInMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), n)
+	b.Logf("%d jobs created and taken in by the manager in %s (load average %s): %.0f jobs/s against %.0f bare creates/s, ratio %.2f; requests per job: %s",
+		n, setup.Round(time.Second), takeInLoad, float64(n)/setup.Seconds(), bare.createRate, float64(n)/setup.Seconds()/bare.createRate,
+		perJob(takeInMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), n))
 
 	idle := 30 * time.Second
 	time.Sleep(5 * time.Second) // let the last writes' events settle
 	before, idleMetrics := cpuTime(), (&daemonProcess{api: d.apiAddress}).metrics(b)
 	time.Sleep(idle)
 	idleCPU := (cpuTime() - before).Seconds() / idle.Seconds() * 100
-	b.Logf("idle: %.2f%% of one core over %s with %d jobs (load average %s)", idleCPU, idle, n, loadAverage())
-	logPerJob(b, "idle, requests in all", idleMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), 1)
+	b.Logf("idle: %.2f%% of one core over %s with %d jobs (load average %s); requests in all: %s",
+		idleCPU, idle, n, loadAverage(), perJob(idleMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), 1))
 
 	// Every job due in the same minute, far enough ahead that all the
 	// updates land first. The baseline's status writes run before and
@@ -126,7 +127,6 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	if lead := time.Until(due); lead < 5*time.Second {
 		b.Fatalf("the baseline's writes ended %s before the tick; raise the lead", lead)
 	}
-	b.Logf("every job due at %s (cron %q)", due.Format(time.RFC3339), cron)
 	metricsBefore := (&daemonProcess{api: d.apiAddress}).metrics(b)
 	deadline := time.Now().Add(time.Until(due) + 10*time.Minute)
 	for fired.Load() < int64(n) && time.Now().Before(deadline) {
@@ -140,19 +140,20 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	slices.Sort(lateness)
 	p50, p99, worst := lateness[len(lateness)/2], lateness[len(lateness)*99/100], lateness[len(lateness)-1]
 	mu.Unlock()
-	b.Logf("lateness of %d ticks due at once: p50 %s, p99 %s, max %s (load average %s)", n, p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond), burstLoad)
+	b.Logf("lateness of %d ticks due at once (%s): p50 %s, p99 %s, max %s (load average %s)", n, due.Format(time.RFC3339),
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond), burstLoad)
 	waitJobs(b, lh, ns, n, "runs ended", 10*time.Minute, func(j *longhorn.RecurringJob) bool {
 		return len(j.Status.Active) == 0 && j.Status.LastSuccessfulTime != nil
 	})
-	b.Logf("every run ended within %s of the tick", time.Since(due).Round(time.Second))
-	logPerJob(b, "burst, per job fired", metricsBefore, (&daemonProcess{api: d.apiAddress}).metrics(b), n)
+	b.Logf("every run ended within %s of the tick; requests per job fired: %s",
+		time.Since(due).Round(time.Second), perJob(metricsBefore, (&daemonProcess{api: d.apiAddress}).metrics(b), n))
 	bareAfter := bare.statusWrites(b, due.Add(time.Minute))
 	bareRate := (bareBefore + bareAfter) / 2
 	fireRate := float64(n) / worst.Seconds()
 	b.Logf("fired %.0f jobs/s against a bare loop's %.0f status writes/s (%.0f before, %.0f after; concurrency %d): ratio %.2f (goal >= 0.5); p99 lateness %.1f s against n/bare rate %.1f s (goal <= 2x)",
 		fireRate, bareRate, bareBefore, bareAfter, runnerBenchConcurrency, fireRate/bareRate, p99.Seconds(), float64(n)/bareRate)
-	b.Logf("take-in: %.0f jobs/s against %.0f bare creates/s (ratio %.2f)", float64(n)/setup.Seconds(), bare.createRate, float64(n)/setup.Seconds()/bare.createRate)
 	b.ReportMetric(fireRate/bareRate, "fire-rate-ratio")
+	b.ReportMetric(float64(n)/setup.Seconds()/bare.createRate, "take-in-ratio")
 	b.ReportMetric(float64(n), "jobs")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(p50.Seconds(), "p50-lateness-s")
