@@ -11,6 +11,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
@@ -87,5 +88,22 @@ func TestTakingAJobInForTheManagerRunnerRecordsItsNextTick(t *testing.T) {
 	_, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) { j.Spec.Suspend = true; j.Status.ObservedSuspend = &j.Spec.Suspend }))
 	if job.Status.NextScheduleTime != nil {
 		t.Fatalf("a suspended job got nextScheduleTime %v", job.Status.NextScheduleTime)
+	}
+}
+
+// A new job's owner and observed suspend (with the skip of the tick due
+// now) are one status write, not two.
+func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
+	w, job := syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
+		j.Status = longhorn.RecurringJobStatus{}
+		j.Spec.SkipImmediately = ptr.To(true)
+	}))
+	if !slices.Equal(w, []string{"update recurringjobs/status"}) {
+		t.Fatalf("writes %v, want one status write", w)
+	}
+	if job.Status.OwnerID != "node-1" || job.Status.ObservedSuspend == nil || *job.Status.ObservedSuspend ||
+		job.Status.LastSkipped == nil || !job.Status.LastSkipped.Time.Equal(syncNow) {
+		t.Fatalf("status after the claim: owner %q, observedSuspend %v, lastSkipped %v; want node-1, false, %s",
+			job.Status.OwnerID, job.Status.ObservedSuspend, job.Status.LastSkipped, syncNow)
 	}
 }
