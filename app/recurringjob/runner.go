@@ -121,7 +121,7 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		}
 	}
 	maxRetention := 250
-	if v, err := r.API.Setting(ctx, string(types.SettingNameRecurringJobMaxRetention)); err == nil {
+	if v, err := r.setting(ctx, types.SettingNameRecurringJobMaxRetention); err == nil {
 		fmt.Sscanf(v, "%d", &maxRetention)
 	} else {
 		return Result{}, fmt.Errorf("the manager API cannot be reached: %w", err)
@@ -139,7 +139,7 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		return Result{}, err
 	}
 	allowDetached := false
-	if v, err := r.API.Setting(ctx, string(types.SettingNameAllowRecurringJobWhileVolumeDetached)); err == nil {
+	if v, err := r.setting(ctx, types.SettingNameAllowRecurringJobWhileVolumeDetached); err == nil {
 		allowDetached = v == "true"
 	}
 	log.WithFields(logrus.Fields{"task": job.Spec.Task, "volumes": len(volumes), "concurrency": job.Spec.Concurrency}).Info("Running recurring job")
@@ -197,6 +197,16 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	r.recordVolumes(ctx, job.Name, res)
 	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
 	return res, nil
+}
+
+// setting reads a setting's value: from the cache in the manager runner
+// (the same value the API answers with, without a request to it per run),
+// else from the manager's API.
+func (r *Runner) setting(ctx context.Context, name types.SettingName) (string, error) {
+	if r.Cache != nil {
+		return r.Cache.GetSettingValue(name)
+	}
+	return r.API.Setting(ctx, string(name))
 }
 
 // notThisTick says why a CronJob pod's run for tick must do nothing, or

@@ -131,8 +131,16 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if claimed, err := c.ownership.Claim(log, job.Status.OwnerID, func(owner string) error {
 		claimed := job.DeepCopy()
 		claimed.Status.OwnerID = owner
-		_, err := c.ds.UpdateRecurringJobStatus(ctx, claimed)
-		return err
+		// A new job's suspend is observed in the same write (one write
+		// fewer to take a job in).
+		skipped := !suspendObserved(job) && c.recordSuspend(job, &claimed.Status)
+		if _, err := c.ds.UpdateRecurringJobStatus(ctx, claimed); err != nil {
+			return err
+		}
+		if skipped {
+			log.WithField("lastSkipped", claimed.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
+		}
+		return nil
 	}); claimed || err != nil {
 		return kit.Result{}, err
 	}
@@ -171,6 +179,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if err := c.deleteManagedCronJob(ctx, job, log); err != nil {
 			return kit.Result{}, err
 		}
+		status.NextScheduleTime = firstNextScheduleTime(job, status, c.clock.Now())
 	} else {
 		if err := c.syncCronJob(ctx, job, log); errors.Is(err, errCronJobNameTaken) {
 			// The user's to resolve: said in the job's status, not retried.
@@ -224,7 +233,20 @@ func (c *Controller) observeSchedule(job *longhorn.RecurringJob, status *longhor
 // a tick not after it does nothing. The spec is left as it is.
 func (c *Controller) observeSuspend(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
 	updated := job.DeepCopy()
-	updated.Status.ObservedSuspend = ptr.To(job.Spec.Suspend)
+	skipped := c.recordSuspend(job, &updated.Status)
+	if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+		return err
+	}
+	if skipped {
+		log.WithField("lastSkipped", updated.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
+	}
+	return nil
+}
+
+// recordSuspend sets, in status, the job's suspend as observed and, when
+// it skips the tick due now, lastSkipped; it reports whether it skips.
+func (c *Controller) recordSuspend(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus) bool {
+	status.ObservedSuspend = ptr.To(job.Spec.Suspend)
 	skip := c.cfg.SkipImmediatelyDefault
 	if job.Spec.SkipImmediately != nil {
 		skip = *job.Spec.SkipImmediately
@@ -232,15 +254,9 @@ func (c *Controller) observeSuspend(ctx context.Context, job *longhorn.Recurring
 	now := metav1.NewTime(c.clock.Now())
 	skipped := !job.Spec.Suspend && skip && (job.Status.LastSkipped == nil || job.Status.LastSkipped.Before(&now))
 	if skipped {
-		updated.Status.LastSkipped = &now
+		status.LastSkipped = &now
 	}
-	if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
-		return err
-	}
-	if skipped {
-		log.WithField("lastSkipped", now.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
-	}
-	return nil
+	return skipped
 }
 
 // markInvalid records why the job cannot run and makes sure nothing runs

@@ -34,7 +34,7 @@ func TestAPanickingRunFailsThatRun(t *testing.T) {
 			m["x"]++ // a runtime panic, as a bug in a run would be
 			return nil
 		})
-	if !r.start(context.Background(), "job", clk.Now(), false) {
+	if !r.start(context.Background(), "job", clk.Now(), false, nil) {
 		t.Fatal("the run was not started")
 	}
 	r.wg.Wait()

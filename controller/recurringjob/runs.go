@@ -188,7 +188,7 @@ func (r *Runner) sync(ctx context.Context, key string) (kit.Result, error) {
 			continue
 		}
 		active = true
-		if r.start(ctx, name, run.ScheduledTime.Time, true) {
+		if r.start(ctx, name, run.ScheduledTime.Time, true, nil) {
 			log.WithFields(logrus.Fields{"tick": run.ScheduledTime.UTC().Format(time.RFC3339), "startedBy": run.Name}).
 				Info("Resuming a run whose manager stopped")
 			r.recorder.Eventf(job, corev1.EventTypeNormal, EventReasonRunResumed,
@@ -232,7 +232,8 @@ func (r *Runner) fire(ctx context.Context, job *longhorn.RecurringJob, sched sch
 		ScheduledTime: tick, StartTime: &start, Runner: longhorn.RecurringJobRunnerManager, Name: r.cfg.Identity,
 	})
 	updated.Status.NextScheduleTime = nextScheduleTime(sched, jobState(updated, true), now)
-	if _, err := r.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+	written, err := r.ds.UpdateRecurringJobStatus(ctx, updated)
+	if err != nil {
 		return fmt.Errorf("record the run of %s for %s: %w", job.Name, d.Tick.UTC().Format(time.RFC3339), err)
 	}
 	lateness := now.Sub(d.Tick)
@@ -245,7 +246,7 @@ func (r *Runner) fire(ctx context.Context, job *longhorn.RecurringJob, sched sch
 			"%d ticks were due (the manager was down or the job suspended); only the latest, %s, runs", d.MissedTicks, d.Tick.UTC().Format(time.RFC3339))
 	}
 	log.WithFields(logrus.Fields{"tick": d.Tick.UTC().Format(time.RFC3339), "lateness": lateness.Round(time.Millisecond).String()}).Info("Firing recurring job")
-	r.start(ctx, job.Name, d.Tick, false)
+	r.start(ctx, job.Name, d.Tick, false, written)
 	return nil
 }
 
@@ -273,8 +274,11 @@ func (r *Runner) recordNotRun(ctx context.Context, job *longhorn.RecurringJob, s
 }
 
 // start runs job for tick in the background unless it runs or ran here
-// already; it reports whether it started it.
-func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed bool) bool {
+// already; it reports whether it started it. fired is the job as the
+// status write that recorded the run returned it (nil for a resumed run):
+// the end of the run is written on it, without reading the job again,
+// unless someone changed the job since.
+func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed bool, fired *longhorn.RecurringJob) bool {
 	key := runKey{job: job, tick: tick.Unix()}
 	if !r.runs.claim(key, r.clock.Now()) {
 		return false
@@ -283,6 +287,7 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 	go func() {
 		defer r.wg.Done()
 		log := r.logger.WithFields(logrus.Fields{"recurringJob": job, "tick": tick.UTC().Format(time.RFC3339), "resumed": resumed})
+		r.waitForFires(ctx)
 		select {
 		case r.slots <- struct{}{}:
 		case <-ctx.Done():
@@ -302,7 +307,7 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 			r.runs.release(key, false, r.clock.Now())
 			return
 		}
-		if err := r.finish(ctx, job, tick, runErr); err != nil {
+		if err := r.finish(ctx, job, tick, runErr, fired); err != nil {
 			log.WithError(err).Warn("Cannot record the end of the run; the next holder of the runner Lease runs it again")
 			r.runs.release(key, false, r.clock.Now())
 			return
@@ -314,17 +319,24 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 }
 
 // finish takes the run out of status.active and, when it could run, sets
-// lastSuccessfulTime. It reads the job from the API, not the cache, so the
-// write is based on the fire's write.
-func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr error) error {
+// lastSuccessfulTime. Its first write is based on fired, the fire's own
+// write (no read of the job); on a conflict, or without fired, it reads
+// the job from the API, not the cache, so the write is never based on a
+// cache older than the fire's write.
+func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr error, fired *longhorn.RecurringJob) error {
 	log := r.logger.WithFields(logrus.Fields{"recurringJob": name, "tick": tick.UTC().Format(time.RFC3339)})
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		job, err := r.ds.GetRecurringJobFresh(ctx, name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
+		job := fired
+		fired = nil // a retry reads the job again
+		if job == nil {
+			var err error
+			job, err = r.ds.GetRecurringJobFresh(ctx, name)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 		}
 		updated := job.DeepCopy()
 		updated.Status.Active = slices.DeleteFunc(updated.Status.Active, func(run longhorn.RecurringJobRun) bool {
@@ -334,7 +346,9 @@ func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr
 			done := metav1.NewTime(r.clock.Now())
 			updated.Status.LastSuccessfulTime = &done
 		}
-		if _, err := r.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
+		if _, err := r.ds.UpdateRecurringJobStatus(ctx, updated); apierrors.IsNotFound(err) {
+			return nil // deleted: no status to record the end in
+		} else if err != nil {
 			return err
 		}
 		if runErr != nil {

@@ -1,0 +1,109 @@
+package recurringjob
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+)
+
+// syncOnce syncs job once with the manager runner chosen and returns the
+// writes made and the job after them.
+func syncOnce(t *testing.T, job *longhorn.RecurringJob) ([]string, *longhorn.RecurringJob) {
+	t.Helper()
+	lh := lhfake.NewSimpleClientset(job, syncNode("node-1", true))
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	if err := lhi.RecurringJobs().Informer().GetIndexer().Add(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := lhi.Nodes().Informer().GetIndexer().Add(syncNode("node-1", true)); err != nil {
+		t.Fatal(err)
+	}
+	ds := datastore.New("ns", lh, kube, inf)
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	c := &Controller{ds: ds, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(syncNow),
+		ownership: kit.Ownership{NodeID: "node-1", IsUp: ds.IsNodeUp},
+		cfg:       CronJobConfig{ManagerImage: "longhorn-manager:test", ManagerURL: "http://manager:9500", Runner: longhorn.RecurringJobRunnerManager}}
+	c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, c.sync)
+	defer c.Queue.ShutDown()
+	lh.ClearActions()
+	if _, err := c.sync(context.Background(), "ns/daily"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := lh.LonghornV1beta2().RecurringJobs("ns").Get(context.Background(), "daily", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writes(lh.Actions()), got
+}
+
+// The status write that takes a job in for the manager runner carries
+// its next tick, as the runner computes it: the runner has nothing left
+// to write for a new job.
+func TestTakingAJobInForTheManagerRunnerRecordsItsNextTick(t *testing.T) {
+	w, job := syncOnce(t, syncJob())
+	if !slices.Equal(w, []string{"update recurringjobs/status"}) {
+		t.Fatalf("writes %v, want one status write", w)
+	}
+	want := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC) // "0 3 * * *" after syncNow
+	if job.Status.NextScheduleTime == nil || !job.Status.NextScheduleTime.Time.Equal(want) {
+		t.Fatalf("nextScheduleTime %v, want %s", job.Status.NextScheduleTime, want)
+	}
+	sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runner := nextScheduleTime(sched, jobState(job, false), syncNow); !sameTime(runner, job.Status.NextScheduleTime) {
+		t.Fatalf("the runner would write %v over %v", runner, job.Status.NextScheduleTime)
+	}
+
+	// The runner keeps it from then on: the controller does not write it
+	// back when the runner has moved it.
+	moved := metav1.NewTime(want.Add(24 * time.Hour))
+	w, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
+		j.Status = *job.Status.DeepCopy()
+		j.Status.NextScheduleTime = &moved
+	}))
+	if len(w) != 0 || !job.Status.NextScheduleTime.Equal(&moved) {
+		t.Fatalf("a job taken in already: writes %v, nextScheduleTime %v (want none, %v)", w, job.Status.NextScheduleTime, moved)
+	}
+
+	// A suspended job has no next tick.
+	_, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) { j.Spec.Suspend = true; j.Status.ObservedSuspend = &j.Spec.Suspend }))
+	if job.Status.NextScheduleTime != nil {
+		t.Fatalf("a suspended job got nextScheduleTime %v", job.Status.NextScheduleTime)
+	}
+}
+
+// A new job's owner and observed suspend (with the skip of the tick due
+// now) are one status write, not two.
+func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
+	w, job := syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
+		j.Status = longhorn.RecurringJobStatus{}
+		j.Spec.SkipImmediately = ptr.To(true)
+	}))
+	if !slices.Equal(w, []string{"update recurringjobs/status"}) {
+		t.Fatalf("writes %v, want one status write", w)
+	}
+	if job.Status.OwnerID != "node-1" || job.Status.ObservedSuspend == nil || *job.Status.ObservedSuspend ||
+		job.Status.LastSkipped == nil || !job.Status.LastSkipped.Time.Equal(syncNow) {
+		t.Fatalf("status after the claim: owner %q, observedSuspend %v, lastSkipped %v; want node-1, false, %s",
+			job.Status.OwnerID, job.Status.ObservedSuspend, job.Status.LastSkipped, syncNow)
+	}
+}
