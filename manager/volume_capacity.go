@@ -55,7 +55,10 @@ func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 	if !best.known {
 		return nil
 	}
-	if need := spec.Size * int64(spec.NumberOfReplicas); spec.Size > 0 && (need/int64(spec.NumberOfReplicas) != spec.Size || need > best.room) {
+	if spec.Size <= 0 || spec.NumberOfReplicas <= 0 {
+		return nil // refused elsewhere, naming the field
+	}
+	if need := spec.Size * int64(spec.NumberOfReplicas); need/int64(spec.NumberOfReplicas) != spec.Size || need > best.room {
 		return invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; the most any ready disk has room for is %d "+
 			"(disk %s of node %s: its size less reserved storage, times the %s setting of %d%%, less the replicas it holds)",
 			spec.NumberOfReplicas, spec.Size, need, max(best.room, 0), best.disk, best.node, types.SettingNameStorageOverProvisioningPercentage, percent)

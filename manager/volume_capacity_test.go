@@ -78,6 +78,11 @@ func TestVolumeManagerBoundsAVolumeByWhatADiskHolds(t *testing.T) {
 	if _, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "too-big", metav1.GetOptions{}); err == nil {
 		t.Fatal("the refused volume was made")
 	}
+	// No replica count (a caller other than the API, which defaults it):
+	// left to the CRD's rule, never a division by zero here.
+	if _, err := m.CreateVolume(ctx, "no-replicas", longhorn.VolumeSpec{Size: 3 * gi}, nil); err == nil || !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("a volume with no replica count: %v, want it refused as invalid", err)
+	}
 
 	if _, err := lh.LonghornV1beta2().Settings(ns).Create(ctx, &longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(types.SettingNameStorageOverProvisioningPercentage)},
 		Value: "200"}, metav1.CreateOptions{}); err != nil {
