@@ -82,8 +82,12 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 		if restoring {
 			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
+			// The engine's own status once its restore has begun (before,
+			// it may still hold a failed attempt's).
 			if run, ok := c.instances.Get(v.Name); ok {
-				st = run.Engine.RestoreStatus()
+				if rs := run.Engine.RestoreStatus(); rs.IsRestoring {
+					st = rs
+				}
 			}
 			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, st)
 			vstatus.RestoreInitiated = true
