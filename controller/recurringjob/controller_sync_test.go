@@ -216,14 +216,7 @@ func TestControllerSync(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ds := datastore.New("ns", lh, kube, inf)
-			log := logrus.New()
-			log.SetLevel(logrus.PanicLevel)
-			c := &Controller{ds: ds, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(syncNow),
-				ownership: kit.Ownership{NodeID: "node-1", IsUp: ds.IsNodeUp},
-				cfg:       CronJobConfig{ManagerImage: "longhorn-manager:test", ManagerURL: "http://manager:9500", Runner: tc.runner}}
-			c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, c.sync)
-			defer c.Queue.ShutDown()
+			c := newSyncTestController(t, lh, kube, inf, tc.runner)
 			lh.ClearActions()
 			kube.ClearActions()
 
@@ -252,4 +245,19 @@ func TestControllerSync(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newSyncTestController is the controller of node-1 on fake clientsets
+// and caches filled by the test, at syncNow, with runner firing the jobs.
+func newSyncTestController(t *testing.T, lh *lhfake.Clientset, kube *kubefake.Clientset, inf datastore.Informers, runner longhorn.RecurringJobRunner) *Controller {
+	t.Helper()
+	ds := datastore.New("ns", lh, kube, inf)
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	c := &Controller{ds: ds, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(syncNow),
+		ownership: kit.Ownership{NodeID: "node-1", IsUp: ds.IsNodeUp},
+		cfg:       CronJobConfig{ManagerImage: "longhorn-manager:test", ManagerURL: "http://manager:9500", Runner: runner}}
+	c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, c.sync)
+	t.Cleanup(c.Queue.ShutDown)
+	return c
 }

@@ -6,14 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -34,14 +30,7 @@ func syncOnce(t *testing.T, job *longhorn.RecurringJob) ([]string, *longhorn.Rec
 	if err := lhi.Nodes().Informer().GetIndexer().Add(syncNode("node-1", true)); err != nil {
 		t.Fatal(err)
 	}
-	ds := datastore.New("ns", lh, kube, inf)
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
-	c := &Controller{ds: ds, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(syncNow),
-		ownership: kit.Ownership{NodeID: "node-1", IsUp: ds.IsNodeUp},
-		cfg:       CronJobConfig{ManagerImage: "longhorn-manager:test", ManagerURL: "http://manager:9500", Runner: longhorn.RecurringJobRunnerManager}}
-	c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, c.sync)
-	defer c.Queue.ShutDown()
+	c := newSyncTestController(t, lh, kube, inf, longhorn.RecurringJobRunnerManager)
 	lh.ClearActions()
 	if _, err := c.sync(context.Background(), "ns/daily"); err != nil {
 		t.Fatalf("sync: %v", err)
