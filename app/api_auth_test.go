@@ -42,15 +42,9 @@ func serviceAccountToken(t *testing.T, kube kubernetes.Interface, ns, name strin
 // deleting them), and "stranger", bound to nothing.
 func TestAPIKubernetesAuth(t *testing.T) {
 	t.Parallel()
-	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
-	kube := cluster.KubeClient(t)
-	installRBAC(t, kube, ns)
+	e, d := kubernetesAuthAPIEnv(t)
+	ns, kube := e.ns, e.kube
 	ctx := context.Background()
-	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), func(o *DaemonOptions) {
-		o.APIAuth = api.AuthKubernetes
-	})
-	e := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}
 
 	operator := serviceAccountToken(t, kube, ns, "operator")
 	stranger := serviceAccountToken(t, kube, ns, "stranger")
@@ -136,4 +130,19 @@ func TestAPIKubernetesAuth(t *testing.T) {
 	if _, msg, err := conn.ReadMessage(); err != nil || !strings.Contains(string(msg), `"v1"`) {
 		t.Fatalf("operator's stream: %q, %v", msg, err)
 	}
+}
+
+// kubernetesAuthAPIEnv runs a daemon as package/rbac.yaml's account with
+// --api-auth=kubernetes; opts change its options further. The env's own
+// calls carry no token.
+func kubernetesAuthAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) (*apiEnv, *runningDaemon) {
+	t.Helper()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), append([]func(*DaemonOptions){func(o *DaemonOptions) {
+		o.APIAuth = api.AuthKubernetes
+	}}, opts...)...)
+	return &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}, d
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
@@ -57,17 +56,12 @@ func tokenKubeconfig(t *testing.T, cluster *testcluster.Cluster, token string) s
 // create pods, read Secrets, delete volumes or touch RBAC.
 func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 	t.Parallel()
-	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
-	kube := cluster.KubeClient(t)
-	installRBAC(t, kube, ns)
-	ctx := context.Background()
-	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), func(o *DaemonOptions) {
-		o.APIAuth = api.AuthKubernetes
+	e, _ := kubernetesAuthAPIEnv(t, func(o *DaemonOptions) {
 		o.ServiceAccount = serviceAccount
 		o.CronJob.ServiceAccount = recurringJobAccount
 	})
-	e := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}
+	cluster, ns, kube := e.cluster, e.ns, e.kube
+	ctx := context.Background()
 	manager := []string{"Authorization", "Bearer " + tokenOf(t, kube, ns, serviceAccount)}
 
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"snap","task":"snapshot","cron":"@hourly","retain":2}`, manager...).expect(t, 200)
