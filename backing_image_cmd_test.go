@@ -22,6 +22,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	"github.com/cadence-storage/longhorn-manager/backingimage/manager"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 var addressLine = regexp.MustCompile(`address="?(127\.0\.0\.1:[0-9]+)`)
@@ -96,11 +97,11 @@ func TestBackingImageServersAsChildProcesses(t *testing.T) {
 
 	dsCmd, dsAddr := startServer(t, "backing-image-data-source", "--listen", "127.0.0.1:0", "--name", "cirros", "--uuid", "u1",
 		"--source-type", "download", "--parameter", "url="+src.URL+"/image", "--checksum", checksum,
-		"--disk-path", disk, "--disk-uuid", "disk-1", "--download-allowed-ranges", "127.0.0.1/32")
-	bimCmd, bimAddr := startServer(t, "backing-image-manager", "--listen", "127.0.0.1:0", "--disk-path", disk, "--disk-uuid", "disk-1")
+		"--disk-path", disk, "--disk-uuid", "disk-1", "--download-allowed-ranges", "127.0.0.1/32", "--tls-dir", mtlstest.Dir(t))
+	bimCmd, bimAddr := startServer(t, "backing-image-manager", "--listen", "127.0.0.1:0", "--disk-path", disk, "--disk-uuid", "disk-1", "--tls-dir", mtlstest.Dir(t))
 
 	ctx := context.Background()
-	ds := datasource.NewClient(dsAddr)
+	ds := datasource.NewClient(dsAddr, mtlstest.Identity(t))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, err := ds.Get(ctx)
@@ -115,7 +116,7 @@ func TestBackingImageServersAsChildProcesses(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	bim, err := manager.NewClient(bimAddr, 10*time.Second)
+	bim, err := manager.NewClient(bimAddr, 10*time.Second, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +148,7 @@ func TestBackingImageServersAsChildProcesses(t *testing.T) {
 func TestBackingImageServersRefuseBadFlags(t *testing.T) {
 	disk := t.TempDir()
 	os.WriteFile(filepath.Join(disk, backingimage.DiskConfigFile), []byte(`{"diskUUID":"disk-1"}`), 0o644)
+	tlsDir := mtlstest.Dir(t)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -173,9 +175,15 @@ func TestBackingImageServersRefuseBadFlags(t *testing.T) {
 		{"manager without a disk", []string{"backing-image-manager"}, "--disk-path is required"},
 		{"manager on another disk", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-2"}, "has UUID disk-1, want disk-2"},
 		{"manager that sends nothing", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-1", "--max-sends", "0"}, "--max-sends must be at least 1"},
+		// No server answers without the internal TLS identity.
+		{"data source without a TLS folder", []string{"backing-image-data-source", "--name", "a", "--uuid", "u", "--source-type", "upload",
+			"--disk-path", disk, "--disk-uuid", "disk-1", "--tls-dir", ""}, "--tls-dir is required"},
+		{"manager without a TLS folder", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-1", "--tls-dir", ""}, "--tls-dir is required"},
+		{"manager with an empty TLS folder", []string{"backing-image-manager", "--disk-path", disk, "--disk-uuid", "disk-1", "--tls-dir", t.TempDir()}, "--tls-dir: open"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, code := runManager(t, c.args...)
+			// A good --tls-dir first: a case's own comes later and wins.
+			out, code := runManager(t, append([]string{c.args[0], "--tls-dir", tlsDir}, c.args[1:]...)...)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
 				t.Fatalf("exit %d, output:\n%s\nwant one line saying %q", code, out, c.want)

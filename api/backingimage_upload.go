@@ -85,7 +85,7 @@ func (s *Server) uploadBackingImage(w http.ResponseWriter, r *http.Request, name
 	log.Info("Streaming an upload to the backing image's data source")
 	body := &partReader{part: part, deadlines: deadlines}
 	start := time.Now()
-	st, err := datasource.NewClient(addr).Upload(r.Context(), body, size)
+	st, err := datasource.NewClient(addr, s.internalTLS).Upload(r.Context(), body, size)
 	if err != nil {
 		return uploadError(log.WithField("received", body.n.Load()), name, body, err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/manager"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // Readiness reports whether the manager is ready to serve, and if not, why.
@@ -47,6 +48,8 @@ type Server struct {
 	// allowedOrigins are browser origins trusted to open streams besides
 	// the manager's own address; see checkOrigin.
 	allowedOrigins map[string]bool
+	// internalTLS is what engines and data sources are called with.
+	internalTLS *mtls.Identity
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -56,6 +59,10 @@ func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Info
 	s.streams = newStreams(s, inf)
 	return s
 }
+
+// SetInternalTLS sets the identity the API calls engines (snapshot
+// actions) and data sources (uploads) with.
+func (s *Server) SetInternalTLS(id *mtls.Identity) { s.internalTLS = id }
 
 // handlerFunc is a handler that returns its error for writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error

@@ -21,12 +21,23 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
-// diskFlags name the disk a backing image server works on.
-var diskFlags = []cli.Flag{
+// serverFlags are those of both backing image servers: the disk they
+// work on and their internal TLS identity.
+var serverFlags = []cli.Flag{
 	cli.StringFlag{Name: "disk-path", Usage: "the disk's folder (required)"},
 	cli.StringFlag{Name: "disk-uuid", Usage: "the disk's UUID, as its longhorn-disk.cfg records it (required)"},
+	cli.StringFlag{Name: "tls-dir", Usage: "folder of the internal TLS identity (ca.crt, tls.crt, tls.key; the manager writes or mounts it; required): only callers with a certificate of the same CA are answered"},
+}
+
+// serverIdentity loads --tls-dir, read again when the manager renews it.
+func serverIdentity(c *cli.Context, log *logrus.Entry) (*mtls.Identity, error) {
+	if err := requireFlags(c, "tls-dir"); err != nil {
+		return nil, err
+	}
+	return mtls.LoadDir(c.String("tls-dir"), log)
 }
 
 func requireFlags(c *cli.Context, names ...string) error {
@@ -80,7 +91,7 @@ func BackingImageDataSourceCmd() cli.Command {
 			cli.StringFlag{Name: "download-allowed-ranges", Usage: "IP ranges (CIDR, comma-separated) a download may reach besides public addresses; loopback, link-local, private and shared ranges are refused otherwise", EnvVar: EnvDownloadAllowedRanges},
 			cli.StringFlag{Name: "download-denied-ranges", Usage: "more IP ranges (CIDR, comma-separated) a download may not reach, such as public cluster ranges; wins over allowed ranges"},
 			cli.Int64Flag{Name: "download-max-size", Usage: "bytes a download may hold at most; 0 for the disk's free space when it starts"},
-		}, diskFlags...),
+		}, serverFlags...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("backing-image-data-source takes no arguments, got %q", c.Args())
@@ -89,6 +100,11 @@ func BackingImageDataSourceCmd() cli.Command {
 				return err
 			}
 			params, err := parseParameters(c.StringSlice("parameter"))
+			if err != nil {
+				return err
+			}
+			log := logrus.WithFields(logrus.Fields{"component": "backing-image-data-source", "backingImage": c.String("name")})
+			id, err := serverIdentity(c, log)
 			if err != nil {
 				return err
 			}
@@ -104,7 +120,7 @@ func BackingImageDataSourceCmd() cli.Command {
 				if c.Duration("engine-timeout") <= 0 {
 					return fmt.Errorf("--engine-timeout must be positive, got %s", c.Duration("engine-timeout"))
 				}
-				exporter = datasource.EngineExporter{Address: c.String("engine-address"), Timeout: c.Duration("engine-timeout")}
+				exporter = datasource.EngineExporter{Address: c.String("engine-address"), Timeout: c.Duration("engine-timeout"), TLS: id}
 			}
 			// A download reaches only public addresses and allowed ranges,
 			// and holds no more than the disk can.
@@ -127,7 +143,7 @@ func BackingImageDataSourceCmd() cli.Command {
 				SourceType: sourceType, Parameters: params, ExpectedChecksum: c.String("checksum"),
 				StallTimeout: c.Duration("stall-timeout"), Exporter: exporter,
 				HTTPClient: guard.HTTPClient(), MaxDownloadSize: maxSize,
-				Log: logrus.WithField("component", "backing-image-data-source"),
+				Log: log,
 			})
 			if err != nil {
 				return err
@@ -143,15 +159,16 @@ func BackingImageDataSourceCmd() cli.Command {
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			// Only a caller with a certificate of the cluster CA is answered.
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: id.ServerConfig()}
 			go func() {
 				<-ctx.Done()
 				shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				_ = hs.Shutdown(shut)
 			}()
-			logrus.WithFields(logrus.Fields{"backingImage": c.String("name"), "address": lis.Addr().String()}).Info("Serving the backing image data source")
-			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.WithField("address", lis.Addr().String()).Info("Serving the backing image data source")
+			if err := hs.ServeTLS(lis, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
@@ -168,7 +185,7 @@ func BackingImageManagerCmd() cli.Command {
 		Flags: append([]cli.Flag{
 			cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", Usage: "host:port of the gRPC service (a pod uses its IP; port 0 picks one)"},
 			cli.IntFlag{Name: "max-sends", Value: manager.DefaultMaxSends, Usage: "files sent to other managers at once"},
-		}, diskFlags...),
+		}, serverFlags...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("backing-image-manager takes no arguments, got %q", c.Args())
@@ -180,10 +197,14 @@ func BackingImageManagerCmd() cli.Command {
 				return fmt.Errorf("--max-sends must be at least 1, got %d", c.Int("max-sends"))
 			}
 			log := logrus.WithFields(logrus.Fields{"component": "backing-image-manager", "diskUUID": c.String("disk-uuid")})
+			id, err := serverIdentity(c, log)
+			if err != nil {
+				return err
+			}
 			disk := c.String("disk-path")
 			srv, err := manager.New(manager.Config{
 				DiskPath: disk, DiskUUID: c.String("disk-uuid"),
-				MaxSends: c.Int("max-sends"), Log: log,
+				MaxSends: c.Int("max-sends"), Log: log, TLS: id,
 				// A file a replica on this disk starts from is never
 				// deleted, whoever asks: the replicas' own records say.
 				InUse: func(name, uuid string) ([]string, error) {

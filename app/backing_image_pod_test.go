@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,7 +104,7 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 	c := ds.Spec.Containers[0]
 	if ds.Spec.NodeName != "node-1" || c.Image != testCronJobConfig.ManagerImage || ds.Spec.RestartPolicy != corev1.RestartPolicyNever ||
 		ds.Spec.ServiceAccountName != serviceAccount || ds.Spec.Volumes[0].HostPath.Path != bids.Spec.DiskPath ||
-		!slices.Contains(c.Args, "--source-type") || !slices.Contains(c.Args, bids.Spec.UUID) || c.Args[len(c.Args)-1] != "0.0.0.0:8001" {
+		!slices.Contains(c.Args, "--source-type") || !slices.Contains(c.Args, bids.Spec.UUID) || !slices.Contains(c.Args, "0.0.0.0:8001") || !slices.Contains(c.Args, runner.ServerTLSMountPath) {
 		t.Errorf("data source pod: node %s image %s restart %s sa %s volumes %+v args %v", ds.Spec.NodeName, c.Image, ds.Spec.RestartPolicy,
 			ds.Spec.ServiceAccountName, ds.Spec.Volumes, c.Args)
 	}
@@ -264,7 +266,20 @@ func (k *fakeKubelet) step(ctx context.Context) {
 		c := pod.Spec.Containers[0]
 		args := slices.Clone(c.Args)
 		port := strconv.Itoa(int(c.Ports[0].ContainerPort))
-		args[len(args)-1] = "127.0.0.1:" + port
+		for i := range args {
+			if args[i] == "--listen" && i+1 < len(args) {
+				args[i+1] = "127.0.0.1:" + port
+			}
+			if args[i] == "--tls-dir" && i+1 < len(args) {
+				// The kubelet mounts the servers' Secret there.
+				dir, err := k.mountSecret(ctx, pod, args[i+1])
+				if err != nil {
+					k.t.Errorf("fake kubelet: %s: %v", pod.Name, err)
+					return
+				}
+				args[i+1] = dir
+			}
+		}
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), envRunServer+"=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -283,6 +298,33 @@ func (k *fakeKubelet) step(ctx context.Context) {
 			k.t.Errorf("fake kubelet: status of %s: %v", pod.Name, err)
 		}
 	}
+}
+
+// mountSecret writes the Secret of the pod's volume mounted at path into
+// a folder of the test, as the kubelet projects a Secret volume.
+func (k *fakeKubelet) mountSecret(ctx context.Context, pod *corev1.Pod, path string) (string, error) {
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != path {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			s, err := k.admin.CoreV1().Secrets(k.ns).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			dir := k.t.TempDir()
+			for name, data := range s.Data {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o400); err != nil {
+					return "", err
+				}
+			}
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no Secret volume mounted at %s", path)
 }
 
 func waitListening(addr string, timeout time.Duration) bool {

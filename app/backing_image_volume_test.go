@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	bimanager "github.com/cadence-storage/longhorn-manager/backingimage/manager"
+	bipb "github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -229,8 +231,9 @@ func TestVolumeWaitsForItsBackingImage(t *testing.T) {
 }
 
 // refuseDeleteOfFileInUse calls Delete on the manager server of the disk
-// directly, as any pod on the network could, and expects it refused,
-// naming the replicas, with the file left.
+// directly: a pod without a certificate of the cluster's CA is refused
+// at the handshake, and even a Longhorn component (or one that stole a
+// certificate) is refused, naming the replicas, with the file left.
 func refuseDeleteOfFileInUse(t *testing.T, e *apiEnv, disk, image, uuid, file string) {
 	t.Helper()
 	bims, err := e.lh.LonghornV1beta2().BackingImageManagers(e.ns).List(context.Background(), metav1.ListOptions{})
@@ -246,7 +249,11 @@ func refuseDeleteOfFileInUse(t *testing.T, e *apiEnv, disk, image, uuid, file st
 	if addr == "" {
 		t.Fatalf("no running backing image manager on disk %s", disk)
 	}
-	client, err := bimanager.NewClient(addr, 0)
+	refusedOverGRPC(t, "the backing image manager", addr, func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := bipb.NewBackingImageManagerClient(conn).Delete(ctx, &bipb.FileRequest{Name: image, Uuid: uuid})
+		return err
+	})
+	client, err := bimanager.NewClient(addr, 0, clusterIdentity(t, e.kube, e.ns))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,12 +189,22 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 
+	// The internal calls (engines, backing image servers) are mutual TLS
+	// from the first: no server starts before there is an identity.
+	tlsCtx, stopTLS := context.WithCancel(ctx)
+	defer stopTLS()
+	internal, err := startInternalTLS(tlsCtx, log, kubeClient, o, dataDir)
+	if err != nil {
+		return err
+	}
+
 	ds, inf := newDataStore(lhClient, kubeClient, o)
 	metrics := kit.NewMetrics(registry)
 	backupMetrics := lhmetrics.New(log, ds, inf, o.NodeName, o.Clock)
 	registry.MustRegister(backupMetrics)
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
+	apiServer.SetInternalTLS(internal.id)
 	if o.APIAuth == api.AuthKubernetes {
 		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
 		o.apiToken = bearerTokenSource(cfg)
@@ -213,12 +223,12 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
-	engines, err := startEngineService(log, ds, o, metrics)
+	engines, err := startEngineService(log, ds, o, metrics, internal.id)
 	if err != nil {
 		return err
 	}
 	defer engines.stop()
-	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, o)
+	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, internal, o)
 	if err != nil {
 		return err
 	}
@@ -376,7 +386,7 @@ func backingImageServerRunnerError(got string) error {
 
 // newBackingImageServerRunner runs the backing image servers as pods on
 // this node, or as child processes of this binary on 127.0.0.1.
-func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore) (runner.ServerRunner, error) {
+func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore, tlsDir string) (runner.ServerRunner, error) {
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
 		placement := func() types.PodPlacement {
@@ -398,7 +408,9 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		command = []string{exe}
 	}
-	return runner.NewProcessRunner(log, command, o.hooks.backingImageServerEnv), nil
+	r := runner.NewProcessRunner(log, command, o.hooks.backingImageServerEnv)
+	r.TLSDir = tlsDir
+	return r, nil
 }
 
 // loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced

@@ -12,6 +12,7 @@ import (
 
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
@@ -74,14 +75,16 @@ type engineService struct {
 	stop      func()
 }
 
-func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOptions, metrics *kit.Metrics) (*engineService, error) {
+func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOptions, metrics *kit.Metrics, id *mtls.Identity) (*engineService, error) {
 	listener, err := net.Listen("tcp", o.EngineAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
 	}
 	engineServer := rpc.NewServer()
 	engineServer.SetPolicy(enginePolicy(ds))
-	grpcServer := engineServer.GRPCServer()
+	// Only a caller with a certificate of the cluster's internal CA is
+	// answered: other managers, the data sources that export volumes.
+	grpcServer := engineServer.GRPCServer(id.GRPCServerOption())
 	go func() { _ = grpcServer.Serve(listener) }()
 	e := &engineService{address: listener.Addr().String()}
 	e.instances = instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
@@ -113,9 +116,9 @@ type controllers struct {
 }
 
 func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, o DaemonOptions) (*controllers, error) {
+	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, internal internalTLS, o DaemonOptions) (*controllers, error) {
 	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
-	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds)
+	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds, internal.serverDir)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +129,8 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		backingImage: bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
 			NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
 			CleanupWaitUnit: o.hooks.backingImageCleanupWaitUnit}),
-		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder),
-		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner),
+		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder, internal.id),
+		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner, internal.id),
 		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),

@@ -15,9 +15,12 @@ import (
 )
 
 // TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume plays a
-// pod that reaches the engine service of an attached volume: a Restore
-// over the live volume is refused and leaves its data; a backup to a
-// target of the pod's own is refused; only the configured target serves.
+// caller of the engine service of an attached volume that holds a
+// certificate of the cluster's CA (a Longhorn component, or one whose
+// certificate was stolen; any other pod is refused at the handshake, see
+// TestInternalCallsNeedACertificateOfTheClustersCA): a Restore over the
+// live volume is refused and leaves its data; a backup to a target of
+// its own is refused; only the configured target serves.
 // Oversized snapshot labels are refused with the rule.
 func TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume(t *testing.T) {
 	t.Parallel()
@@ -45,7 +48,7 @@ func TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile, err := engineapi.NewGRPCClient(net.JoinHostPort(eng.Status.IP, strconv.Itoa(eng.Status.Port)), "src", 10*time.Second)
+	hostile, err := engineapi.NewGRPCClient(net.JoinHostPort(eng.Status.IP, strconv.Itoa(eng.Status.Port)), "src", 10*time.Second, clusterIdentity(t, e.kube, e.ns))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // DefaultTimeout bounds every call that has no shorter deadline.
@@ -28,12 +28,16 @@ type GRPCClient struct {
 }
 
 // NewGRPCClient returns a client of the engine of volume served at
-// address (host:port). Connections are made lazily.
-func NewGRPCClient(address, volume string, timeout time.Duration) (*GRPCClient, error) {
+// address (host:port), speaking mutual TLS as id. Connections are made
+// lazily.
+func NewGRPCClient(address, volume string, timeout time.Duration, id *mtls.Identity) (*GRPCClient, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if id == nil {
+		return nil, fmt.Errorf("engine of volume %s at %s: no internal TLS identity to call it with", volume, address)
+	}
+	conn, err := grpc.NewClient(address, id.GRPCDialOption())
 	if err != nil {
 		return nil, fmt.Errorf("engine of volume %s at %s: %w", volume, address, err)
 	}

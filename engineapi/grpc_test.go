@@ -15,6 +15,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // serve runs the engine service on loopback with one volume of two
@@ -27,7 +28,7 @@ func serve(t *testing.T) (*GRPCClient, *volumeengine.Engine) {
 func serveVolume(t *testing.T, volume string) (*GRPCClient, *volumeengine.Engine) {
 	t.Helper()
 	e := rpctest.Engine(t, volume, 4<<20, clock.RealClock{}, "r1", "r2")
-	c, err := NewGRPCClient(rpctest.Serve(t, e), volume, 5*time.Second)
+	c, err := NewGRPCClient(rpctest.Serve(t, e), volume, 5*time.Second, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestSnapshotLifecycleOverGRPC(t *testing.T) {
 
 func TestUnknownVolumeAndUnreachableEngine(t *testing.T) {
 	c, _ := serve(t)
-	other, err := NewGRPCClient(c.address, "other", time.Second)
+	other, err := NewGRPCClient(c.address, "other", time.Second, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestUnknownVolumeAndUnreachableEngine(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
-	gone, err := NewGRPCClient(addr, "vol", 500*time.Millisecond)
+	gone, err := NewGRPCClient(addr, "vol", 500*time.Millisecond, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // serveWithClock is serveVolume with one replica of size bytes and an
@@ -22,7 +23,7 @@ func serveWithClock(t *testing.T, size int64) (*GRPCClient, *volumeengine.Engine
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e := rpctest.Engine(t, "vol", size, clk, "r1")
-	c, err := NewGRPCClient(rpctest.Serve(t, e), "vol", 5*time.Second)
+	c, err := NewGRPCClient(rpctest.Serve(t, e), "vol", 5*time.Second, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 const benchSize = 64 << 20
@@ -100,7 +101,7 @@ func exportBench(b *testing.B, size int64) {
 	b.SetBytes(size)
 	for b.Loop() {
 		prepareOnce(b, Config{Name: "image", UUID: "u1", DiskPath: disk, DiskUUID: "disk-1", SourceType: "export-from-volume",
-			Parameters: exportParams("raw"), Exporter: EngineExporter{Address: addr}, Log: quietLog()})
+			Parameters: exportParams("raw"), Exporter: EngineExporter{Address: addr, TLS: mtlstest.Identity(b)}, Log: quietLog()})
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // Client talks to one data source server.
@@ -21,9 +23,23 @@ type Client struct {
 	Timeout time.Duration
 }
 
-// NewClient returns a client of the data source at address (host:port).
-func NewClient(address string) *Client {
-	return &Client{base: "http://" + address, http: &http.Client{}, Timeout: 10 * time.Second}
+// NewClient returns a client of the data source at address (host:port),
+// speaking HTTPS with mutual TLS as id.
+func NewClient(address string, id *mtls.Identity) *Client {
+	c := &Client{base: "https://" + address, Timeout: 10 * time.Second}
+	if id == nil {
+		c.http = &http.Client{Transport: noIdentity{}}
+	} else {
+		c.http = id.HTTPClient()
+	}
+	return c
+}
+
+// noIdentity fails every request of a client made without an identity.
+type noIdentity struct{}
+
+func (noIdentity) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("%s: no internal TLS identity to call the data source with", r.URL.Host)
 }
 
 // Error is an error answer of the server.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/engineapi"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // EngineExporter is the VolumeExporter that reads snapshots through the
@@ -16,13 +17,15 @@ type EngineExporter struct {
 	// Timeout bounds each call (a read of one range);
 	// engineapi.DefaultTimeout when zero.
 	Timeout time.Duration
+	// TLS is what the engine service is called with.
+	TLS *mtls.Identity
 }
 
 // OpenSnapshot checks that the volume's engine has the snapshot, not
 // deleted, and returns a reader of it; each ReadAt is one SnapshotRead
 // call, which keeps the engine holding the snapshot.
 func (x EngineExporter) OpenSnapshot(ctx context.Context, volume, snapshot string) (SnapshotReader, error) {
-	c, err := engineapi.NewGRPCClient(x.Address, volume, x.Timeout)
+	c, err := engineapi.NewGRPCClient(x.Address, volume, x.Timeout, x.TLS)
 	if err != nil {
 		return nil, err
 	}

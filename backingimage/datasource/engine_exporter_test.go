@@ -12,6 +12,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // serveEngine runs the engine service of volume "vol" (size bytes, one
@@ -44,7 +45,7 @@ func TestExportThroughTheEngine(t *testing.T) {
 	}
 
 	s, c := start(t, Config{SourceType: "export-from-volume", Parameters: exportParams("raw"),
-		Exporter: EngineExporter{Address: addr, Timeout: 5 * time.Second}, ExpectedChecksum: sha(want)})
+		Exporter: EngineExporter{Address: addr, Timeout: 5 * time.Second, TLS: mtlstest.Identity(t)}, ExpectedChecksum: sha(want)})
 	st := waitState(t, c, 20*time.Second)
 	if st.State != longhorn.BackingImageStateReadyForTransfer || st.Size != size {
 		t.Fatalf("status %+v", st)
@@ -64,7 +65,7 @@ func TestExportThroughTheEngine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := map[string]string{"volume-name": tc.volume, "snapshot-name": tc.snapshot, "export-type": "raw"}
-			_, c := start(t, Config{SourceType: "export-from-volume", Parameters: params, Exporter: EngineExporter{Address: tc.address, Timeout: 2 * time.Second}})
+			_, c := start(t, Config{SourceType: "export-from-volume", Parameters: params, Exporter: EngineExporter{Address: tc.address, Timeout: 2 * time.Second, TLS: mtlstest.Identity(t)}})
 			wantFailed(t, waitState(t, c, 20*time.Second), append([]string{"export snapshot " + tc.snapshot + " of volume " + tc.volume}, tc.want...)...)
 		})
 	}

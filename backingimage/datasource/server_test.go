@@ -21,6 +21,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // newDisk makes a folder that looks like a node's disk.
@@ -74,9 +75,8 @@ func start(t *testing.T, cfg Config) (*Server, *Client) {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { hs.Close(); s.Close() })
-	return s, NewClient(strings.TrimPrefix(hs.URL, "http://"))
+	t.Cleanup(s.Close)
+	return s, NewClient(mtlstest.ServeHTTPS(t, s.Handler()), mtlstest.Identity(t))
 }
 
 // waitState polls until the file leaves the working states.

@@ -86,7 +86,7 @@ func TestUploadFaults(t *testing.T) {
 func TestUploadRequestsRefusedBeforeAnyData(t *testing.T) {
 	_, c := start(t, Config{SourceType: "upload"})
 	post := func(query, contentType string, body string) (int, string) {
-		resp, err := http.Post(c.base+"/v1/file?"+query, contentType, strings.NewReader(body))
+		resp, err := c.http.Post(c.base+"/v1/file?"+query, contentType, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // The kinds of error a Client returns, for errors.Is.
@@ -60,14 +60,17 @@ type Client struct {
 	timeout time.Duration
 }
 
-// NewClient returns a client of the manager at address (host:port);
-// the connection is made lazily. timeout bounds each unary call
-// (DefaultTimeout when zero).
-func NewClient(address string, timeout time.Duration) (*Client, error) {
+// NewClient returns a client of the manager at address (host:port),
+// speaking mutual TLS as id; the connection is made lazily. timeout
+// bounds each unary call (DefaultTimeout when zero).
+func NewClient(address string, timeout time.Duration, id *mtls.Identity) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if id == nil {
+		return nil, fmt.Errorf("backing image manager at %s: no internal TLS identity to call it with", address)
+	}
+	conn, err := grpc.NewClient(address, id.GRPCDialOption())
 	if err != nil {
 		return nil, fmt.Errorf("backing image manager at %s: %w", address, err)
 	}

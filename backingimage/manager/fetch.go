@@ -110,7 +110,7 @@ func (s *Server) reuse(ctx context.Context, log logrus.FieldLogger, name, uuid, 
 // fetchFromDataSource takes the data source's complete file: by rename
 // when it is on this disk, else by streaming it.
 func (s *Server) fetchFromDataSource(ctx context.Context, log logrus.FieldLogger, req *pb.FetchRequest) error {
-	ds := datasource.NewClient(req.DataSourceAddress)
+	ds := datasource.NewClient(req.DataSourceAddress, s.cfg.TLS)
 	st, err := ds.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("fetch: %w", err)

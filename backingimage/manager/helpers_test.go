@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/datasource"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 func quietLog() logrus.FieldLogger {
@@ -75,7 +74,7 @@ func startManager(t testing.TB, disk, diskUUID string, tweak func(*Config)) *nod
 	if disk == "" {
 		disk = newDisk(t, diskUUID)
 	}
-	cfg := Config{DiskPath: disk, DiskUUID: diskUUID, Log: quietLog(), SyncRetryInterval: 10 * time.Millisecond}
+	cfg := Config{DiskPath: disk, DiskUUID: diskUUID, Log: quietLog(), SyncRetryInterval: 10 * time.Millisecond, TLS: mtlstest.Identity(t)}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -89,7 +88,7 @@ func startManager(t testing.TB, disk, diskUUID string, tweak func(*Config)) *nod
 	}
 	g := srv.GRPCServer()
 	go g.Serve(lis)
-	client, err := NewClient(lis.Addr().String(), 10*time.Second)
+	client, err := NewClient(lis.Addr().String(), 10*time.Second, mtlstest.Identity(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +111,9 @@ func startUpload(t testing.TB, disk, diskUUID, name, uuid string, data []byte) s
 	if err := ds.Start(); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(ds.Handler())
-	t.Cleanup(func() { hs.Close(); ds.Close() })
-	address := strings.TrimPrefix(hs.URL, "http://")
-	if _, err := datasource.NewClient(address).Upload(context.Background(), bytes.NewReader(data), int64(len(data))); err != nil {
+	t.Cleanup(ds.Close)
+	address := mtlstest.ServeHTTPS(t, ds.Handler())
+	if _, err := datasource.NewClient(address, mtlstest.Identity(t)).Upload(context.Background(), bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	return address

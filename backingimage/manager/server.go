@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // The API versions this server speaks.
@@ -58,9 +58,10 @@ type Config struct {
 	// SyncRetryFor how long it keeps asking before the file fails.
 	SyncRetryInterval time.Duration
 	SyncRetryFor      time.Duration
-	// HTTPClient talks to data sources.
-	HTTPClient *http.Client
-	Log        logrus.FieldLogger
+	// TLS is the server's identity: what it serves with, and what it
+	// calls peers (Sync) and data sources (Fetch) with. Required.
+	TLS *mtls.Identity
+	Log logrus.FieldLogger
 }
 
 // file is one backing image file the manager knows.
@@ -104,8 +105,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SyncRetryFor <= 0 {
 		cfg.SyncRetryFor = 5 * time.Minute
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+	if cfg.TLS == nil {
+		return nil, errors.New("an internal TLS identity is required")
 	}
 	if cfg.Log == nil {
 		cfg.Log = logrus.StandardLogger()
@@ -154,7 +155,9 @@ func (s *Server) load() error {
 // GRPCServer returns a gRPC server with the service on it. A panic in a
 // handler answers codes.Internal and is logged: the disk's other files
 // keep being served.
+// It requires mutual TLS with the server's identity.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append([]grpc.ServerOption{s.cfg.TLS.GRPCServerOption()}, opts...)
 	g := grpc.NewServer(append(grpcrecover.ServerOptions(s.log), opts...)...)
 	pb.RegisterBackingImageManagerServer(g, s)
 	return g

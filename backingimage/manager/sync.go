@@ -12,7 +12,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage"
@@ -44,7 +43,7 @@ func (s *Server) Sync(_ context.Context, req *pb.SyncRequest) (*pb.FileInfo, err
 // syncFrom streams the file from the sender; a sender already sending as
 // many files as it may is asked again until SyncRetryFor has passed.
 func (s *Server) syncFrom(ctx context.Context, log logrus.FieldLogger, req *pb.SyncRequest) error {
-	conn, err := grpc.NewClient(req.FromAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(req.FromAddress, s.cfg.TLS.GRPCDialOption(),
 		// Windows large enough that the stream is never waiting for a window update.
 		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(16<<20))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // lyingSender is a peer that declares a file of declared bytes and then
@@ -42,7 +43,7 @@ func startLyingSender(t *testing.T, declared, sent int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(mtlstest.Identity(t).GRPCServerOption())
 	pb.RegisterBackingImageManagerServer(g, &lyingSender{declared: declared, sent: sent})
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)

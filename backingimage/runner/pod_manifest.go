@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -29,14 +30,19 @@ const (
 	DataSourcePodPort = 8001
 	ManagerPodPort    = 8000
 
-	serverContainer               = "server"
-	serverPodTerminationGrace     = 10
-	serverReadinessPeriodSeconds  = 2
-	dataSourceSubcommand          = "backing-image-data-source"
-	managerSubcommand             = "backing-image-manager"
-	serverPodNameMaxLen           = validation.DNS1123LabelMaxLength
-	serverPodNameHashLen          = 10
-	serverDiskVolume              = "disk"
+	serverContainer              = "server"
+	serverPodTerminationGrace    = 10
+	serverReadinessPeriodSeconds = 2
+	dataSourceSubcommand         = "backing-image-data-source"
+	managerSubcommand            = "backing-image-manager"
+	serverPodNameMaxLen          = validation.DNS1123LabelMaxLength
+	serverPodNameHashLen         = 10
+	serverDiskVolume             = "disk"
+	serverTLSVolume              = "internal-tls"
+	// ServerTLSMountPath is where a server pod reads its leaf: the
+	// servers' Secret (mtls.ServerSecretName), which the kubelet keeps
+	// current when the manager renews it.
+	ServerTLSMountPath            = "/var/lib/longhorn-internal-tls"
 	serverPodManagerBinary        = "longhorn-manager"
 	serverPodInvalidNameCharsExpr = `[^a-z0-9-]+`
 )
@@ -114,7 +120,7 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 			labels[types.LabelBackingImage] = bi
 		}
 	}
-	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)))
+	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)), "--tls-dir", ServerTLSMountPath)
 	spec, _ := json.Marshal(struct {
 		Image string
 		Args  []string
@@ -149,13 +155,18 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 				// Not privileged, unlike Longhorn's: the servers only read
 				// and write files under the disk's folder, as the image's
 				// user (root), and touch no device.
-				VolumeMounts: []corev1.VolumeMount{{Name: serverDiskVolume, MountPath: diskPath}},
+				VolumeMounts: []corev1.VolumeMount{{Name: serverDiskVolume, MountPath: diskPath},
+					{Name: serverTLSVolume, MountPath: ServerTLSMountPath, ReadOnly: true}},
 			}},
 			Volumes: []corev1.Volume{{
 				Name: serverDiskVolume,
 				// Directory, not DirectoryOrCreate: a disk that is gone is
 				// not made again on the root filesystem.
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: diskPath, Type: ptr.To(corev1.HostPathDirectory)}},
+			}, {
+				Name: serverTLSVolume,
+				// The key is readable by the server's user only.
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: mtls.ServerSecretName, DefaultMode: ptr.To[int32](0o400)}},
 			}},
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -41,8 +42,15 @@ func TestServerPodManifest(t *testing.T) {
 	if c.Image != "longhorn-manager:v2" || strings.Join(c.Command, " ") != "longhorn-manager --log-json" {
 		t.Errorf("image %s command %v", c.Image, c.Command)
 	}
-	if got := strings.Join(c.Args, " "); got != strings.Join(dataSourceTestArgs, " ")+" --listen 0.0.0.0:8001" {
+	if got := strings.Join(c.Args, " "); got != strings.Join(dataSourceTestArgs, " ")+" --listen 0.0.0.0:8001 --tls-dir "+ServerTLSMountPath {
 		t.Errorf("args %s", got)
+	}
+	// The servers' leaf, not the CA's key: the servers' Secret, read-only,
+	// readable by the server's user only.
+	tlsVolume := pod.Spec.Volumes[1]
+	if tlsVolume.Secret == nil || tlsVolume.Secret.SecretName != mtls.ServerSecretName || *tlsVolume.Secret.DefaultMode != 0o400 ||
+		c.VolumeMounts[1].Name != tlsVolume.Name || c.VolumeMounts[1].MountPath != ServerTLSMountPath || !c.VolumeMounts[1].ReadOnly {
+		t.Errorf("TLS volume %+v mount %+v", tlsVolume, c.VolumeMounts)
 	}
 	if c.ReadinessProbe == nil || c.ReadinessProbe.TCPSocket == nil || c.ReadinessProbe.TCPSocket.Port.IntValue() != DataSourcePodPort {
 		t.Errorf("readiness probe %+v", c.ReadinessProbe)
@@ -68,7 +76,7 @@ func TestServerPodManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if mgr.Spec.Containers[0].Image != "longhorn-manager:v1" || mgr.Spec.RestartPolicy != corev1.RestartPolicyAlways ||
-		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000") || mgr.Spec.Volumes[0].HostPath.Path != "/mnt/d2" {
+		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000 --tls-dir "+ServerTLSMountPath) || mgr.Spec.Volumes[0].HostPath.Path != "/mnt/d2" {
 		t.Errorf("manager pod %+v", mgr.Spec)
 	}
 	if mgr.Annotations[types.AnnotationServerSpec] == pod.Annotations[types.AnnotationServerSpec] {

@@ -91,6 +91,9 @@ type ProcessRunner struct {
 	// Env is added to the children's environment.
 	Env []string
 	Log *logrus.Entry
+	// TLSDir is the folder of the servers' internal TLS identity, passed
+	// as --tls-dir (the daemon's mtls.Keeper writes it).
+	TLSDir string
 
 	mu    sync.Mutex
 	procs map[string]*serverProcess
@@ -114,7 +117,8 @@ const (
 // addressLogPattern finds the address a server logs, in text or JSON logs.
 var addressLogPattern = regexp.MustCompile(`address"?[=:]"?(127\.0\.0\.1:[0-9]+)`)
 
-// NewProcessRunner runs servers as `command... <args> --listen 127.0.0.1:0`.
+// NewProcessRunner runs servers as `command... <args> --listen 127.0.0.1:0
+// --tls-dir <TLSDir>`.
 func NewProcessRunner(log *logrus.Entry, command []string, env []string) *ProcessRunner {
 	return &ProcessRunner{Command: command, Env: env, Log: log, procs: map[string]*serverProcess{}}
 }
@@ -136,6 +140,9 @@ func (r *ProcessRunner) Start(key string, args []string, _ ...ServerOption) erro
 		return errors.New("no command to run backing image servers with")
 	}
 	full := append(append(append([]string{}, r.Command[1:]...), args...), "--listen", "127.0.0.1:0")
+	if r.TLSDir != "" {
+		full = append(full, "--tls-dir", r.TLSDir)
+	}
 	cmd := exec.Command(r.Command[0], full...)
 	cmd.Env = append(cmd.Environ(), r.Env...)
 	// The child dies with the daemon even when the daemon is killed.

@@ -22,6 +22,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 const (
@@ -52,6 +53,8 @@ type DataSourceController struct {
 	runner   runner.ServerRunner
 	clock    clock.Clock
 	recorder record.EventRecorder
+	// tls is what the data sources are called with.
+	tls *mtls.Identity
 	// newEngineClient reaches a volume's engine (export-from-volume).
 	newEngineClient func(address, volume string) (engineapi.EngineClient, error)
 
@@ -84,10 +87,13 @@ type restartBackoff struct {
 
 // NewDataSourceController wires the controller to its informer.
 func NewDataSourceController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID string, runner runner.ServerRunner, clk clock.Clock, recorder record.EventRecorder) *DataSourceController {
+	nodeID string, runner runner.ServerRunner, clk clock.Clock, recorder record.EventRecorder, tls *mtls.Identity) *DataSourceController {
 	informer := inf.Longhorn.Longhorn().V1beta2().BackingImageDataSources().Informer()
-	c := &DataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder, newEngineClient: defaultEngineClient,
+	c := &DataSourceController{ds: ds, nodeID: nodeID, runner: runner, clock: clk, recorder: recorder, tls: tls,
 		restarts: map[string]*restartBackoff{}}
+	c.newEngineClient = func(address, volume string) (engineapi.EngineClient, error) {
+		return engineapi.NewGRPCClient(address, volume, engineapi.DefaultTimeout, tls)
+	}
 	c.Base = kit.NewBase("longhorn-backing-image-data-source", logger, metrics, c.sync, informer.HasSynced)
 	informer.AddEventHandler(c.EventHandler())
 	return c
@@ -335,7 +341,7 @@ func (c *DataSourceController) ensureMonitor(key, name, addr string) *dataSource
 // poll asks the server for the file's state every dataSourcePollInterval
 // and enqueues the object when the answer changes or the watch gives up.
 func (c *DataSourceController) poll(ctx context.Context, key string, m *dataSourceMonitor) {
-	client := datasource.NewClient(m.addr)
+	client := datasource.NewClient(m.addr, c.tls)
 	for {
 		st, err := client.Get(ctx)
 		if ctx.Err() != nil {

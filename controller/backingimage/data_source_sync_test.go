@@ -21,6 +21,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // fakeServers is a runner.ServerRunner that starts nothing: it records
@@ -126,7 +127,7 @@ func TestDataSourceControllerSync(t *testing.T) {
 			log := logrus.New()
 			log.SetLevel(logrus.PanicLevel)
 			c := NewDataSourceController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", tc.servers,
-				clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)), record.NewFakeRecorder(10))
+				clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)), record.NewFakeRecorder(10), mtlstest.Identity(t))
 			defer c.Queue.ShutDown()
 			defer c.monitors.stopAll()
 			lh.ClearActions()

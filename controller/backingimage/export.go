@@ -83,11 +83,6 @@ func (c *DataSourceController) prepareExport(ctx context.Context, bids *longhorn
 	return params, []string{"--engine-address", src.EngineAddress}, nil
 }
 
-// defaultEngineClient is how the controller reaches an engine.
-func defaultEngineClient(address, volume string) (engineapi.EngineClient, error) {
-	return engineapi.NewGRPCClient(address, volume, engineapi.DefaultTimeout)
-}
-
 // isExportWait tells an export that waits for its volume from one that
 // failed.
 func isExportWait(err error) bool { return errors.Is(err, datastore.ErrExportVolumeNotAttached) }

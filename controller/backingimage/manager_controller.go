@@ -17,6 +17,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // managerRewatchDelay is the pause before watching a manager again after
@@ -38,6 +39,8 @@ type ManagerController struct {
 	// defaultImage is the image managers run from; a manager of another
 	// image is replaced (see manager_replace.go).
 	defaultImage string
+	// tls is what the managers are called with.
+	tls *mtls.Identity
 
 	clients followers[*managerConnection]
 
@@ -70,9 +73,9 @@ func (m *managerConnection) end() {
 // Any data source or manager change enqueues this node's managers: one of
 // them may now fetch or sync a file.
 func NewManagerController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers,
-	nodeID, defaultImage string, runner runner.ServerRunner) *ManagerController {
+	nodeID, defaultImage string, runner runner.ServerRunner, tls *mtls.Identity) *ManagerController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
-	c := &ManagerController{ds: ds, nodeID: nodeID, defaultImage: defaultImage, runner: runner,
+	c := &ManagerController{ds: ds, nodeID: nodeID, defaultImage: defaultImage, runner: runner, tls: tls,
 		retried: map[string]time.Time{}}
 	c.Base = kit.NewBase("longhorn-backing-image-manager", logger, metrics, c.sync,
 		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
@@ -440,7 +443,7 @@ func (c *ManagerController) ensureServer(key string, bim *longhorn.BackingImageM
 		}
 	}
 	return c.clients.ensure(bim.Name, addr, func() (*managerConnection, error) {
-		client, err := bimanager.NewClient(addr, 0)
+		client, err := bimanager.NewClient(addr, 0, c.tls)
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // TestManagerControllerSync is the BackingImageManager controller's sync
@@ -107,7 +108,7 @@ func TestManagerControllerSync(t *testing.T) {
 			}
 			log := logrus.New()
 			log.SetLevel(logrus.PanicLevel)
-			c := NewManagerController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", testManagerImage, tc.servers)
+			c := NewManagerController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", testManagerImage, tc.servers, mtlstest.Identity(t))
 			defer c.Queue.ShutDown()
 			defer c.clients.stopAll()
 			lh.ClearActions()

@@ -13,6 +13,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
 )
 
 // Engine returns the engine of volume over new replicas of size bytes in
@@ -38,7 +39,8 @@ func Engine(t testing.TB, volume string, size int64, clk clock.Clock, replicaNam
 }
 
 // Serve runs the engine service for e on a free 127.0.0.1 port until the
-// test ends and returns its address.
+// test ends and returns its address. It requires mutual TLS with the
+// test CA (mtlstest).
 func Serve(t testing.TB, e *volumeengine.Engine) string {
 	t.Helper()
 	srv := rpc.NewServer()
@@ -47,7 +49,7 @@ func Serve(t testing.TB, e *volumeengine.Engine) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := srv.GRPCServer()
+	g := srv.GRPCServer(mtlstest.Identity(t).GRPCServerOption())
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
 	return l.Addr().String()

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cadence-storage/longhorn-manager/mtls"
+)
+
+// internalTLSFolder, under --data-dir, holds the identity the daemon's
+// child servers (--backing-image-server-runner=process) read.
+const internalTLSFolder = ".internal-tls"
+
+// internalTLS is the daemon's identity for its internal calls, and where
+// its child servers read theirs ("" when they run as pods, which mount
+// the servers' Secret).
+type internalTLS struct {
+	id        *mtls.Identity
+	serverDir string
+}
+
+// startInternalTLS makes the cluster's internal CA on first start (or
+// reads it), signs this manager's leaf and the servers', and keeps them
+// renewed until ctx ends. Nothing to set up: `make run` gets a CA the
+// same way a cluster does.
+func startInternalTLS(ctx context.Context, log *logrus.Entry, kube kubernetes.Interface, o DaemonOptions, dataDir string) (internalTLS, error) {
+	k := &mtls.Keeper{Kube: kube, Namespace: o.Namespace, Log: log.WithField("component", "internal-tls"), Clock: o.Clock}
+	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
+		k.ServerSecret = true
+	} else {
+		k.ServerDir = filepath.Join(dataDir, internalTLSFolder)
+	}
+	id, err := k.Start(ctx)
+	if err != nil {
+		return internalTLS{}, err
+	}
+	return internalTLS{id: id, serverDir: k.ServerDir}, nil
+}

@@ -1,0 +1,231 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	bipb "github.com/cadence-storage/longhorn-manager/backingimage/rpc/pb"
+	enginepb "github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/mtls"
+	"github.com/cadence-storage/longhorn-manager/mtls/mtlstest"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// clusterIdentity is a leaf of the internal CA the namespace's managers
+// made: what a Longhorn component holds, and a hostile pod does not.
+func clusterIdentity(t *testing.T, kube kubernetes.Interface, ns string) *mtls.Identity {
+	t.Helper()
+	s, err := kube.CoreV1().Secrets(ns).Get(context.Background(), mtls.CASecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the internal CA: %v", err)
+	}
+	a, err := mtls.DecodeBundle(s.Data[mtls.CAFile], s.Data[mtls.CAKeyFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mtlstest.IdentityOf(t, a)
+}
+
+// hostileTransports are how a pod that reaches an internal port but holds
+// no certificate of the cluster's CA may try to call it.
+func hostileTransports(t *testing.T) map[string]*tls.Config {
+	return map[string]*tls.Config{
+		"plain":                   nil,
+		"TLS without certificate": {InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // a hostile client
+		"a certificate of its own CA": func() *tls.Config {
+			c := mtlstest.Stranger(t).ClientConfig()
+			c.VerifyConnection = nil // it would talk to any server
+			return c
+		}(),
+	}
+}
+
+// refusedOverGRPC calls a gRPC service at addr with each hostile
+// transport and expects every call refused.
+func refusedOverGRPC(t *testing.T, service, addr string, call func(ctx context.Context, conn *grpc.ClientConn) error) {
+	t.Helper()
+	for name, cfg := range hostileTransports(t) {
+		creds := insecure.NewCredentials()
+		if cfg != nil {
+			creds = credentials.NewTLS(cfg)
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = call(ctx, conn)
+		cancel()
+		conn.Close()
+		if err == nil {
+			t.Errorf("%s at %s answered a client with %s", service, addr, name)
+		}
+	}
+}
+
+// refusedOverHTTPS gets a data source's state at addr with each hostile
+// transport and expects every request refused.
+func refusedOverHTTPS(t *testing.T, addr string) {
+	t.Helper()
+	for name, cfg := range hostileTransports(t) {
+		scheme := "https://"
+		if cfg == nil {
+			scheme = "http://"
+		}
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 5 * time.Second}
+		resp, err := client.Get(scheme + addr + "/v1/file")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("the data source at %s answered a client with %s", addr, name)
+			}
+		}
+	}
+}
+
+// waitServerAddress waits for a backing image server's address.
+func waitServerAddress(t *testing.T, what string, get func() (string, error)) string {
+	t.Helper()
+	var addr string
+	eventually(t, 60*time.Second, what+" has an address", func() (bool, error) {
+		var err error
+		addr, err = get()
+		return addr != "", err
+	})
+	return addr
+}
+
+// TestInternalCallsNeedACertificateOfTheClustersCA plays a pod on the
+// network: the engine service, a backing image manager and a data source
+// each refuse a plain client, a TLS client without a certificate and one
+// with a certificate of its own CA, and answer a Longhorn component.
+func TestInternalCallsNeedACertificateOfTheClustersCA(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, withTestServers)
+	id := clusterIdentity(t, e.kube, e.ns)
+
+	e.call(t, "POST", "/v1/volumes", `{"name":"tls","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.attachVolume(t, "tls")
+	eng, err := e.lh.LonghornV1beta2().Engines(e.ns).Get(context.Background(), datastore.EngineName("tls"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineAddr := net.JoinHostPort(eng.Status.IP, strconv.Itoa(eng.Status.Port))
+	volumeGet := func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := enginepb.NewEngineClient(conn).VolumeGet(ctx, &enginepb.VolumeRequest{Volume: "tls"})
+		return err
+	}
+	refusedOverGRPC(t, "the engine service", engineAddr, volumeGet)
+	member, err := grpc.NewClient(engineAddr, id.GRPCDialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	if err := volumeGet(context.Background(), member); err != nil {
+		t.Fatalf("the engine service refused a Longhorn component: %v", err)
+	}
+
+	// An upload image: its data source, waiting for the upload, and then
+	// the disk's manager run as child processes of the daemon.
+	e.call(t, "POST", "/v1/backingimages", `{"name":"tls","sourceType":"upload"}`).expect(t, 200)
+	dsAddr := waitServerAddress(t, "the data source", func() (string, error) {
+		ds, err := e.lh.LonghornV1beta2().BackingImageDataSources(e.ns).Get(context.Background(), "tls", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return ds.Status.IP, nil
+	})
+	refusedOverHTTPS(t, dsAddr)
+	resp, err := id.HTTPClient().Get("https://" + dsAddr + "/v1/file")
+	if err != nil {
+		t.Fatalf("the data source refused a Longhorn component: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the data source answered a Longhorn component %d", resp.StatusCode)
+	}
+	// The API streams the upload to the data source over mutual TLS.
+	content := bytes.Repeat([]byte("longhorn"), 128<<10)
+	body, ct := multipartUpload(t, content)
+	e.call(t, "POST", "/v1/backingimages/tls?action=upload&size="+strconv.Itoa(len(content)), string(body), "Content-Type", ct).expect(t, 200)
+	bimAddr := waitServerAddress(t, "the backing image manager", func() (string, error) {
+		bims, err := e.lh.LonghornV1beta2().BackingImageManagers(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(bims.Items) == 0 {
+			return "", err
+		}
+		return bims.Items[0].Status.IP, nil
+	})
+	list := func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := bipb.NewBackingImageManagerClient(conn).List(ctx, &bipb.Empty{})
+		return err
+	}
+	refusedOverGRPC(t, "the backing image manager", bimAddr, list)
+	bim, err := grpc.NewClient(bimAddr, id.GRPCDialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bim.Close()
+	if err := list(context.Background(), bim); err != nil {
+		t.Fatalf("the backing image manager refused a Longhorn component: %v", err)
+	}
+
+}
+
+// TestInternalCAIsMadeOnceAndKeptAcrossRestarts: the first start makes
+// the CA Secret (managed-by label, no key in any other Secret) and the
+// child servers' folder; a restart reads them and writes neither.
+func TestInternalCAIsMadeOnceAndKeptAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	dataDir := t.TempDir()
+	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir)
+	ca, err := kube.CoreV1().Secrets(ns).Get(context.Background(), mtls.CASecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no CA after the first start: %v", err)
+	}
+	if ca.Labels[types.LabelManagedBy] != types.ManagedByValue {
+		t.Errorf("CA Secret labels %v", ca.Labels)
+	}
+	folder := filepath.Join(dataDir, internalTLSFolder)
+	leaf, err := os.ReadFile(filepath.Join(folder, mtls.CertFile))
+	if err != nil {
+		t.Fatalf("no leaf for the child servers: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(folder, mtls.KeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the servers' key: %v, %v", fi.Mode(), err)
+	}
+	d.stop(t)
+
+	startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir)
+	again, err := kube.CoreV1().Secrets(ns).Get(context.Background(), mtls.CASecretName, metav1.GetOptions{})
+	if err != nil || again.ResourceVersion != ca.ResourceVersion {
+		t.Errorf("a restart rewrote the CA: %v", err)
+	}
+	if now, _ := os.ReadFile(filepath.Join(folder, mtls.CertFile)); string(now) != string(leaf) {
+		t.Error("a restart rewrote the servers' leaf, still good")
+	}
+}
