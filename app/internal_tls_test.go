@@ -81,6 +81,22 @@ func refusedOverGRPC(t *testing.T, service, addr string, call func(ctx context.C
 	}
 }
 
+// answeredOverGRPC calls a gRPC service at addr as id and expects an
+// answer.
+func answeredOverGRPC(t *testing.T, service, addr string, id *mtls.Identity, call func(ctx context.Context, conn *grpc.ClientConn) error) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, id.GRPCDialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := call(ctx, conn); err != nil {
+		t.Fatalf("%s at %s refused a Longhorn component: %v", service, addr, err)
+	}
+}
+
 // refusedOverHTTPS gets a data source's state at addr with each hostile
 // transport and expects every request refused.
 func refusedOverHTTPS(t *testing.T, addr string) {
@@ -134,14 +150,7 @@ func TestInternalCallsNeedACertificateOfTheClustersCA(t *testing.T) {
 		return err
 	}
 	refusedOverGRPC(t, "the engine service", engineAddr, volumeGet)
-	member, err := grpc.NewClient(engineAddr, id.GRPCDialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer member.Close()
-	if err := volumeGet(context.Background(), member); err != nil {
-		t.Fatalf("the engine service refused a Longhorn component: %v", err)
-	}
+	answeredOverGRPC(t, "the engine service", engineAddr, id, volumeGet)
 
 	// An upload image: its data source, waiting for the upload, and then
 	// the disk's manager run as child processes of the daemon.
@@ -181,14 +190,7 @@ func TestInternalCallsNeedACertificateOfTheClustersCA(t *testing.T) {
 		return err
 	}
 	refusedOverGRPC(t, "the backing image manager", bimAddr, list)
-	bim, err := grpc.NewClient(bimAddr, id.GRPCDialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bim.Close()
-	if err := list(context.Background(), bim); err != nil {
-		t.Fatalf("the backing image manager refused a Longhorn component: %v", err)
-	}
+	answeredOverGRPC(t, "the backing image manager", bimAddr, id, list)
 
 }
 
