@@ -39,6 +39,8 @@ type Controller struct {
 	clock     clock.Clock
 	ownership kit.Ownership
 	cfg       CronJobConfig
+	// settled jobs' resyncs are not queued (resync.go).
+	settled settledJobs
 }
 
 // NewController wires the controller to the RecurringJob,
@@ -55,7 +57,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	}
 	c.Base = kit.NewBase("longhorn-recurring-job", logger, metrics, c.sync,
 		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced)
-	jobs.AddEventHandler(c.EventHandler())
+	jobs.AddEventHandler(c.jobEventHandler())
 	// A CronJob changed or deleted by hand brings its job back to the queue,
 	// so the edit is reverted at once.
 	cronJobs.AddEventHandler(cache.FilteringResourceEventHandler{
@@ -101,6 +103,7 @@ func (c *Controller) enqueueCronJobOwner(obj interface{}) {
 }
 
 func (c *Controller) enqueueAll() {
+	c.settled.forgetAll()
 	jobs, err := c.ds.ListRecurringJobsRO()
 	if err != nil {
 		c.Logger.WithError(err).Warn("Cannot list recurring jobs to re-enqueue them")
@@ -116,6 +119,8 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, err
 	}
+	// Settled again only by a sync that ends Ready with no write.
+	c.settled.forget(key)
 	job, err := c.ds.GetRecurringJobRO(name)
 	if apierrors.IsNotFound(err) {
 		// The CronJob goes with it through its owner reference.
@@ -206,6 +211,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	status.Conditions = kit.SetCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, reason, warning, c.clock.Now())
 	if !kit.StatusChanged(*status, job.Status) {
+		c.settled.remember(key, job.ResourceVersion)
 		return kit.Result{}, nil
 	}
 	updated := job.DeepCopy()
