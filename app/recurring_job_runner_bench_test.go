@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -98,8 +99,10 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	idle := 30 * time.Second
 	time.Sleep(5 * time.Second) // let the last writes' events settle
 	before, idleMetrics := cpuTime(), (&daemonProcess{api: d.apiAddress}).metrics(b)
+	stopProfile := profileIdle(b)
 	time.Sleep(idle)
 	idleCPU := (cpuTime() - before).Seconds() / idle.Seconds() * 100
+	stopProfile()
 	b.Logf("idle: %.2f%% of one core over %s with %d jobs (load average %s); requests in all: %s",
 		idleCPU, idle, n, loadAverage(), perJob(idleMetrics, (&daemonProcess{api: d.apiAddress}).metrics(b), 1))
 
@@ -195,4 +198,26 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileIdle writes a CPU profile of the idle phase alone to the file
+// LONGHORN_BENCH_IDLE_PROFILE names, if set (not with -cpuprofile); it
+// returns the function that stops it.
+func profileIdle(b *testing.B) func() {
+	path := os.Getenv("LONGHORN_BENCH_IDLE_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
