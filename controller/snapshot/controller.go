@@ -132,8 +132,12 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if len(updated.OwnerReferences) == 0 {
 			updated.OwnerReferences = kit.OwnedBy(v)
 		}
-		_, err := c.ds.UpdateSnapshot(ctx, updated)
-		return kit.Result{}, err
+		// The sync goes on from what was written (its finalizer now
+		// holds the object while its engine snapshot is taken), not from
+		// the informer bringing it back.
+		if snap, err = c.ds.UpdateSnapshot(ctx, updated); err != nil {
+			return kit.Result{}, err
+		}
 	}
 
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
