@@ -93,17 +93,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 		return d.post("/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1","disableFrontend":true}`)
 	})
 	eventually(b, 30*time.Minute, "every volume attached", func() (bool, error) {
-		list, err := admin.LonghornV1beta2().Engines(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		running := 0
-		for _, e := range list.Items {
-			if e.Status.CurrentState == longhorn.InstanceStateRunning {
-				running++
-			}
-		}
-		return running == volumes, nil
+		return runningEngines(ctx, admin, ns) == volumes, nil
 	})
 	b.Logf("%d volumes created and attached in %s", volumes, time.Since(start).Round(time.Second))
 	waitQuiet(b, d)
@@ -147,6 +137,26 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 
 	verifyAgainstEngines(b, d, admin, ns, names, perVolume)
 
+	// A restart with everything in place: the engines start again from
+	// their replicas and every object is taken in again, which should
+	// write nothing but the node's heartbeat and disk probe.
+	start = time.Now()
+	d.restart(b)
+	eventually(b, 30*time.Minute, "every engine running again", func() (bool, error) {
+		return runningEngines(ctx, admin, ns) == volumes, nil
+	})
+	waitQuiet(b, d)
+	restartTime := time.Since(start) - quietFor
+	restarted := d.metrics(b)
+	logDelta(b, "restart", scrape{}, restarted)
+	if n := watch.count(); n != total {
+		b.Fatalf("after the restart %d of %d Snapshot objects in sync", n, total)
+	}
+	restartWrites := restarted.apiWrites() - nodeWrites(restarted)
+	b.Logf("restart with %d objects in place: taken in after %s, %.0f API writes but the node's, %.0f snapshot reconciles (load %s)",
+		total, restartTime.Round(time.Millisecond), restartWrites,
+		restarted.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), loadAverage())
+
 	bareNS := cluster.NewNamespace(b)
 	start = time.Now()
 	createSnapshots(b, admin, bareNS, names, perVolume)
@@ -165,12 +175,31 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	b.ReportMetric(perMinute(idleWrites-idleNodeWrites), "idle-api-writes-but-node/min")
 	b.ReportMetric(perMinute(idleEngine), "idle-engine-calls/min")
 	b.ReportMetric(perMinute(idleSnapReconciles), "idle-snapshot-reconciles/min")
+	b.ReportMetric(restartTime.Seconds(), "restart-s")
+	b.ReportMetric(bare.Seconds()/restartTime.Seconds(), "restart-rate/bare-rate")
+	b.ReportMetric(restartWrites, "restart-api-writes-but-node")
 	b.ReportMetric(peakRSS/1024, "peak-RSS-MiB")
 	b.ReportMetric(float64(fds), "open-files")
 	b.ReportMetric(during("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), "snapshot-reconciles/snap")
 	b.ReportMetric((after.apiWrites()-before.apiWrites())/float64(total), "api-writes/snap")
 	b.ReportMetric(during("longhorn_manager_engine_calls_total"), "engine-calls/snap")
 	b.ReportMetric(0, "ns/op")
+}
+
+// runningEngines counts the Engine objects that say running (0 when they
+// cannot be listed).
+func runningEngines(ctx context.Context, client lhclientset.Interface, ns string) int {
+	list, err := client.LonghornV1beta2().Engines(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	running := 0
+	for _, e := range list.Items {
+		if e.Status.CurrentState == longhorn.InstanceStateRunning {
+			running++
+		}
+	}
+	return running
 }
 
 // createSnapshots is the plain client-go loop: one Create per object, in
@@ -315,8 +344,11 @@ func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Int
 	})
 }
 
+// quietFor is how long waitQuiet wants the daemon quiet.
+const quietFor = 5 * time.Second
+
 // waitQuiet waits until the daemon's workqueues are empty and it sent no
-// write but its heartbeat for five seconds.
+// write but its heartbeat for quietFor.
 func waitQuiet(b *testing.B, d *daemonProcess) {
 	b.Helper()
 	last := d.metrics(b)
@@ -328,6 +360,6 @@ func waitQuiet(b *testing.B, d *daemonProcess) {
 		if writes(m) != writes(last) || m.sum("longhorn_manager_workqueue_depth") > 0 {
 			last, quiet = m, time.Now()
 		}
-		return time.Since(quiet) >= 5*time.Second, nil
+		return time.Since(quiet) >= quietFor, nil
 	})
 }
