@@ -24,9 +24,9 @@ import (
 
 // A Snapshot object a user creates costs, of its own, two writes (its
 // volume label, finalizer and owner; then its status) and one engine call
-// (the create), in two syncs: the first takes the engine snapshot right
-// after the metadata write, the second (once the Engine status shows the
-// snapshot) writes the status; a third writes nothing. The Engine status
+// (the create): the first sync takes the engine snapshot right after the
+// metadata write, a sync before the Engine status shows the snapshot does
+// nothing, the one after writes the status; another writes nothing. The Engine status
 // mirror (one Status call, one write) and the parent's new child are the
 // volume controller's and the parent's.
 func TestOneSnapshotCostsTwoWritesAndOneEngineCall(t *testing.T) {
@@ -111,6 +111,16 @@ func TestOneSnapshotCostsTwoWritesAndOneEngineCall(t *testing.T) {
 	}
 	if got := engineCalls(); !slices.Equal(got, []string{"CreateSnapshot"}) {
 		t.Fatalf("the first sync made the engine calls %v, want the create alone", got)
+	}
+
+	// The Engine status lags (the mirror is paced): a sync before it
+	// neither writes nor asks the engine again.
+	syncFromAPI()
+	if got := writes(); len(got) != 0 {
+		t.Fatalf("a sync before the mirror wrote %v", got)
+	}
+	if got := engineCalls(); !slices.Equal(got, []string{"CreateSnapshot"}) {
+		t.Fatalf("a sync before the mirror called the engine again: %v", got)
 	}
 
 	// The volume controller's mirror of the engine.
