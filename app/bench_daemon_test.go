@@ -56,7 +56,7 @@ func startDaemonProcess(b *testing.B, cfg *rest.Config, namespace string, extra 
 	apiAddress := freeAddress(b)
 	d := &daemonProcess{api: apiAddress, dir: dir, args: append([]string{bin, "daemon", "--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--node-name", "node-1", "--data-dir", filepath.Join(dir, "disk"),
-		"--api-address", apiAddress, "--engine-address", "127.0.0.1:0",
+		"--api-address", apiAddress, "--engine-address", freeAddress(b),
 		"--service-account", serviceAccount}, extra...)}
 	b.Cleanup(func() { d.stop(b) })
 	d.launch(b, "daemon.log")
@@ -64,7 +64,8 @@ func startDaemonProcess(b *testing.B, cfg *rest.Config, namespace string, extra 
 }
 
 // restart stops the daemon and starts it again on the same data
-// directory, API address and flags, and waits until it is ready. Its
+// directory, API and engine addresses (an engine's address is in its
+// Engine status, as a node's fixed port would be) and flags, and waits until it is ready. Its
 // /metrics counters start again from zero.
 func (d *daemonProcess) restart(b *testing.B) {
 	b.Helper()

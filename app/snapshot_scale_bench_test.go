@@ -112,7 +112,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	syncTime := time.Since(start)
 	b.StopTimer()
 	after := d.metrics(b)
-	b.Logf("%d Snapshot objects created in %s, all in sync after %s", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond))
+	b.Logf("%d Snapshot objects created in %s, all in sync after %s (load %s)", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond), loadAverage())
 
 	waitQuiet(b, d)
 	window := idleWindow(b)
@@ -161,7 +161,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	start = time.Now()
 	createSnapshots(b, admin, bareNS, names, perVolume)
 	bare := time.Since(start)
-	b.Logf("bare client-go loop: %d objects in %s", total, bare.Round(time.Millisecond))
+	b.Logf("bare client-go loop: %d objects in %s (load %s)", total, bare.Round(time.Millisecond), loadAverage())
 
 	during := func(family string, fragments ...string) float64 {
 		return (after.sum(family, fragments...) - before.sum(family, fragments...)) / float64(total)
@@ -175,6 +175,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	b.ReportMetric(perMinute(idleWrites-idleNodeWrites), "idle-api-writes-but-node/min")
 	b.ReportMetric(perMinute(idleEngine), "idle-engine-calls/min")
 	b.ReportMetric(perMinute(idleSnapReconciles), "idle-snapshot-reconciles/min")
+	b.ReportMetric(after.sum("process_cpu_seconds_total")-before.sum("process_cpu_seconds_total"), "sync-manager-cpu-s")
 	b.ReportMetric(restartTime.Seconds(), "restart-s")
 	b.ReportMetric(bare.Seconds()/restartTime.Seconds(), "restart-rate/bare-rate")
 	b.ReportMetric(restartWrites, "restart-api-writes-but-node")
