@@ -31,7 +31,7 @@ type engineMirrors struct {
 // comes within the pace is first written with that child). A change after
 // a quiet pace is mirrored at once. Longhorn itself reads its engines
 // every 5 seconds.
-const engineMirrorPace = 2 * time.Second
+const engineMirrorPace = 5 * time.Second
 
 // wait is how long a change of volume's engine waits before its mirror:
 // none when the last read is a pace old, else the rest of the pace. The
