@@ -66,7 +66,12 @@ func idleWindow(b *testing.B) time.Duration {
 //     after the sync, and the snapshot reconciles in it;
 //   - the daemon's peak RSS (VmHWM of the child process: its controllers,
 //     informer caches and the 1,000 engines, which run inside it);
-//   - reconciles, API writes and engine calls per snapshot while syncing.
+//   - reconciles, API writes and engine calls per snapshot while syncing,
+//     and the manager's CPU seconds;
+//   - a restart of the manager with everything in place: how long until
+//     every engine runs again and the manager is quiet, against the bare
+//     loop's rate, and its API writes other than the node's (the goal is
+//     none).
 func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	volumes, perVolume := snapshotScale(b)
 	total := volumes * perVolume
