@@ -31,11 +31,14 @@ type daemonProcess struct {
 	api     string
 	done    chan error
 	logPath string
+	args    []string // the binary and its arguments, to start it again
+	dir     string
 }
 
 // startDaemonProcess builds the manager binary, then runs its daemon in
-// namespace as cfg's user, and waits until it is ready.
-func startDaemonProcess(b *testing.B, cfg *rest.Config, namespace string) *daemonProcess {
+// namespace as cfg's user, with extra flags if any, and waits until it is
+// ready.
+func startDaemonProcess(b *testing.B, cfg *rest.Config, namespace string, extra ...string) *daemonProcess {
 	b.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -51,38 +54,56 @@ func startDaemonProcess(b *testing.B, cfg *rest.Config, namespace string) *daemo
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(b, kubeconfig, cfg)
 	apiAddress := freeAddress(b)
-	logPath := filepath.Join(dir, "daemon.log")
-	logFile, err := os.Create(logPath)
+	d := &daemonProcess{api: apiAddress, dir: dir, args: append([]string{bin, "daemon", "--kubeconfig", kubeconfig, "--namespace", namespace,
+		"--node-name", "node-1", "--data-dir", filepath.Join(dir, "disk"),
+		"--api-address", apiAddress, "--engine-address", freeAddress(b),
+		"--service-account", serviceAccount}, extra...)}
+	b.Cleanup(func() { d.stop(b) })
+	d.launch(b, "daemon.log")
+	return d
+}
+
+// restart stops the daemon and starts it again on the same data
+// directory, API and engine addresses (an engine's address is in its
+// Engine status, as a node's fixed port would be) and flags, and waits until it is ready. Its
+// /metrics counters start again from zero.
+func (d *daemonProcess) restart(b *testing.B) {
+	b.Helper()
+	d.stop(b)
+	d.launch(b, "daemon-restarted.log")
+}
+
+func (d *daemonProcess) launch(b *testing.B, logName string) {
+	b.Helper()
+	d.logPath = filepath.Join(d.dir, logName)
+	logFile, err := os.Create(d.logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &daemonProcess{api: apiAddress, done: make(chan error, 1), logPath: logPath}
-	d.cmd = exec.Command(bin, "daemon", "--kubeconfig", kubeconfig, "--namespace", namespace,
-		"--node-name", "node-1", "--data-dir", filepath.Join(dir, "disk"),
-		"--api-address", apiAddress, "--engine-address", "127.0.0.1:0",
-		"--service-account", serviceAccount)
+	d.done = make(chan error, 1)
+	d.cmd = exec.Command(d.args[0], d.args[1:]...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	if err := d.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait(); logFile.Close() }()
-	b.Cleanup(func() { d.stop(b) })
+	cmd, done := d.cmd, d.done
+	go func() { done <- cmd.Wait(); logFile.Close() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get("http://" + apiAddress + "/readyz")
+		resp, err := http.Get("http://" + d.api + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return d
+				return
 			}
 		}
 		select {
 		case err := <-d.done:
-			b.Fatalf("daemon exited before it was ready: %v (log %s)", err, logPath)
+			b.Fatalf("daemon exited before it was ready: %v (log %s)", err, d.logPath)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("daemon not ready within 60s (log %s)", logPath)
+			b.Fatalf("daemon not ready within 60s (log %s)", d.logPath)
 		}
 	}
 }

@@ -66,7 +66,12 @@ func idleWindow(b *testing.B) time.Duration {
 //     after the sync, and the snapshot reconciles in it;
 //   - the daemon's peak RSS (VmHWM of the child process: its controllers,
 //     informer caches and the 1,000 engines, which run inside it);
-//   - reconciles, API writes and engine calls per snapshot while syncing.
+//   - reconciles, API writes and engine calls per snapshot while syncing,
+//     and the manager's CPU seconds;
+//   - a restart of the manager with everything in place: how long until
+//     every engine runs again and the manager is quiet, against the bare
+//     loop's rate, and its API writes other than the node's (the goal is
+//     none).
 func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	volumes, perVolume := snapshotScale(b)
 	total := volumes * perVolume
@@ -93,17 +98,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 		return d.post("/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1","disableFrontend":true}`)
 	})
 	eventually(b, 30*time.Minute, "every volume attached", func() (bool, error) {
-		list, err := admin.LonghornV1beta2().Engines(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		running := 0
-		for _, e := range list.Items {
-			if e.Status.CurrentState == longhorn.InstanceStateRunning {
-				running++
-			}
-		}
-		return running == volumes, nil
+		return runningEngines(ctx, admin, ns) == volumes, nil
 	})
 	b.Logf("%d volumes created and attached in %s", volumes, time.Since(start).Round(time.Second))
 	waitQuiet(b, d)
@@ -122,7 +117,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	syncTime := time.Since(start)
 	b.StopTimer()
 	after := d.metrics(b)
-	b.Logf("%d Snapshot objects created in %s, all in sync after %s", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond))
+	b.Logf("%d Snapshot objects created in %s, all in sync after %s (load %s)", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond), loadAverage())
 
 	waitQuiet(b, d)
 	window := idleWindow(b)
@@ -147,11 +142,31 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 
 	verifyAgainstEngines(b, d, admin, ns, names, perVolume)
 
+	// A restart with everything in place: the engines start again from
+	// their replicas and every object is taken in again, which should
+	// write nothing but the node's heartbeat and disk probe.
+	start = time.Now()
+	d.restart(b)
+	eventually(b, 30*time.Minute, "every engine running again", func() (bool, error) {
+		return runningEngines(ctx, admin, ns) == volumes, nil
+	})
+	waitQuiet(b, d)
+	restartTime := time.Since(start) - quietFor
+	restarted := d.metrics(b)
+	logDelta(b, "restart", scrape{}, restarted)
+	if n := watch.count(); n != total {
+		b.Fatalf("after the restart %d of %d Snapshot objects in sync", n, total)
+	}
+	restartWrites := restarted.apiWrites() - nodeWrites(restarted)
+	b.Logf("restart with %d objects in place: taken in after %s, %.0f API writes but the node's, %.0f snapshot reconciles (load %s)",
+		total, restartTime.Round(time.Millisecond), restartWrites,
+		restarted.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), loadAverage())
+
 	bareNS := cluster.NewNamespace(b)
 	start = time.Now()
 	createSnapshots(b, admin, bareNS, names, perVolume)
 	bare := time.Since(start)
-	b.Logf("bare client-go loop: %d objects in %s", total, bare.Round(time.Millisecond))
+	b.Logf("bare client-go loop: %d objects in %s (load %s)", total, bare.Round(time.Millisecond), loadAverage())
 
 	during := func(family string, fragments ...string) float64 {
 		return (after.sum(family, fragments...) - before.sum(family, fragments...)) / float64(total)
@@ -165,12 +180,32 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	b.ReportMetric(perMinute(idleWrites-idleNodeWrites), "idle-api-writes-but-node/min")
 	b.ReportMetric(perMinute(idleEngine), "idle-engine-calls/min")
 	b.ReportMetric(perMinute(idleSnapReconciles), "idle-snapshot-reconciles/min")
+	b.ReportMetric(after.sum("process_cpu_seconds_total")-before.sum("process_cpu_seconds_total"), "sync-manager-cpu-s")
+	b.ReportMetric(restartTime.Seconds(), "restart-s")
+	b.ReportMetric(bare.Seconds()/restartTime.Seconds(), "restart-rate/bare-rate")
+	b.ReportMetric(restartWrites, "restart-api-writes-but-node")
 	b.ReportMetric(peakRSS/1024, "peak-RSS-MiB")
 	b.ReportMetric(float64(fds), "open-files")
 	b.ReportMetric(during("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), "snapshot-reconciles/snap")
 	b.ReportMetric((after.apiWrites()-before.apiWrites())/float64(total), "api-writes/snap")
 	b.ReportMetric(during("longhorn_manager_engine_calls_total"), "engine-calls/snap")
 	b.ReportMetric(0, "ns/op")
+}
+
+// runningEngines counts the Engine objects that say running (0 when they
+// cannot be listed).
+func runningEngines(ctx context.Context, client lhclientset.Interface, ns string) int {
+	list, err := client.LonghornV1beta2().Engines(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	running := 0
+	for _, e := range list.Items {
+		if e.Status.CurrentState == longhorn.InstanceStateRunning {
+			running++
+		}
+	}
+	return running
 }
 
 // createSnapshots is the plain client-go loop: one Create per object, in
@@ -315,8 +350,11 @@ func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Int
 	})
 }
 
+// quietFor is how long waitQuiet wants the daemon quiet.
+const quietFor = 5 * time.Second
+
 // waitQuiet waits until the daemon's workqueues are empty and it sent no
-// write but its heartbeat for five seconds.
+// write but its heartbeat for quietFor.
 func waitQuiet(b *testing.B, d *daemonProcess) {
 	b.Helper()
 	last := d.metrics(b)
@@ -328,6 +366,6 @@ func waitQuiet(b *testing.B, d *daemonProcess) {
 		if writes(m) != writes(last) || m.sum("longhorn_manager_workqueue_depth") > 0 {
 			last, quiet = m, time.Now()
 		}
-		return time.Since(quiet) >= 5*time.Second, nil
+		return time.Since(quiet) >= quietFor, nil
 	})
 }

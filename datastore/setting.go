@@ -69,10 +69,20 @@ func (ds *DataStore) GetSettingAsInt(name types.SettingName) (int, error) {
 // CreateDefaultSettings creates every setting that does not exist yet with
 // its default value. Existing settings, and the values users gave them, are
 // left alone. It reads through the API rather than the cache, because it
-// runs before the informers have started.
+// runs before the informers have started: one list, so a restart with
+// every setting in place writes nothing.
 func (ds *DataStore) CreateDefaultSettings(ctx context.Context) (created []types.SettingName, err error) {
 	client := ds.lhClient.LonghornV1beta2().Settings(ds.namespace)
+	existing := map[string]bool{}
+	if list, err := client.List(ctx, metav1.ListOptions{}); err == nil {
+		for _, s := range list.Items {
+			existing[s.Name] = true
+		}
+	}
 	for _, name := range types.SettingNames() {
+		if existing[string(name)] {
+			continue
+		}
 		def, _ := types.GetSettingDefinition(name)
 		setting := &longhorn.Setting{
 			ObjectMeta: metav1.ObjectMeta{Name: string(name)},

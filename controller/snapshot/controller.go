@@ -37,6 +37,7 @@ type Controller struct {
 	ds        *datastore.DataStore
 	nodeID    string
 	instances *instance.Engines
+	taken     takenSnapshots
 }
 
 // NewController wires the controller to the Snapshot and Engine
@@ -104,6 +105,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	snap, err := c.ds.GetSnapshotRO(name)
 	if apierrors.IsNotFound(err) {
+		c.taken.forget(name)
 		return kit.Result{}, c.adoptEngineSnapshot(ctx, name)
 	}
 	if err != nil {
@@ -132,8 +134,12 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if len(updated.OwnerReferences) == 0 {
 			updated.OwnerReferences = kit.OwnedBy(v)
 		}
-		_, err := c.ds.UpdateSnapshot(ctx, updated)
-		return kit.Result{}, err
+		// The sync goes on from what was written (its finalizer now
+		// holds the object while its engine snapshot is taken), not from
+		// the informer bringing it back.
+		if snap, err = c.ds.UpdateSnapshot(ctx, updated); err != nil {
+			return kit.Result{}, err
+		}
 	}
 
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
@@ -196,15 +202,24 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 
+	if info != nil {
+		c.taken.forget(snap.Name)
+	}
 	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
+		if c.taken.tookIt(snap.Name, run.Engine) {
+			// Taken by this engine: its mirror has yet to show it.
+			return kit.Result{}, nil
+		}
 		// The status may lag: the engine itself refuses a second snapshot
 		// of the name, under its lock, so a retry never makes two.
 		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
 		switch {
 		case errors.Is(err, volumeengine.ErrExists):
+			c.taken.record(snap.Name, run.Engine)
 		case err != nil:
 			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
 		default:
+			c.taken.record(snap.Name, run.Engine)
 			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
 		return kit.Result{}, nil

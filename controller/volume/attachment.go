@@ -149,7 +149,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()
 		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
-			c.mirrorEngine(run.Engine, status)
+			c.mirrorEngine(v.Name, run.Engine, status)
 		}
 		defer func() {
 			if written != "" {

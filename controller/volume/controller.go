@@ -1,6 +1,8 @@
 package volume
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
@@ -40,7 +42,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	instances *instance.Engines, engineAddress string, clk clock.Clock) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
-		mirrors: engineMirrors{seen: map[string]engineMirror{}}}
+		mirrors: engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}}}
 	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,
@@ -52,9 +54,15 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 }
 
 // EnqueueVolume asks for a sync of the volume; the engine runtime calls it
-// when an engine's snapshots or replicas change.
+// when an engine's snapshots or replicas change. The sync waits out the
+// rest of the engine's mirror pace (engineMirrorPace).
 func (c *Controller) EnqueueVolume(volume string) {
-	c.Queue.Add(c.ds.Namespace() + "/" + volume)
+	key := c.ds.Namespace() + "/" + volume
+	if wait := c.mirrors.wait(volume, time.Now()); wait > 0 {
+		c.Queue.AddAfter(key, wait)
+		return
+	}
+	c.Queue.Add(key)
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
@@ -11,20 +12,22 @@ import (
 )
 
 // mirrorEngine copies the running engine's replicas, snapshots and purge
-// into the Engine status. The snapshot list keeps the entries of a failed
-// read out, with the error, rather than dropping them.
-func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.EngineStatus) {
+// into the Engine status, from one call of the engine's control API. The
+// snapshot list keeps the entries of a failed read out, with the error,
+// rather than dropping them.
+func (c *Controller) mirrorEngine(volume string, e *volumeengine.Engine, status *longhorn.EngineStatus) {
+	c.mirrors.readAt(volume, time.Now())
+	st := e.Status()
 	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
-	for name, mode := range e.ReplicaModes() {
+	for name, mode := range st.ReplicaModes {
 		status.ReplicaModeMap[name] = longhorn.ReplicaMode(mode)
 	}
-	list, err := e.Snapshots()
-	if err != nil {
-		status.SnapshotsError = err.Error()
+	if st.SnapshotsError != nil {
+		status.SnapshotsError = st.SnapshotsError.Error()
 	} else {
 		status.SnapshotsError = ""
 		status.Snapshots = map[string]*longhorn.SnapshotInfo{}
-		for _, s := range list {
+		for _, s := range st.Snapshots {
 			children := map[string]bool{}
 			for _, child := range s.Children {
 				children[child] = true
@@ -34,10 +37,10 @@ func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.Engin
 		}
 	}
 	status.BackupStatus = map[string]*longhorn.EngineBackupStatus{}
-	for name, st := range e.BackupStatuses() {
-		status.BackupStatus[name] = &longhorn.EngineBackupStatus{SnapshotName: st.Snapshot, Progress: st.Progress, State: st.State, BackupURL: st.URL, Error: st.Error}
+	for name, b := range st.Backups {
+		status.BackupStatus[name] = &longhorn.EngineBackupStatus{SnapshotName: b.Snapshot, Progress: b.Progress, State: b.State, BackupURL: b.URL, Error: b.Error}
 	}
-	p := e.PurgeStatus()
+	p := st.Purge
 	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}
 }
 

@@ -156,6 +156,10 @@ func (e *Engine) finishBackup(name string) {
 // ones (maxFinishedBackups).
 func (e *Engine) BackupStatuses() map[string]BackupStatus {
 	e.called("BackupStatuses")
+	return e.backupStatuses()
+}
+
+func (e *Engine) backupStatuses() map[string]BackupStatus {
 	e.backupMu.Lock()
 	defer e.backupMu.Unlock()
 	out := make(map[string]BackupStatus, len(e.backups))

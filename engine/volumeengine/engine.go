@@ -154,6 +154,10 @@ func (e *Engine) SetFrontend(on bool) {
 // ReplicaModes reports each replica's mode and last error.
 func (e *Engine) ReplicaModes() map[string]Mode {
 	e.called("ReplicaModes")
+	return e.replicaModes()
+}
+
+func (e *Engine) replicaModes() map[string]Mode {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := map[string]Mode{}
@@ -295,6 +299,10 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 // replica has them.
 func (e *Engine) Snapshots() ([]replica.Snapshot, error) {
 	e.called("Snapshots")
+	return e.snapshots()
+}
+
+func (e *Engine) snapshots() ([]replica.Snapshot, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	members := e.healthy()
@@ -430,6 +438,10 @@ func (e *Engine) purgeAll() (err error) {
 // PurgeStatus reports the last purge.
 func (e *Engine) PurgeStatus() PurgeStatus {
 	e.called("PurgeStatus")
+	return e.purgeStatus()
+}
+
+func (e *Engine) purgeStatus() PurgeStatus {
 	e.purgeMu.Lock()
 	defer e.purgeMu.Unlock()
 	return e.purge
