@@ -107,6 +107,11 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 		t.Fatalf("deleting the snapshot just exported: %d %s", r.status, r.raw)
 	}
 	// kubectl delete of its object waits too, and its status says for what.
+	// The object comes with the Engine status, mirrored at most every 5 s.
+	eventually(t, 30*time.Second, "the export's snapshot has its object", func() (bool, error) {
+		_, err := e.snapshotObject(t, snapName)
+		return err == nil, nil
+	})
 	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", snapName, "--wait=false")
 	eventually(t, 20*time.Second, "the held snapshot's status says what its deletion waits for", func() (bool, error) {
 		s, err := e.snapshotObject(t, snapName)
