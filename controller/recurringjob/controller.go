@@ -41,6 +41,9 @@ type Controller struct {
 	cfg       CronJobConfig
 	// settled jobs' resyncs are not queued (resync.go).
 	settled settledJobs
+	// written: what the controller's own writes returned, so a sync can
+	// go on from them and the cache's older copies are not synced.
+	written kit.Written
 }
 
 // NewController wires the controller to the RecurringJob,
@@ -124,56 +127,64 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	job, err := c.ds.GetRecurringJobRO(name)
 	if apierrors.IsNotFound(err) {
 		// The CronJob goes with it through its owner reference.
+		c.written.Forget(key)
 		return kit.Result{}, nil
 	}
 	if err != nil {
 		return kit.Result{}, err
 	}
+	if c.written.Stale(key, job.ResourceVersion) {
+		// A sync goes on from what it wrote; the cache has yet to bring
+		// that write back, and its event queues the job again.
+		return kit.Result{}, nil
+	}
 	if !c.ownership.Responsible(job.Status.OwnerID, "") {
 		return kit.Result{}, nil
 	}
 	log := c.Logger.WithField("recurringJob", name)
-	if claimed, err := c.ownership.Claim(log, job.Status.OwnerID, func(owner string) error {
-		claimed := job.DeepCopy()
-		claimed.Status.OwnerID = owner
-		// A new job's suspend is observed in the same write (one write
-		// fewer to take a job in).
-		skipped := !suspendObserved(job) && c.recordSuspend(job, &claimed.Status)
-		if _, err := c.ds.UpdateRecurringJobStatus(ctx, claimed); err != nil {
-			return err
-		}
-		if skipped {
-			log.WithField("lastSkipped", claimed.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
-		}
-		return nil
-	}); claimed || err != nil {
-		return kit.Result{}, err
-	}
-
 	if job.DeletionTimestamp != nil {
+		if claimed, err := c.ownership.Claim(log, job.Status.OwnerID, func(owner string) error {
+			claimed := job.DeepCopy()
+			claimed.Status.OwnerID = owner
+			_, err := c.ds.UpdateRecurringJobStatus(ctx, claimed)
+			return err
+		}); claimed || err != nil {
+			return kit.Result{}, err
+		}
 		return kit.Result{}, c.cleanup(ctx, job, log)
 	}
 	if !kit.HasFinalizer(job) {
 		// First sight of a new job: the finalizer. The spec is the
-		// user's: the manager never writes it.
+		// user's: the manager never writes it. The sync goes on from the
+		// stored job rather than wait for the informer to bring it back.
 		updated := job.DeepCopy()
 		kit.AddFinalizer(updated)
-		_, err := c.ds.UpdateRecurringJob(ctx, updated)
-		return kit.Result{}, err
+		if job, err = c.ds.UpdateRecurringJob(ctx, updated); err != nil {
+			return kit.Result{}, err
+		}
+		c.written.Remember(key, job.ResourceVersion)
 	}
-	if !suspendObserved(job) {
-		// Created or resumed (or suspended): recorded before anything
-		// runs it, so a skip is in place before a tick can run.
-		return kit.Result{}, c.observeSuspend(ctx, job, log)
+
+	// One status write carries what changed: the owner, the observed
+	// suspend (and a skip), the accepted generation, the observed
+	// schedule, the CronJob's status or the next tick, the Ready
+	// condition.
+	d := c.takeIn(job)
+	if !c.cfg.ManagerRuns() {
+		// A CronJob may fire as soon as it exists: the owner and a skip
+		// are stored before it is made. (The manager runner fires
+		// nothing before the Ready write, which carries both.)
+		if job, err = c.store(ctx, key, job, d, log); err != nil {
+			return kit.Result{}, err
+		}
+		d = c.takeIn(job)
 	}
+	status := d.status
 
 	warning, verr := c.ds.CheckRecurringJobToRun(job, c.clock.Now())
 	if verr != nil {
-		return kit.Result{}, c.markInvalid(ctx, job, verr, log)
+		return kit.Result{}, c.markInvalid(ctx, key, job, d, verr, log)
 	}
-	// One status write carries what changed: the accepted generation, the
-	// observed schedule, the CronJob's status, the Ready condition.
-	status := job.Status.DeepCopy()
 	status.ObservedGeneration = job.Generation
 	if !scheduleObserved(job) {
 		c.observeSchedule(job, status, log)
@@ -193,7 +204,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 				log.WithError(err).Warn("Recurring job is not scheduled")
 				c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
 			}
-			return kit.Result{}, c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
+			c.setReady(d, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonCronJobNameTaken, err.Error())
+			_, err := c.store(ctx, key, job, d, log)
+			return kit.Result{}, err
 		} else if err != nil {
 			return kit.Result{}, err
 		}
@@ -209,15 +222,71 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			c.recorder.Event(job, corev1.EventTypeWarning, reason, warning)
 		}
 	}
-	status.Conditions = kit.SetCondition(status.Conditions, longhorn.ConditionTypeReady, longhorn.ConditionStatusTrue, reason, warning, c.clock.Now())
-	if !kit.StatusChanged(*status, job.Status) {
+	c.setReady(d, longhorn.ConditionStatusTrue, reason, warning)
+	if !d.changed(job) {
 		c.settled.remember(key, job.ResourceVersion)
 		return kit.Result{}, nil
 	}
-	updated := job.DeepCopy()
-	updated.Status = *status
-	_, err = c.ds.UpdateRecurringJobStatus(ctx, updated)
+	_, err = c.store(ctx, key, job, d, log)
 	return kit.Result{}, err
+}
+
+// statusDraft is the status a sync builds for a job, and what to log
+// once it is stored.
+type statusDraft struct {
+	status *longhorn.RecurringJobStatus
+	// tookOver: the draft makes this node the owner, in place of
+	// previousOwner ("" for none).
+	tookOver      bool
+	previousOwner string
+	// skipped: the draft skips the tick due now (skipImmediately).
+	skipped bool
+}
+
+func (d *statusDraft) changed(job *longhorn.RecurringJob) bool {
+	return kit.StatusChanged(*d.status, job.Status)
+}
+
+// takeIn starts the draft of a job's status: this node as its owner
+// (Responsible has said it should be) and, when the job's suspend is new
+// to the controller, that suspend observed, with a skip if it skips the
+// tick due now.
+func (c *Controller) takeIn(job *longhorn.RecurringJob) *statusDraft {
+	d := &statusDraft{status: job.Status.DeepCopy()}
+	if owner := job.Status.OwnerID; owner != c.ownership.NodeID {
+		d.tookOver, d.previousOwner = true, owner
+		d.status.OwnerID = c.ownership.NodeID
+	}
+	if !suspendObserved(job) {
+		d.skipped = c.recordSuspend(job, d.status)
+	}
+	return d
+}
+
+// store writes the draft as the job's status, when it differs, and
+// returns the job as stored, remembered so that the cache's older copy
+// is not synced.
+func (c *Controller) store(ctx context.Context, key string, job *longhorn.RecurringJob, d *statusDraft, log *logrus.Entry) (*longhorn.RecurringJob, error) {
+	if !d.changed(job) {
+		return job, nil
+	}
+	updated := job.DeepCopy()
+	updated.Status = *d.status
+	stored, err := c.ds.UpdateRecurringJobStatus(ctx, updated)
+	if err != nil {
+		if d.tookOver {
+			return nil, fmt.Errorf("claim ownership: %w", err)
+		}
+		return nil, err
+	}
+	c.written.Remember(key, stored.ResourceVersion)
+	if d.tookOver {
+		log.WithField("previousOwner", d.previousOwner).Info("Took ownership")
+	}
+	if d.skipped {
+		log.WithField("lastSkipped", d.status.LastSkipped.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
+	}
+	return stored, nil
 }
 
 // observeSchedule records the job's schedule in status; a change records
@@ -233,24 +302,11 @@ func (c *Controller) observeSchedule(job *longhorn.RecurringJob, status *longhor
 	status.ObservedSchedule = observed
 }
 
-// observeSuspend records spec.suspend as seen. A job seen created, or
-// resumed, with skipImmediately (or the daemon's default when unset)
-// skips the tick due now: status.lastSkipped is set to now, and a run for
-// a tick not after it does nothing. The spec is left as it is.
-func (c *Controller) observeSuspend(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
-	updated := job.DeepCopy()
-	skipped := c.recordSuspend(job, &updated.Status)
-	if _, err := c.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
-		return err
-	}
-	if skipped {
-		log.WithField("lastSkipped", updated.Status.LastSkipped.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
-	}
-	return nil
-}
-
-// recordSuspend sets, in status, the job's suspend as observed and, when
-// it skips the tick due now, lastSkipped; it reports whether it skips.
+// recordSuspend sets, in status, the job's suspend as observed (see
+// takeIn). A job seen created, or resumed, with skipImmediately (or the
+// daemon's default when unset) skips the tick due now: status.lastSkipped
+// is set to now, and a run for a tick not after it does nothing. The spec
+// is left as it is. It reports whether it skips.
 func (c *Controller) recordSuspend(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus) bool {
 	status.ObservedSuspend = ptr.To(job.Spec.Suspend)
 	skip := c.cfg.SkipImmediatelyDefault
@@ -267,7 +323,7 @@ func (c *Controller) recordSuspend(job *longhorn.RecurringJob, status *longhorn.
 
 // markInvalid records why the job cannot run and makes sure nothing runs
 // it: a CronJob left from an earlier valid spec is deleted.
-func (c *Controller) markInvalid(ctx context.Context, job *longhorn.RecurringJob, verr error, log *logrus.Entry) error {
+func (c *Controller) markInvalid(ctx context.Context, key string, job *longhorn.RecurringJob, d *statusDraft, verr error, log *logrus.Entry) error {
 	deleted, err := c.deleteOwnCronJob(ctx, job, log)
 	if err != nil {
 		return err
@@ -280,18 +336,15 @@ func (c *Controller) markInvalid(ctx context.Context, job *longhorn.RecurringJob
 		log.WithError(verr).Warn("Recurring job is invalid; it is not scheduled")
 		c.recorder.Event(job, corev1.EventTypeWarning, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
 	}
-	return c.setReady(ctx, job, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
+	c.setReady(d, longhorn.ConditionStatusFalse, longhorn.RecurringJobConditionReasonInvalidSpec, verr.Error())
+	_, err = c.store(ctx, key, job, d, log)
+	return err
 }
 
-func (c *Controller) setReady(ctx context.Context, job *longhorn.RecurringJob, status longhorn.ConditionStatus, reason, message string) error {
-	conds := kit.SetCondition(job.Status.Conditions, longhorn.ConditionTypeReady, status, reason, message, c.clock.Now())
-	if !kit.StatusChanged(conds, job.Status.Conditions) {
-		return nil
-	}
-	updated := job.DeepCopy()
-	updated.Status.Conditions = conds
-	_, err := c.ds.UpdateRecurringJobStatus(ctx, updated)
-	return err
+// setReady sets the draft's Ready condition (its transition time moves
+// only with its status).
+func (c *Controller) setReady(d *statusDraft, status longhorn.ConditionStatus, reason, message string) {
+	d.status.Conditions = kit.SetCondition(d.status.Conditions, longhorn.ConditionTypeReady, status, reason, message, c.clock.Now())
 }
 
 // cleanup runs while the job is being deleted: the CronJob goes, every

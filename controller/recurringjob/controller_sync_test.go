@@ -41,6 +41,14 @@ func syncJob(mutate ...func(*longhorn.RecurringJob)) *longhorn.RecurringJob {
 	return job
 }
 
+// newSyncJob is syncJob as first seen: no finalizer, owner or observed
+// suspend.
+func newSyncJob(mutate ...func(*longhorn.RecurringJob)) *longhorn.RecurringJob {
+	return syncJob(append([]func(*longhorn.RecurringJob){func(j *longhorn.RecurringJob) {
+		j.Finalizers, j.Status = nil, longhorn.RecurringJobStatus{}
+	}}, mutate...)...)
+}
+
 func syncNode(name string, ready bool) *longhorn.Node {
 	status := longhorn.ConditionStatusFalse
 	if ready {
@@ -91,28 +99,62 @@ func TestControllerSync(t *testing.T) {
 		runner  longhorn.RecurringJobRunner
 		writes  []string
 		check   func(*testing.T, *longhorn.RecurringJob)
-		cronJob *bool // whether the job's CronJob exists after the sync
+		cronJob *bool  // whether the job's CronJob exists after the sync
+		written string // the resourceVersion the controller's last write returned
 	}{
 		{
-			name:    "a new job: the finalizer first, nothing else",
-			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Finalizers = nil }), syncNode("node-1", true)},
-			writes:  []string{"update recurringjobs"},
+			name:    "a new job (CronJob runner): the finalizer, owner and observed suspend in one sync, then its CronJob and Ready",
+			objects: []runtime.Object{newSyncJob(), syncNode("node-1", true)},
+			writes:  []string{"create cronjobs", "update recurringjobs", "update recurringjobs/status", "update recurringjobs/status"},
 			check: func(t *testing.T, job *longhorn.RecurringJob) {
-				if !kit.HasFinalizer(job) {
-					t.Error("no finalizer")
+				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !suspendObserved(job) {
+					t.Errorf("finalizer %v, owner %q, observed suspend %v", job.Finalizers, job.Status.OwnerID, job.Status.ObservedSuspend)
 				}
+				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
+			},
+			cronJob: ptr.To(true),
+		},
+		{
+			name:    "a new job (manager runner): the finalizer, then one status write with owner, suspend, schedule, Ready and next tick",
+			objects: []runtime.Object{newSyncJob(), syncNode("node-1", true)},
+			runner:  longhorn.RecurringJobRunnerManager,
+			writes:  []string{"update recurringjobs", "update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !suspendObserved(job) || !scheduleObserved(job) || job.Status.NextScheduleTime == nil {
+					t.Errorf("finalizer %v, status %+v", job.Finalizers, job.Status)
+				}
+				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
 			},
 			cronJob: ptr.To(false),
 		},
 		{
-			name:    "no owner: this node claims it",
+			name:    "no owner: this node claims it before making the CronJob",
 			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "" }), syncNode("node-1", true)},
+			writes:  []string{"create cronjobs", "update recurringjobs/status", "update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if job.Status.OwnerID != "node-1" {
+					t.Errorf("owner %q", job.Status.OwnerID)
+				}
+				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
+			},
+		},
+		{
+			name:    "no owner, manager runner: claimed in the status write that makes it Ready",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "" }), syncNode("node-1", true)},
+			runner:  longhorn.RecurringJobRunnerManager,
 			writes:  []string{"update recurringjobs/status"},
 			check: func(t *testing.T, job *longhorn.RecurringJob) {
 				if job.Status.OwnerID != "node-1" {
 					t.Errorf("owner %q", job.Status.OwnerID)
 				}
+				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
 			},
+		},
+		{
+			name:    "the cache holds a copy older than the controller's own last write: nothing (the write's event brings the job back)",
+			objects: []runtime.Object{newSyncJob(func(j *longhorn.RecurringJob) { j.ResourceVersion = "5" }), syncNode("node-1", true)},
+			written: "7",
+			writes:  nil,
 		},
 		{
 			name:    "owned by a peer that is up: left alone",
@@ -122,6 +164,7 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "owned by a peer that is down: taken over",
 			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) { j.Status.OwnerID = "node-2" }), syncNode("node-1", true), syncNode("node-2", false)},
+			runner:  longhorn.RecurringJobRunnerManager,
 			writes:  []string{"update recurringjobs/status"},
 			check: func(t *testing.T, job *longhorn.RecurringJob) {
 				if job.Status.OwnerID != "node-1" {
@@ -217,6 +260,7 @@ func TestControllerSync(t *testing.T) {
 				}
 			}
 			c := newSyncTestController(t, lh, kube, inf, tc.runner)
+			c.written.Remember("ns/daily", tc.written)
 			lh.ClearActions()
 			kube.ClearActions()
 

@@ -48,7 +48,7 @@ func TestSkipImmediatelyIsAStandingChoice(t *testing.T) {
 			if suspendObserved(job) {
 				t.Fatal("the case's suspend counts as observed already")
 			}
-			if err := c.observeSuspend(context.Background(), job, logrus.NewEntry(logrus.New())); err != nil {
+			if _, err := c.store(context.Background(), "ns/nightly", job, c.takeIn(job), logrus.NewEntry(logrus.New())); err != nil {
 				t.Fatal(err)
 			}
 			got, err := lh.LonghornV1beta2().RecurringJobs("ns").Get(context.Background(), "nightly", metav1.GetOptions{})

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -80,8 +83,9 @@ func TestTakingAJobInForTheManagerRunnerRecordsItsNextTick(t *testing.T) {
 	}
 }
 
-// A new job's owner and observed suspend (with the skip of the tick due
-// now) are one status write, not two.
+// Under the manager runner a job's owner, observed suspend (with the skip
+// of the tick due now), schedule and Ready are one status write: the
+// runner fires nothing before it.
 func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
 	w, job := syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
 		j.Status = longhorn.RecurringJobStatus{}
@@ -94,5 +98,46 @@ func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
 		job.Status.LastSkipped == nil || !job.Status.LastSkipped.Time.Equal(syncNow) {
 		t.Fatalf("status after the claim: owner %q, observedSuspend %v, lastSkipped %v; want node-1, false, %s",
 			job.Status.OwnerID, job.Status.ObservedSuspend, job.Status.LastSkipped, syncNow)
+	}
+	if c := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady); c.Status != longhorn.ConditionStatusTrue || !scheduleObserved(job) {
+		t.Fatalf("Ready %+v, observed schedule %+v: not in the claim's write", c, job.Status.ObservedSchedule)
+	}
+}
+
+// Under the CronJob runner a CronJob may fire as soon as it exists, so a
+// new job's owner and its skip of the tick due now are stored before the
+// CronJob is made, in the same sync.
+func TestACronJobIsMadeOnlyOnceTheOwnerAndTheSkipAreStored(t *testing.T) {
+	job := newSyncJob(func(j *longhorn.RecurringJob) { j.Spec.SkipImmediately = ptr.To(true) })
+	lh := lhfake.NewSimpleClientset(job, syncNode("node-1", true))
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	if err := lhi.RecurringJobs().Informer().GetIndexer().Add(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := lhi.Nodes().Informer().GetIndexer().Add(syncNode("node-1", true)); err != nil {
+		t.Fatal(err)
+	}
+	c := newSyncTestController(t, lh, kube, inf, longhorn.RecurringJobRunnerCronJob)
+	made := false
+	kube.PrependReactor("create", "cronjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		made = true
+		stored, err := lh.Tracker().Get(longhorn.SchemeGroupVersion.WithResource("recurringjobs"), "ns", "daily")
+		if err != nil {
+			return true, nil, err
+		}
+		j := stored.(*longhorn.RecurringJob)
+		if j.Status.OwnerID != "node-1" || !suspendObserved(j) || j.Status.LastSkipped == nil {
+			t.Errorf("the CronJob is made while the stored job has owner %q, observedSuspend %v, lastSkipped %v",
+				j.Status.OwnerID, j.Status.ObservedSuspend, j.Status.LastSkipped)
+		}
+		return false, nil, nil
+	})
+	if _, err := c.sync(context.Background(), "ns/daily"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if !made {
+		t.Fatal("no CronJob made")
 	}
 }
