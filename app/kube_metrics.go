@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,19 +11,25 @@ import (
 
 // countKubeRequests returns a copy of cfg whose clients count every
 // request they send to the apiserver in
-// longhorn_manager_kube_api_requests_total, by HTTP method and resource,
-// so writes (anything but GET) can be watched per resource.
+// longhorn_manager_kube_api_requests_total, by HTTP method, resource and
+// response code, so writes (anything but GET) can be watched per
+// resource, and those refused (409: written on a stale copy) told apart.
 func countKubeRequests(cfg *rest.Config, registry prometheus.Registerer) *rest.Config {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "longhorn_manager_kube_api_requests_total",
-		Help: "Requests sent to the Kubernetes API, by HTTP method and resource (watches and lists are GETs).",
-	}, []string{"method", "resource"})
+		Help: "Requests sent to the Kubernetes API, by HTTP method, resource and response code (watches and lists are GETs; \"error\" when no response came).",
+	}, []string{"method", "resource", "code"})
 	registry.MustRegister(requests)
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			requests.WithLabelValues(req.Method, apiResource(req.URL.Path)).Inc()
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			code := "error"
+			if err == nil {
+				code = strconv.Itoa(resp.StatusCode)
+			}
+			requests.WithLabelValues(req.Method, apiResource(req.URL.Path), code).Inc()
+			return resp, err
 		})
 	})
 	return counted
