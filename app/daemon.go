@@ -175,6 +175,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg = countKubeRequests(cfg, registry)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.WarningHandler = newOnceWarnings(log)
 	kubeClient, lhClient, err := connect(ctx, cfg, o.Namespace)
 	if err != nil {
 		return err
