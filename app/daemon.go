@@ -360,16 +360,17 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
-	run := func(ctx context.Context, job string, tick time.Time) error {
+	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {
 		r := &recurringjob.Runner{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
-			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, Cache: ds, BeforeVolume: o.hooks.recurringJobBeforeVolume,
+			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, LeaveRecord: true, Cache: ds,
+			BeforeVolume: o.hooks.recurringJobBeforeVolume,
 		}
 		res, err := r.Run(ctx, job)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return res.Err()
+		return res.Record, res.Err()
 	}
 	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
 		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.hooks.onRecurringJobFired}, run)

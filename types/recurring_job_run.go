@@ -38,3 +38,16 @@ func ParseRecurringJobLastRun(value string) (RecurringJobRunVolumes, bool) {
 	}
 	return v, true
 }
+
+// ChangesRecord tells whether the run is worth writing over the
+// annotation's previous value: anything but the same record again (a
+// retried write) or a run of no volume over another of none (nothing new
+// to count: a job selecting no volume costs no write a tick).
+func (v RecurringJobRunVolumes) ChangesRecord(previous string) bool {
+	if previous == v.Format() {
+		return false
+	}
+	prev, ok := ParseRecurringJobLastRun(previous)
+	empty := func(r RecurringJobRunVolumes) bool { return r.Succeeded == 0 && r.Failed == 0 && r.Skipped == 0 }
+	return !ok || !empty(prev) || !empty(v)
+}

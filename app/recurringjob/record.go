@@ -2,7 +2,6 @@ package recurringjob
 
 import (
 	"context"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,13 +11,11 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// recordVolumes writes what the run did to its volumes in the job's
-// last-run annotation, for the metrics; a failure is logged, not the
-// run's. A run of no volume after another of none writes nothing (there is
-// nothing new to count): a job selecting no volume costs no write a tick.
-func (r *Runner) recordVolumes(ctx context.Context, name string, res Result) {
-	run := types.RecurringJobRunVolumes{Tick: r.Tick.UTC().Format(time.RFC3339),
-		Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped}
+// recordVolumes writes what the run did to its volumes (Result.Record)
+// in the job's last-run annotation, for the metrics; a failure is logged,
+// not the run's. Only what changes the record is written
+// (RecurringJobRunVolumes.ChangesRecord).
+func (r *Runner) recordVolumes(ctx context.Context, name string, run types.RecurringJobRunVolumes) {
 	jobs := r.Longhorn.LonghornV1beta2().RecurringJobs(r.Namespace)
 	cached := r.Cache != nil
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -37,7 +34,7 @@ func (r *Runner) recordVolumes(ctx context.Context, name string, res Result) {
 				return err
 			}
 		}
-		if !changesRecord(job.Annotations[types.AnnotationRecurringJobLastRun], run) {
+		if !run.ChangesRecord(job.Annotations[types.AnnotationRecurringJobLastRun]) {
 			return nil
 		}
 		if job.Annotations == nil {
@@ -50,12 +47,4 @@ func (r *Runner) recordVolumes(ctx context.Context, name string, res Result) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		r.Log.WithError(err).WithField("recurringJob", name).Warn("Cannot record the run's volumes on the job; its metrics miss this run")
 	}
-}
-
-// changesRecord tells whether run is worth writing over the annotation's
-// value: anything but a run of no volume over another of none.
-func changesRecord(previous string, run types.RecurringJobRunVolumes) bool {
-	prev, ok := types.ParseRecurringJobLastRun(previous)
-	empty := func(v types.RecurringJobRunVolumes) bool { return v.Succeeded == 0 && v.Failed == 0 && v.Skipped == 0 }
-	return !ok || !empty(prev) || !empty(run)
 }

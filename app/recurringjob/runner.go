@@ -54,6 +54,11 @@ type Runner struct {
 	// started); the checks a CronJob pod needs (a skipped tick, a
 	// suspended job, a tick of a replaced schedule) are then not made.
 	Decided bool
+	// LeaveRecord is set by the manager runner, which writes the run's
+	// Result.Record in the write that ends the run (one write fewer
+	// than the run's own, and no conflict with it); a CronJob pod writes
+	// it itself.
+	LeaveRecord bool
 	// Cache, when set, is read for the job and its volumes instead of the
 	// apiserver: the manager runner has them in its informers. Neither is
 	// modified.
@@ -72,6 +77,10 @@ type Result struct {
 	Succeeded, Failed, Skipped int
 	// MaxInFlight is the most volumes worked on at once.
 	MaxInFlight int
+	// Record is what the run did to its volumes, for the job's last-run
+	// annotation; nil when the run did not happen (the job is gone, or
+	// the tick is not to run).
+	Record *types.RecurringJobRunVolumes
 }
 
 // ErrVolumesFailed is wrapped by Result.Err when some volume failed.
@@ -194,7 +203,11 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		kind, reason = corev1.EventTypeWarning, "VolumesFailed"
 	}
 	r.event(ctx, job, kind, reason, msg)
-	r.recordVolumes(ctx, job.Name, res)
+	res.Record = &types.RecurringJobRunVolumes{Tick: r.Tick.UTC().Format(time.RFC3339),
+		Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped}
+	if !r.LeaveRecord {
+		r.recordVolumes(ctx, job.Name, *res.Record)
+	}
 	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
 	return res, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // RunnerLease is the Lease held by the one manager that fires
@@ -23,9 +24,11 @@ import (
 const RunnerLease = "longhorn-recurring-job-runner"
 
 // RecurringJobRunFunc runs job once for tick: what a CronJob pod does with
-// `longhorn-manager recurring-job`, done in the manager. It returns an error
-// only when the run could not happen at all.
-type RecurringJobRunFunc func(ctx context.Context, job string, tick time.Time) error
+// `longhorn-manager recurring-job`, done in the manager. It returns what
+// the run did to its volumes, for the job's last-run annotation (nil if
+// the run did not happen), which the Runner writes as the run ends, and
+// an error when the run could not happen at all or some volume failed.
+type RecurringJobRunFunc func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error)
 
 // RunnerConfig tunes the manager runner.
 type RunnerConfig struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // A run fired while other due jobs wait in the queue begins its work only
@@ -30,9 +31,9 @@ func TestARunWaitsWhileDueJobsWaitToBeFired(t *testing.T) {
 	waiting := make(chan int, 1)
 	var base *kit.Base
 	r := NewRunner(logrus.NewEntry(log), nil, nil, ds, inf, record.NewFakeRecorder(10), clk, RunnerConfig{Identity: "node-1"},
-		func(context.Context, string, time.Time) error {
+		func(context.Context, string, time.Time) (*types.RecurringJobRunVolumes, error) {
 			waiting <- base.Queue.Len()
-			return nil
+			return nil, nil
 		})
 	base = kit.NewBase("test", logrus.NewEntry(log), nil, func(context.Context, string) (kit.Result, error) { return kit.Result{}, nil })
 	defer base.Queue.ShutDown()

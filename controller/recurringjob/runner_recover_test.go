@@ -15,6 +15,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // A panic in a run of the manager runner is that run's failure, recorded
@@ -29,10 +30,10 @@ func TestAPanickingRunFailsThatRun(t *testing.T) {
 	log.SetLevel(logrus.PanicLevel)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC))
 	r := NewRunner(logrus.NewEntry(log), nil, nil, ds, inf, recorder, clk, RunnerConfig{Identity: "node-1"},
-		func(context.Context, string, time.Time) error {
+		func(context.Context, string, time.Time) (*types.RecurringJobRunVolumes, error) {
 			var m map[string]int
 			m["x"]++ // a runtime panic, as a bug in a run would be
-			return nil
+			return nil, nil
 		})
 	if !r.start(context.Background(), "job", clk.Now(), false, nil) {
 		t.Fatal("the run was not started")

@@ -18,6 +18,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Event reasons of the manager runner.
@@ -295,9 +296,11 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 			return
 		}
 		// A panic in the run is its failure, recorded as any other.
+		var record *types.RecurringJobRunVolumes
 		runErr := func() (err error) {
 			defer panics.Recover(log, &err)
-			return r.run(ctx, job, tick)
+			record, err = r.run(ctx, job, tick)
+			return err
 		}()
 		<-r.slots
 		if ctx.Err() != nil {
@@ -307,7 +310,7 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 			r.runs.release(key, false, r.clock.Now())
 			return
 		}
-		if err := r.finish(ctx, job, tick, runErr, fired); err != nil {
+		if err := r.finish(ctx, job, tick, runErr, record, fired); err != nil {
 			log.WithError(err).Warn("Cannot record the end of the run; the next holder of the runner Lease runs it again")
 			r.runs.release(key, false, r.clock.Now())
 			return
@@ -318,12 +321,14 @@ func (r *Runner) start(ctx context.Context, job string, tick time.Time, resumed 
 	return true
 }
 
-// finish takes the run out of status.active and, when it could run, sets
-// lastSuccessfulTime. Its first write is based on fired, the fire's own
-// write (no read of the job); on a conflict, or without fired, it reads
-// the job from the API, not the cache, so the write is never based on a
-// cache older than the fire's write.
-func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr error, fired *longhorn.RecurringJob) error {
+// finish records what the run did to its volumes in the job's last-run
+// annotation (when that changes it), then takes the run out of
+// status.active and, when it could run, sets lastSuccessfulTime. Its
+// first write is based on fired, the fire's own write (no read of the
+// job), and the status write on what the annotation's write returned; on
+// a conflict, or without fired, it reads the job from the API, not the
+// cache, so no write is based on a cache older than the fire's write.
+func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr error, record *types.RecurringJobRunVolumes, fired *longhorn.RecurringJob) error {
 	log := r.logger.WithFields(logrus.Fields{"recurringJob": name, "tick": tick.UTC().Format(time.RFC3339)})
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		job := fired
@@ -335,6 +340,19 @@ func (r *Runner) finish(ctx context.Context, name string, tick time.Time, runErr
 				return nil
 			}
 			if err != nil {
+				return err
+			}
+		}
+		if record != nil && record.ChangesRecord(job.Annotations[types.AnnotationRecurringJobLastRun]) {
+			annotated := job.DeepCopy()
+			if annotated.Annotations == nil {
+				annotated.Annotations = map[string]string{}
+			}
+			annotated.Annotations[types.AnnotationRecurringJobLastRun] = record.Format()
+			var err error
+			if job, err = r.ds.UpdateRecurringJob(ctx, annotated); apierrors.IsNotFound(err) {
+				return nil
+			} else if err != nil {
 				return err
 			}
 		}

@@ -2,12 +2,17 @@ package recurringjob
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -15,14 +20,17 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// A fired run's end is written on the object the fire's write returned:
-// two status writes per run and no read of the job from the apiserver
-// (a burst of 10,000 due jobs read each job again, 10,000 GETs).
+// A fired run's end is written on the object the fire's write returned,
+// the run's record of its volumes first, the status on what that write
+// returned: no read of the job from the apiserver and no write refused
+// for a stale copy (a burst of 2,000 due jobs read each job again after
+// a conflict with the run's own write of its record).
 func TestAFiredRunEndsWithoutReadingTheJobAgain(t *testing.T) {
 	lh := lhfake.NewSimpleClientset(&longhorn.RecurringJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", ResourceVersion: "1"},
 		Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "0 * * * *", Retain: 1, Concurrency: 1},
 	})
 	kube := kubefake.NewSimpleClientset()
@@ -31,9 +39,14 @@ func TestAFiredRunEndsWithoutReadingTheJobAgain(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 2, 0, time.UTC))
+	enforceResourceVersions(lh)
 	ran := 0
+	rec := &types.RecurringJobRunVolumes{Tick: "2026-11-22T01:00:00Z", Succeeded: 2}
 	r := NewRunner(logrus.NewEntry(log), nil, nil, ds, inf, record.NewFakeRecorder(10), clk, RunnerConfig{Identity: "node-1"},
-		func(context.Context, string, time.Time) error { ran++; return nil })
+		func(context.Context, string, time.Time) (*types.RecurringJobRunVolumes, error) {
+			ran++
+			return rec, nil
+		})
 	ctx := context.Background()
 	job, err := lh.LonghornV1beta2().RecurringJobs("ns").Get(ctx, "job", metav1.GetOptions{})
 	if err != nil {
@@ -51,20 +64,22 @@ func TestAFiredRunEndsWithoutReadingTheJobAgain(t *testing.T) {
 	}
 	r.wg.Wait()
 
-	var gets, statusWrites int
+	var gets, statusWrites, writes int
 	for _, a := range lh.Actions() {
 		switch {
 		case a.GetVerb() == "get" && a.GetResource().Resource == "recurringjobs":
 			gets++
 		case a.GetVerb() == "update" && a.GetSubresource() == "status":
 			statusWrites++
+		case a.GetVerb() == "update" && a.GetSubresource() == "":
+			writes++
 		case a.GetVerb() == "list" || a.GetVerb() == "watch":
 		default:
 			t.Errorf("unexpected request %s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
 		}
 	}
-	if ran != 1 || gets != 0 || statusWrites != 2 {
-		t.Fatalf("a run: %d runs, %d GETs of the job, %d status writes; want 1, 0 and 2", ran, gets, statusWrites)
+	if ran != 1 || gets != 0 || statusWrites != 2 || writes != 1 {
+		t.Fatalf("a run: %d runs, %d GETs of the job, %d status writes, %d writes of the record; want 1, 0, 2 and 1 (with no conflict)", ran, gets, statusWrites, writes)
 	}
 	got, err := lh.LonghornV1beta2().RecurringJobs("ns").Get(ctx, "job", metav1.GetOptions{})
 	if err != nil {
@@ -74,4 +89,36 @@ func TestAFiredRunEndsWithoutReadingTheJobAgain(t *testing.T) {
 		got.Status.LastScheduleTime == nil || !got.Status.LastScheduleTime.Equal(&metav1.Time{Time: tick}) {
 		t.Fatalf("status after the run: %+v", got.Status)
 	}
+	if got.Annotations[types.AnnotationRecurringJobLastRun] != rec.Format() {
+		t.Fatalf("last-run annotation %q, want %q", got.Annotations[types.AnnotationRecurringJobLastRun], rec.Format())
+	}
+}
+
+// enforceResourceVersions makes the fake clientset's updates of
+// RecurringJobs behave as the apiserver's: refused with a conflict when
+// the object sent is not at the stored resourceVersion, and a status
+// update changing only the status.
+func enforceResourceVersions(lh *lhfake.Clientset) {
+	gvr := longhorn.SchemeGroupVersion.WithResource("recurringjobs")
+	lh.PrependReactor("update", "recurringjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sent := a.(k8stesting.UpdateAction).GetObject().(*longhorn.RecurringJob)
+		obj, err := lh.Tracker().Get(gvr, sent.Namespace, sent.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		stored := obj.(*longhorn.RecurringJob)
+		if sent.ResourceVersion != stored.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), sent.Name, fmt.Errorf("sent at %s, stored at %s", sent.ResourceVersion, stored.ResourceVersion))
+		}
+		next := sent.DeepCopy()
+		if a.GetSubresource() == "status" {
+			next = stored.DeepCopy()
+			next.Status = sent.Status
+		} else {
+			next.Status = stored.Status
+		}
+		v, _ := strconv.Atoi(stored.ResourceVersion)
+		next.ResourceVersion = strconv.Itoa(v + 1)
+		return true, next.DeepCopy(), lh.Tracker().Update(gvr, next, next.Namespace)
+	})
 }
