@@ -147,8 +147,8 @@ const (
 	DefaultKubeAPIBurst = 400
 )
 
-// ioBoundWorkers multiplies --workers for the volume and snapshot
-// controllers.
+// ioBoundWorkers multiplies --workers for the volume, snapshot and
+// recurring job controllers.
 const ioBoundWorkers = 5
 
 // shutdownTimeout bounds how long a stopping daemon waits for its parts.
@@ -296,6 +296,9 @@ func (o *DaemonOptions) complete() error {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second
 	}
+	// The recurring jobs are looked at again by their controller's sweep,
+	// at the informers' period (they have no informer resync).
+	o.CronJob.ResyncPeriod = o.ResyncPeriod
 	if o.KubeAPIQPS <= 0 {
 		o.KubeAPIQPS = DefaultKubeAPIQPS
 	}

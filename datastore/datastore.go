@@ -106,9 +106,12 @@ type Informers struct {
 func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, namespace string, resync time.Duration) Informers {
 	return Informers{
 		// Snapshots are many (30 per volume is common) and follow their
-		// engine's status: no periodic resync of them.
+		// engine's status: no periodic resync of them. Nor of recurring
+		// jobs (10,000 is a size users run): their controller sweeps its
+		// cache for the few a resync would bring back
+		// (controller/recurringjob/resync.go).
 		Longhorn: lhinformers.NewSharedInformerFactoryWithOptions(lhClient, resync, lhinformers.WithNamespace(namespace),
-			lhinformers.WithCustomResyncConfig(map[metav1.Object]time.Duration{&longhorn.Snapshot{}: 0}),
+			lhinformers.WithCustomResyncConfig(map[metav1.Object]time.Duration{&longhorn.Snapshot{}: 0, &longhorn.RecurringJob{}: 0}),
 			lhinformers.WithTransform(stripManagedFields)),
 		Kube: informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace),
 			informers.WithTransform(stripManagedFields)),

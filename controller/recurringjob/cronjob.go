@@ -1,6 +1,8 @@
 package recurringjob
 
 import (
+	"time"
+
 	"encoding/json"
 	"strings"
 
@@ -38,6 +40,9 @@ type CronJobConfig struct {
 	// Runner is what fires jobs (--recurring-job-runner): a CronJob per job,
 	// or the manager holding the runner Lease. Empty means cronjob.
 	Runner longhorn.RecurringJobRunner
+	// ResyncPeriod is how often the jobs that are not settled are
+	// queued again (resync.go); 30 s when zero.
+	ResyncPeriod time.Duration
 }
 
 // ManagerRuns reports whether the manager runner fires jobs.

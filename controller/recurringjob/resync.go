@@ -1,8 +1,11 @@
 package recurringjob
 
 import (
+	"context"
 	"sync"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -10,16 +13,19 @@ import (
 
 // settledJobs remembers, by key, the resourceVersion of each job whose
 // last sync found it owned by this node, Ready, and wrote nothing. The
-// informers' periodic resync redelivers every job unchanged; for a
-// settled one that sync would only validate it again and find nothing
-// to do (with 10,000 jobs, most of an idle manager's CPU), so the
-// redelivery is not queued. Everything that could change the outcome
-// still queues the job: a change of it (a new resourceVersion), of its
-// CronJob (the CronJob handler), or of a setting (enqueueAll forgets
-// every job). A job this node does not own, or that is not Ready (an
-// invalid spec, a CronJob name taken by someone else), is never settled:
-// the resync is how a peer's job is taken over when the peer goes down,
-// and how a name freed outside the manager is noticed.
+// RecurringJob informer has no periodic resync: with 10,000 jobs it
+// handed every job to each of its handlers (the controller, the runner,
+// the metrics, the API's streams) every 30 s, most of an idle manager's
+// CPU. Instead the controller sweeps its cache at that period and queues
+// the jobs that are not settled, which is what a resync was for here.
+// Everything that could change a settled job's outcome still queues it:
+// a change of it (a new resourceVersion), of its CronJob (the CronJob
+// handler), or of a setting (enqueueAll forgets every job). A job this
+// node does not own, or that is not Ready (an invalid spec, a CronJob
+// name taken by someone else), or whose sync failed, is never settled:
+// the sweep is how a peer's job is taken over when the peer goes down,
+// how a name freed outside the manager is noticed, and how a job whose
+// retries ran out is tried again.
 type settledJobs struct {
 	mu sync.Mutex
 	rv map[string]string
@@ -79,4 +85,29 @@ func (c *Controller) onJobUpdate(old, cur interface{}) {
 		}
 	}
 	c.Enqueue(cur)
+}
+
+// sweep queues every cached job that is not settled (see settledJobs).
+func (c *Controller) sweep() {
+	jobs, err := c.ds.ListRecurringJobsRO()
+	if err != nil {
+		c.Logger.WithError(err).Warn("Cannot list recurring jobs to look at them again")
+		return
+	}
+	for _, job := range jobs {
+		key := c.ds.Namespace() + "/" + job.Name
+		if !c.settled.settled(key, job.ResourceVersion) {
+			c.Queue.Add(key)
+		}
+	}
+}
+
+// Run runs the controller's workers and, every ResyncPeriod, its sweep.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	period := c.cfg.ResyncPeriod
+	if period <= 0 {
+		period = 30 * time.Second
+	}
+	go wait.Until(c.sweep, period, ctx.Done())
+	return c.Base.Run(ctx, workers)
 }

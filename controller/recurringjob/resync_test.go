@@ -12,11 +12,11 @@ import (
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
 
-// A job synced until it has nothing to do is settled: the informer's
-// periodic redelivery of the same object is not queued (it would only be
-// validated again). A change of the job, a settings change and a sync
+// A job synced until it has nothing to do is settled: neither the
+// controller's periodic sweep nor the informer's redelivery of the same
+// object (a relist) queues it (it would only be validated again). A change of the job, a settings change and a sync
 // that writes each queue it again; a job of a peer is never settled.
-func TestAResyncOfASettledJobIsNotQueued(t *testing.T) {
+func TestASweepOrRedeliveryOfASettledJobIsNotQueued(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		owner   string
@@ -72,7 +72,13 @@ func TestAResyncOfASettledJobIsNotQueued(t *testing.T) {
 
 			c.onJobUpdate(settledJob, settledJob)
 			if got := c.Queue.Len(); (got == 0) != tc.settles {
-				t.Fatalf("a resync queued %d keys; settled: %v", got, tc.settles)
+				t.Fatalf("a redelivery (a relist) queued %d keys; settled: %v", got, tc.settles)
+			}
+			// The periodic sweep (the informer has no resync of jobs)
+			// queues what is not settled, and only that.
+			c.sweep()
+			if got := c.Queue.Len(); (got == 0) != tc.settles {
+				t.Fatalf("the sweep queued %d keys; settled: %v", got, tc.settles)
 			}
 			if !tc.settles {
 				return
