@@ -164,11 +164,12 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	run("heartbeat", func(ctx context.Context) error { c.node.RunHeartbeat(ctx); return nil })
 	run("node", func(ctx context.Context) error { return c.node.Run(ctx, workers) })
 	run("setting", func(ctx context.Context) error { return c.setting.Run(ctx, workers) })
-	run("recurring-job", func(ctx context.Context) error { return c.recurringJob.Run(ctx, workers) })
-	// Volume and snapshot syncs spend their time waiting on the apiserver's
-	// answer to a write, not on the CPU, and come by the thousand (30
-	// snapshots per volume): they get more workers.
+	// Volume, snapshot and recurring job syncs spend their time waiting on
+	// the apiserver's answer to a write, not on the CPU, and come by the
+	// thousand (30 snapshots per volume, 10,000 jobs taken in at start):
+	// they get more workers.
 	ioWorkers := ioBoundWorkers * workers
+	run("recurring-job", func(ctx context.Context) error { return c.recurringJob.Run(ctx, ioWorkers) })
 	run("volume", func(ctx context.Context) error { return c.volume.Run(ctx, ioWorkers) })
 	run("backup-target", func(ctx context.Context) error { return c.backupTarget.Run(ctx, 1) })
 	run("snapshot", func(ctx context.Context) error { return c.snapshot.Run(ctx, ioWorkers) })
