@@ -85,14 +85,24 @@ func loadAverage() string {
 	return strings.Fields(string(raw))[0]
 }
 
-// perJob is the daemon's API requests (by method and resource) and
+// perJob is the daemon's API requests (by method, resource and code) and
 // engine calls between two scrapes, per job, as text. (A benchmark's log
 // is cut after 10 lines: each phase logs one.)
 func perJob(before, after scrape, n int) string {
+	return requestsPerJob(before, after, n, true)
+}
+
+// writesPerJob is perJob without the GETs: from a start, the informers'
+// lists and watches would fill the line.
+func writesPerJob(before, after scrape, n int) string {
+	return requestsPerJob(before, after, n, false)
+}
+
+func requestsPerJob(before, after scrape, n int, gets bool) string {
 	var lines []string
 	for series, v := range after {
 		if (strings.HasPrefix(series, "longhorn_manager_kube_api_requests_total") || strings.HasPrefix(series, "longhorn_manager_engine_calls_total")) &&
-			v != before[series] {
+			v != before[series] && (gets || !strings.Contains(series, `method="GET"`)) {
 			lines = append(lines, fmt.Sprintf("%s %.2f", strings.TrimPrefix(series, "longhorn_manager_kube_api_requests_total"), (v-before[series])/float64(n)))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"sync"
@@ -110,7 +111,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	setup := time.Since(start)
 	b.Logf("start-up: %d jobs in place taken in %s after the manager's start (load average %s): %.0f jobs/s against %.0f bare creates/s, ratio %.2f; requests per job: %s",
 		n, setup.Round(100*time.Millisecond), takeInLoad, float64(n)/setup.Seconds(), bare.createRate, float64(n)/setup.Seconds()/bare.createRate,
-		perJob(scrape{}, (&daemonProcess{api: d.apiAddress}).metrics(b), n))
+		writesPerJob(scrape{}, (&daemonProcess{api: d.apiAddress}).metrics(b), n))
 
 	time.Sleep(5 * time.Second) // let the last writes' events settle
 	before, idleMetrics := cpuTime(), (&daemonProcess{api: d.apiAddress}).metrics(b)
@@ -193,8 +194,8 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	restarted := (&daemonProcess{api: d.apiAddress}).metrics(b)
 	heartbeats := restarted.apiWrites(`resource="leases"`) + restarted.apiWrites(`resource="nodes/status"`)
 	restartWrites := restarted.apiWrites() - heartbeats
-	b.Logf("restart with %d jobs in place: every job synced %s after the start (load average %s); in the next 10 s, %.0f API writes but %.0f heartbeats; requests in all: %s",
-		n, restartSync.Round(time.Millisecond), loadAverage(), restartWrites, heartbeats, perJob(scrape{}, restarted, 1))
+	b.Logf("restart with %d jobs in place: every job synced %s after the start (load average %s); in the next 10 s, %.0f API writes but %.0f heartbeats; writes in all: %s",
+		n, restartSync.Round(time.Millisecond), loadAverage(), restartWrites, heartbeats, writesPerJob(scrape{}, restarted, 1))
 	b.ReportMetric(restartWrites, "restart-writes")
 
 	b.ReportMetric(fireRate/bareRate, "fire-rate-ratio")
@@ -269,12 +270,29 @@ func cpuTime() time.Duration {
 }
 
 // profileIdle writes a CPU profile of the idle phase alone to the file
-// LONGHORN_BENCH_IDLE_PROFILE names, if set (not with -cpuprofile); it
-// returns the function that stops it.
+// LONGHORN_BENCH_IDLE_PROFILE names, and an execution trace of it (which
+// goroutine woke which, for what a CPU profile puts down to the
+// runtime) to LONGHORN_BENCH_IDLE_TRACE, if set (not with -cpuprofile or
+// -trace); it returns the function that stops them.
 func profileIdle(b *testing.B) func() {
+	stopTrace := func() {}
+	if path := os.Getenv("LONGHORN_BENCH_IDLE_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			b.Fatal(err)
+		}
+		stopTrace = func() {
+			trace.Stop()
+			f.Close()
+		}
+	}
 	path := os.Getenv("LONGHORN_BENCH_IDLE_PROFILE")
 	if path == "" {
-		return func() {}
+		return stopTrace
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -287,5 +305,6 @@ func profileIdle(b *testing.B) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		stopTrace()
 	}
 }
