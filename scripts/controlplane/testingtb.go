@@ -82,3 +82,18 @@ func (t *processTB) TempDir() string {
 	t.mu.Unlock()
 	return d
 }
+
+// Attr records a test attribute: here, a line of the log.
+func (t *processTB) Attr(key, value string) { fmt.Fprintf(t.out, "attr %s=%s\n", key, value) }
+
+// Chdir changes the process's working directory until the cleanups run.
+func (t *processTB) Chdir(dir string) {
+	prev, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("chdir %s: %v", dir, err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatalf("chdir %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = os.Chdir(prev) })
+}
