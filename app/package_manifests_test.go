@@ -11,13 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cadence-storage/longhorn-manager/k8s/crds"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
 // TestPackageManifests: what package/ deploys is accepted by the
 // apiserver (a server-side dry run in a test namespace) and holds the
 // rules README's "Deploying to a cluster" states: the namespace admits
-// the privileged manager by its Pod Security labels, the DaemonSet rolls
+// the privileged manager by its Pod Security labels and is labelled for
+// the mutating admission policies, the DaemonSet rolls
 // one node at a time and runs the recurring-job pods as their own
 // account, and NetworkPolicies let only the callers of each port reach
 // it.
@@ -33,6 +35,11 @@ func TestPackageManifests(t *testing.T) {
 		n := obj.(*corev1.Namespace)
 		if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
 			t.Errorf("namespace.yaml: enforce label %q", n.Labels["pod-security.kubernetes.io/enforce"])
+		}
+		// The mutating policies of admission.yaml (installed in the test
+		// cluster from k8s/crds/admission) act in the namespaces so labelled.
+		if n.Labels[crds.ManagerNamespaceLabel] != "true" {
+			t.Errorf("namespace.yaml: no %s label: package/admission.yaml would not act in it", crds.ManagerNamespaceLabel)
 		}
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, n, dry); err != nil {
 			t.Errorf("namespace.yaml: %v", err)

@@ -27,8 +27,13 @@ type runnerEnv struct {
 
 func newRunnerEnv(t *testing.T, opts ...func(*DaemonOptions)) (*runnerEnv, *runningDaemon) {
 	t.Helper()
+	return newRunnerEnvIn(t, testcluster.Get(t).NewNamespace(t), opts...)
+}
+
+// newRunnerEnvIn is newRunnerEnv in a namespace the test made.
+func newRunnerEnvIn(t *testing.T, ns string, opts ...func(*DaemonOptions)) (*runnerEnv, *runningDaemon) {
+	t.Helper()
 	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	installRBAC(t, kube, ns)
 	cfg := cluster.ServiceAccountConfig(ns, serviceAccount)

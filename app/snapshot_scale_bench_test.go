@@ -162,7 +162,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 		total, restartTime.Round(time.Millisecond), restartWrites,
 		restarted.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`), loadAverage())
 
-	bareNS := cluster.NewNamespace(b)
+	bareNS := cluster.NewPlainNamespace(b)
 	start = time.Now()
 	createSnapshots(b, admin, bareNS, names, perVolume)
 	bare := time.Since(start)

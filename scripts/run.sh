@@ -39,7 +39,10 @@ done
 grep -q '^ready ' "$dev/controlplane.out" || { echo "the control plane did not become ready in 60s" >&2; exit 1; }
 grep '^ready ' "$dev/controlplane.out"
 # bin/controlplane applies the CRDs; the admission policies go with them.
-./bin/kubectl --kubeconfig "$kubeconfig" apply -f k8s/crds/policies/ >/dev/null
+# The namespace is labelled as package/namespace.yaml labels it, so the
+# mutating policies add Longhorn's finalizer at creation.
+./bin/kubectl --kubeconfig "$kubeconfig" apply -f k8s/crds/policies/ -f k8s/crds/admission/ >/dev/null
+./bin/kubectl --kubeconfig "$kubeconfig" label --overwrite namespace longhorn-system longhorn.io/manager-namespace=true >/dev/null
 
 cat <<MSG
 

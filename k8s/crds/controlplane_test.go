@@ -20,7 +20,9 @@ import (
 func TestForegroundDeletionCascadesFromACustomResource(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
+	// No manager runs here to release Longhorn's finalizer, which the
+	// manager namespace's admission policy would add.
+	ns := cluster.NewPlainNamespace(t)
 	ctx := context.Background()
 	jobs := client(t).LonghornV1beta2().RecurringJobs(ns)
 	job, err := jobs.Create(ctx, recurringJob("owner", longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1}), metav1.CreateOptions{})

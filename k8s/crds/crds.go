@@ -1,7 +1,8 @@
 // Package crds holds the CustomResourceDefinitions of Longhorn's types, as
 // written by controller-gen from the markers on k8s/pkg/apis (run `make
-// generate`), and the admission policies in policies/ (written by hand)
-// for the rules CEL on a CRD cannot express, and installs them.
+// generate`), the validating admission policies in policies/ (written by
+// hand) for the rules CEL on a CRD cannot express, and the mutating ones
+// in admission/ (Kubernetes 1.36 and later), and installs them.
 package crds
 
 import (
@@ -27,6 +28,9 @@ var files embed.FS
 
 //go:embed policies/*.yaml
 var policyFiles embed.FS
+
+//go:embed admission/*.yaml
+var mutatingFiles embed.FS
 
 // All returns every CRD, sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/crds"
 )
 
 // shared is the package's cluster, set by Main.
@@ -75,8 +77,23 @@ func (c *Cluster) KubeClient(t testing.TB) kubernetes.Interface {
 }
 
 // NewNamespace creates a namespace of its own for the test and deletes it
-// when the test ends.
+// when the test ends. It is labelled as package/namespace.yaml labels
+// longhorn-system, so the mutating admission policies act in it (a
+// RecurringJob is created with Longhorn's finalizer).
 func (c *Cluster) NewNamespace(t testing.TB) string {
+	t.Helper()
+	return c.newNamespace(t, map[string]string{crds.ManagerNamespaceLabel: "true"})
+}
+
+// NewPlainNamespace is NewNamespace without the manager namespace's
+// label: the mutating admission policies leave its objects as created,
+// as in a namespace no manager watches.
+func (c *Cluster) NewPlainNamespace(t testing.TB) string {
+	t.Helper()
+	return c.newNamespace(t, nil)
+}
+
+func (c *Cluster) newNamespace(t testing.TB, labels map[string]string) string {
 	t.Helper()
 	client := c.KubeClient(t)
 	prefix := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
@@ -84,7 +101,7 @@ func (c *Cluster) NewNamespace(t testing.TB) string {
 		prefix = prefix[:40]
 	}
 	name := strings.Trim(prefix, "-") + "-" + rand.String(5)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if _, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
