@@ -67,7 +67,8 @@ func toSnapshotCR(s *longhorn.Snapshot) SnapshotCR {
 // snapshotCRAction runs snapshotCRCreate, snapshotCRList, snapshotCRGet
 // and snapshotCRDelete.
 func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume, action string) error {
-	if _, err := s.ds.GetVolumeRO(volume); apierrors.IsNotFound(err) {
+	vol, err := s.ds.GetVolumeRO(volume)
+	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", volume)
 	} else if err != nil {
 		return err
@@ -107,9 +108,15 @@ func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return badRequest("name: %q is not a valid snapshot name: %s", name, errs[0])
 		}
+		// Created as the snapshot controller would leave it (label,
+		// finalizer, owner), so taking it in writes only its status.
 		snap, err := s.ds.CreateSnapshot(r.Context(), &longhorn.Snapshot{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelVolume: volume}},
-			Spec:       longhorn.SnapshotSpec{Volume: volume, CreateSnapshot: true, Labels: in.Labels},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Labels: map[string]string{types.LabelVolume: volume},
+				Finalizers:      []string{types.LonghornFinalizer},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vol, longhorn.SchemeGroupVersion.WithKind("Volume"))},
+			},
+			Spec: longhorn.SnapshotSpec{Volume: volume, CreateSnapshot: true, Labels: in.Labels},
 		})
 		if apierrors.IsAlreadyExists(err) {
 			return &httpError{http.StatusConflict, "Conflict", "snapshot " + name + " already exists"}

@@ -26,8 +26,13 @@ type apiEnv struct {
 
 func newAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) *apiEnv {
 	t.Helper()
+	return newAPIEnvIn(t, testcluster.Get(t).NewNamespace(t), opts...)
+}
+
+// newAPIEnvIn is newAPIEnv in a namespace of the test's own.
+func newAPIEnvIn(t *testing.T, ns string, opts ...func(*DaemonOptions)) *apiEnv {
+	t.Helper()
 	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	installRBAC(t, kube, ns)
 	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), opts...)

@@ -20,7 +20,9 @@ import (
 func TestSnapshotVolumeLinkIsImmutableOnceSet(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
+	// No manager runs here to release Longhorn's finalizer, which the
+	// manager namespace's admission policy would add.
+	ns := cluster.NewPlainNamespace(t)
 	lh := lhClient(t, cluster.Config)
 	ctx := context.Background()
 	vol, err := lh.LonghornV1beta2().Volumes(ns).Create(ctx, &longhorn.Volume{
@@ -46,6 +48,13 @@ apiVersion: longhorn.io/v1beta2
 kind: Snapshot
 metadata: {name: unlinked}
 spec: {volume: vol}
+---
+apiVersion: longhorn.io/v1beta2
+kind: Snapshot
+metadata:
+  name: mislabelled
+  labels: {longhornvolume: another}
+spec: {volume: vol}
 `, owner), "-n", ns, "apply", "-f", "-")
 
 	refused := func(what, rule string, args ...string) {
@@ -70,17 +79,19 @@ spec: {volume: vol}
 	}
 	refused("changing the volume label", "snapshot-volume-label", "label", "lhsnap", "linked", "longhornvolume=other", "--overwrite")
 	refused("removing the volume label", "snapshot-volume-label", "label", "lhsnap", "linked", "longhornvolume-")
+	refused("moving a wrong volume label to a third volume", "snapshot-volume-label", "label", "lhsnap", "mislabelled", "longhornvolume=third", "--overwrite")
 	refused("removing the owner reference", "snapshot-volume-owner",
 		"patch", "lhsnap", "linked", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
 	refused("pointing the owner reference at another volume", "snapshot-volume-owner",
 		"patch", "lhsnap", "linked", "--type=merge", "-p",
 		`{"metadata":{"ownerReferences":[{"apiVersion":"longhorn.io/v1beta2","kind":"Volume","name":"vol","uid":"00000000-0000-0000-0000-000000000000"}]}}`)
 
-	// Other labels change freely, and a missing link may be added, as the
-	// manager does.
+	// Other labels change freely, and a missing link may be added, or a
+	// wrong label corrected to the snapshot's volume, as the manager does.
 	for _, args := range [][]string{
 		{"label", "lhsnap", "linked", "purpose=test"},
 		{"label", "lhsnap", "unlinked", "longhornvolume=vol"},
+		{"label", "lhsnap", "mislabelled", "longhornvolume=vol", "--overwrite"},
 		{"patch", "lhsnap", "unlinked", "--type=merge", "-p", `{"metadata":{"ownerReferences":[` + owner + `]}}`},
 	} {
 		if _, err := kubectl(args...); err != nil {

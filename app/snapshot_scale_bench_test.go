@@ -300,7 +300,7 @@ func (w *syncWatch) count() int {
 // engine's entry.
 func snapshotInSync(s *longhorn.Snapshot, e *longhorn.Engine) bool {
 	if e == nil || s.DeletionTimestamp != nil || s.Labels[types.LabelVolume] != s.Spec.Volume ||
-		len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Volume" || !slices.Contains(s.Finalizers, types.LonghornFinalizer) {
+		!slices.Contains(s.Finalizers, types.LonghornFinalizer) {
 		return false
 	}
 	info := e.Status.Snapshots[s.Name]

@@ -275,10 +275,16 @@ func failedPurge(e *longhorn.Engine) string {
 	return ""
 }
 
+// needsMutation tells whether the snapshot lacks what Longhorn gives it
+// at admission: its volume label and the finalizer. In the manager's
+// namespace the apiserver gives both (package/admission.yaml), and the
+// snapshot is taken in with no metadata write. The owner reference to
+// the Volume goes with the manager's own write, never alone: no
+// admission policy can read the Volume's UID, and the Volume's deletion
+// deletes its snapshots by the label, owner reference or not.
 func needsMutation(snap *longhorn.Snapshot, v *longhorn.Volume) bool {
 	return snap.Labels[types.LabelVolume] != v.Name ||
-		(snap.DeletionTimestamp == nil && !kit.HasFinalizer(snap)) ||
-		len(snap.OwnerReferences) == 0
+		(snap.DeletionTimestamp == nil && !kit.HasFinalizer(snap))
 }
 
 // adoptEngineSnapshot gives an engine snapshot made without an object (by

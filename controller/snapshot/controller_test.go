@@ -13,6 +13,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // An Engine change enqueues only the snapshots it concerns: every one of
@@ -74,5 +75,30 @@ func TestEngineChangesEnqueueOnlyTheSnapshotsTheyConcern(t *testing.T) {
 				t.Fatalf("enqueued %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestNeedsMutation: a snapshot the admission policy labelled and
+// finalized is not written again for the owner reference alone.
+func TestNeedsMutation(t *testing.T) {
+	v := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", UID: "u"}}
+	now := metav1.Now()
+	for _, c := range []struct {
+		name string
+		snap *longhorn.Snapshot
+		want bool
+	}{
+		{"labelled and finalized, no owner", &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{
+			Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}}}, false},
+		{"as created without the policy", &longhorn.Snapshot{}, true},
+		{"a wrong volume label", &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{
+			Labels: map[string]string{types.LabelVolume: "other"}, Finalizers: []string{types.LonghornFinalizer}}}, true},
+		{"no finalizer", &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{types.LabelVolume: "vol"}}}, true},
+		{"being deleted without the finalizer", &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{
+			Labels: map[string]string{types.LabelVolume: "vol"}, DeletionTimestamp: &now}}, false},
+	} {
+		if got := needsMutation(c.snap, v); got != c.want {
+			t.Errorf("%s: needsMutation %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -131,6 +131,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		_ = c.Stop()
 		return nil, err
 	}
+	if err := waitForMutatingPolicies(ctx, c.Config, startTimeout); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
 	return c, nil
 }
 

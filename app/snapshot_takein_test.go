@@ -1,0 +1,148 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhtyped "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/typed/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// TestANewSnapshotIsTakenInWithoutAMetadataWrite: in the manager's
+// namespace the apiserver gives a new Snapshot its volume label and
+// Longhorn's finalizer (package/admission.yaml), whatever label the
+// creator wrote, and the manager takes it in with its status write
+// alone. In a namespace without the label the manager writes the label,
+// the finalizer and an owner reference to the Volume first: two writes.
+func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	for _, c := range []struct {
+		name            string
+		ns              string
+		mutatedAtCreate bool
+		writes          int
+	}{
+		{"manager namespace", cluster.NewNamespace(t), true, 1},
+		{"unlabelled namespace", cluster.NewPlainNamespace(t), false, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newAPIEnvIn(t, c.ns)
+			e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+			e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+			e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
+			e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+			vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vol", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			snaps := e.lh.LonghornV1beta2().Snapshots(e.ns)
+			// A wrong volume label and a finalizer of the user's: the
+			// label is corrected, the finalizer kept beside Longhorn's.
+			created, err := snaps.Create(context.Background(), &longhorn.Snapshot{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:       "by-user",
+					Labels:     map[string]string{types.LabelVolume: "another", "team": "db"},
+					Finalizers: []string{"example.com/keep"},
+				},
+				Spec: longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			linked := func(s *longhorn.Snapshot) bool {
+				return s.Labels[types.LabelVolume] == "vol" && s.Labels["team"] == "db" &&
+					kit.HasFinalizer(s) && slices.Contains(s.Finalizers, "example.com/keep")
+			}
+			if linked(created) != c.mutatedAtCreate {
+				t.Fatalf("created with labels %v and finalizers %v; label and finalizer at creation: want %v",
+					created.Labels, created.Finalizers, c.mutatedAtCreate)
+			}
+
+			writes, last := writesUntilReady(t, snaps, created)
+			if !linked(last) {
+				t.Errorf("taken in with labels %v and finalizers %v", last.Labels, last.Finalizers)
+			}
+			if !c.mutatedAtCreate && (len(last.OwnerReferences) != 1 || last.OwnerReferences[0].UID != vol.UID) {
+				t.Errorf("the manager's metadata write gave owner references %+v, want the Volume's", last.OwnerReferences)
+			}
+			if writes != c.writes {
+				t.Errorf("taken in with %d writes, want %d", writes, c.writes)
+			}
+			if e.engineSnapshot(t, "vol", "by-user") == nil {
+				t.Error("the engine has no snapshot by-user")
+			}
+
+			// Through the API (the UI's snapshotCRCreate) the object is
+			// created with its label, finalizer and owner, in any
+			// namespace: its status write alone.
+			resp := e.call(t, "POST", "/v1/volumes/vol?action=snapshotCRCreate", `{"name":"by-ui"}`).expect(t, 200)
+			if resp.body["name"] != "by-ui" {
+				t.Fatalf("snapshotCRCreate answered %v", resp.body)
+			}
+			byUI, err := snaps.Get(context.Background(), "by-ui", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !kit.HasFinalizer(byUI) || len(byUI.OwnerReferences) != 1 || byUI.OwnerReferences[0].UID != vol.UID {
+				t.Errorf("snapshotCRCreate made finalizers %v, owner references %+v", byUI.Finalizers, byUI.OwnerReferences)
+			}
+			if byUI.Status.ReadyToUse {
+				t.Log("by-ui was ready before the watch began")
+			} else if writes, _ := writesUntilReady(t, snaps, byUI); writes != 1 {
+				t.Errorf("the API's Snapshot was taken in with %d writes, want 1", writes)
+			}
+
+			// The volume's deletion takes the snapshot with it, owner
+			// reference or not; the user's own finalizer is theirs to drop.
+			e.call(t, "DELETE", "/v1/volumes/vol", "").expect(t, 204)
+			eventually(t, 30*time.Second, "Longhorn's finalizer released", func() (bool, error) {
+				s, err := e.snapshotObject(t, "by-user")
+				return err == nil && s.DeletionTimestamp != nil && !kit.HasFinalizer(s), nil
+			})
+		})
+	}
+}
+
+// writesUntilReady watches a Snapshot from its creation and counts the
+// writes made to it until it is ready with its engine snapshot's time.
+func writesUntilReady(t *testing.T, snaps lhtyped.SnapshotInterface, created *longhorn.Snapshot) (int, *longhorn.Snapshot) {
+	t.Helper()
+	w, err := snaps.Watch(context.Background(), metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + created.Name,
+		ResourceVersion: created.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	writes := 0
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of %s closed before it was ready", created.Name)
+			}
+			if ev.Type != watch.Modified {
+				continue
+			}
+			writes++
+			last := ev.Object.(*longhorn.Snapshot)
+			if last.Status.ReadyToUse && last.Status.CreationTime != "" {
+				return writes, last
+			}
+		case <-timeout:
+			t.Fatalf("%s was not ready within 60s (%d writes seen)", created.Name, writes)
+		}
+	}
+}
