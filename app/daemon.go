@@ -47,6 +47,9 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// ProfilerAddress, when set, is a loopback host:port where Go's
+	// runtime profiles are served (--profiler-address; see startProfiler).
+	ProfilerAddress string
 	// APIAuth is --api-auth: api.AuthNone (the default) or
 	// api.AuthKubernetes (see api/auth.go).
 	APIAuth string
@@ -171,6 +174,13 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
 	}
 	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+	if o.ProfilerAddress != "" {
+		profCtx, stopProfiler := context.WithCancel(ctx)
+		defer stopProfiler()
+		if _, err := startProfiler(profCtx, log.WithField("component", "profiler"), o.ProfilerAddress); err != nil {
+			return err
+		}
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg = countKubeRequests(cfg, registry)

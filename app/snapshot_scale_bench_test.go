@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -79,7 +81,12 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	ns := cluster.NewNamespace(b)
 	installRBAC(b, cluster.KubeClient(b), ns)
 	raiseOpenFileLimit(b, uint64(volumes*(perVolume+4)+4096))
-	d := startDaemonProcess(b, cluster.ServiceAccountConfig(ns, serviceAccount), ns)
+	heapProfile := os.Getenv("LONGHORN_BENCH_HEAP_PROFILE")
+	var profilerFlags []string
+	if heapProfile != "" {
+		profilerFlags = []string{"--profiler-address", freeAddress(b)}
+	}
+	d := startDaemonProcess(b, cluster.ServiceAccountConfig(ns, serviceAccount), ns, profilerFlags...)
 	// The bare loop is the fastest a client can go: no client-side limit.
 	unthrottled := rest.CopyConfig(cluster.Config)
 	unthrottled.QPS, unthrottled.Burst = -1, 0
@@ -141,7 +148,16 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 		idleBefore.sum("longhorn_manager_reconcile_total", `controller="longhorn-snapshot"`)
 	logDelta(b, "idle", idleBefore, idleAfter)
 	logDelta(b, "sync", before, after)
+	if heapProfile != "" {
+		writeHeapProfile(b, profilerFlags[1], heapProfile)
+	}
 	peakRSS := d.procStatus(b, "VmHWM")
+	// What the resident set is made of, from the Go runtime's own figures
+	// (after the idle window, so a collection has run since the sync).
+	mib := func(name string) float64 { return idleAfter.sum(name) / (1 << 20) }
+	b.Logf("memory after the idle window: RSS %.0f MiB (peak %.0f; anonymous %.0f, file-backed %.0f), Go heap in use %.0f MiB (live objects %.0f MiB, next collection at %.0f MiB), stacks %.0f MiB, all the runtime holds %.0f MiB",
+		d.procStatus(b, "VmRSS")/1024, peakRSS/1024, d.procStatus(b, "RssAnon")/1024, d.procStatus(b, "RssFile")/1024, mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_alloc_bytes"),
+		mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"), mib("go_memstats_sys_bytes"))
 	fds := d.openFiles()
 
 	verifyAgainstEngines(b, d, admin, ns, names, perVolume)
@@ -421,4 +437,23 @@ func profileControlPlane(b *testing.B, cluster *testcluster.Cluster) <-chan stru
 		}
 	}()
 	return done
+}
+
+// writeHeapProfile saves the daemon's heap profile, from its
+// --profiler-address, to path (LONGHORN_BENCH_HEAP_PROFILE: the daemon's
+// heap after the idle window, for `go tool pprof`).
+func writeHeapProfile(b *testing.B, profiler, path string) {
+	b.Helper()
+	resp, err := http.Get("http://" + profiler + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %d %v", resp.StatusCode, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
