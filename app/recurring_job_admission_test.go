@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -49,39 +48,14 @@ func TestANewRecurringJobIsTakenInWithOneWrite(t *testing.T) {
 				t.Fatalf("created with finalizers %v; Longhorn's added at creation: want %v", created.Finalizers, c.finalizedAtCreate)
 			}
 
-			w, err := jobs.Watch(context.Background(), metav1.ListOptions{
-				FieldSelector:   "metadata.name=daily",
-				ResourceVersion: created.ResourceVersion,
+			writes, job := writesUntil(t, jobs, created, "Ready", func(j *longhorn.RecurringJob) bool {
+				return kit.GetCondition(j.Status.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
 			})
-			if err != nil {
-				t.Fatal(err)
+			if !kit.HasFinalizer(job) || !slices.Contains(job.Finalizers, "example.com/keep") {
+				t.Errorf("taken in with finalizers %v", job.Finalizers)
 			}
-			defer w.Stop()
-			writes := 0
-			timeout := time.After(60 * time.Second)
-			for ready := false; !ready; {
-				select {
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						t.Fatal("the watch closed before the job was Ready")
-					}
-					if ev.Type != watch.Modified {
-						continue
-					}
-					writes++
-					job := ev.Object.(*longhorn.RecurringJob)
-					ready = kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
-					if ready {
-						if !kit.HasFinalizer(job) || !slices.Contains(job.Finalizers, "example.com/keep") {
-							t.Errorf("taken in with finalizers %v", job.Finalizers)
-						}
-						if job.Status.NextScheduleTime == nil {
-							t.Error("taken in without its next tick")
-						}
-					}
-				case <-timeout:
-					t.Fatalf("the job was not Ready within 60s (%d writes seen)", writes)
-				}
+			if job.Status.NextScheduleTime == nil {
+				t.Error("taken in without its next tick")
 			}
 			if writes != c.writes {
 				t.Errorf("taken in with %d writes, want %d", writes, c.writes)

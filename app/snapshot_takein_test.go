@@ -11,7 +11,6 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhtyped "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/typed/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -68,7 +67,7 @@ func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
 					created.Labels, created.Finalizers, c.mutatedAtCreate)
 			}
 
-			writes, last := writesUntilReady(t, snaps, created)
+			writes, last := writesUntil(t, snaps, created, "ready", snapshotReady)
 			if !linked(last) {
 				t.Errorf("taken in with labels %v and finalizers %v", last.Labels, last.Finalizers)
 			}
@@ -98,7 +97,7 @@ func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
 			}
 			if byUI.Status.ReadyToUse {
 				t.Log("by-ui was ready before the watch began")
-			} else if writes, _ := writesUntilReady(t, snaps, byUI); writes != 1 {
+			} else if writes, _ := writesUntil(t, snaps, byUI, "ready", snapshotReady); writes != 1 {
 				t.Errorf("the API's Snapshot was taken in with %d writes, want 1", writes)
 			}
 
@@ -113,13 +112,19 @@ func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
 	}
 }
 
-// writesUntilReady watches a Snapshot from its creation and counts the
-// writes made to it until it is ready with its engine snapshot's time.
-func writesUntilReady(t *testing.T, snaps lhtyped.SnapshotInterface, created *longhorn.Snapshot) (int, *longhorn.Snapshot) {
+// watcher is what writesUntil needs of a typed client.
+type watcher interface {
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// writesUntil watches the object created (by name, from its creation)
+// and counts the writes made to it until done holds for it; it returns
+// the count and the object as done saw it. It fails the test after 60 s.
+func writesUntil[T metav1.Object](t *testing.T, client watcher, created T, what string, done func(T) bool) (int, T) {
 	t.Helper()
-	w, err := snaps.Watch(context.Background(), metav1.ListOptions{
-		FieldSelector:   "metadata.name=" + created.Name,
-		ResourceVersion: created.ResourceVersion,
+	w, err := client.Watch(context.Background(), metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + created.GetName(),
+		ResourceVersion: created.GetResourceVersion(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,18 +136,22 @@ func writesUntilReady(t *testing.T, snaps lhtyped.SnapshotInterface, created *lo
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				t.Fatalf("the watch of %s closed before it was ready", created.Name)
+				t.Fatalf("the watch of %s closed before %s", created.GetName(), what)
 			}
 			if ev.Type != watch.Modified {
 				continue
 			}
 			writes++
-			last := ev.Object.(*longhorn.Snapshot)
-			if last.Status.ReadyToUse && last.Status.CreationTime != "" {
-				return writes, last
+			if obj, ok := ev.Object.(T); ok && done(obj) {
+				return writes, obj
 			}
 		case <-timeout:
-			t.Fatalf("%s was not ready within 60s (%d writes seen)", created.Name, writes)
+			t.Fatalf("%s: not %s within 60s (%d writes seen)", created.GetName(), what, writes)
 		}
 	}
+}
+
+// snapshotReady: taken, with its engine snapshot's time.
+func snapshotReady(s *longhorn.Snapshot) bool {
+	return s.Status.ReadyToUse && s.Status.CreationTime != ""
 }
