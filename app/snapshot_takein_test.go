@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
@@ -107,6 +109,16 @@ func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
 			eventually(t, 30*time.Second, "Longhorn's finalizer released", func() (bool, error) {
 				s, err := e.snapshotObject(t, "by-user")
 				return err == nil && s.DeletionTimestamp != nil && !kit.HasFinalizer(s), nil
+			})
+			// The volume waits for it; once the user lets it go, both go.
+			if _, err := snaps.Patch(context.Background(), "by-user", k8stypes.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the volume and its snapshots gone", func() (bool, error) {
+				_, errV := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vol", metav1.GetOptions{})
+				list, err := snaps.List(context.Background(), metav1.ListOptions{})
+				return apierrors.IsNotFound(errV) && err == nil && len(list.Items) == 0, nil
 			})
 		})
 	}
