@@ -112,22 +112,10 @@ func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interfac
 		// (controller/recurringjob/resync.go).
 		Longhorn: lhinformers.NewSharedInformerFactoryWithOptions(lhClient, resync, lhinformers.WithNamespace(namespace),
 			lhinformers.WithCustomResyncConfig(map[metav1.Object]time.Duration{&longhorn.Snapshot{}: 0, &longhorn.RecurringJob{}: 0}),
-			lhinformers.WithTransform(stripManagedFields)),
+			lhinformers.WithTransform(cacheTransform)),
 		Kube: informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace),
-			informers.WithTransform(stripManagedFields)),
+			informers.WithTransform(cacheTransform)),
 	}
-}
-
-// stripManagedFields drops an object's managedFields before the informer
-// caches it: nothing here reads them, and they are often the larger part
-// of an object held in memory (an Engine's list one entry per snapshot).
-// An update sent without them keeps the apiserver's (it takes the live
-// object's when a request has none).
-func stripManagedFields(obj interface{}) (interface{}, error) {
-	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // Start starts every informer requested so far.
