@@ -219,7 +219,7 @@ func writeKubeconfig(b *testing.B, path string, cfg *rest.Config) {
 	}
 }
 
-func freeAddress(b *testing.B) string {
+func freeAddress(b testing.TB) string {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -167,3 +167,46 @@ func writesUntil[T metav1.Object](t *testing.T, client watcher, created T, what 
 func snapshotReady(s *longhorn.Snapshot) bool {
 	return s.Status.ReadyToUse && s.Status.CreationTime != ""
 }
+
+// TestSnapshotsCreatedWhileNoManagerRunsAreTaken: Snapshot objects created
+// while the manager is down (an upgrade, a crash) are taken once it is
+// back. Its volume's Engine still says running from before, so no change
+// of state brings them back to the controller: the engine's start on this
+// node does, as it does for a deletion that waited for the engine.
+func TestSnapshotsCreatedWhileNoManagerRunsAreTaken(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	dataDir, cfg := t.TempDir(), cluster.ServiceAccountConfig(ns, serviceAccount)
+	// The engine keeps its address across the restart, as a node's port.
+	engineAddress := freeAddress(t)
+	withEngineAddress := func(o *DaemonOptions) { o.EngineAddress = engineAddress }
+	d := startDaemon(t, cfg, ns, "node-1", dataDir, withEngineAddress)
+	e := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}
+	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
+	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
+	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.createSnapshotObject(t, "vol", "before")
+	d.stop(t)
+
+	names := []string{"while-down-1", "while-down-2", "while-down-3"}
+	for _, name := range names {
+		if _, err := e.lh.LonghornV1beta2().Snapshots(ns).Create(context.Background(), &longhorn.Snapshot{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d = startDaemon(t, cfg, ns, "node-1", dataDir, withEngineAddress)
+	e.base = "http://" + d.apiAddress
+	for _, name := range append(names, "before") {
+		eventually(t, 30*time.Second, name+" taken by the engine and ready", func() (bool, error) {
+			s, err := e.snapshotObject(t, name)
+			return err == nil && snapshotReady(s) && e.engineSnapshot(t, "vol", name) != nil, nil
+		})
+	}
+}

@@ -52,7 +52,20 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		AddFunc:    func(obj interface{}) { c.engineChanged(nil, obj) },
 		UpdateFunc: c.engineChanged,
 	})
+	// After a manager's restart a volume's Engine still says running
+	// from before, so no change of its state brings back the objects
+	// created while no manager ran (nor those whose deletion waits for
+	// the engine): the engine's start on this node does.
+	instances.OnStart(c.enqueueVolume)
 	return c
+}
+
+// enqueueVolume enqueues every snapshot of a volume.
+func (c *Controller) enqueueVolume(volume string) {
+	snaps, _ := c.ds.ListVolumeSnapshotsRO(volume)
+	for _, s := range snaps {
+		c.Enqueue(s)
+	}
 }
 
 // engineChanged enqueues only what an Engine change concerns: every
@@ -68,10 +81,7 @@ func (c *Controller) engineChanged(oldObj, newObj interface{}) {
 		old, _ = oldObj.(*longhorn.Engine)
 	}
 	if old == nil || old.Status.CurrentState != cur.Status.CurrentState {
-		snaps, _ := c.ds.ListVolumeSnapshotsRO(cur.Spec.VolumeName)
-		for _, s := range snaps {
-			c.Enqueue(s)
-		}
+		c.enqueueVolume(cur.Spec.VolumeName)
 	} else if !equality.Semantic.DeepEqual(old.Status.PurgeStatus, cur.Status.PurgeStatus) {
 		// A purge ended: the snapshots being deleted wait on it (one whose
 		// purge failed starts another).

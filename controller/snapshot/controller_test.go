@@ -1,16 +1,23 @@
 package snapshot
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -100,5 +107,80 @@ func TestNeedsMutation(t *testing.T) {
 		if got := needsMutation(c.snap, v); got != c.want {
 			t.Errorf("%s: needsMutation %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A Snapshot object whose engine is not started on this node is synced
+// again when it starts. After a manager's restart the volume's Engine
+// still says running from before, so no change of the Engine's state
+// brings back the objects created while no manager ran (or whose deletion
+// waits for the engine): the start itself must.
+func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)),
+		logrus.NewEntry(log), func(string) {}, func(string) {})
+	t.Cleanup(instances.StopAll)
+	lh := lhfake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "made-while-down", Namespace: "ns",
+		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec: longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true}}
+	other := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "of-another-volume", Namespace: "ns",
+		Labels: map[string]string{types.LabelVolume: "vol2"}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec: longhorn.SnapshotSpec{Volume: "vol2", CreateSnapshot: true}}
+	for _, add := range []error{
+		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
+			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
+		lhi.Engines().Informer().GetIndexer().Add(&longhorn.Engine{ObjectMeta: metav1.ObjectMeta{Name: datastore.EngineName("vol"), Namespace: "ns"},
+			Spec:   longhorn.EngineSpec{InstanceSpec: longhorn.InstanceSpec{VolumeName: "vol"}},
+			Status: longhorn.EngineStatus{InstanceStatus: longhorn.InstanceStatus{CurrentState: longhorn.InstanceStateRunning}}}),
+		lhi.Snapshots().Informer().GetIndexer().Add(snap),
+		lhi.Snapshots().Informer().GetIndexer().Add(other),
+	} {
+		if add != nil {
+			t.Fatal(add)
+		}
+	}
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	t.Cleanup(c.Queue.ShutDown)
+
+	// The engine is not started yet: the sync can do nothing.
+	if _, err := c.sync(context.Background(), "ns/made-while-down"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Queue.Len(); n != 0 {
+		t.Fatalf("%d keys queued before the engine started", n)
+	}
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Queue.Len(); n != 1 {
+		t.Fatalf("the engine's start queued %d keys, want its volume's one snapshot", n)
+	}
+	key, _ := c.Queue.Get()
+	if key != "ns/made-while-down" {
+		t.Fatalf("the engine's start queued %v", key)
+	}
+	c.Queue.Done(key)
+	if _, err := c.sync(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := run.Engine.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(taken, func(s replica.Snapshot) bool { return s.Name == "made-while-down" }) {
+		t.Fatalf("the sync after the start did not take the snapshot: the engine has %v", taken)
+	}
+	// Starting an engine that runs is no start.
+	if _, err := instances.Start("vol", 4<<20, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Queue.Len(); n != 0 {
+		t.Fatalf("a running engine's Start queued %d keys", n)
 	}
 }

@@ -73,6 +73,7 @@ type Engines struct {
 	engines   map[string]*running
 	onChange  func(volume string)
 	onCall    func(call string)
+	onStart   []func(volume string)
 }
 
 // NewEngines returns the node's engines, which the rpc server serves and
@@ -81,6 +82,15 @@ type Engines struct {
 // onCall, when not nil, at each call of an engine's control API.
 func NewEngines(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string), onCall func(call string)) *Engines {
 	return &Engines{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange, onCall: onCall}
+}
+
+// OnStart registers f to be called, outside the engines' lock, each time
+// an engine starts (not when Start finds it running). Register before the
+// first Start.
+func (m *Engines) OnStart(f func(volume string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onStart = append(m.onStart, f)
 }
 
 // Get returns the running engine of a volume.
@@ -101,16 +111,29 @@ func (m *Engines) Get(volume string) (Running, bool) {
 // attached without a frontend); a frontend is never taken away from a
 // running engine, whose user may be reading through it.
 func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
+	run, started, err := m.start(volume, size, replicas, frontend)
+	if started {
+		m.mu.Lock()
+		onStart := m.onStart
+		m.mu.Unlock()
+		for _, f := range onStart {
+			f(volume)
+		}
+	}
+	return run, err
+}
+
+func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, frontend bool) (run Running, started bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.engines[volume]; ok {
 		if frontend && r.nbd == nil {
 			if err := m.startFrontend(volume, r); err != nil {
-				return r.Running, err
+				return r.Running, false, err
 			}
 			m.log.WithFields(logrus.Fields{"volume": volume, "endpoint": r.Endpoint}).Info("Started the frontend of a running engine")
 		}
-		return r.Running, nil
+		return r.Running, false, nil
 	}
 	opened := map[string]*replica.Replica{}
 	closeAll := func() {
@@ -122,30 +145,30 @@ func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, fronte
 		r, err := openOrCreate(rd, size)
 		if err != nil {
 			closeAll()
-			return Running{}, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
+			return Running{}, false, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
 		}
 		opened[rd.Name] = r
 	}
 	e, err := volumeengine.New(volume, opened, m.clock, m.log)
 	if err != nil {
 		closeAll()
-		return Running{}, err
+		return Running{}, false, err
 	}
 	e.OnChange(func() { m.onChange(volume) })
 	if m.onCall != nil {
 		e.OnCall(m.onCall)
 	}
-	run := &running{Running: Running{Engine: e}}
+	r := &running{Running: Running{Engine: e}}
 	if frontend {
-		if err := m.startFrontend(volume, run); err != nil {
+		if err := m.startFrontend(volume, r); err != nil {
 			e.Close()
-			return Running{}, err
+			return Running{}, false, err
 		}
 	}
 	m.rpc.Register(e)
-	m.engines[volume] = run
-	m.log.WithFields(logrus.Fields{"volume": volume, "replicas": len(replicas), "endpoint": run.Endpoint}).Info("Started engine")
-	return run.Running, nil
+	m.engines[volume] = r
+	m.log.WithFields(logrus.Fields{"volume": volume, "replicas": len(replicas), "endpoint": r.Endpoint}).Info("Started engine")
+	return r.Running, true, nil
 }
 
 // startFrontend serves the running engine over NBD.
