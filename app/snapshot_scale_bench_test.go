@@ -93,29 +93,14 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	admin := lhClient(b, unthrottled)
 	ctx := context.Background()
 
-	start := time.Now()
-	names := make([]string, volumes)
-	for i := range names {
-		names[i] = fmt.Sprintf("vol-%04d", i)
-	}
-	parallel(b, 8, names, func(name string) error {
-		if err := d.post("/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"1Mi","numberOfReplicas":1}`, name)); err != nil {
-			return err
-		}
-		return d.post("/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1","disableFrontend":true}`)
-	})
-	eventually(b, 30*time.Minute, "every volume attached", func() (bool, error) {
-		return runningEngines(ctx, admin, ns) == volumes, nil
-	})
-	b.Logf("%d volumes created and attached in %s", volumes, time.Since(start).Round(time.Second))
-	waitQuiet(b, d)
+	names := attachScaleVolumes(b, d, admin, ns, volumes)
 
 	watch := watchSync(b, admin, ns, total)
 	before := d.metrics(b)
 	cpBefore := cluster.CPUSeconds()
 	profiled := profileControlPlane(b, cluster)
 	b.ResetTimer()
-	start = time.Now()
+	start := time.Now()
 	createSnapshots(b, admin, ns, names, perVolume)
 	created := time.Since(start)
 	select {
@@ -230,6 +215,30 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// attachScaleVolumes creates volumes of 1 MiB with one replica through the
+// daemon's API, attaches them without a frontend, waits until every engine
+// runs and the daemon is quiet, and returns their names.
+func attachScaleVolumes(b *testing.B, d *daemonProcess, client lhclientset.Interface, ns string, volumes int) []string {
+	b.Helper()
+	start := time.Now()
+	names := make([]string, volumes)
+	for i := range names {
+		names[i] = fmt.Sprintf("vol-%04d", i)
+	}
+	parallel(b, 8, names, func(name string) error {
+		if err := d.post("/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"1Mi","numberOfReplicas":1}`, name)); err != nil {
+			return err
+		}
+		return d.post("/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1","disableFrontend":true}`)
+	})
+	eventually(b, 30*time.Minute, "every volume attached", func() (bool, error) {
+		return runningEngines(context.Background(), client, ns) == volumes, nil
+	})
+	b.Logf("%d volumes created and attached in %s", volumes, time.Since(start).Round(time.Second))
+	waitQuiet(b, d)
+	return names
+}
+
 // runningEngines counts the Engine objects that say running (0 when they
 // cannot be listed).
 func runningEngines(ctx context.Context, client lhclientset.Interface, ns string) int {
@@ -271,6 +280,7 @@ type syncWatch struct {
 	snaps   map[string]*longhorn.Snapshot
 	engines map[string]*longhorn.Engine
 	inSync  map[string]bool
+	first   time.Time // when the first object came in sync
 	total   int
 	done    chan struct{}
 }
@@ -316,6 +326,9 @@ func (w *syncWatch) engine(e *longhorn.Engine) {
 func (w *syncWatch) check(s *longhorn.Snapshot) {
 	if snapshotInSync(s, w.engines[s.Spec.Volume]) {
 		w.inSync[s.Name] = true
+		if w.first.IsZero() {
+			w.first = time.Now()
+		}
 	} else {
 		delete(w.inSync, s.Name)
 	}
@@ -326,6 +339,13 @@ func (w *syncWatch) check(s *longhorn.Snapshot) {
 			close(w.done)
 		}
 	}
+}
+
+// firstInSync is when the first object came in sync (zero before).
+func (w *syncWatch) firstInSync() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
 }
 
 func (w *syncWatch) count() int {

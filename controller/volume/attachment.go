@@ -148,12 +148,21 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		// Read the generation first: a change while mirroring moves it, so
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()
+		var readAt time.Time
 		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
-			c.mirrorEngine(v.Name, run.Engine, status)
+			readAt = time.Now()
+			c.mirrorEngine(run.Engine, status)
 		}
 		defer func() {
 			if written != "" {
 				c.mirrors.record(v.Name, run.Engine, gen, written)
+			}
+			// The pace spaces the mirrors that write. One that found the
+			// status as it was (an engine started again after the
+			// manager's restart) folds nothing: the changes that follow
+			// it are mirrored once gathered.
+			if !readAt.IsZero() && written != "" && written != e.ResourceVersion {
+				c.mirrors.readAt(v.Name, readAt)
 			}
 		}()
 		// What the engine serves: a frontend is started on a running

@@ -19,7 +19,8 @@ import (
 type engineMirrors struct {
 	mu   sync.Mutex
 	seen map[string]engineMirror
-	// read is when each volume's engine was last read for a mirror.
+	// read is when each volume's engine was last read for a mirror that
+	// changed its Engine's status.
 	read map[string]time.Time
 }
 
@@ -29,25 +30,34 @@ type engineMirrors struct {
 // write of the Engine status that also spares the writes of every
 // intermediate state to the Snapshot objects (a snapshot whose child
 // comes within the pace is first written with that child). A change after
-// a quiet pace is mirrored at once. Longhorn itself reads its engines
-// every 5 seconds.
+// a quiet pace is mirrored once the changes that come with it are in
+// (engineMirrorGather). Longhorn itself reads its engines every 5 seconds.
 const engineMirrorPace = 5 * time.Second
 
+// engineMirrorGather is how long a change after a quiet pace waits for the
+// changes that come with it. A manager's start takes the snapshots made
+// while it was down one after another, as does a job over a volume's
+// snapshots: one mirror at the end of the burst shows them all, where one
+// at its start would leave the rest to wait out the pace.
+const engineMirrorGather = 250 * time.Millisecond
+
 // wait is how long a change of volume's engine waits before its mirror:
-// none when the last read is a pace old, else the rest of the pace. The
-// workqueue's delay keeps one pending sync per volume, so changes within
-// the pace fold into it. It is wall time, as the workqueue's delays are.
+// the gathering window when the last read is a pace old, else the rest of
+// the pace. The workqueue's delay keeps one pending sync per volume, so
+// changes within the wait fold into it. It is wall time, as the
+// workqueue's delays are.
 func (m *engineMirrors) wait(volume string, now time.Time) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	last, ok := m.read[volume]
 	if !ok {
-		return 0
+		return engineMirrorGather
 	}
-	return max(0, min(engineMirrorPace, last.Add(engineMirrorPace).Sub(now)))
+	return max(engineMirrorGather, min(engineMirrorPace, last.Add(engineMirrorPace).Sub(now)))
 }
 
-// readAt notes that volume's engine was read for a mirror at t.
+// readAt notes that volume's engine was read at t for a mirror that
+// changed its Engine's status.
 func (m *engineMirrors) readAt(volume string, t time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -5,30 +5,33 @@ import (
 	"time"
 )
 
-// An engine change is mirrored at once after a quiet pace, otherwise when
-// the pace since the last read of the engine ends; a stopped engine's
-// record goes, so its next start is mirrored at once.
+// An engine change is mirrored after the gathering window when the last
+// read is a pace old, otherwise when the pace since that read ends; a
+// stopped engine's record goes, so its next change waits only to gather.
 func TestEngineChangesAreMirroredAtMostOncePerPace(t *testing.T) {
 	m := engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}}
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
-	if w := m.wait("vol", now); w != 0 {
+	if w := m.wait("vol", now); w != engineMirrorGather {
 		t.Fatalf("a never mirrored engine waits %s", w)
 	}
 	m.readAt("vol", now)
 	if w := m.wait("vol", now.Add(time.Second)); w != engineMirrorPace-time.Second {
 		t.Fatalf("a change 1s after a read waits %s, want the rest of the pace", w)
 	}
-	if w := m.wait("other", now.Add(time.Second)); w != 0 {
+	if w := m.wait("other", now.Add(time.Second)); w != engineMirrorGather {
 		t.Fatalf("another volume's engine waits %s", w)
 	}
-	if w := m.wait("vol", now.Add(engineMirrorPace)); w != 0 {
+	if w := m.wait("vol", now.Add(engineMirrorPace-engineMirrorGather/2)); w != engineMirrorGather {
+		t.Fatalf("a change just before the pace ends waits %s, want the gathering window", w)
+	}
+	if w := m.wait("vol", now.Add(engineMirrorPace)); w != engineMirrorGather {
 		t.Fatalf("a change a pace after the read waits %s", w)
 	}
 	if w := m.wait("vol", now.Add(-time.Hour)); w != engineMirrorPace {
 		t.Fatalf("with the clock set back the wait is %s, want at most the pace", w)
 	}
 	m.forget("vol")
-	if w := m.wait("vol", now.Add(time.Second)); w != 0 {
+	if w := m.wait("vol", now.Add(time.Second)); w != engineMirrorGather {
 		t.Fatalf("a restarted engine waits %s", w)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
@@ -15,8 +14,7 @@ import (
 // into the Engine status, from one call of the engine's control API. The
 // snapshot list keeps the entries of a failed read out, with the error,
 // rather than dropping them.
-func (c *Controller) mirrorEngine(volume string, e *volumeengine.Engine, status *longhorn.EngineStatus) {
-	c.mirrors.readAt(volume, time.Now())
+func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.EngineStatus) {
 	st := e.Status()
 	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
 	for name, mode := range st.ReplicaModes {
