@@ -103,11 +103,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	start := time.Now()
 	createSnapshots(b, admin, ns, names, perVolume)
 	created := time.Since(start)
-	select {
-	case <-watch.done:
-	case <-time.After(60 * time.Minute):
-		b.Fatalf("only %d of %d Snapshot objects in sync after an hour", watch.count(), total)
-	}
+	watch.wait(b, "after the first create")
 	syncTime := time.Since(start)
 	cpSync := cluster.CPUSeconds() - cpBefore
 	b.StopTimer()
@@ -338,6 +334,17 @@ func (w *syncWatch) check(s *longhorn.Snapshot) {
 		default:
 			close(w.done)
 		}
+	}
+}
+
+// wait waits until every object is in sync, and fails the benchmark after
+// an hour (since what).
+func (w *syncWatch) wait(b *testing.B, since string) {
+	b.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(60 * time.Minute):
+		b.Fatalf("only %d of %d Snapshot objects in sync an hour %s", w.count(), w.total, since)
 	}
 }
 
