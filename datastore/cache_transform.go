@@ -16,7 +16,9 @@ import (
 // it: drop its managedFields (nothing here reads them, and an update sent
 // without them keeps the apiserver's), and share the parts most objects
 // repeat with the objects already cached: label maps, finalizers, owner
-// references and the namespace. A snapshot carries the same few labels as
+// references and the namespace; for Snapshots and Engines also the
+// snapshots' labels and children, and a Snapshot's volume and owner
+// node. A snapshot carries the same few labels as
 // its siblings four times over (its volume label, the labels it was created
 // with, their copy in its status and in its engine's status), and a small
 // Go map costs about 300 bytes: with 30 snapshots a volume the repeats were
