@@ -12,6 +12,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -114,7 +115,7 @@ func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Labels: map[string]string{types.LabelVolume: volume},
 				Finalizers:      []string{types.LonghornFinalizer},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vol, longhorn.SchemeGroupVersion.WithKind("Volume"))},
+				OwnerReferences: kit.OwnedBy(vol),
 			},
 			Spec: longhorn.SnapshotSpec{Volume: volume, CreateSnapshot: true, Labels: in.Labels},
 		})

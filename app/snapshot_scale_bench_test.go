@@ -40,6 +40,19 @@ func snapshotScale(b *testing.B) (volumes, perVolume int) {
 	return volumes, perVolume
 }
 
+// snapshotBenchNamespace is where a snapshot benchmark starts: the control
+// plane, a manager's namespace with its RBAC, the benchmark's size, and the
+// open-file limit its engines need.
+func snapshotBenchNamespace(b *testing.B) (cluster *testcluster.Cluster, ns string, volumes, perVolume int) {
+	b.Helper()
+	volumes, perVolume = snapshotScale(b)
+	cluster = testcluster.Get(b)
+	ns = cluster.NewNamespace(b)
+	installRBAC(b, cluster.KubeClient(b), ns)
+	raiseOpenFileLimit(b, uint64(volumes*(perVolume+4)+4096))
+	return cluster, ns, volumes, perVolume
+}
+
 // idleWindow is how long the benchmark watches the idle manager
 // (LONGHORN_BENCH_IDLE, a Go duration; one minute by default).
 func idleWindow(b *testing.B) time.Duration {
@@ -75,12 +88,8 @@ func idleWindow(b *testing.B) time.Duration {
 //     loop's rate, and its API writes other than the node's (the goal is
 //     none).
 func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
-	volumes, perVolume := snapshotScale(b)
+	cluster, ns, volumes, perVolume := snapshotBenchNamespace(b)
 	total := volumes * perVolume
-	cluster := testcluster.Get(b)
-	ns := cluster.NewNamespace(b)
-	installRBAC(b, cluster.KubeClient(b), ns)
-	raiseOpenFileLimit(b, uint64(volumes*(perVolume+4)+4096))
 	heapProfile := os.Getenv("LONGHORN_BENCH_HEAP_PROFILE")
 	var profilerFlags []string
 	if heapProfile != "" {

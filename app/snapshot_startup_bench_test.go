@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-
-	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
 // BenchmarkSnapshotStartUp measures the manager taking in Snapshot objects
@@ -22,12 +20,8 @@ import (
 // snapshot benchmark's (LONGHORN_BENCH_SNAPSHOT_SCALE); the manager's
 // client-side limit is raised to 2,000 requests a second.
 func BenchmarkSnapshotStartUp(b *testing.B) {
-	volumes, perVolume := snapshotScale(b)
+	cluster, ns, volumes, perVolume := snapshotBenchNamespace(b)
 	total := volumes * perVolume
-	cluster := testcluster.Get(b)
-	ns := cluster.NewNamespace(b)
-	installRBAC(b, cluster.KubeClient(b), ns)
-	raiseOpenFileLimit(b, uint64(volumes*(perVolume+4)+4096))
 	// As in the recurring job benchmark, the manager's client-side limit
 	// is raised (the default, 200 requests a second, would bound a
 	// start-up that writes one status a snapshot), so that the apiserver
