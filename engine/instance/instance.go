@@ -71,7 +71,7 @@ type Engines struct {
 	clock     clock.Clock
 	log       *logrus.Entry
 	engines   map[string]*running
-	onChange  func(volume string)
+	onChange  []func(volume string)
 	onCall    func(call string)
 	onStart   []func(volume string)
 }
@@ -81,7 +81,16 @@ type Engines struct {
 // onChange is called when an engine's snapshots or replicas change;
 // onCall, when not nil, at each call of an engine's control API.
 func NewEngines(server *rpc.Server, host string, clk clock.Clock, log *logrus.Entry, onChange func(volume string), onCall func(call string)) *Engines {
-	return &Engines{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: onChange, onCall: onCall}
+	return &Engines{rpc: server, frontends: host, clock: clk, log: log, engines: map[string]*running{}, onChange: []func(string){onChange}, onCall: onCall}
+}
+
+// OnChange registers f to be called, besides the onChange given to
+// NewEngines, after each change of an engine's snapshots or replicas.
+// Register before the first Start.
+func (m *Engines) OnChange(f func(volume string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onChange = append(m.onChange, f)
 }
 
 // OnStart registers f to be called, outside the engines' lock, each time
@@ -154,7 +163,12 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 		closeAll()
 		return Running{}, false, err
 	}
-	e.OnChange(func() { m.onChange(volume) })
+	onChange := m.onChange
+	e.OnChange(func() {
+		for _, f := range onChange {
+			f(volume)
+		}
+	})
 	if m.onCall != nil {
 		e.OnCall(m.onCall)
 	}

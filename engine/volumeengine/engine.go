@@ -89,6 +89,10 @@ type Engine struct {
 	// generation moves with every change of what the engine reports,
 	// progress included (which does not call changed).
 	generation atomic.Uint64
+	// status is the last Status read and the generation it was read at:
+	// the controllers that read the engine share one read per change.
+	statusMu sync.Mutex
+	status   *statusAt
 	// called counts the calls of the control API, for metrics.
 	called func(call string)
 }
