@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -19,13 +20,21 @@ func (e *apiEnv) snapshotObject(t *testing.T, name string) (*longhorn.Snapshot, 
 	return e.lh.LonghornV1beta2().Snapshots(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
+// engineSnapshot is the entry of a snapshot in the volume's engine, read
+// from the engine through the API's snapshotGet (nil when the engine has
+// none or the volume is not attached). The Engine object's status lists
+// the same entries, its list mirrored at a pace of its own.
 func (e *apiEnv) engineSnapshot(t *testing.T, volume, name string) *longhorn.SnapshotInfo {
 	t.Helper()
-	eng, err := e.lh.LonghornV1beta2().Engines(e.ns).Get(context.Background(), datastore.EngineName(volume), metav1.GetOptions{})
-	if err != nil {
+	resp := e.call(t, "POST", "/v1/volumes/"+volume+"?action=snapshotGet", `{"name":"`+name+`"}`)
+	if resp.status != http.StatusOK {
 		return nil
 	}
-	return eng.Status.Snapshots[name]
+	var info longhorn.SnapshotInfo
+	if err := json.Unmarshal([]byte(resp.raw), &info); err != nil {
+		t.Fatalf("snapshotGet %s of volume %s: %v", name, volume, err)
+	}
+	return &info
 }
 
 func TestSnapshotObjectsLifeCycle(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -26,9 +27,14 @@ import (
 
 // Controller keeps a Snapshot object for every engine snapshot
 // and the engine snapshot of every Snapshot object a user creates. It
-// reads snapshots from engine.status.snapshots (the volume controller
-// keeps that current) and calls the engine only to create, delete and
-// purge. It runs on the node that owns the snapshot's volume.
+// runs on the node that owns the snapshot's volume, where the volume's
+// engine runs, and reads a snapshot from that engine: one read per
+// change of the engine, which the Engine status mirror shares (see
+// volumeengine.Engine.Status). A volume whose engine does not run here
+// has its snapshots read from engine.status.snapshots, the volume
+// controller's mirror. The engine's changes bring back the objects they
+// concern at once, so a Snapshot object does not wait for that mirror,
+// whose snapshot list is paced longer than the rest of it.
 //
 // Ownership: the owner of the snapshot's volume (its engine runs there);
 // the Snapshot has no owner of its own.
@@ -37,7 +43,9 @@ type Controller struct {
 	ds        *datastore.DataStore
 	nodeID    string
 	instances *instance.Engines
-	taken     takenSnapshots
+	// written keeps a sync from acting on a copy older than its own last
+	// write (a write from it would be refused with a conflict).
+	written kit.Written
 }
 
 // NewController wires the controller to the Snapshot and Engine
@@ -57,7 +65,67 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	// created while no manager ran (nor those whose deletion waits for
 	// the engine): the engine's start on this node does.
 	instances.OnStart(c.enqueueVolume)
+	instances.OnChange(c.localEngineChanged)
 	return c
+}
+
+// localEngineChanged enqueues what a change of a volume's engine running
+// here concerns: the snapshots whose objects differ from the engine's
+// entries (new ones included, so they get objects), those being deleted,
+// and the objects whose snapshot the engine no longer has.
+func (c *Controller) localEngineChanged(volume string) {
+	run, ok := c.instances.Get(volume)
+	if !ok {
+		return
+	}
+	v, err := c.ds.GetVolumeRO(volume)
+	if err != nil || v.Status.OwnerID != c.nodeID {
+		return
+	}
+	st := run.Engine.Status()
+	if st.SnapshotsError != nil {
+		return
+	}
+	inEngine := make(map[string]bool, len(st.Snapshots))
+	for _, s := range st.Snapshots {
+		if s.Name == replica.HeadName {
+			continue
+		}
+		inEngine[s.Name] = true
+		snap, err := c.ds.GetSnapshotRO(s.Name)
+		if err != nil || snap.DeletionTimestamp != nil || kit.StatusChanged(snapshotStatus(kit.SnapshotInfo(s), v, c.nodeID), snap.Status) {
+			c.Queue.Add(c.ds.Namespace() + "/" + s.Name)
+		}
+	}
+	objects, _ := c.ds.ListVolumeSnapshotsRO(volume)
+	for _, snap := range objects {
+		if !inEngine[snap.Name] {
+			c.Enqueue(snap)
+		}
+	}
+}
+
+// engineSnapshot is the entry of snapshot name in the volume's engine:
+// from the engine itself when it runs here, else from its Engine
+// object's mirror (nil when either has no such snapshot). running tells
+// whether the engine runs.
+func (c *Controller) engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running bool) {
+	if hasEngine {
+		st := run.Engine.Status()
+		if st.SnapshotsError == nil {
+			for _, s := range st.Snapshots {
+				if s.Name == name {
+					return kit.SnapshotInfo(s), true
+				}
+			}
+			return nil, true
+		}
+		// No healthy replica to read: the mirror keeps the last entries.
+	}
+	if e == nil {
+		return nil, hasEngine
+	}
+	return e.Status.Snapshots[name], hasEngine || e.Status.CurrentState == longhorn.InstanceStateRunning
 }
 
 // enqueueVolume enqueues every snapshot of a volume.
@@ -97,12 +165,12 @@ func (c *Controller) engineChanged(oldObj, newObj interface{}) {
 		before = old.Status.Snapshots
 	}
 	for name, s := range cur.Status.Snapshots {
-		if name != "volume-head" && !equality.Semantic.DeepEqual(s, before[name]) {
+		if name != replica.HeadName && !equality.Semantic.DeepEqual(s, before[name]) {
 			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
 	for name := range before {
-		if _, still := cur.Status.Snapshots[name]; !still && name != "volume-head" {
+		if _, still := cur.Status.Snapshots[name]; !still && name != replica.HeadName {
 			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
@@ -115,11 +183,16 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	snap, err := c.ds.GetSnapshotRO(name)
 	if apierrors.IsNotFound(err) {
-		c.taken.forget(name)
+		c.written.Forget(key)
 		return kit.Result{}, c.adoptEngineSnapshot(ctx, name)
 	}
 	if err != nil {
 		return kit.Result{}, err
+	}
+	if c.written.Stale(key, snap.ResourceVersion) {
+		// The informer has yet to bring this controller's last write of
+		// the object; its event queues the key again.
+		return kit.Result{}, nil
 	}
 	v, err := c.ds.GetVolumeRO(snap.Spec.Volume)
 	if apierrors.IsNotFound(err) || (err == nil && v.DeletionTimestamp != nil) {
@@ -150,19 +223,15 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if snap, err = c.ds.UpdateSnapshot(ctx, updated); err != nil {
 			return kit.Result{}, err
 		}
+		c.remember(snap)
 	}
 
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return kit.Result{}, err
 	}
-	var info *longhorn.SnapshotInfo
-	running := false
-	if e != nil {
-		info = e.Status.Snapshots[snap.Name]
-		running = e.Status.CurrentState == longhorn.InstanceStateRunning
-	}
 	run, hasEngine := c.instances.Get(v.Name)
+	info, running := c.engineSnapshot(run, hasEngine, e, snap.Name)
 
 	if snap.DeletionTimestamp != nil {
 		if info == nil && running {
@@ -171,15 +240,11 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if !hasEngine {
 			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
 		}
-		if info == nil {
-			// The engine is starting: its snapshots are not mirrored yet.
-			return kit.Result{}, nil
-		}
 		if !info.Removed {
 			err := run.Engine.DeleteSnapshot(snap.Name)
 			switch {
 			case errors.Is(err, volumeengine.ErrNotFound):
-				// Purged since the mirror was read.
+				// Purged since the engine was read.
 				return kit.Result{}, c.releaseFinalizer(ctx, snap)
 			case errors.Is(err, volumeengine.ErrPrecondition):
 				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
@@ -212,27 +277,22 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 
-	if info != nil {
-		c.taken.forget(snap.Name)
-	}
 	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
-		if c.taken.tookIt(snap.Name, run.Engine) {
-			// Taken by this engine: its mirror has yet to show it.
-			return kit.Result{}, nil
-		}
-		// The status may lag: the engine itself refuses a second snapshot
-		// of the name, under its lock, so a retry never makes two.
+		// The engine itself refuses a second snapshot of the name, under
+		// its lock, so a retry never makes two.
 		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
 		switch {
 		case errors.Is(err, volumeengine.ErrExists):
-			c.taken.record(snap.Name, run.Engine)
 		case err != nil:
 			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
 		default:
-			c.taken.record(snap.Name, run.Engine)
 			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
-		return kit.Result{}, nil
+		// The status is written from the engine's entry now, in the same
+		// sync.
+		if info, running = c.engineSnapshot(run, hasEngine, e, snap.Name); info == nil {
+			return kit.Result{}, nil
+		}
 	}
 	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
 		// A delete and its purge may both land between two mirrors of
@@ -305,7 +365,8 @@ func (c *Controller) adoptEngineSnapshot(ctx context.Context, name string) error
 		return err
 	}
 	for _, e := range engines {
-		info := e.Status.Snapshots[name]
+		run, hasEngine := c.instances.Get(e.Spec.VolumeName)
+		info, _ := c.engineSnapshot(run, hasEngine, e, name)
 		if info == nil || info.Removed {
 			continue
 		}
@@ -313,8 +374,8 @@ func (c *Controller) adoptEngineSnapshot(ctx context.Context, name string) error
 		if err != nil || v.Status.OwnerID != c.nodeID || v.DeletionTimestamp != nil {
 			continue
 		}
-		if run, ok := c.instances.Get(v.Name); ok && run.Engine.WasPurged(name) {
-			// The mirror was read before the purge: the snapshot's
+		if hasEngine && run.Engine.WasPurged(name) {
+			// The entry was read before the purge: the snapshot's
 			// object was deleted with it and must not come back.
 			continue
 		}
@@ -357,11 +418,19 @@ func (c *Controller) releaseFinalizer(ctx context.Context, snap *longhorn.Snapsh
 	}
 	updated := snap.DeepCopy()
 	kit.RemoveFinalizer(updated)
-	_, err := c.ds.UpdateSnapshot(ctx, updated)
+	stored, err := c.ds.UpdateSnapshot(ctx, updated)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
+	if err == nil {
+		c.remember(stored)
+	}
 	return err
+}
+
+// remember notes the object as this controller's last write stored it.
+func (c *Controller) remember(stored *longhorn.Snapshot) {
+	c.written.Remember(c.ds.Namespace()+"/"+stored.Name, stored.ResourceVersion)
 }
 
 func (c *Controller) setError(ctx context.Context, snap *longhorn.Snapshot, msg string) error {
@@ -379,9 +448,12 @@ func (c *Controller) writeStatus(ctx context.Context, snap *longhorn.Snapshot, s
 	}
 	updated := snap.DeepCopy()
 	updated.Status = status
-	_, err := c.ds.UpdateSnapshotStatus(ctx, updated)
+	stored, err := c.ds.UpdateSnapshotStatus(ctx, updated)
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err == nil {
+		c.remember(stored)
 	}
 	return err
 }

@@ -176,6 +176,18 @@ func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
 	if !slices.ContainsFunc(taken, func(s replica.Snapshot) bool { return s.Name == "made-while-down" }) {
 		t.Fatalf("the sync after the start did not take the snapshot: the engine has %v", taken)
 	}
+	// The snapshot is a change of the engine, which brings its object
+	// back (the cache still holds it without a status).
+	for deadline := time.Now().Add(10 * time.Second); c.Queue.Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine's change queued nothing")
+		}
+	}
+	if key, _ := c.Queue.Get(); key != "ns/made-while-down" {
+		t.Fatalf("the engine's change queued %v", key)
+	} else {
+		c.Queue.Done(key)
+	}
 	// Starting an engine that runs is no start.
 	if _, err := instances.Start("vol", 4<<20, nil, false); err != nil {
 		t.Fatal(err)

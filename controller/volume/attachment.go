@@ -149,12 +149,24 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()
 		var readAt time.Time
+		// listOnly: the mirror changes the snapshot list alone, which is
+		// written at most once per engineListPace. listDeferred: it waits
+		// for that pace; the status keeps the old list and the generation
+		// is not recorded, so a later sync writes the new one.
+		listOnly, listDeferred := false, false
 		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
 			readAt = time.Now()
 			c.mirrorEngine(run.Engine, status)
+			listOnly = !changedBeyondList(status, &e.Status) &&
+				(kit.StatusChanged(status.Snapshots, e.Status.Snapshots) || status.SnapshotsError != e.Status.SnapshotsError)
+			if wait := c.mirrors.listWait(v.Name, readAt); listOnly && wait > 0 {
+				status.Snapshots, status.SnapshotsError = e.Status.Snapshots, e.Status.SnapshotsError
+				listDeferred = true
+				c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
+			}
 		}
 		defer func() {
-			if written != "" {
+			if written != "" && !listDeferred {
 				c.mirrors.record(v.Name, run.Engine, gen, written)
 			}
 			// The pace spaces the mirrors that write. One that found the
@@ -163,6 +175,9 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			// it are mirrored once gathered.
 			if !readAt.IsZero() && written != "" && written != e.ResourceVersion {
 				c.mirrors.readAt(v.Name, readAt)
+				if listOnly {
+					c.mirrors.listedAt(v.Name, readAt)
+				}
 			}
 		}()
 		// What the engine serves: a frontend is started on a running

@@ -42,7 +42,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	instances *instance.Engines, engineAddress string, clk clock.Clock) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
-		mirrors: engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}}}
+		mirrors: newEngineMirrors()}
 	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,

@@ -9,7 +9,7 @@ import (
 // read is a pace old, otherwise when the pace since that read ends; a
 // stopped engine's record goes, so its next change waits only to gather.
 func TestEngineChangesAreMirroredAtMostOncePerPace(t *testing.T) {
-	m := engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}}
+	m := newEngineMirrors()
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 	if w := m.wait("vol", now); w != engineMirrorGather {
 		t.Fatalf("a never mirrored engine waits %s", w)
@@ -33,5 +33,33 @@ func TestEngineChangesAreMirroredAtMostOncePerPace(t *testing.T) {
 	m.forget("vol")
 	if w := m.wait("vol", now.Add(time.Second)); w != engineMirrorGather {
 		t.Fatalf("a restarted engine waits %s", w)
+	}
+}
+
+// A change of the snapshot list alone is written at once when the list was
+// last written a list pace ago (or never, or the engine started again),
+// else when that pace ends.
+func TestSnapshotListChangesAreWrittenAtMostOncePerListPace(t *testing.T) {
+	m := newEngineMirrors()
+	now := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+	if w := m.listWait("vol", now); w != 0 {
+		t.Fatalf("a list never written waits %s", w)
+	}
+	m.listedAt("vol", now)
+	if w := m.listWait("vol", now.Add(time.Second)); w != engineListPace-time.Second {
+		t.Fatalf("a list change 1s after the last waits %s, want the rest of the list pace", w)
+	}
+	if w := m.listWait("other", now.Add(time.Second)); w != 0 {
+		t.Fatalf("another volume's list waits %s", w)
+	}
+	if w := m.listWait("vol", now.Add(engineListPace)); w != 0 {
+		t.Fatalf("a list change a list pace after the last waits %s", w)
+	}
+	if w := m.listWait("vol", now.Add(-time.Hour)); w != engineListPace {
+		t.Fatalf("with the clock set back the wait is %s, want at most the list pace", w)
+	}
+	m.forget("vol")
+	if w := m.listWait("vol", now.Add(time.Second)); w != 0 {
+		t.Fatalf("a restarted engine's list waits %s", w)
 	}
 }

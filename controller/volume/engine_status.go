@@ -3,7 +3,6 @@ package volume
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
@@ -26,12 +25,7 @@ func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.Engin
 		status.SnapshotsError = ""
 		status.Snapshots = map[string]*longhorn.SnapshotInfo{}
 		for _, s := range st.Snapshots {
-			children := map[string]bool{}
-			for _, child := range s.Children {
-				children[child] = true
-			}
-			status.Snapshots[s.Name] = &longhorn.SnapshotInfo{Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed,
-				UserCreated: s.UserCreated, Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels}
+			status.Snapshots[s.Name] = kit.SnapshotInfo(s)
 		}
 	}
 	status.BackupStatus = map[string]*longhorn.EngineBackupStatus{}
@@ -55,4 +49,12 @@ func (c *Controller) writeEngineStatus(ctx context.Context, e *longhorn.Engine, 
 		return "", fmt.Errorf("update status of engine %s: %w", e.Name, err)
 	}
 	return written.ResourceVersion, nil
+}
+
+// changedBeyondList tells whether status differs from the Engine's
+// current one in more than its snapshot list.
+func changedBeyondList(status, current *longhorn.EngineStatus) bool {
+	other := *status
+	other.Snapshots, other.SnapshotsError = current.Snapshots, current.SnapshotsError
+	return kit.StatusChanged(&other, current)
 }
