@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,8 +34,9 @@ import (
 // volumeengine.Engine.Status). A volume whose engine does not run here
 // has its snapshots read from engine.status.snapshots, the volume
 // controller's mirror. The engine's changes bring back the objects they
-// concern at once, so a Snapshot object does not wait for that mirror,
-// whose snapshot list is paced longer than the rest of it.
+// concern, in rounds paced as Longhorn's engine poll (statusPace), so a
+// Snapshot object does not wait for that mirror, whose snapshot list is
+// paced longer.
 //
 // Ownership: the owner of the snapshot's volume (its engine runs there);
 // the Snapshot has no owner of its own.
@@ -46,6 +48,8 @@ type Controller struct {
 	// written keeps a sync from acting on a copy older than its own last
 	// write (a write from it would be refused with a conflict).
 	written kit.Written
+	// rounds paces the syncs the engines' changes ask for.
+	rounds statusRounds
 }
 
 // NewController wires the controller to the Snapshot and Engine
@@ -69,10 +73,11 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	return c
 }
 
-// localEngineChanged enqueues what a change of a volume's engine running
-// here concerns: the snapshots whose objects differ from the engine's
-// entries (new ones included, so they get objects), those being deleted,
-// and the objects whose snapshot the engine no longer has.
+// localEngineChanged enqueues, for the volume's next round of status
+// writes (statusPace), what a change of its engine running here concerns:
+// the snapshots whose objects differ from the engine's entries (new ones
+// included, so they get objects), those being deleted, and the objects
+// whose snapshot the engine no longer has.
 func (c *Controller) localEngineChanged(volume string) {
 	run, ok := c.instances.Get(volume)
 	if !ok {
@@ -86,6 +91,7 @@ func (c *Controller) localEngineChanged(volume string) {
 	if st.SnapshotsError != nil {
 		return
 	}
+	var keys []string
 	inEngine := make(map[string]bool, len(st.Snapshots))
 	for _, s := range st.Snapshots {
 		if s.Name == replica.HeadName {
@@ -94,14 +100,21 @@ func (c *Controller) localEngineChanged(volume string) {
 		inEngine[s.Name] = true
 		snap, err := c.ds.GetSnapshotRO(s.Name)
 		if err != nil || snap.DeletionTimestamp != nil || kit.StatusChanged(snapshotStatus(kit.SnapshotInfo(s), v, c.nodeID), snap.Status) {
-			c.Queue.Add(c.ds.Namespace() + "/" + s.Name)
+			keys = append(keys, c.ds.Namespace()+"/"+s.Name)
 		}
 	}
 	objects, _ := c.ds.ListVolumeSnapshotsRO(volume)
 	for _, snap := range objects {
 		if !inEngine[snap.Name] {
-			c.Enqueue(snap)
+			keys = append(keys, c.ds.Namespace()+"/"+snap.Name)
 		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	wait := c.rounds.wait(volume, time.Now())
+	for _, key := range keys {
+		c.Queue.AddAfter(key, wait)
 	}
 }
 
@@ -288,11 +301,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		default:
 			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
-		// The status is written from the engine's entry now, in the same
-		// sync.
-		if info, running = c.engineSnapshot(run, hasEngine, e, snap.Name); info == nil {
-			return kit.Result{}, nil
-		}
+		// The snapshot is a change of the engine, whose round of status
+		// writes (statusPace) writes this status with the rest.
+		return kit.Result{}, nil
 	}
 	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
 		// A delete and its purge may both land between two mirrors of
