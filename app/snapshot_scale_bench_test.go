@@ -73,8 +73,11 @@ func idleWindow(b *testing.B) time.Duration {
 // and reports:
 //
 //   - sync-s: from the first create until every object is in sync (its
-//     volume label, finalizer and owner reference set, the engine snapshot
-//     taken, and its status equal to the engine's entry, ready to use);
+//     volume label and finalizer set, the engine snapshot taken, and its
+//     status the engine's entry, ready to use; see volumeInSync), and
+//     listed-s, until every Engine status lists the snapshots as their
+//     objects do (the API writes, engine calls and control-plane time
+//     are counted until then);
 //   - bare-create-s: the same loop creating the same objects in a
 //     namespace no manager watches, and sync/bare, the ratio;
 //   - idle API writes and engine calls per minute, over a quiet window
@@ -104,7 +107,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 
 	names := attachScaleVolumes(b, d, admin, ns, volumes)
 
-	watch := watchSync(b, admin, ns, total)
+	watch := watchSync(b, admin, ns, total, perVolume)
 	before := d.metrics(b)
 	cpBefore := cluster.CPUSeconds()
 	profiled := profileControlPlane(b, cluster)
@@ -114,11 +117,16 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	created := time.Since(start)
 	watch.wait(b, "after the first create")
 	syncTime := time.Since(start)
+	// The writes and the control plane's time are counted until the
+	// Engine statuses list every snapshot too (their list is paced).
+	watch.waitListed(b, "after the first create")
+	listedTime := time.Since(start)
 	cpSync := cluster.CPUSeconds() - cpBefore
 	b.StopTimer()
 	<-profiled
 	after := d.metrics(b)
-	b.Logf("%d Snapshot objects created in %s, all in sync after %s (load %s)", total, created.Round(time.Millisecond), syncTime.Round(time.Millisecond), loadAverage())
+	b.Logf("%d Snapshot objects created in %s, all in sync after %s, listed by every Engine status after %s (load %s)", total,
+		created.Round(time.Millisecond), syncTime.Round(time.Millisecond), listedTime.Round(time.Millisecond), loadAverage())
 
 	waitQuiet(b, d)
 	window := idleWindow(b)
@@ -196,6 +204,7 @@ func BenchmarkSnapshotObjectsAtScale(b *testing.B) {
 	b.ReportMetric(float64(volumes), "volumes")
 	b.ReportMetric(float64(total), "snapshots")
 	b.ReportMetric(syncTime.Seconds(), "sync-s")
+	b.ReportMetric(listedTime.Seconds(), "listed-s")
 	b.ReportMetric(bare.Seconds(), "bare-create-s")
 	b.ReportMetric(syncTime.Seconds()/bare.Seconds(), "sync/bare")
 	b.ReportMetric(admission.Seconds(), "admission-create-s")
@@ -278,21 +287,27 @@ func createSnapshots(b *testing.B, client lhclientset.Interface, ns string, volu
 	}
 }
 
-// syncWatch follows Snapshots and Engines through an informer and closes
-// done once every one of total Snapshot objects is in sync.
+// syncWatch follows Snapshots and Engines through an informer. done
+// closes once every one of total Snapshot objects is in sync (see
+// volumeInSync), listed once every Engine status also lists each
+// snapshot as its object says (see listedInSync).
 type syncWatch struct {
-	mu      sync.Mutex
-	snaps   map[string]*longhorn.Snapshot
-	engines map[string]*longhorn.Engine
-	inSync  map[string]bool
-	first   time.Time // when the first object came in sync
-	total   int
-	done    chan struct{}
+	mu        sync.Mutex
+	byVolume  map[string]map[string]*longhorn.Snapshot
+	engines   map[string]*longhorn.Engine
+	inSync    map[string]bool
+	inList    map[string]bool
+	first     time.Time // when the first object came in sync
+	total     int
+	perVolume int
+	done      chan struct{}
+	listed    chan struct{}
 }
 
-func watchSync(b *testing.B, client lhclientset.Interface, ns string, total int) *syncWatch {
-	w := &syncWatch{snaps: map[string]*longhorn.Snapshot{}, engines: map[string]*longhorn.Engine{},
-		inSync: map[string]bool{}, total: total, done: make(chan struct{})}
+func watchSync(b *testing.B, client lhclientset.Interface, ns string, total, perVolume int) *syncWatch {
+	w := &syncWatch{byVolume: map[string]map[string]*longhorn.Snapshot{}, engines: map[string]*longhorn.Engine{},
+		inSync: map[string]bool{}, inList: map[string]bool{}, total: total, perVolume: perVolume,
+		done: make(chan struct{}), listed: make(chan struct{})}
 	factory := lhinformers.NewSharedInformerFactoryWithOptions(client, 0, lhinformers.WithNamespace(ns))
 	lh := factory.Longhorn().V1beta2()
 	_, _ = lh.Snapshots().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -313,47 +328,69 @@ func watchSync(b *testing.B, client lhclientset.Interface, ns string, total int)
 func (w *syncWatch) snapshot(s *longhorn.Snapshot) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.snaps[s.Name] = s
-	w.check(s)
+	if w.byVolume[s.Spec.Volume] == nil {
+		w.byVolume[s.Spec.Volume] = map[string]*longhorn.Snapshot{}
+	}
+	w.byVolume[s.Spec.Volume][s.Name] = s
+	w.check(s.Spec.Volume)
 }
 
 func (w *syncWatch) engine(e *longhorn.Engine) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.engines[e.Spec.VolumeName] = e
-	for name := range e.Status.Snapshots {
-		if s, ok := w.snaps[name]; ok {
-			w.check(s)
-		}
-	}
+	w.check(e.Spec.VolumeName)
 }
 
-func (w *syncWatch) check(s *longhorn.Snapshot) {
-	if snapshotInSync(s, w.engines[s.Spec.Volume]) {
-		w.inSync[s.Name] = true
-		if w.first.IsZero() {
-			w.first = time.Now()
+// check marks the volume's objects in sync, or not, and listed, or not.
+func (w *syncWatch) check(volume string) {
+	mark := func(set map[string]bool, name string, ok bool, ch chan struct{}) {
+		if !ok {
+			delete(set, name)
+			return
 		}
-	} else {
-		delete(w.inSync, s.Name)
+		set[name] = true
+		if len(set) == w.total {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
 	}
-	if len(w.inSync) == w.total {
-		select {
-		case <-w.done:
-		default:
-			close(w.done)
-		}
+	snaps := w.byVolume[volume]
+	inSync := volumeInSync(snaps, w.perVolume)
+	if inSync && w.first.IsZero() {
+		w.first = time.Now()
+	}
+	for name, s := range snaps {
+		mark(w.inSync, name, inSync, w.done)
+		mark(w.inList, name, inSync && listedInSync(s, w.engines[volume]), w.listed)
 	}
 }
-
 // wait waits until every object is in sync, and fails the benchmark after
 // an hour (since what).
 func (w *syncWatch) wait(b *testing.B, since string) {
 	b.Helper()
+	w.waitFor(b, w.done, "Snapshot objects in sync", since)
+}
+
+// waitListed waits until every Engine status lists its snapshots as their
+// objects say.
+func (w *syncWatch) waitListed(b *testing.B, since string) {
+	b.Helper()
+	w.waitFor(b, w.listed, "Snapshot objects listed by their Engine", since)
+}
+
+func (w *syncWatch) waitFor(b *testing.B, ch chan struct{}, what, since string) {
+	b.Helper()
 	select {
-	case <-w.done:
+	case <-ch:
 	case <-time.After(60 * time.Minute):
-		b.Fatalf("only %d of %d Snapshot objects in sync an hour %s", w.count(), w.total, since)
+		w.mu.Lock()
+		n := len(w.inSync)
+		w.mu.Unlock()
+		b.Fatalf("only %d of %d %s an hour %s", n, w.total, what, since)
 	}
 }
 
@@ -370,22 +407,56 @@ func (w *syncWatch) count() int {
 	return len(w.inSync)
 }
 
-// snapshotInSync: the object is mutated, ready, and its status is the
-// engine's entry.
-func snapshotInSync(s *longhorn.Snapshot, e *longhorn.Engine) bool {
-	if e == nil || s.DeletionTimestamp != nil || s.Labels[types.LabelVolume] != s.Spec.Volume ||
-		!slices.Contains(s.Finalizers, types.LonghornFinalizer) {
+// volumeInSync: the volume's perVolume objects are mutated and ready,
+// with their labels, and their statuses make one chain of them, as the
+// engine takes each volume's snapshots one after another: one object
+// without a parent, each other's parent an object whose only child it is,
+// and the last one's only child the volume head. That is the engine's
+// chain whatever order the manager took them in; the engine's own
+// entries are compared at the end (verifyAgainstEngines).
+func volumeInSync(snaps map[string]*longhorn.Snapshot, perVolume int) bool {
+	if len(snaps) != perVolume {
 		return false
 	}
-	info := e.Status.Snapshots[s.Name]
-	st := s.Status
-	return info != nil && st.ReadyToUse && st.Error == "" && st.CreationTime == info.Created && st.CreationTime != "" &&
-		st.Parent == info.Parent && maps.Equal(st.Children, info.Children) && st.MarkRemoved == info.Removed &&
-		strconv.FormatInt(st.Size, 10) == info.Size && maps.Equal(st.Labels, info.Labels)
+	roots, heads := 0, 0
+	for _, s := range snaps {
+		st := s.Status
+		if s.DeletionTimestamp != nil || s.Labels[types.LabelVolume] != s.Spec.Volume ||
+			!slices.Contains(s.Finalizers, types.LonghornFinalizer) ||
+			!st.ReadyToUse || st.Error != "" || st.CreationTime == "" || st.MarkRemoved || !st.UserCreated ||
+			!maps.Equal(st.Labels, s.Spec.Labels) || len(st.Children) != 1 {
+			return false
+		}
+		if st.Parent == "" {
+			roots++
+		} else if p := snaps[st.Parent]; p == nil || len(p.Status.Children) != 1 || !p.Status.Children[s.Name] {
+			return false
+		}
+		for child := range st.Children {
+			if child == "volume-head" {
+				heads++
+			} else if c := snaps[child]; c == nil || c.Status.Parent != s.Name {
+				return false
+			}
+		}
+	}
+	return roots == 1 && heads == 1
+}
+
+// listedInSync: the Engine status lists the snapshot as its object's
+// status says.
+func listedInSync(s *longhorn.Snapshot, e *longhorn.Engine) bool {
+	return e != nil && statusIsEntry(s.Status, e.Status.Snapshots[s.Name])
+}
+
+// statusIsEntry: a Snapshot status says what the engine's entry does.
+func statusIsEntry(st longhorn.SnapshotStatus, info *longhorn.SnapshotInfo) bool {
+	return info != nil && st.CreationTime == info.Created && st.Parent == info.Parent && maps.Equal(st.Children, info.Children) &&
+		st.MarkRemoved == info.Removed && strconv.FormatInt(st.Size, 10) == info.Size && maps.Equal(st.Labels, info.Labels)
 }
 
 // verifyAgainstEngines asks each engine, through the manager's API, for
-// its snapshots and compares them with the objects.
+// its snapshots and compares each entry with its object's status.
 func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Interface, ns string, volumes []string, perVolume int) {
 	b.Helper()
 	list, err := client.LonghornV1beta2().Snapshots(ns).List(context.Background(), metav1.ListOptions{})
@@ -398,10 +469,7 @@ func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Int
 	}
 	parallel(b, 4, volumes, func(v string) error {
 		var out struct {
-			Data []struct {
-				Name   string `json:"name"`
-				Parent string `json:"parent"`
-			} `json:"data"`
+			Data []longhorn.SnapshotInfo `json:"data"`
 		}
 		if err := d.postJSON("/v1/volumes/"+v+"?action=snapshotList", "{}", &out); err != nil {
 			return err
@@ -413,8 +481,8 @@ func verifyAgainstEngines(b *testing.B, d *daemonProcess, client lhclientset.Int
 			}
 			seen++
 			o := objects[s.Name]
-			if o == nil || o.Spec.Volume != v || o.Status.Parent != s.Parent {
-				return fmt.Errorf("volume %s: engine snapshot %s (parent %q) has object %+v", v, s.Name, s.Parent, o)
+			if o == nil || o.Spec.Volume != v || !statusIsEntry(o.Status, &s) {
+				return fmt.Errorf("volume %s: engine snapshot %+v has object %+v", v, s, o)
 			}
 		}
 		if seen != perVolume {
