@@ -19,10 +19,11 @@ import (
 // the snapshot sync makes costs the control plane (apiserver and etcd, one
 // process), in processor milliseconds, with one informer watching as the
 // manager's does: a Snapshot create (the bare loop's write), a Snapshot
-// status update, and an Engine status update carrying a snapshot chain of
-// 0, 15 and 30 entries (the engine's mirror through a volume's life at
-// 30 snapshots). It is the cost model behind the snapshot benchmark's
-// ratio.
+// status update, a RecurringJob create and its take-in's status write,
+// and an Engine status update carrying a snapshot chain of 0, 15 and 30
+// entries (the engine's mirror through a volume's life at 30 snapshots).
+// It is the cost model behind the snapshot and start-up benchmarks'
+// ratios.
 func BenchmarkControlPlaneCostPerWrite(b *testing.B) {
 	const n = 600
 	cluster := testcluster.Get(b)
@@ -34,7 +35,8 @@ func BenchmarkControlPlaneCostPerWrite(b *testing.B) {
 	ctx := context.Background()
 
 	factory := lhinformers.NewSharedInformerFactoryWithOptions(client, 0, lhinformers.WithNamespace(ns))
-	for _, inf := range []cache.SharedIndexInformer{factory.Longhorn().V1beta2().Snapshots().Informer(), factory.Longhorn().V1beta2().Engines().Informer()} {
+	lhi := factory.Longhorn().V1beta2()
+	for _, inf := range []cache.SharedIndexInformer{lhi.Snapshots().Informer(), lhi.Engines().Informer(), lhi.RecurringJobs().Informer()} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
 	}
 	stop := make(chan struct{})
@@ -79,6 +81,30 @@ func BenchmarkControlPlaneCostPerWrite(b *testing.B) {
 		s.Status.OwnerID = "node-1"
 		u, err := lh.Snapshots(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{})
 		snaps[i] = u
+		return err
+	})
+	jobs := make([]*longhorn.RecurringJob, n)
+	measure("recurringjob-create", func(i int) error {
+		j, err := lh.RecurringJobs(ns).Create(ctx, &longhorn.RecurringJob{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%04d", i)},
+			Spec:       longhorn.RecurringJobSpec{Task: "snapshot", Cron: "0 0 1 1 *", Retain: 1},
+		}, metav1.CreateOptions{})
+		jobs[i] = j
+		return err
+	})
+	// The take-in's one status write: owner, Ready, the observed
+	// schedule and generation, the next tick.
+	measure("recurringjob-status", func(i int) error {
+		j := jobs[i].DeepCopy()
+		now := metav1.Now()
+		next := metav1.NewTime(now.AddDate(1, 0, 0))
+		j.Status.OwnerID = "node-1"
+		j.Status.Conditions = []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue, LastTransitionTime: now.UTC().Format(time.RFC3339)}}
+		j.Status.ObservedSchedule = &longhorn.RecurringJobObservedSchedule{Cron: j.Spec.Cron}
+		j.Status.ObservedGeneration = j.Generation
+		j.Status.NextScheduleTime = &next
+		u, err := lh.RecurringJobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+		jobs[i] = u
 		return err
 	})
 	for _, chain := range []int{0, 15, 30} {
