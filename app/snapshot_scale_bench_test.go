@@ -368,6 +368,7 @@ func (w *syncWatch) check(volume string) {
 		mark(w.inList, name, inSync && listedInSync(s, w.engines[volume]), w.listed)
 	}
 }
+
 // wait waits until every object is in sync, and fails the benchmark after
 // an hour (since what).
 func (w *syncWatch) wait(b *testing.B, since string) {

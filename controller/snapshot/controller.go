@@ -122,7 +122,7 @@ func (c *Controller) localEngineChanged(volume string) {
 // from the engine itself when it runs here, else from its Engine
 // object's mirror (nil when either has no such snapshot). running tells
 // whether the engine runs.
-func (c *Controller) engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running bool) {
+func engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running bool) {
 	if hasEngine {
 		st := run.Engine.Status()
 		if st.SnapshotsError == nil {
@@ -244,7 +244,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, err
 	}
 	run, hasEngine := c.instances.Get(v.Name)
-	info, running := c.engineSnapshot(run, hasEngine, e, snap.Name)
+	info, running := engineSnapshot(run, hasEngine, e, snap.Name)
 
 	if snap.DeletionTimestamp != nil {
 		if info == nil && running {
@@ -377,7 +377,7 @@ func (c *Controller) adoptEngineSnapshot(ctx context.Context, name string) error
 	}
 	for _, e := range engines {
 		run, hasEngine := c.instances.Get(e.Spec.VolumeName)
-		info, _ := c.engineSnapshot(run, hasEngine, e, name)
+		info, _ := engineSnapshot(run, hasEngine, e, name)
 		if info == nil || info.Removed {
 			continue
 		}

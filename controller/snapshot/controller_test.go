@@ -178,21 +178,28 @@ func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
 	}
 	// The snapshot is a change of the engine, which brings its object
 	// back (the cache still holds it without a status).
-	for deadline := time.Now().Add(10 * time.Second); c.Queue.Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the engine's change queued nothing")
-		}
-	}
-	if key, _ := c.Queue.Get(); key != "ns/made-while-down" {
-		t.Fatalf("the engine's change queued %v", key)
-	} else {
-		c.Queue.Done(key)
-	}
+	waitQueued(t, c, "ns/made-while-down")
 	// Starting an engine that runs is no start.
 	if _, err := instances.Start("vol", 4<<20, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Queue.Len(); n != 0 {
 		t.Fatalf("a running engine's Start queued %d keys", n)
+	}
+}
+
+// waitQueued waits until an engine's change queues a key (after its round's
+// delay), takes it off the queue and checks it is want.
+func waitQueued(t *testing.T, c *Controller, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); c.Queue.Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine's change queued nothing")
+		}
+	}
+	key, _ := c.Queue.Get()
+	c.Queue.Done(key)
+	if key != want {
+		t.Fatalf("the engine's change queued %v, want %s", key, want)
 	}
 }

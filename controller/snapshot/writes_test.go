@@ -144,16 +144,7 @@ func TestOneSnapshotCostsTwoWritesAndTwoEngineCalls(t *testing.T) {
 	if n := sc.Queue.Len(); n != 0 {
 		t.Fatalf("the engine's change queued %d keys at once, want them after the gathering window", n)
 	}
-	for deadline := time.Now().Add(10 * time.Second); sc.Queue.Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the engine's change queued nothing")
-		}
-	}
-	if key, _ := sc.Queue.Get(); key != "ns/s1" {
-		t.Fatalf("the engine's change queued %v", key)
-	} else {
-		sc.Queue.Done(key)
-	}
+	waitQueued(t, sc, "ns/s1")
 	syncFromAPI()
 	if got := writes(); !slices.Equal(got, []string{"update status"}) {
 		t.Fatalf("the sync the engine's change asked for wrote %v, want the status", got)
