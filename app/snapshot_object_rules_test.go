@@ -87,7 +87,7 @@ func TestSnapshotObjectsFollowARecurringJob(t *testing.T) {
 		return err == nil && s.Status.ReadyToUse, nil
 	})
 	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "-l", "RecurringJob=keep2", "--wait=false")
-	eventually(t, 30*time.Second, "the job's snapshots gone from objects and engine", func() (bool, error) {
+	eventually(t, 60*time.Second, "the job's snapshots gone from objects and engine", func() (bool, error) {
 		if len(e.jobSnapshotObjects(t, "vol", "keep2")) != 0 {
 			return false, nil
 		}

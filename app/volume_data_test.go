@@ -104,7 +104,7 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 	qemuIO(t, endpoint, "write -P 0xcd 0 1M", "flush")
 
 	// The Engine object's status mirrors the engine's snapshots.
-	eventually(t, 15*time.Second, "engine.status.snapshots", func() (bool, error) {
+	eventually(t, 45*time.Second, "engine.status.snapshots", func() (bool, error) {
 		eng, err := e.lh.LonghornV1beta2().Engines(e.ns).Get(context.Background(), datastore.EngineName("data"), metav1.GetOptions{})
 		if err != nil {
 			return false, err

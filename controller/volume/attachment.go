@@ -149,16 +149,18 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()
 		var readAt time.Time
-		// listOnly: the mirror changes the snapshot list alone, which is
-		// written at most once per engineListPace. listDeferred: it waits
-		// for that pace; the status keeps the old list and the generation
-		// is not recorded, so a later sync writes the new one.
-		listOnly, listDeferred := false, false
+		// listChanged: the mirror changes the snapshot list; listOnly: it
+		// changes nothing else, and so waits until engineListPace has
+		// passed since the list was last written, alone or with other
+		// changes. listDeferred: it waits; the status keeps the old list
+		// and the generation is not recorded, so a later sync writes the
+		// new one.
+		listChanged, listOnly, listDeferred := false, false, false
 		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
 			readAt = time.Now()
 			c.mirrorEngine(run.Engine, status)
-			listOnly = !changedBeyondList(status, &e.Status) &&
-				(kit.StatusChanged(status.Snapshots, e.Status.Snapshots) || status.SnapshotsError != e.Status.SnapshotsError)
+			listChanged = kit.StatusChanged(status.Snapshots, e.Status.Snapshots) || status.SnapshotsError != e.Status.SnapshotsError
+			listOnly = listChanged && !changedBeyondList(status, &e.Status)
 			if wait := c.mirrors.listWait(v.Name, readAt); listOnly && wait > 0 {
 				status.Snapshots, status.SnapshotsError = e.Status.Snapshots, e.Status.SnapshotsError
 				listDeferred = true
@@ -175,7 +177,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			// it are mirrored once gathered.
 			if !readAt.IsZero() && written != "" && written != e.ResourceVersion {
 				c.mirrors.readAt(v.Name, readAt)
-				if listOnly {
+				if listChanged && !listDeferred {
 					c.mirrors.listedAt(v.Name, readAt)
 				}
 			}

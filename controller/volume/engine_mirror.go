@@ -41,12 +41,13 @@ func newEngineMirrors() engineMirrors {
 // (engineMirrorGather). Longhorn itself reads its engines every 5 seconds.
 const engineMirrorPace = 5 * time.Second
 
-// engineListPace is the least time between two writes of an Engine status
-// that change nothing but its snapshot list. The first such change after
-// a quiet pace is mirrored as any other (engineMirrorPace); those that
-// follow it within this pace wait until it ends, unless another change of
-// the engine (its state, replicas, a purge or a backup) is mirrored first,
-// with the list as it then is. The Snapshot objects do not wait for the
+// engineListPace is the least time between a write of an Engine status's
+// snapshot list and a write that changes nothing but that list. A change
+// of the list alone a pace after the list was last written is mirrored as
+// any other (engineMirrorPace); one within this pace waits until it ends,
+// unless another change of the engine (its state, replicas, a purge or a
+// backup) is mirrored first, with the list as it then is, which starts the
+// pace again. The Snapshot objects do not wait for the
 // list (their controller reads the engine itself): it is there for those
 // who read the Engine object. A volume taking snapshots one after another
 // would otherwise have its Engine status, which grows with its snapshots,
