@@ -39,12 +39,15 @@ func TestMetricsOfRecurringJobRuns(t *testing.T) {
 	t.Parallel()
 	e, _ := newRunnerEnv(t)
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"snap","task":"snapshot","cron":"* * * * *","retain":3}`).expect(t, 200)
-	// No backup target is set: the backup of its volume fails.
-	e.call(t, "POST", "/v1/recurringjobs", `{"name":"bak","task":"backup","cron":"* * * * *","retain":3}`).expect(t, 200)
+	// No backup target is set: the backup of its volume fails. It waits,
+	// suspended, for its volume: a tick before the volume is there and
+	// attached would run with no volume, and succeed.
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"bak","task":"backup","cron":"* * * * *","retain":3,"suspend":true}`).expect(t, 200)
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"paused","task":"snapshot","cron":"* * * * *","retain":1,"suspend":true}`).expect(t, 200)
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"late","task":"snapshot","cron":"* * * * *","retain":1,"suspend":true,"startingDeadlineSeconds":10}`).expect(t, 200)
 	e.attachedVolume(t, "vol-ok", "snap")
 	e.attachedVolume(t, "vol-bad", "bak")
+	e.call(t, "PUT", "/v1/recurringjobs/bak", `{"suspend":false}`).expect(t, 200)
 
 	// A tick of late passes while it is suspended; resumed 20 s after it,
 	// without skip, the tick is past its 10 s deadline: missed.
