@@ -16,8 +16,11 @@ func TestMetricsCountEachRunOnceAcrossManagers(t *testing.T) {
 	t.Parallel()
 	e, first := newRunnerEnv(t)
 	second := startDaemon(t, e.cfg, e.ns, "node-2", t.TempDir(), managerRunner)
-	e.call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":3}`).expect(t, 200)
+	// Suspended until its volume is attached: a tick before would run
+	// with no volume, a run with no volume done.
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":3,"suspend":true}`).expect(t, 200)
 	e.attachedVolume(t, "vol", "minutely")
+	e.call(t, "PUT", "/v1/recurringjobs/minutely", `{"suspend":false}`).expect(t, 200)
 	e.waitJob(t, "minutely", "a run finished", 100*time.Second, func(j *longhorn.RecurringJob) bool {
 		return j.Status.LastSuccessfulTime != nil && len(j.Status.Active) == 0
 	})

@@ -116,8 +116,12 @@ func TestManagerRunnerRunsAnEveryMinuteJobOnceWithTwoManagers(t *testing.T) {
 	e, _ := newRunnerEnv(t)
 	// A second manager competes for the runner Lease: still one run a tick.
 	startDaemon(t, e.cfg, e.ns, "node-2", t.TempDir(), managerRunner)
-	e.call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":3}`).expect(t, 200)
+	// Suspended until its volume is attached: a tick before would run
+	// with no volume. A tick that passes meanwhile is caught up at the
+	// resume, so the first run is still for the first tick after creation.
+	e.call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":3,"suspend":true}`).expect(t, 200)
 	e.attachedVolume(t, "vol", "minutely")
+	e.call(t, "PUT", "/v1/recurringjobs/minutely", `{"suspend":false}`).expect(t, 200)
 	created := e.job(t, "minutely").CreationTimestamp.Time
 
 	job := e.waitJob(t, "minutely", "a run recorded and finished", 100*time.Second, func(j *longhorn.RecurringJob) bool {
