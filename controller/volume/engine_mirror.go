@@ -47,10 +47,10 @@ const engineMirrorPace = 5 * time.Second
 // any other (engineMirrorPace); one within this pace waits until it ends,
 // unless another change of the engine (its state, replicas, a purge or a
 // backup) is mirrored first, with the list as it then is, which starts the
-// pace again. The Snapshot objects do not wait for the
-// list (their controller reads the engine itself): it is there for those
-// who read the Engine object. A volume taking snapshots one after another
-// would otherwise have its Engine status, which grows with its snapshots,
+// pace again. The Snapshot objects do not wait for the list (their
+// controller reads the engine itself): it is there for those who read the
+// Engine object. A volume taking snapshots one after another would
+// otherwise have its Engine status, which grows with its snapshots,
 // written once per snapshot: at 15 snapshots such a write costs the
 // control plane 16 ms of processor time, a Snapshot's create 3 ms
 // (BenchmarkControlPlaneCostPerWrite).
