@@ -373,23 +373,24 @@ func (w *syncWatch) check(volume string) {
 // an hour (since what).
 func (w *syncWatch) wait(b *testing.B, since string) {
 	b.Helper()
-	w.waitFor(b, w.done, "Snapshot objects in sync", since)
+	w.waitFor(b, w.done, w.inSync, "Snapshot objects in sync", since)
 }
 
 // waitListed waits until every Engine status lists its snapshots as their
 // objects say.
 func (w *syncWatch) waitListed(b *testing.B, since string) {
 	b.Helper()
-	w.waitFor(b, w.listed, "Snapshot objects listed by their Engine", since)
+	w.waitFor(b, w.listed, w.inList, "Snapshot objects listed by their Engine", since)
 }
 
-func (w *syncWatch) waitFor(b *testing.B, ch chan struct{}, what, since string) {
+// waitFor waits for ch, closed once set holds every object.
+func (w *syncWatch) waitFor(b *testing.B, ch chan struct{}, set map[string]bool, what, since string) {
 	b.Helper()
 	select {
 	case <-ch:
 	case <-time.After(60 * time.Minute):
 		w.mu.Lock()
-		n := len(w.inSync)
+		n := len(set)
 		w.mu.Unlock()
 		b.Fatalf("only %d of %d %s an hour %s", n, w.total, what, since)
 	}
