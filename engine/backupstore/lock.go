@@ -35,9 +35,11 @@ package backupstore
 // A holder that dies leaves its lock behind. Each holder rewrites its lock
 // every lockRefresh with the next seq, and another process judges a lock
 // stale when it has seen the same content for lockExpiry on its own clock:
-// no clocks of different nodes are ever compared. A holder that could not
-// refresh for lockExpiry/2 knows its lock may be judged stale and stops
-// for good (lost): a deletion checks this before each object it deletes,
+// no clocks of different nodes are ever compared. A holder counts its lock
+// good for lockExpiry/2 from the start of its last write; once that has
+// passed, even if a stalled write then completes, it knows its lock may be
+// judged stale and stops for good (lost): a deletion checks this before
+// each object it deletes,
 // a backup before it makes itself visible and again after, taking itself
 // back if its lock was lost meanwhile.
 
@@ -244,19 +246,39 @@ func (s *Store) liveLocks(volume, mine string) ([]otherLock, error) {
 	return out, nil
 }
 
+// write writes the lock's record. A write can take any time (a hard NFS
+// mount, a paused process), and others count a lock's age from when they
+// first see its new content, no earlier than the write's start: so the
+// lock is good for lockExpiry/2 from the start of its last write, and a
+// write that completes after that does not revive it. By then another
+// manager may have judged it stale, removed it and freed blocks; the
+// late write only recreated the object.
 func (l *heldLock) write() error {
+	l.mu.Lock()
 	data, err := json.Marshal(l.record)
+	l.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	start := l.s.now()
 	if err := l.s.driver.Write(l.key, data); err != nil {
 		return err
 	}
+	end := l.s.now()
 	l.mu.Lock()
-	l.lastOK = l.s.now()
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if !l.lastOK.IsZero() && end.Sub(l.lastOK) >= l.s.lockExpiry/2 {
+		l.lost = true
+	}
+	if l.lost {
+		return errLockLost
+	}
+	l.lastOK = start
 	return nil
 }
+
+// errLockLost is a lock write that completed after the lock was lost.
+var errLockLost = errors.New("the lock was lost before this write completed")
 
 // refresh rewrites the lock until it is released, or until it could not
 // be rewritten for half the expiry: then it is lost for good, as another
@@ -288,7 +310,10 @@ func (l *heldLock) refresh() {
 		l.mu.Lock()
 		l.record.Seq++
 		l.mu.Unlock()
-		if err := l.write(); err != nil {
+		if err := l.write(); errors.Is(err, errLockLost) {
+			l.log.Error("Lost the backup target lock: its refresh completed too late to keep it")
+			return
+		} else if err != nil {
 			l.log.WithError(err).Warn("Could not refresh the backup target lock")
 		}
 	}

@@ -292,3 +292,90 @@ func TestAPanicInABackupWorkerIsTheBackupsError(t *testing.T) {
 		t.Fatalf("listed after the panic: %+v, %v", list, err)
 	}
 }
+
+// stallingLockWrites holds the second write of a lock until release is
+// closed, as a hard NFS mount or a paused process does.
+type stallingLockWrites struct {
+	Driver
+	release chan struct{}
+	mu      sync.Mutex
+	writes  int
+}
+
+func (d *stallingLockWrites) Write(key string, data []byte) error {
+	if strings.HasSuffix(key, ".lck") {
+		d.mu.Lock()
+		d.writes++
+		n := d.writes
+		d.mu.Unlock()
+		if n == 2 {
+			<-d.release
+		}
+	}
+	return d.Driver.Write(key, data)
+}
+
+// TestALockRefreshThatCompletesLateDoesNotReviveTheLock: a refresh that
+// stalls past the expiry and then succeeds must not make the lock look
+// held again: another manager may have removed it meanwhile and freed
+// blocks the backup reuses. The backup fails instead of showing itself.
+func TestALockRefreshThatCompletesLateDoesNotReviveTheLock(t *testing.T) {
+	root := t.TempDir()
+	d := &stallingLockWrites{Driver: &FileDriver{Root: root}, release: make(chan struct{})}
+	s := NewStore("file://"+root, d)
+	s.lockRefresh, s.lockExpiry = 10*time.Millisecond, 100*time.Millisecond
+	src := &memSource{data: blocksOf('a', 'b'), gateAt: BlockSize, gate: make(chan struct{})}
+	// The refresh stalls past the expiry, then completes; the backup
+	// goes on only after that.
+	time.AfterFunc(150*time.Millisecond, func() { close(d.release) })
+	time.AfterFunc(300*time.Millisecond, func() { close(src.gate) })
+	_, _, err := s.Backup(BackupRequest{Name: "b1", Volume: "vol", Snapshot: "s1", Source: src})
+	if err == nil || !strings.Contains(err.Error(), "lock in the backup target was lost") {
+		t.Fatalf("backup whose lock refresh completed late: %v", err)
+	}
+	if list, err := s.List("vol"); err != nil || len(list) != 0 {
+		t.Fatalf("backups listed after a late refresh: %+v, %v", list, err)
+	}
+}
+
+// TestALockWriteThatCompletesInTimeKeepsTheLock: the lock's validity
+// counts from the start of its last write, and a slow write that
+// completes within the margin keeps it.
+func TestALockWriteThatCompletesInTimeKeepsTheLock(t *testing.T) {
+	root := t.TempDir()
+	s := NewStore("file://"+root, &FileDriver{Root: root})
+	s.lockRefresh, s.lockExpiry = time.Hour, 100*time.Second
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	l := &heldLock{s: s, key: locksKey("vol") + "/backup-x.lck", record: lockRecord{Kind: lockBackup, ID: "x"}}
+	if err := l.write(); err != nil || !l.valid() {
+		t.Fatalf("first write: %v, valid %v", err, l.valid())
+	}
+	// A write that starts at 10 s and ends at 40 s: good from 10 s.
+	d := &clockAdvancingWrites{Driver: s.driver, advance: func() { now = now.Add(30 * time.Second) }}
+	s.driver = d
+	now = now.Add(10 * time.Second)
+	if err := l.write(); err != nil || !l.valid() {
+		t.Fatalf("slow write within the margin: %v, valid %v", err, l.valid())
+	}
+	if got := l.lastOK; !got.Equal(time.Unix(1010, 0)) {
+		t.Fatalf("lastOK %v, want the write's start", got)
+	}
+	// One that starts at 45 s and ends at 75 s: 65 s after the last
+	// good write's start, past half the expiry.
+	now = now.Add(5 * time.Second)
+	if err := l.write(); !errors.Is(err, errLockLost) || l.valid() {
+		t.Fatalf("write completing past the margin: %v, valid %v", err, l.valid())
+	}
+}
+
+// clockAdvancingWrites moves a test clock forward during each write.
+type clockAdvancingWrites struct {
+	Driver
+	advance func()
+}
+
+func (d *clockAdvancingWrites) Write(key string, data []byte) error {
+	d.advance()
+	return d.Driver.Write(key, data)
+}
