@@ -39,9 +39,8 @@ package backupstore
 // good for lockExpiry/2 from the start of its last write; once that has
 // passed, even if a stalled write then completes, it knows its lock may be
 // judged stale and stops for good (lost): a deletion checks this before
-// each object it deletes,
-// a backup before it makes itself visible and again after, taking itself
-// back if its lock was lost meanwhile.
+// each object it deletes, a backup before it makes itself visible and
+// again after, taking itself back if its lock was lost meanwhile.
 
 import (
 	"crypto/sha256"
