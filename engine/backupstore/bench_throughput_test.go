@@ -262,9 +262,9 @@ type countingDriver struct {
 	calls atomic.Int64
 }
 
-func (d *countingDriver) Read(key string) ([]byte, error) {
+func (d *countingDriver) Read(key string, limit int64) ([]byte, error) {
 	d.calls.Add(1)
-	return d.Driver.Read(key)
+	return d.Driver.Read(key, limit)
 }
 
 func (d *countingDriver) List(prefix string) ([]string, error) {

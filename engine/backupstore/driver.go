@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/cadence-storage/longhorn-manager/internal/atomicfile"
 )
@@ -18,7 +20,9 @@ import (
 type Driver interface {
 	// Write stores data under key so that a reader sees all of it or none.
 	Write(key string, data []byte) error
-	Read(key string) ([]byte, error)
+	// Read returns an object of at most limit bytes; a larger one is
+	// refused with an error wrapping ErrInvalid, without reading it.
+	Read(key string, limit int64) ([]byte, error)
 	Exists(key string) (bool, error)
 	// List returns the keys directly under prefix (one level).
 	List(prefix string) ([]string, error)
@@ -68,6 +72,11 @@ func UsesCredential(target string) bool {
 // durable together (see fileBatch).
 type FileDriver struct {
 	Root string
+	// Timeout and MinRate bound a read as S3Driver's do: Timeout to open
+	// the file, then as long as its size needs at MinRate (bytes per
+	// second). Zero means the defaults.
+	Timeout time.Duration
+	MinRate int64
 
 	// onSync, when set (by tests), is called with each file or folder
 	// made durable, after it is.
@@ -78,6 +87,9 @@ type FileDriver struct {
 	// noDirect, when set (by tests), writes blocks through the page
 	// cache, as where the file system takes no O_DIRECT.
 	noDirect bool
+	// readHook, when set (by tests), runs before each read opens its
+	// file, as a stalled file system would.
+	readHook func(path string)
 }
 
 // syncFile makes a file's content durable.
@@ -141,11 +153,9 @@ func (d *FileDriver) Write(key string, data []byte) error {
 	return nil
 }
 
-func (d *FileDriver) Read(key string) ([]byte, error) { return os.ReadFile(d.path(key)) }
-
 func (d *FileDriver) Exists(key string) (bool, error) {
 	_, err := os.Stat(d.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return false, nil
 	}
 	return err == nil, err
@@ -153,7 +163,7 @@ func (d *FileDriver) Exists(key string) (bool, error) {
 
 func (d *FileDriver) List(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(d.path(prefix))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil
 	}
 	if err != nil {

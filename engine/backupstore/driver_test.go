@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
@@ -70,7 +71,7 @@ func mustWrite(t *testing.T, d Driver, key string, data []byte) {
 
 func mustRead(t *testing.T, d Driver, key string, want []byte) {
 	t.Helper()
-	got, err := d.Read(key)
+	got, err := d.Read(key, maxBlockFileSize)
 	if err != nil {
 		t.Fatalf("Read(%q): %v", key, err)
 	}
@@ -113,7 +114,7 @@ func TestDriverConformance(t *testing.T) {
 			mustList(t, d, "")
 			mustList(t, d, "backupstore/volumes")
 			mustExist(t, d, vol+"/volume.cfg", false)
-			if _, err := d.Read(vol + "/volume.cfg"); !errors.Is(err, ErrNotExist) {
+			if _, err := d.Read(vol+"/volume.cfg", maxRecordSize); !errors.Is(err, ErrNotExist) {
 				t.Fatalf("Read of a missing key: %v, want ErrNotExist", err)
 			}
 
@@ -161,13 +162,24 @@ func TestDriverConformance(t *testing.T) {
 			}
 			mustExist(t, d, vol+"/backups/backup_b1.cfg", false)
 			mustList(t, d, vol+"/backups", vol+"/backups/backup_b0.cfg", vol+"/backups/backup_b2.cfg")
-			if _, err := d.Read(vol + "/backups/backup_b1.cfg"); !errors.Is(err, ErrNotExist) {
+			if _, err := d.Read(vol+"/backups/backup_b1.cfg", maxRecordSize); !errors.Is(err, ErrNotExist) {
 				t.Fatalf("Read of a deleted key: %v, want ErrNotExist", err)
 			}
 			if err := d.Delete(block); err != nil {
 				t.Fatal(err)
 			}
 			mustExist(t, d, block, false)
+
+			// An object over the reader's cap is refused, not read.
+			if _, err := d.Read(vol+"/volume.cfg", 4); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "more than the 4 bytes") {
+				t.Fatalf("Read over the cap: %v, want ErrInvalid naming the cap", err)
+			}
+			// A key under an object is missing, as under no folder.
+			mustList(t, d, vol+"/volume.cfg")
+			mustExist(t, d, vol+"/volume.cfg/x", false)
+			if _, err := d.Read(vol+"/volume.cfg/x", maxRecordSize); !errors.Is(err, ErrNotExist) {
+				t.Fatalf("Read under an object: %v, want ErrNotExist", err)
+			}
 		})
 	}
 }

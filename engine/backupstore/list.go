@@ -15,7 +15,7 @@ func (s *Store) Get(volume, backup string) (*BackupInfo, error) {
 	if err := checkNames(volume, backup); err != nil {
 		return nil, err
 	}
-	data, err := s.driver.Read(backupCfgKey(volume, backup))
+	data, err := s.driver.Read(backupCfgKey(volume, backup), maxBackupConfigSize)
 	if errors.Is(err, ErrNotExist) {
 		return nil, fmt.Errorf("backup %s of volume %s: %w", backup, volume, ErrNotExist)
 	}
@@ -85,7 +85,7 @@ func (s *Store) Volume(name string) (*VolumeInfo, error) {
 	if err := checkName("volume", name); err != nil {
 		return nil, err
 	}
-	data, err := s.driver.Read(volumeCfgKey(name))
+	data, err := s.driver.Read(volumeCfgKey(name), maxRecordSize)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +100,11 @@ type Listing struct {
 	// changed.
 	Backups map[string][]*BackupInfo
 	Invalid []InvalidRecord
+	// RecordMissing names the volumes whose folder holds backups but no
+	// volume.cfg (removed by hand, by a lifecycle rule or a partial copy,
+	// or not yet written by a first backup finishing). Their backups are
+	// listed all the same, and their entry in Volumes is made from them.
+	RecordMissing []string
 }
 
 // InvalidRecord is a volume record (Backup empty) or a backup config in
@@ -150,10 +155,14 @@ func (s *Store) Scan() (*Listing, error) {
 			if r.backups != nil {
 				l.Backups[r.name] = r.backups
 			}
+			if r.recordMissing {
+				l.RecordMissing = append(l.RecordMissing, r.name)
+			}
 			l.Invalid = append(l.Invalid, r.invalid...)
 		}
 	}
 	sort.Slice(l.Volumes, func(i, j int) bool { return l.Volumes[i].Name < l.Volumes[j].Name })
+	sort.Strings(l.RecordMissing)
 	summaries.keepVolumes(s.target, keys)
 	return l, nil
 }
@@ -162,15 +171,20 @@ func (s *Store) Scan() (*Listing, error) {
 const scanWorkers = 8
 
 // volumeScan is what Scan read of one volume; nil when the folder is not
-// a volume's (or holds only a first backup in progress).
+// a volume's, or holds no backup config at all (a first backup in
+// progress, or an empty folder).
 type volumeScan struct {
-	name    string
-	volume  *VolumeInfo
-	backups []*BackupInfo
-	invalid []InvalidRecord
-	err     error
+	name          string
+	volume        *VolumeInfo
+	backups       []*BackupInfo
+	invalid       []InvalidRecord
+	recordMissing bool
+	err           error
 }
 
+// scanVolume reads one volume's record and backups. A missing record
+// does not hide the backups: a listing that left them out would have
+// them taken for deleted.
 func (s *Store) scanVolume(name string) *volumeScan {
 	if checkName("volume", name) != nil {
 		return nil // not a folder this store writes
@@ -179,7 +193,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 	v, err := s.Volume(name)
 	switch {
 	case errors.Is(err, ErrNotExist):
-		return nil // a first backup in progress
+		r.recordMissing = true
 	case errors.Is(err, ErrInvalid):
 		r.invalid = append(r.invalid, InvalidRecord{Volume: name, Err: err})
 	case err != nil:
@@ -205,7 +219,26 @@ func (s *Store) scanVolume(name string) *volumeScan {
 		}
 	}
 	sortBackups(r.backups)
+	if r.recordMissing {
+		if len(names) == 0 {
+			return nil
+		}
+		v := volumeFromBackups(name, r.backups)
+		r.volume = &v
+	}
 	return r
+}
+
+// volumeFromBackups stands in for a missing volume record: the volume's
+// size as of its newest backup, created with its oldest.
+func volumeFromBackups(name string, backups []*BackupInfo) VolumeInfo {
+	v := VolumeInfo{Name: name}
+	if n := len(backups); n > 0 {
+		oldest, newest := backups[0], backups[n-1]
+		v.Size, v.CreatedAt = newest.VolumeSize, oldest.CreatedAt
+		v.LastBackupName, v.LastBackupAt = newest.Name, newest.CreatedAt
+	}
+	return v
 }
 
 // summaries remember the backups Scan read, without their block lists, by

@@ -221,11 +221,16 @@ func (s *Store) liveLocks(volume, mine string) ([]otherLock, error) {
 			continue
 		}
 		present[s.target+" "+key] = true
-		content, err := s.driver.Read(key)
-		if errors.Is(err, ErrNotExist) {
+		content, err := s.driver.Read(key, maxRecordSize)
+		switch {
+		case errors.Is(err, ErrNotExist):
 			continue // released since the listing
-		}
-		if err != nil {
+		case errors.Is(err, ErrInvalid):
+			// Not a lock this store writes (a named pipe, a huge
+			// object): an unreadable lock, stale once it has stayed so
+			// for the expiry.
+			content = []byte(err.Error())
+		case err != nil:
 			return nil, err
 		}
 		if observe(s.target+" "+key, content, s.now(), s.lockExpiry) {

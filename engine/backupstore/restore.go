@@ -30,7 +30,7 @@ func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(in
 		return nil, fmt.Errorf("backup %s of volume %s holds %d bytes, more than the %d of the volume restored into", backup, volume, info.VolumeSize, sized.Size())
 	}
 	for i, ref := range info.Blocks {
-		z, err := s.driver.Read(blockKey(volume, ref.Checksum, info.Compression))
+		z, err := s.driver.Read(blockKey(volume, ref.Checksum, info.Compression), maxBlockFileSize)
 		if err != nil {
 			return nil, fmt.Errorf("backup %s: read block %s: %w", backup, ref.Checksum, err)
 		}

@@ -501,9 +501,9 @@ func (d *S3Driver) put(dl *deadline, object string, data []byte, md5 bool) error
 	return nil
 }
 
-// Read returns the object. Its time is Timeout until it answers, then as
-// long as its size needs at MinRate.
-func (d *S3Driver) Read(key string) ([]byte, error) {
+// Read returns the object, of at most limit bytes. Its time is Timeout
+// until it answers, then as long as its size needs at MinRate.
+func (d *S3Driver) Read(key string, limit int64) ([]byte, error) {
 	object := d.object(key)
 	dl := d.newDeadline(d.Timeout)
 	defer dl.stop()
@@ -512,10 +512,19 @@ func (d *S3Driver) Read(key string) ([]byte, error) {
 		return nil, d.fail("read", object, err, dl)
 	}
 	defer body.Close()
+	if info.Size > limit {
+		return nil, tooLarge(key, info.Size, limit)
+	}
 	dl.extend(d.Timeout + d.transferTime(info.Size))
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(info.Size, 0), 64<<20)+bytes.MinRead))
-	if _, err := io.Copy(buf, body); err != nil {
+	// A server that sends more than it announced (or announces no size)
+	// is read one byte past the cap, to tell.
+	n, err := io.Copy(buf, io.LimitReader(body, limit+1))
+	if err != nil {
 		return nil, d.fail("read", object, err, dl)
+	}
+	if n > limit {
+		return nil, tooLarge(key, n, limit)
 	}
 	if info.Size >= 0 && int64(buf.Len()) != info.Size {
 		return nil, d.fail("read", object, fmt.Errorf("got %d of its %d bytes", buf.Len(), info.Size), dl)

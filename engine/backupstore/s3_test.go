@@ -117,7 +117,7 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	wrongSecret := srv.Credential()
 	wrongSecret[CredSecretAccessKey] = "not-the-secret"
 	d := s3Driver(t, srv.Target("p"), wrongSecret)
-	_, err := d.Read(key)
+	_, err := d.Read(key, maxRecordSize)
 	wantError(t, "a wrong secret", err, "access denied: check the backup-target-credential-secret", "s3://backups/p/"+key)
 	if !IsCredentialError(err) {
 		t.Errorf("access denied is not a credential error: %v", err)
@@ -140,7 +140,7 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	}
 	_, err = noBucket.List("backupstore/volumes")
 	wantError(t, "a missing bucket (list)", err, `bucket "no-such-bucket" does not exist`)
-	_, err = noBucket.Read(key)
+	_, err = noBucket.Read(key, maxRecordSize)
 	wantError(t, "a missing bucket (read)", err, `bucket "no-such-bucket" does not exist`)
 	_, err = noBucket.Exists(key)
 	wantError(t, "a missing bucket (exists)", err, `bucket "no-such-bucket" does not exist`)
@@ -170,7 +170,7 @@ func TestS3ErrorsSayWhatIsWrong(t *testing.T) {
 	if err := good.Write(key, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := good.Read(key + ".missing"); !errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), key+".missing") {
+	if _, err := good.Read(key+".missing", maxRecordSize); !errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), key+".missing") {
 		t.Fatalf("a missing object: %v", err)
 	}
 }
@@ -214,7 +214,7 @@ func TestS3StalledServerFailsTheCall(t *testing.T) {
 	d.MinRate = 16 << 20 // a 2 MiB block gets 125 ms more
 	calls := map[string]func() error{
 		"write a block": func() error { return d.Write("blocks/b.blk", make([]byte, BlockSize)) },
-		"read":          func() error { _, err := d.Read("volume.cfg"); return err },
+		"read":          func() error { _, err := d.Read("volume.cfg", maxRecordSize); return err },
 		"exists":        func() error { _, err := d.Exists("volume.cfg"); return err },
 		"list":          func() error { _, err := d.List("backupstore/volumes"); return err },
 		"delete":        func() error { return d.Delete("volume.cfg") },

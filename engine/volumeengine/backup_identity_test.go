@@ -82,11 +82,11 @@ type readCounter struct {
 	configReads, blockWrites atomic.Int32
 }
 
-func (d *readCounter) Read(key string) ([]byte, error) {
+func (d *readCounter) Read(key string, limit int64) ([]byte, error) {
 	if strings.Contains(key, "/backups/backup_") {
 		d.configReads.Add(1)
 	}
-	return d.Driver.Read(key)
+	return d.Driver.Read(key, limit)
 }
 
 func (d *readCounter) Write(key string, data []byte) error {
