@@ -91,7 +91,11 @@ func readBacking(b backingReader, p []byte, off int64) error {
 	n := 0
 	if b != nil && off < b.Size() {
 		n = int(min(int64(len(p)), b.Size()-off))
-		if _, err := b.ReadAt(p[:n], off); err != nil && err != io.EOF {
+		got, err := b.ReadAt(p[:n], off)
+		if got < n && (err == nil || err == io.EOF) {
+			err = fmt.Errorf("%d of %d bytes: the image is shorter than it says", got, n)
+		}
+		if got < n {
 			return fmt.Errorf("%w: read at %d: %w", ErrBackingFile, off, err)
 		}
 	}

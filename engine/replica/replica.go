@@ -276,12 +276,26 @@ func (r *Replica) readLocked(p []byte, off int64) error {
 			if err := readBacking(r.backing, chunk, pos); err != nil {
 				return err
 			}
-		} else if _, err := r.chain[layer-1].ReadAt(chunk, pos); err != nil && err != io.EOF {
+		} else if err := readLayer(r.chain[layer-1], chunk, pos); err != nil {
 			return err
 		}
 		done += len(chunk)
 	}
 	return nil
+}
+
+// readLayer reads a run of blocks a layer holds. A layer file is as long
+// as the volume, so a short read (io.EOF before the end) means it was
+// truncated: that is an error, never a read of whatever the buffer held.
+func readLayer(f *os.File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return fmt.Errorf("layer %s: %d of %d bytes at offset %d: the file is shorter than the volume (truncated)", filepath.Base(f.Name()), n, len(p), off)
+	}
+	return err
 }
 
 // WriteAt writes to the head. A write that covers part of a block first

@@ -402,3 +402,34 @@ func TestSnapshotIDsSurviveReopenAndNeverRepeat(t *testing.T) {
 		t.Fatal("an empty ID was accepted")
 	}
 }
+
+// TestATruncatedLayerFailsAReadInsteadOfReturningOldBytes: a layer file
+// cut short under a reader (a damaged disk, a copy that stopped) must fail
+// the read: a buffer reused from the previous block would otherwise go
+// into a backup or to the client as if it were the data.
+func TestATruncatedLayerFailsAReadInsteadOfReturningOldBytes(t *testing.T) {
+	r, dir := newReplica(t)
+	write(t, r, 0, fill(1, 2*BlockSize))
+	if err := r.CreateSnapshot("s1", true, t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.OpenSnapshot("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := os.Truncate(filepath.Join(dir, snapshotFile("s1")), BlockSize+100); err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.Repeat([]byte{0xee}, BlockSize)
+	if _, err := v.ReadAt(buf, BlockSize); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("snapshot view read of a truncated layer: %v", err)
+	}
+	if _, err := r.ReadAt(buf, BlockSize); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("replica read of a truncated layer: %v", err)
+	}
+	// What the file still holds reads as before.
+	if _, err := v.ReadAt(buf[:100], BlockSize); err != nil {
+		t.Fatal(err)
+	}
+}

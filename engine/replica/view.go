@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 )
@@ -107,7 +106,7 @@ func (v *SnapshotView) ReadAt(p []byte, off int64) (int, error) {
 			if err := readBacking(v.backing, chunk, pos); err != nil {
 				return done, err
 			}
-		} else if _, err := v.files[layer-1].ReadAt(chunk, pos); err != nil && err != io.EOF {
+		} else if err := readLayer(v.files[layer-1], chunk, pos); err != nil {
 			return done, err
 		}
 		done += int(n)
