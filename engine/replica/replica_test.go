@@ -433,3 +433,35 @@ func TestATruncatedLayerFailsAReadInsteadOfReturningOldBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAViewsAllocatedBlocksAreItsOwnSnapshots: a snapshot's name can be
+// purged and taken by another while a view of the first is open (a
+// backup running); the view's allocation map is the first one's.
+func TestAViewsAllocatedBlocksAreItsOwnSnapshots(t *testing.T) {
+	r, _ := newReplica(t)
+	write(t, r, 0, fill(1, BlockSize))
+	must(t, r.CreateSnapshot("s1", true, t0, nil))
+	v, err := r.OpenSnapshot("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	write(t, r, 5*BlockSize, fill(2, BlockSize))
+	must(t, r.MarkRemoved("s1"))
+	if _, err := r.Purge(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, r.CreateSnapshot("s1", true, t0.Add(time.Minute), nil))
+
+	allocated := v.Allocated()
+	if len(allocated) != testSize/BlockSize || !allocated[0] || allocated[5] {
+		t.Fatalf("the view's allocation: %d blocks, block 0 %v, block 5 %v; want block 0 alone", len(allocated), allocated[0], allocated[5])
+	}
+	byName, _, err := r.ChangedBlocks("", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !byName[5] {
+		t.Fatal("the new s1 should hold block 5: the test does not reuse the name")
+	}
+}

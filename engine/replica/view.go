@@ -131,6 +131,17 @@ func (v *SnapshotView) Close() error {
 	return nil
 }
 
+// Allocated marks the blocks of the view's window that the snapshot's
+// layers hold (the backing file's are not), first block first: what this
+// very view reads, whatever its snapshot's name has come to mean since.
+func (v *SnapshotView) Allocated() []bool {
+	out := make([]bool, len(v.location))
+	for i, layer := range v.location {
+		out[i] = layer != 0
+	}
+	return out
+}
+
 // DataRuns calls fn for every run of [off, end) that may hold data: the
 // blocks some layer holds, and those the backing file covers. The rest
 // reads as zeros, so a reader of the snapshot may skip it. The range is

@@ -98,11 +98,9 @@ func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labe
 		Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
 	}
 	if b := r.Backing(); b != nil {
-		allocated, _, err := r.ChangedBlocks("", snapshot)
-		if err != nil {
-			return nil, backupstore.Stats{}, err
-		}
-		req.Allocated, req.BackingImageName, req.BackingImageChecksum = allocated, b.Name, b.Checksum
+		// From the view itself: the snapshot's name may have been
+		// purged and taken by another since the view was opened.
+		req.Allocated, req.BackingImageName, req.BackingImageChecksum = view.Allocated(), b.Name, b.Checksum
 	}
 	// The base is the very snapshot the last backup was taken from,
 	// found by its ID: a snapshot that took its name after a purge
