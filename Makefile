@@ -19,7 +19,7 @@ s3server:
 run: build controlplane
 	bash scripts/run.sh
 
-# Longhorn's web UI in front of `make run`'s manager (see README).
+# Longhorn's web UI in front of `make run`'s manager (see docs/api.md, "Longhorn's web UI").
 UI_DIST ?= ../shared/longhorn-ui/dist
 UI_ADDRESS ?= 127.0.0.1:8000
 API_ADDRESS ?= 127.0.0.1:9500

@@ -17,7 +17,7 @@ import (
 
 // TestPackageManifests: what package/ deploys is accepted by the
 // apiserver (a server-side dry run in a test namespace) and holds the
-// rules README's "Deploying to a cluster" states: the namespace admits
+// rules docs/deploying.md states: the namespace admits
 // the privileged manager by its Pod Security labels and is labelled for
 // the mutating admission policies, the DaemonSet rolls
 // one node at a time and runs the recurring-job pods as their own

@@ -13,10 +13,10 @@ import (
 
 // settledJobs remembers, by key, the resourceVersion of each job whose
 // last sync found it owned by this node, Ready, and wrote nothing. The
-// RecurringJob informer has no periodic resync: with 10,000 jobs it
-// handed every job to each of its handlers (the controller, the runner,
-// the metrics, the API's streams) every 30 s, 40,000 deliveries that only
-// the controller had a use for, and for few of them. Instead the
+// RecurringJob informer has no periodic resync: a resync hands every job
+// to each of the informer's handlers (the controller, the runner, the
+// metrics, the API's streams), four deliveries per job per period, of
+// which only the controller has a use, and for few jobs. Instead the
 // controller sweeps its cache at that period and queues the jobs that
 // are not settled, which is what a resync was for here.
 // Everything that could change a settled job's outcome still queues it:

@@ -7,9 +7,9 @@ import (
 
 // Fires first: a run waits to begin its work while due jobs wait in this
 // term's queue. Every fire is one status write and every run at least two
-// more (its event and its end); when 10,000 ticks fall due at once, runs
-// started at once took two thirds of the apiserver's writes, and the last
-// tick was recorded three times later than the writes alone take. The
+// more (its event and its end); when many ticks fall due at once, runs
+// that started at once would compete with the fires still waiting for the
+// apiserver's writes, and the last ticks would be recorded late. So the
 // fires are recorded first, then the runs go, each with its tick in
 // status.active already. The wait is bounded, so a queue that never
 // empties (jobs changed without pause) delays runs, never stops them.

@@ -12,9 +12,9 @@ import (
 // firstNextScheduleTime is the next tick of a job the manager runner
 // fires, as the runner would record it, for the controller's status write
 // that takes the job in: the runner then finds it in place and has
-// nothing to write (taking in 10,000 jobs wrote 10,000 times less). Only
-// a job without one gets it; after that the runner alone keeps it, so
-// the two never write it in turn.
+// nothing to write for a new job, one write per job fewer. Only a job
+// without one gets it; after that the runner alone keeps it, so the two
+// never write it in turn.
 func firstNextScheduleTime(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus, now time.Time) *metav1.Time {
 	if status.NextScheduleTime != nil {
 		return status.NextScheduleTime

@@ -273,7 +273,7 @@ var worstSchedules = []struct {
 	{"an interval, a year of missed ticks", "@every 1m", "", "2025-11-22T00:00:00Z", "2026-11-22T09:30:30Z"},
 }
 
-// BenchmarkMostRecent and BenchmarkDecide give the figures in the README.
+// BenchmarkMostRecent and BenchmarkDecide give the figures in docs/benchmarks.md.
 // They assert nothing about time (the machine varies).
 func BenchmarkMostRecent(b *testing.B) {
 	for _, c := range worstSchedules {
