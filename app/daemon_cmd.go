@@ -35,7 +35,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "profiler-address", Usage: "loopback host:port where Go's runtime profiles are served on /debug/pprof/ (heap, CPU, goroutines); off when empty"},
 			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service (the DaemonSet uses the pod IP)"},
 			cli.StringFlag{Name: "frontend-address", Value: "127.0.0.1", Usage: "host the volumes' NBD frontends listen on; NBD has no authentication, so the default keeps them off the pod network (kubectl port-forward reaches them)"},
-			cli.StringSliceFlag{Name: "allowed-origins", Usage: "browser origins (scheme://host:port) whose pages may open the API's websocket streams besides the manager's own address and a UI behind a proxy that sets X-Forwarded-Host; needed for a UI reached by a public DNS name (see README)", EnvVar: "ALLOWED_ORIGINS"},
+			cli.StringSliceFlag{Name: "allowed-origins", Usage: "browser origins (scheme://host:port) whose pages may open the API's websocket streams besides the manager's own address and a UI behind a proxy that sets X-Forwarded-Host; needed for a UI reached by a public DNS name (see docs/api.md)", EnvVar: "ALLOWED_ORIGINS"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes, snapshots and recurring jobs)"},
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
 			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
