@@ -154,7 +154,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 			return badRequest("name: required, the backup's name")
 		}
 		b, err := s.ds.GetBackupRO(in.Name)
-		if apierrors.IsNotFound(err) || (err == nil && b.Status.VolumeName != volume) {
+		if apierrors.IsNotFound(err) || (err == nil && datastore.BackupVolumeName(b) != volume) {
 			return notFound("backup %q of volume %q not found", in.Name, volume)
 		}
 		if err != nil {

@@ -29,6 +29,17 @@ func (ds *DataStore) ListBackupsRO(volume string) ([]*longhorn.Backup, error) {
 	return ds.backupLister.Backups(ds.namespace).List(selector)
 }
 
+// BackupVolumeName is the volume a Backup is of: its backup-volume label,
+// given when the object was made and never changed (the status's
+// volumeName when an older object has no label). The backup it stands
+// for in the target is this volume's backup of the object's name.
+func BackupVolumeName(b *longhorn.Backup) string {
+	if v := b.Labels[types.LabelBackupVolume]; v != "" {
+		return v
+	}
+	return b.Status.VolumeName
+}
+
 // GetBackupRO returns the cached Backup.
 func (ds *DataStore) GetBackupRO(name string) (*longhorn.Backup, error) {
 	return ds.backupLister.Backups(ds.namespace).Get(name)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -48,7 +49,7 @@ func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
 		if b.Status.OwnerID != c.nodeID {
 			continue
 		}
-		vol := backupVolume(b)
+		vol := datastore.BackupVolumeName(b)
 		for _, s := range backupStates {
 			gauge(ch, backupState, boolValue(b.Status.State == s), b.Name, vol, string(s))
 		}

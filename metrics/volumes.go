@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -165,7 +166,7 @@ func (c *Collector) lastBackups() map[string]time.Time {
 		if b.Status.State != longhorn.BackupStateCompleted {
 			continue
 		}
-		vol := backupVolume(b)
+		vol := datastore.BackupVolumeName(b)
 		if t := parseTime(b.Status.BackupCreatedAt); t.After(out[vol]) {
 			out[vol] = t
 		}
@@ -173,10 +174,4 @@ func (c *Collector) lastBackups() map[string]time.Time {
 	return out
 }
 
-// backupVolume is the volume a backup is of.
-func backupVolume(b *longhorn.Backup) string {
-	if b.Status.VolumeName != "" {
-		return b.Status.VolumeName
-	}
-	return b.Labels[types.LabelBackupVolume]
-}
+

@@ -51,6 +51,11 @@ const (
 
 	// LabelBackupVolume names the backup volume a Backup belongs to.
 	LabelBackupVolume = "backup-volume"
+	// LabelDeleteCustomResourceOnly, "true" on a Backup or BackupVolume,
+	// says its deletion is the manager forgetting an object whose data is
+	// no longer in the backup target (or was never there): the finalizer
+	// deletes nothing from the target. Longhorn's name.
+	LabelDeleteCustomResourceOnly = "longhorn.io/delete-custom-resource-only"
 
 	// LabelExportingBackingImage marks the snapshot an export-from-volume
 	// backing image reads; its value is the image's name.

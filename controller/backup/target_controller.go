@@ -166,54 +166,40 @@ func (c *TargetController) syncTarget(ctx context.Context, target string) error 
 	if err != nil {
 		return err
 	}
-	// Deleted Backup objects: the backup goes from the target first. A
-	// deletion that cannot run now (a backup or restore of the volume is
-	// in progress, here or on another manager) waits for the next poll;
-	// it does not hold up the mirror.
-	var deleteErr error
-	for _, b := range backups {
-		if b.DeletionTimestamp == nil || !kit.HasFinalizer(b) {
-			continue
-		}
-		vol := b.Labels[types.LabelBackupVolume]
-		if err := store.Delete(vol, b.Name); err != nil && !errors.Is(err, backupstore.ErrNotExist) {
-			log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
-			if errors.Is(err, backupstore.ErrLocked) {
-				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
-				continue
-			}
-			log.WithError(err).Warn("Could not delete the backup from the target")
-			if deleteErr == nil {
-				deleteErr = &targetError{fmt.Errorf("delete backup %s of volume %s from the target: %w", b.Name, vol, err)}
-			}
-			continue
-		}
-		updated := b.DeepCopy()
-		kit.RemoveFinalizer(updated)
-		if _, err := c.ds.UpdateBackup(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol}).Info("Deleted backup from the target")
-	}
+	deleteErr := c.finishDeletions(ctx, store, backups)
 
 	// What engines report is mirrored even when the target cannot be read
 	// (a backup failing for that reason shows its error), but nothing is
-	// deleted then: an unreachable target must not empty the lists.
+	// forgotten then: an unreachable target must not empty the lists.
 	desired, volumes, storeErr := c.desiredState(store)
 	existing := map[string]*longhorn.Backup{}
 	for _, b := range backups {
 		existing[b.Name] = b
 	}
-	for name, want := range desired {
-		if err := c.syncBackup(ctx, existing[name], want); err != nil {
+	for _, k := range desired.keys() {
+		want := desired[k]
+		live := existing[k.name]
+		if live != nil && datastore.BackupVolumeName(live) != k.volume {
+			// Backup objects are named by the backup alone, and this
+			// name is another volume's: a copy made by hand, or another
+			// cluster's. The object keeps mirroring the volume it was
+			// made for; this one is said on its BackupVolume.
+			volumes.note(k.volume, BackupVolumeMessageNameTaken, fmt.Sprintf("backup %s is not shown: a Backup object of that name stands for volume %s's backup", k.name, datastore.BackupVolumeName(live)))
+			continue
+		}
+		synced, err := c.syncBackup(ctx, live, want)
+		if err != nil {
 			return err
+		}
+		if synced != nil {
+			existing[k.name] = synced
 		}
 	}
 	if storeErr != nil {
 		return &targetError{storeErr}
 	}
 	for name, b := range existing {
-		if _, ok := desired[name]; ok || b.DeletionTimestamp != nil {
+		if _, ok := desired[backupKey{datastore.BackupVolumeName(b), name}]; ok || b.DeletionTimestamp != nil {
 			continue
 		}
 		switch b.Status.State {
@@ -228,9 +214,9 @@ func (c *TargetController) syncTarget(ctx context.Context, target string) error 
 			// A failed backup stays until the user deletes it, so the
 			// failure is seen.
 		default:
-			// Gone from the target: the object goes too (its finalizer
-			// finds nothing left to delete).
-			if err := c.ds.DeleteBackup(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+			// Gone from the target: the object goes too, and nothing is
+			// deleted from the target for it.
+			if err := c.forget(ctx, b); err != nil {
 				return err
 			}
 		}
@@ -241,10 +227,34 @@ func (c *TargetController) syncTarget(ctx context.Context, target string) error 
 	return deleteErr
 }
 
+// backupKey is a backup in the target: two volumes may hold backups of
+// the same name.
+type backupKey struct{ volume, name string }
+
+// desiredBackups are the Backup objects wanted, by volume and name.
+type desiredBackups map[backupKey]*longhorn.Backup
+
+// keys are the backups by name, then volume: of two volumes holding a
+// backup of one name, the first by volume gets the object when neither
+// has it yet.
+func (d desiredBackups) keys() []backupKey {
+	keys := make([]backupKey, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].name != keys[j].name {
+			return keys[i].name < keys[j].name
+		}
+		return keys[i].volume < keys[j].volume
+	})
+	return keys
+}
+
 // desiredState is every backup the target holds or an engine runs, and
 // every volume the target holds.
-func (c *TargetController) desiredState(store *backupstore.Store) (map[string]*longhorn.Backup, volumeStates, error) {
-	desired := map[string]*longhorn.Backup{}
+func (c *TargetController) desiredState(store *backupstore.Store) (desiredBackups, volumeStates, error) {
+	desired := desiredBackups{}
 	engines, err := c.ds.ListEnginesRO()
 	if err != nil {
 		return desired, volumeStates{}, err
@@ -254,7 +264,7 @@ func (c *TargetController) desiredState(store *backupstore.Store) (map[string]*l
 			if st.State == backupStateCompleted {
 				continue // the target lists it
 			}
-			desired[name] = backupObject(name, e.Spec.VolumeName, longhorn.BackupStatus{
+			desired[backupKey{e.Spec.VolumeName, name}] = backupObject(name, e.Spec.VolumeName, longhorn.BackupStatus{
 				State: longhorn.BackupState(st.State), Progress: st.Progress, SnapshotName: st.SnapshotName, Error: st.Error, VolumeName: e.Spec.VolumeName,
 			})
 		}
@@ -265,7 +275,7 @@ func (c *TargetController) desiredState(store *backupstore.Store) (map[string]*l
 	}
 	for volume, list := range listing.Backups {
 		for _, b := range list {
-			desired[b.Name] = backupObject(b.Name, volume, longhorn.BackupStatus{
+			desired[backupKey{volume, b.Name}] = backupObject(b.Name, volume, longhorn.BackupStatus{
 				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(volume, b.Name),
 				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
 				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: volume, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
@@ -276,12 +286,15 @@ func (c *TargetController) desiredState(store *backupstore.Store) (map[string]*l
 	// A config that cannot be used shows as a Backup in Error, so a user
 	// sees it and can delete it; nothing else reads it.
 	volumes := volumeStates{infos: listing.Volumes, invalid: map[string]string{}}
+	for _, v := range listing.RecordMissing {
+		volumes.note(v, BackupVolumeMessageRecordMissing, "the volume's record (backupstore/volumes/"+v+"/volume.cfg) is missing from the backup target: its backups are listed from their own configs, and the volume's next backup writes the record again")
+	}
 	for _, bad := range listing.Invalid {
 		if bad.Backup == "" {
 			volumes.invalid[bad.Volume] = bad.Err.Error()
 			continue
 		}
-		desired[bad.Backup] = backupObject(bad.Backup, bad.Volume, longhorn.BackupStatus{
+		desired[backupKey{bad.Volume, bad.Backup}] = backupObject(bad.Backup, bad.Volume, longhorn.BackupStatus{
 			State: longhorn.BackupStateError, VolumeName: bad.Volume, URL: store.URL(bad.Volume, bad.Backup), Error: bad.Err.Error(),
 		})
 	}
@@ -304,12 +317,39 @@ func (c *TargetController) markInterrupted(ctx context.Context, b *longhorn.Back
 	return nil
 }
 
-// volumeStates are the volumes a target holds: their records, and why a
-// record that cannot be used cannot (by volume name).
+// volumeStates are the volumes a target holds: their records, why a
+// record that cannot be used cannot, and what else their BackupVolumes
+// say (by volume name, then message key).
 type volumeStates struct {
-	infos   []backupstore.VolumeInfo
-	invalid map[string]string
+	infos    []backupstore.VolumeInfo
+	invalid  map[string]string
+	messages map[string]map[string]string
 }
+
+// note adds a message to a volume's BackupVolume; notes under one key
+// are joined.
+func (v *volumeStates) note(volume, key, msg string) {
+	if v.messages == nil {
+		v.messages = map[string]map[string]string{}
+	}
+	if v.messages[volume] == nil {
+		v.messages[volume] = map[string]string{}
+	}
+	if prev := v.messages[volume][key]; prev != "" {
+		msg = prev + "; " + msg
+	}
+	v.messages[volume][key] = msg
+}
+
+// Keys of BackupVolume messages besides BackupVolumeMessageTarget.
+const (
+	// BackupVolumeMessageRecordMissing: the volume's volume.cfg is
+	// missing from the target.
+	BackupVolumeMessageRecordMissing = "volumeRecordMissing"
+	// BackupVolumeMessageNameTaken: a backup of this volume has the name
+	// of another volume's, whose Backup object has it.
+	BackupVolumeMessageNameTaken = "backupNameTaken"
+)
 
 func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
 	return &longhorn.Backup{
@@ -319,31 +359,32 @@ func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.B
 	}
 }
 
-func (c *TargetController) syncBackup(ctx context.Context, live, want *longhorn.Backup) error {
+// syncBackup creates or updates the object of one backup, and returns it
+// (nil when the cache was behind and another sync will).
+func (c *TargetController) syncBackup(ctx context.Context, live, want *longhorn.Backup) (*longhorn.Backup, error) {
 	if live == nil {
 		created, err := c.ds.CreateBackup(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return fmt.Errorf("create Backup %s: %w", want.Name, err)
+			return nil, fmt.Errorf("create Backup %s: %w", want.Name, err)
 		}
 		live = created
 	}
 	if live.DeletionTimestamp != nil {
-		return nil
+		return live, nil
 	}
 	status := want.Status
 	status.OwnerID = c.nodeID
 	status.LastSyncedAt = live.Status.LastSyncedAt
 	if !kit.StatusChanged(status, live.Status) {
-		return nil
+		return live, nil
 	}
 	status.LastSyncedAt = metav1.Now()
 	updated := live.DeepCopy()
 	updated.Status = status
-	_, err := c.ds.UpdateBackupStatus(ctx, updated)
-	return err
+	return c.ds.UpdateBackupStatus(ctx, updated)
 }
 
 func (c *TargetController) syncBackupVolumes(ctx context.Context, volumes volumeStates) error {
@@ -377,8 +418,17 @@ func (c *TargetController) syncBackupVolumes(ctx context.Context, volumes volume
 			LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, LastSyncedAt: bv.Status.LastSyncedAt,
 			LastModificationTime: bv.Status.LastModificationTime,
 		}
+		for key, msg := range volumes.messages[v.Name] {
+			if status.Messages == nil {
+				status.Messages = map[string]string{}
+			}
+			status.Messages[key] = msg
+		}
 		if msg, ok := volumes.invalid[v.Name]; ok {
-			status.Messages = map[string]string{"Error": msg}
+			if status.Messages == nil {
+				status.Messages = map[string]string{}
+			}
+			status.Messages["Error"] = msg
 		}
 		if !kit.StatusChanged(status, bv.Status) {
 			continue
