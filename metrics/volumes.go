@@ -173,5 +173,3 @@ func (c *Collector) lastBackups() map[string]time.Time {
 	}
 	return out
 }
-
-
