@@ -24,6 +24,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
+	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
@@ -370,7 +371,7 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
-	api := recurringjob.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
+	api := client.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/client"
 )
 
 // TestRecurringJobRunKeepsAVolumeAUserTookOver runs a job in-process
@@ -37,7 +38,7 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 	log.SetLevel(logrus.WarnLevel)
 	heldBy := map[string]interface{}{}
 	r := &recurringjob.Runner{
-		Namespace: e.ns, Longhorn: e.lh, Kube: e.kube, API: recurringjob.NewClient(e.base+"/v1", 10*time.Second),
+		Namespace: e.ns, Longhorn: e.lh, Kube: e.kube, API: client.NewClient(e.base+"/v1", 10*time.Second),
 		Log: logrus.NewEntry(log), RetryFor: 10 * time.Second, Tick: tick, BackupTimeout: time.Minute, Decided: true,
 		AfterAttach: func(ctx context.Context, job, volume string) {
 			v := e.call(t, "GET", "/v1/volumes/"+volume, "").expect(t, 200).body

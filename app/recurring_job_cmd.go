@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/client"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 )
@@ -55,7 +56,7 @@ func RecurringJobCmd() cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			client := recurringjob.NewClient(c.String("manager-url"), c.Duration("retry-for"))
+			client := client.NewClient(c.String("manager-url"), c.Duration("retry-for"))
 			// The pod's own token, for a manager with --api-auth=kubernetes.
 			client.Token = bearerTokenSource(cfg)
 			runner := &recurringjob.Runner{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -49,7 +50,7 @@ func (r *Runner) tickLabel() string { return r.Tick.UTC().Format("20060102T15040
 
 // decideAttachment says what the run, named me, does about vol. Only a
 // volume that is detached with no node set is attached by the run.
-func decideAttachment(vol *Volume, me string, allowDetached bool) (attachment, string) {
+func decideAttachment(vol *client.Volume, me string, allowDetached bool) (attachment, string) {
 	attached := vol.State == string(longhorn.VolumeStateAttached)
 	switch {
 	case vol.State == string(longhorn.VolumeStateDeleting):
@@ -80,7 +81,7 @@ func attacher(by string) string {
 // attachForRun makes the volume usable for the run. It returns whether the
 // run owns the attachment (and must call releaseAfterRun), or a reason to
 // skip the volume.
-func (r *Runner) attachForRun(ctx context.Context, job string, vol *Volume, allowDetached bool) (own bool, skipReason string, err error) {
+func (r *Runner) attachForRun(ctx context.Context, job string, vol *client.Volume, allowDetached bool) (own bool, skipReason string, err error) {
 	me := r.attacherID(job)
 	log := r.Log.WithFields(logrus.Fields{"volume": vol.Name, "attacher": me})
 	// A few rounds: a detach to wait for, or an attach lost to someone
@@ -149,7 +150,7 @@ func (r *Runner) releaseAfterRun(ctx context.Context, job, volume string) {
 		log.Info("Detached the volume the run attached")
 	case isConflict(err):
 		log.WithField("reason", err.Error()).Info("The volume was taken over during the run; left attached")
-	case isNotFound(err):
+	case client.IsNotFound(err):
 		log.Info("The volume was deleted during the run")
 	default:
 		log.WithError(err).Error("Cannot detach the volume after the run")
@@ -180,7 +181,7 @@ func (r *Runner) waitAttached(ctx context.Context, volume string) error {
 			}
 		case err == nil:
 			noNodeSince = time.Time{}
-		case isNotFound(err):
+		case client.IsNotFound(err):
 			return err
 		}
 		if time.Now().After(deadline) {
@@ -195,6 +196,6 @@ func (r *Runner) waitAttached(ctx context.Context, volume string) error {
 }
 
 func isConflict(err error) bool {
-	var ae *apiError
+	var ae *client.APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusConflict
 }

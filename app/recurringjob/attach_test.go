@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -16,22 +17,22 @@ func TestDecideAttachment(t *testing.T) {
 	const me = "recurring-job/snap/20261122T010000Z"
 	cases := []struct {
 		name    string
-		vol     Volume
+		vol     client.Volume
 		allowed bool
 		want    attachment
 	}{
-		{"attached by a user: used, left attached", Volume{State: "attached", NodeID: "n1"}, false, useAttached},
-		{"attached by another job: used, left attached", Volume{State: "attached", NodeID: "n1", AttachedBy: "recurring-job/x/1"}, true, useAttached},
-		{"attached by this run (resumed): detached after", Volume{State: "attached", NodeID: "n1", AttachedBy: me}, true, waitOwn},
-		{"detached, not allowed", Volume{State: "detached"}, false, skip},
-		{"detached with no node: attached by the run", Volume{State: "detached"}, true, attachOwn},
-		{"attaching for a workload: waited for, left attached", Volume{State: "attaching", NodeID: "n1"}, true, waitOther},
-		{"detached with a node set (attach pending): waited for", Volume{State: "detached", NodeID: "n1"}, true, waitOther},
-		{"being attached by this run: waited for, detached after", Volume{State: "detached", NodeID: "n1", AttachedBy: me}, true, waitOwn},
-		{"attaching, not allowed", Volume{State: "attaching", NodeID: "n1"}, false, skip},
-		{"attached with no node (being detached)", Volume{State: "attached"}, true, waitDetached},
-		{"detaching", Volume{State: "detaching"}, true, waitDetached},
-		{"deleting", Volume{State: "deleting", NodeID: "n1"}, true, skip},
+		{"attached by a user: used, left attached", client.Volume{State: "attached", NodeID: "n1"}, false, useAttached},
+		{"attached by another job: used, left attached", client.Volume{State: "attached", NodeID: "n1", AttachedBy: "recurring-job/x/1"}, true, useAttached},
+		{"attached by this run (resumed): detached after", client.Volume{State: "attached", NodeID: "n1", AttachedBy: me}, true, waitOwn},
+		{"detached, not allowed", client.Volume{State: "detached"}, false, skip},
+		{"detached with no node: attached by the run", client.Volume{State: "detached"}, true, attachOwn},
+		{"attaching for a workload: waited for, left attached", client.Volume{State: "attaching", NodeID: "n1"}, true, waitOther},
+		{"detached with a node set (attach pending): waited for", client.Volume{State: "detached", NodeID: "n1"}, true, waitOther},
+		{"being attached by this run: waited for, detached after", client.Volume{State: "detached", NodeID: "n1", AttachedBy: me}, true, waitOwn},
+		{"attaching, not allowed", client.Volume{State: "attaching", NodeID: "n1"}, false, skip},
+		{"attached with no node (being detached)", client.Volume{State: "attached"}, true, waitDetached},
+		{"detaching", client.Volume{State: "detaching"}, true, waitDetached},
+		{"deleting", client.Volume{State: "deleting", NodeID: "n1"}, true, skip},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,7 +50,7 @@ func TestDecideAttachment(t *testing.T) {
 type attachFake struct {
 	*fakeManager
 	mu          sync.Mutex
-	vol         Volume
+	vol         client.Volume
 	gets        int
 	attachAfter int
 	calls       []string
@@ -130,14 +131,14 @@ func runAttachFake(t *testing.T, f *attachFake, afterAttach func()) Result {
 	return res
 }
 
-func newAttachFake(vol Volume) *attachFake {
-	return &attachFake{fakeManager: &fakeManager{snapshots: map[string][]Snapshot{}}, vol: vol, attachAfter: 2}
+func newAttachFake(vol client.Volume) *attachFake {
+	return &attachFake{fakeManager: &fakeManager{snapshots: map[string][]client.Snapshot{}}, vol: vol, attachAfter: 2}
 }
 
 const runID = "recurring-job/snap/20261122T010000Z"
 
 func TestARunAttachesADetachedVolumeInItsNameAndDetachesIt(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached"})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached"})
 	if res := runAttachFake(t, f, nil); res.Succeeded != 1 {
 		t.Fatalf("%+v", res)
 	}
@@ -150,7 +151,7 @@ func TestARunAttachesADetachedVolumeInItsNameAndDetachesIt(t *testing.T) {
 }
 
 func TestAVolumeTakenOverDuringTheRunStaysAttached(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached"})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached"})
 	if res := runAttachFake(t, f, f.userAttach); res.Succeeded != 1 {
 		t.Fatalf("%+v", res)
 	}
@@ -163,7 +164,7 @@ func TestAVolumeTakenOverDuringTheRunStaysAttached(t *testing.T) {
 }
 
 func TestAVolumeAttachingForAWorkloadIsWaitedForAndLeftAttached(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached", NodeID: "node-1"})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached", NodeID: "node-1"})
 	f.attachAfter = 5
 	if res := runAttachFake(t, f, nil); res.Succeeded != 1 {
 		t.Fatalf("%+v", res)
@@ -174,7 +175,7 @@ func TestAVolumeAttachingForAWorkloadIsWaitedForAndLeftAttached(t *testing.T) {
 }
 
 func TestAnAttachLostToAWorkloadUsesTheVolumeAndLeavesIt(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached"})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached"})
 	f.onAttach = func(f *attachFake) { f.vol.NodeID = "node-1" } // the workload was faster
 	if res := runAttachFake(t, f, nil); res.Succeeded != 1 {
 		t.Fatalf("%+v", res)
@@ -188,7 +189,7 @@ func TestAnAttachLostToAWorkloadUsesTheVolumeAndLeavesIt(t *testing.T) {
 }
 
 func TestAVolumeDetachedWhileTheRunWaitsFailsAndIsLeftAlone(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached", NodeID: "node-1"})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached", NodeID: "node-1"})
 	f.attachAfter = 1 << 30
 	go func() {
 		time.Sleep(300 * time.Millisecond)
@@ -207,7 +208,7 @@ func TestAVolumeDetachedWhileTheRunWaitsFailsAndIsLeftAlone(t *testing.T) {
 // A run attaches a detached volume on the node that holds its replicas
 // (the manager refuses any other), not on the first Ready node.
 func TestARunAttachesAVolumeWhereItsReplicasAre(t *testing.T) {
-	f := newAttachFake(Volume{Name: "vol-0000", State: "detached", Replicas: []VolumeReplica{{Name: "vol-0000-r-0", HostID: "node-2"}}})
+	f := newAttachFake(client.Volume{Name: "vol-0000", State: "detached", Replicas: []client.VolumeReplica{{Name: "vol-0000-r-0", HostID: "node-2"}}})
 	var node string
 	if res := runAttachFake(t, f, func() { node = f.vol.NodeID }); res.Succeeded != 1 {
 		t.Fatalf("%+v", res)

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -22,7 +23,7 @@ import (
 // invalid, where the API (which says 100) would have let it run.
 func TestAManagerRunReadsSettingsFromTheCacheNotTheAPI(t *testing.T) {
 	var settingRequests atomic.Int32
-	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
 	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 3, Concurrency: 1}, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/v1/settings/") {
 			settingRequests.Add(1)

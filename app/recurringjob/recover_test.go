@@ -3,12 +3,14 @@ package recurringjob
 import (
 	"context"
 	"testing"
+
+	"github.com/cadence-storage/longhorn-manager/client"
 )
 
 // A panic in one volume's work fails that volume only: the run goes on
 // with the others and the process with it.
 func TestAPanickingVolumeFailsOnlyItself(t *testing.T) {
-	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
 	r := newRunner(t, 4, 2, f)
 	r.BeforeVolume = func(_ context.Context, _, volume string) {
 		if volume == "vol-0001" {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -41,7 +42,7 @@ type Runner struct {
 	Namespace string
 	Longhorn  lhclientset.Interface
 	Kube      kubernetes.Interface
-	API       *Client
+	API       *client.Client
 	Log       *logrus.Entry
 	// RetryFor bounds retries of the apiserver at start.
 	RetryFor time.Duration

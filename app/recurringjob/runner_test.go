@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -30,7 +31,7 @@ const ns = "longhorn-system"
 // volumes in failing.
 type fakeManager struct {
 	mu        sync.Mutex
-	snapshots map[string][]Snapshot
+	snapshots map[string][]client.Snapshot
 	opLatency time.Duration
 	failing   map[string]bool
 	inFlight  atomic.Int32
@@ -49,7 +50,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		value := map[string]string{"recurring-job-max-retention": "100", "allow-recurring-job-while-volume-detached": "false"}[parts[1]]
 		reply(200, map[string]string{"value": value})
 	case parts[0] == "volumes" && r.Method == http.MethodGet:
-		reply(200, Volume{Name: parts[1], State: "attached", Robustness: "healthy", NodeID: "node-1"})
+		reply(200, client.Volume{Name: parts[1], State: "attached", Robustness: "healthy", NodeID: "node-1"})
 	case parts[0] == "volumes":
 		vol := parts[1]
 		var in struct {
@@ -60,7 +61,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("action") {
 		case "snapshotList":
 			f.mu.Lock()
-			list := append([]Snapshot(nil), f.snapshots[vol]...)
+			list := append([]client.Snapshot(nil), f.snapshots[vol]...)
 			f.mu.Unlock()
 			reply(200, map[string]interface{}{"data": list})
 		case "snapshotCreate":
@@ -78,7 +79,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			f.mu.Lock()
-			f.snapshots[vol] = append(f.snapshots[vol], Snapshot{Name: in.Name, UserCreated: true, Created: time.Now().Format(time.RFC3339Nano), Labels: in.Labels})
+			f.snapshots[vol] = append(f.snapshots[vol], client.Snapshot{Name: in.Name, UserCreated: true, Created: time.Now().Format(time.RFC3339Nano), Labels: in.Labels})
 			f.mu.Unlock()
 			reply(200, map[string]string{"name": in.Name})
 		case "snapshotDelete":
@@ -129,13 +130,13 @@ func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f 
 	log.SetLevel(logrus.PanicLevel)
 	return &Runner{
 		Namespace: ns, Longhorn: lhfake.NewSimpleClientset(objs...), Kube: kubefake.NewSimpleClientset(),
-		API: NewClient(srv.URL+"/v1", time.Second), Log: logrus.NewEntry(log), RetryFor: time.Second,
+		API: client.NewClient(srv.URL+"/v1", time.Second), Log: logrus.NewEntry(log), RetryFor: time.Second,
 		Tick: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC), BackupTimeout: time.Minute,
 	}
 }
 
 func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
-	f := &fakeManager{snapshots: map[string][]Snapshot{}, failing: map[string]bool{"vol-0002": true}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}, failing: map[string]bool{"vol-0002": true}}
 	r := newRunner(t, 6, 3, f)
 	res, err := r.Run(context.Background(), "snap")
 	if err != nil {
@@ -160,7 +161,7 @@ func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
 }
 
 func TestAMissingJobEndsTheRunCleanly(t *testing.T) {
-	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
 	r := newRunner(t, 1, 1, f)
 	if res, err := r.Run(context.Background(), "gone"); err != nil || res != (Result{}) {
 		t.Fatalf("got %+v, %v", res, err)
@@ -168,9 +169,9 @@ func TestAMissingJobEndsTheRunCleanly(t *testing.T) {
 }
 
 func TestAnUnreachableManagerStopsTheRunWithAClearError(t *testing.T) {
-	f := &fakeManager{snapshots: map[string][]Snapshot{}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
 	r := newRunner(t, 1, 1, f)
-	r.API = NewClient("http://127.0.0.1:1/v1", 300*time.Millisecond)
+	r.API = client.NewClient("http://127.0.0.1:1/v1", 300*time.Millisecond)
 	if _, err := r.Run(context.Background(), "snap"); err == nil || !strings.Contains(err.Error(), "manager API cannot be reached") {
 		t.Fatalf("want a clear error, got %v", err)
 	}
@@ -182,7 +183,7 @@ func TestAnUnreachableManagerStopsTheRunWithAClearError(t *testing.T) {
 func BenchmarkOneThousandVolumes(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	for i := 0; i < b.N; i++ {
-		f := &fakeManager{snapshots: map[string][]Snapshot{}, opLatency: latency}
+		f := &fakeManager{snapshots: map[string][]client.Snapshot{}, opLatency: latency}
 		r := newRunner(b, 1000, 10, f)
 		start := time.Now()
 		res, err := r.Run(context.Background(), "snap")
@@ -195,15 +196,15 @@ func BenchmarkOneThousandVolumes(b *testing.B) {
 	}
 }
 
-func snapshotsAt(minutes ...int) []Snapshot {
-	var out []Snapshot
+func snapshotsAt(minutes ...int) []client.Snapshot {
+	var out []client.Snapshot
 	for _, m := range minutes {
-		out = append(out, Snapshot{Name: fmt.Sprintf("s%d", m), UserCreated: true, Created: fmt.Sprintf("2026-11-22T01:%02d:00Z", m)})
+		out = append(out, client.Snapshot{Name: fmt.Sprintf("s%d", m), UserCreated: true, Created: fmt.Sprintf("2026-11-22T01:%02d:00Z", m)})
 	}
 	return out
 }
 
-func names(list []Snapshot) string {
+func names(list []client.Snapshot) string {
 	var out []string
 	for _, s := range list {
 		out = append(out, s.Name)
@@ -213,8 +214,8 @@ func names(list []Snapshot) string {
 
 func TestSnapshotDeleteKeepsTheNewestRetainUserSnapshots(t *testing.T) {
 	user := snapshotsAt(5, 1, 3, 2, 4)
-	system := Snapshot{Name: "sys", UserCreated: false, Created: "2026-11-22T01:00:00Z"}
-	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": append(user, system)}}
+	system := client.Snapshot{Name: "sys", UserCreated: false, Created: "2026-11-22T01:00:00Z"}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{"vol-0000": append(user, system)}}
 	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-delete", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
 	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
 		t.Fatalf("%+v, %v", res, err)
@@ -225,8 +226,8 @@ func TestSnapshotDeleteKeepsTheNewestRetainUserSnapshots(t *testing.T) {
 }
 
 func TestSnapshotCleanupRemovesSystemSnapshotsOnly(t *testing.T) {
-	system := []Snapshot{{Name: "sys1", Created: "2026-11-22T01:00:00Z"}, {Name: "sys2", Created: "2026-11-22T01:01:00Z"}}
-	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": append(snapshotsAt(3, 4), system...)}}
+	system := []client.Snapshot{{Name: "sys1", Created: "2026-11-22T01:00:00Z"}, {Name: "sys2", Created: "2026-11-22T01:01:00Z"}}
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{"vol-0000": append(snapshotsAt(3, 4), system...)}}
 	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-cleanup", Cron: "@hourly", Retain: 0, Concurrency: 1}, f)
 	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
 		t.Fatalf("%+v, %v", res, err)
@@ -237,10 +238,10 @@ func TestSnapshotCleanupRemovesSystemSnapshotsOnly(t *testing.T) {
 }
 
 func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
-	mine := func(name, created string) Snapshot {
-		return Snapshot{Name: name, UserCreated: true, Created: created, Labels: map[string]string{"RecurringJob": "snap"}}
+	mine := func(name, created string) client.Snapshot {
+		return client.Snapshot{Name: name, UserCreated: true, Created: created, Labels: map[string]string{"RecurringJob": "snap"}}
 	}
-	f := &fakeManager{snapshots: map[string][]Snapshot{"vol-0000": {
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{"vol-0000": {
 		mine("old1", "2026-11-22T00:01:00Z"), mine("old2", "2026-11-22T00:02:00Z"), mine("old3", "2026-11-22T00:03:00Z"),
 		{Name: "other", UserCreated: true, Created: "2026-11-22T00:00:00Z"},
 	}}}
@@ -261,7 +262,7 @@ func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
 // with nanoseconds puts "05Z" after "05.5Z" as strings; retention must
 // keep the newest, so the order is the times'.
 func TestSnapshotsSortByCreationTimeNotByString(t *testing.T) {
-	list := []Snapshot{
+	list := []client.Snapshot{
 		{Name: "c", Created: "2026-11-23T03:00:05.5Z"},
 		{Name: "a", Created: "2026-11-23T03:00:05Z"},
 		{Name: "d", Created: "2026-11-23T03:00:06Z"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -16,7 +17,7 @@ import (
 // the volume was skipped.
 func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *longhorn.Volume, allowDetached bool) (string, error) {
 	vol, err := r.API.Volume(ctx, v.Name)
-	if isNotFound(err) {
+	if client.IsNotFound(err) {
 		return "the volume was deleted", nil
 	}
 	if err != nil {
@@ -75,8 +76,8 @@ func (r *Runner) waitState(ctx context.Context, volume, state string) error {
 
 // jobSnapshots are the snapshots this job made and has not deleted,
 // oldest first.
-func jobSnapshots(all []Snapshot, job string) []Snapshot {
-	var out []Snapshot
+func jobSnapshots(all []client.Snapshot, job string) []client.Snapshot {
+	var out []client.Snapshot
 	for _, s := range all {
 		if s.Labels[types.LabelRecurringJob] == job && !s.Removed {
 			out = append(out, s)
@@ -86,7 +87,7 @@ func jobSnapshots(all []Snapshot, job string) []Snapshot {
 	return out
 }
 
-func sortByCreated(list []Snapshot) {
+func sortByCreated(list []client.Snapshot) {
 	sort.Slice(list, func(i, j int) bool {
 		if c := compareCreated(list[i].Created, list[j].Created); c != 0 {
 			return c < 0
@@ -109,20 +110,20 @@ func compareCreated(a, b string) int {
 
 // deleteOldest deletes all but the newest keep snapshots of list, except
 // those in protect.
-func (r *Runner) deleteOldest(ctx context.Context, volume string, list []Snapshot, keep int, protect map[string]bool) error {
+func (r *Runner) deleteOldest(ctx context.Context, volume string, list []client.Snapshot, keep int, protect map[string]bool) error {
 	var errs []error
 	for i := 0; i < len(list)-keep; i++ {
 		if protect[list[i].Name] {
 			continue
 		}
-		if err := r.API.DeleteSnapshot(ctx, volume, list[i].Name); err != nil && !isNotFound(err) {
+		if err := r.API.DeleteSnapshot(ctx, volume, list[i].Name); err != nil && !client.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete snapshot %s: %w", list[i].Name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func hasTick(list []Snapshot, tick string) (string, bool) {
+func hasTick(list []client.Snapshot, tick string) (string, bool) {
 	for _, s := range list {
 		if s.Labels[types.LabelRecurringJobTick] == tick {
 			return s.Name, true
@@ -167,7 +168,7 @@ func (r *Runner) snapshotDelete(ctx context.Context, job *longhorn.RecurringJob,
 	if err != nil {
 		return err
 	}
-	var user []Snapshot
+	var user []client.Snapshot
 	for _, s := range all {
 		if s.UserCreated && !s.Removed {
 			user = append(user, s)
@@ -186,7 +187,7 @@ func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
 	if err != nil {
 		return err
 	}
-	var system []Snapshot
+	var system []client.Snapshot
 	for _, s := range all {
 		if !s.UserCreated && !s.Removed {
 			system = append(system, s)
@@ -275,7 +276,7 @@ func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob
 	if err != nil {
 		return err
 	}
-	var done []Backup
+	var done []client.Backup
 	reading := map[string]bool{}
 	for _, b := range backups {
 		if b.State == string(longhorn.BackupStateInProgress) {
@@ -288,7 +289,7 @@ func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob
 	sort.Slice(done, func(i, j int) bool { return compareCreated(done[i].Created, done[j].Created) < 0 })
 	var errs []error
 	for i := 0; i < len(done)-job.Spec.Retain; i++ {
-		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !isNotFound(err) {
+		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !client.IsNotFound(err) {
 			// Only logged: the backup itself succeeded.
 			r.Log.WithError(err).WithField("backup", done[i].Name).Warn("Cannot delete an old backup")
 		}

@@ -1,4 +1,7 @@
-package recurringjob
+// Package client is a Go client of the manager's /v1 API, as Longhorn's
+// own components use it: a recurring job's CronJob pod and the CSI driver.
+// It retries what may pass (a refused connection, a 5xx, a 429).
+package client
 
 import (
 	"bytes"
@@ -29,17 +32,18 @@ func NewClient(url string, retryFor time.Duration) *Client {
 	return &Client{base: strings.TrimSuffix(strings.TrimSuffix(url, "/"), "/v1"), http: &http.Client{Timeout: 60 * time.Second}, retryFor: retryFor}
 }
 
-// apiError is an answer the manager gave with a 4xx status.
-type apiError struct {
+// APIError is an answer the manager gave with a 4xx status.
+type APIError struct {
 	Status  int    `json:"status"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
-func isNotFound(err error) bool {
-	var ae *apiError
+// IsNotFound reports whether the manager answered 404.
+func IsNotFound(err error) bool {
+	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
@@ -91,7 +95,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		return err, true
 	}
 	if resp.StatusCode >= 400 {
-		ae := &apiError{Status: resp.StatusCode}
+		ae := &APIError{Status: resp.StatusCode}
 		_ = json.Unmarshal(data, ae)
 		if ae.Message == "" {
 			ae.Message = strings.TrimSpace(string(data))
@@ -227,7 +231,7 @@ func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, la
 func (c *Client) Backups(ctx context.Context, volume string) ([]Backup, error) {
 	var list struct{ Data []Backup }
 	err := c.action(ctx, "backupvolumes", volume, "backupList", nil, &list)
-	if isNotFound(err) {
+	if IsNotFound(err) {
 		return nil, nil
 	}
 	return list.Data, err
