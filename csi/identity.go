@@ -1,0 +1,42 @@
+package csi
+
+import (
+	"context"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+type identityServer struct {
+	csi.UnimplementedIdentityServer
+	d *Driver
+}
+
+func (s *identityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: DriverName, VendorVersion: s.d.opts.Version}, nil
+}
+
+func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	service := func(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
+		return &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}}
+	}
+	var caps []*csi.PluginCapability
+	if s.d.opts.Controller {
+		caps = append(caps, service(csi.PluginCapability_Service_CONTROLLER_SERVICE))
+	}
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// Probe says whether the manager's API answers: without it, the driver
+// can do nothing.
+func (s *identityServer) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err := s.d.api.Setting(ctx, "backup-target")
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
+}
+
+// probeTimeout bounds a Probe: the client retries a manager that does not
+// answer, and a probe must answer in time.
+const probeTimeout = 5 * time.Second
