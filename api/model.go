@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	"github.com/cadence-storage/longhorn-manager/manager"
 )
 
@@ -54,8 +57,10 @@ func notFound(format string, args ...interface{}) error {
 }
 
 // writeError answers with the error's status: 4xx for what the caller
-// did wrong (the message names the field and the rule), 500 only for
-// failures of the manager or the cluster.
+// did wrong (the message names the field and the rule), 503 with
+// Retry-After for what passes by itself (a refusal of the apiserver that
+// apiretry.Transient calls transient), 500 only for failures of the
+// manager or the cluster.
 func writeError(w http.ResponseWriter, err error) {
 	status, code, msg := http.StatusInternalServerError, "ServerError", err.Error()
 	var he *httpError
@@ -77,6 +82,12 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, manager.ErrUnavailable):
 		status, code = http.StatusServiceUnavailable, "Unavailable"
 		msg = strings.TrimPrefix(msg, manager.ErrUnavailable.Error()+": ")
+	case apiretry.IsTransient(err):
+		// The apiserver refused for now (starting, restarting, shedding
+		// load): the client may try again, after the delay the apiserver
+		// asked for or a couple of seconds.
+		status, code = http.StatusServiceUnavailable, "Unavailable"
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(apiretry.RetryAfter(err).Seconds()))))
 	}
 	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: msg})
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/node"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
@@ -74,6 +75,12 @@ type DaemonOptions struct {
 	Workers int
 	// ResyncPeriod is the informers' resync period.
 	ResyncPeriod time.Duration
+	// StartupRetryTimeout is how long the daemon retries, at start, the
+	// writes the apiserver refuses for now (a control plane that is
+	// starting or restarting: see apiretry.Transient) before it stops
+	// with an error saying what kept failing (--startup-retry-timeout).
+	// DefaultStartupRetryTimeout when zero.
+	StartupRetryTimeout time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the requests per second the
 	// daemon sends to the apiserver (client-go's token bucket).
 	KubeAPIQPS   float32
@@ -191,12 +198,24 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if err != nil {
 		return err
 	}
+	// Every write at start is retried while the apiserver refuses it for
+	// now, up to --startup-retry-timeout.
+	startupRetry := apiretry.Policy{Timeout: o.StartupRetryTimeout}
+	startLog := log.WithField("component", "startup")
+	retryAtStart := func(what string, fn func(context.Context) error) error {
+		return apiretry.Do(ctx, startupRetry, startLog, what, fn)
+	}
+	// A control plane that has just (re)started refuses some creates for
+	// a few seconds; start nothing until it takes a write of every kind.
+	if err := waitForWrites(ctx, startLog, lhClient, o.Namespace, startupRetry); err != nil {
+		return err
+	}
 
 	// Migrate the data before anything reads it: no controller may start on
 	// half-migrated objects.
 	if err := upgrade.Run(ctx, step.Clients{
 		Namespace: o.Namespace, Kube: kubeClient, Longhorn: lhClient,
-		Log: log.WithField("component", "upgrade"),
+		Log: log.WithField("component", "upgrade"), Retry: startupRetry,
 	}, o.NodeName); err != nil {
 		return err
 	}
@@ -205,8 +224,11 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	// from the first: no server starts before there is an identity.
 	tlsCtx, stopTLS := context.WithCancel(ctx)
 	defer stopTLS()
-	internal, err := startInternalTLS(tlsCtx, log, kubeClient, o, dataDir)
-	if err != nil {
+	var internal internalTLS
+	if err := retryAtStart("keep the internal TLS", func(context.Context) (err error) {
+		internal, err = startInternalTLS(tlsCtx, log, kubeClient, o, dataDir)
+		return err
+	}); err != nil {
 		return err
 	}
 
@@ -227,9 +249,15 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	}
 	defer served.shutdown()
 
-	if created, err := ds.CreateDefaultSettings(ctx); err != nil {
+	var created []types.SettingName
+	if err := retryAtStart("create the default settings", func(ctx context.Context) error {
+		more, err := ds.CreateDefaultSettings(ctx)
+		created = append(created, more...)
 		return err
-	} else if len(created) > 0 {
+	}); err != nil {
+		return err
+	}
+	if len(created) > 0 {
 		log.WithField("settings", created).Info("Created default settings")
 	}
 
@@ -247,12 +275,16 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	backupMetrics.WatchTarget(ctrls.backupTarget.Health)
 	defer ctrls.stop()
 
-	if err := ctrls.node.Register(ctx, dataDir); err != nil {
+	if err := retryAtStart("register Node "+o.NodeName, func(ctx context.Context) error {
+		return ctrls.node.Register(ctx, dataDir)
+	}); err != nil {
 		return err
 	}
 	// The first heartbeat goes out before the caches fill, so this node is
 	// never seen as down while it starts.
-	if err := ds.RenewHeartbeat(ctx, o.NodeName, node.HeartbeatDuration, o.Clock.Now()); err != nil {
+	if err := retryAtStart("renew the heartbeat Lease of "+o.NodeName, func(ctx context.Context) error {
+		return ds.RenewHeartbeat(ctx, o.NodeName, node.HeartbeatDuration, o.Clock.Now())
+	}); err != nil {
 		return fmt.Errorf("node heartbeat: %w", err)
 	}
 
@@ -310,6 +342,9 @@ func (o *DaemonOptions) complete() error {
 	// The recurring jobs are looked at again by their controller's sweep,
 	// at the informers' period (they have no informer resync).
 	o.CronJob.ResyncPeriod = o.ResyncPeriod
+	if o.StartupRetryTimeout <= 0 {
+		o.StartupRetryTimeout = DefaultStartupRetryTimeout
+	}
 	if o.KubeAPIQPS <= 0 {
 		o.KubeAPIQPS = DefaultKubeAPIQPS
 	}

@@ -38,6 +38,7 @@ func DaemonCmd() cli.Command {
 			cli.StringSliceFlag{Name: "allowed-origins", Usage: "browser origins (scheme://host:port) whose pages may open the API's websocket streams besides the manager's own address and a UI behind a proxy that sets X-Forwarded-Host; needed for a UI reached by a public DNS name (see docs/api.md)", EnvVar: "ALLOWED_ORIGINS"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes, snapshots and recurring jobs)"},
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
+			cli.DurationFlag{Name: "startup-retry-timeout", Value: DefaultStartupRetryTimeout, Usage: "how long the daemon retries, at start, what a starting or restarting Kubernetes API refuses for now (a CRD's kind its admission does not know yet, 429, 503, timeouts, connection refused) before it stops saying what kept failing"},
 			cli.IntFlag{Name: "kube-api-burst", Value: DefaultKubeAPIBurst, Usage: "requests to the Kubernetes API in a burst"},
 			cli.StringFlag{Name: "manager-image", Value: "longhorn-manager:dev", Usage: "image of the pods that run recurring jobs", EnvVar: "MANAGER_IMAGE"},
 			cli.StringFlag{Name: "backing-image-manager-image", Usage: "default backing image manager image: managers of another image are replaced by ones of it, which reuse their files (locally a label of the binary version that runs them); --manager-image when empty", EnvVar: "BACKING_IMAGE_MANAGER_IMAGE"},
@@ -86,6 +87,7 @@ func DaemonCmd() cli.Command {
 				Workers:                  c.Int("workers"),
 				KubeAPIQPS:               float32(c.Float64("kube-api-qps")),
 				KubeAPIBurst:             c.Int("kube-api-burst"),
+				StartupRetryTimeout:      c.Duration("startup-retry-timeout"),
 				BackingImageManagerImage: c.String("backing-image-manager-image"),
 				BackingImageServerRunner: c.String("backing-image-server-runner"),
 				CronJob: jobcontroller.CronJobConfig{

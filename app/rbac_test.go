@@ -60,6 +60,13 @@ func readManifests(t testing.TB, name string) []runtime.Object {
 // longhorn-system.
 func installRBAC(t testing.TB, client kubernetes.Interface, namespace string) {
 	t.Helper()
+	installRBACIn(t, testcluster.Get(t), client, namespace)
+}
+
+// installRBACIn is installRBAC on a control plane other than the
+// package's: client is an admin client of cluster.
+func installRBACIn(t testing.TB, cluster *testcluster.Cluster, client kubernetes.Interface, namespace string) {
+	t.Helper()
 	ctx := context.Background()
 	for _, obj := range readManifests(t, "rbac.yaml") {
 		var err error
@@ -103,7 +110,7 @@ func installRBAC(t testing.TB, client kubernetes.Interface, namespace string) {
 	// The apiserver's authorizer learns of new bindings from a watch: wait
 	// until the account can do what the daemon does first, so a test does
 	// not race it.
-	sa := lhClient(t, testcluster.Get(t).ServiceAccountConfig(namespace, serviceAccount))
+	sa := lhClient(t, cluster.ServiceAccountConfig(namespace, serviceAccount))
 	eventually(t, 10*time.Second, "the ServiceAccount's RBAC in force", func() (bool, error) {
 		_, err := sa.LonghornV1beta2().Settings(namespace).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,4 +105,73 @@ func TestTwoDaemonsStartingAtOnceMigrateOnce(t *testing.T) {
 	}
 	wg.Wait()
 	f.AssertMigrated(t)
+}
+
+// Users upgrade by restarting `make run` (or the cluster) with v1.1's
+// objects in place: the control plane comes back, and the daemon starts
+// at once, while the apiserver's admission still refuses RecurringJob
+// creates for some seconds ("Resource kind ... not found. There can be a
+// delay ..."). The daemon waits that out, migrates, and is ready only
+// once writes of every kind go through, so the API's first create right
+// after ready succeeds; on the next restart too, with nothing left to
+// migrate.
+func TestDaemonStartsRightAfterAControlPlaneRestartOnOldData(t *testing.T) {
+	dir := t.TempDir()
+	var cp *testcluster.Cluster
+	restart := func(asRunStartsIt bool) {
+		t.Helper()
+		if cp != nil {
+			if err := cp.Stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		cp, err = testcluster.Start(context.Background(), testcluster.Options{DataDir: dir, AsRunStartsIt: asRunStartsIt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cp
+		t.Cleanup(func() { _ = c.Stop() })
+	}
+	restart(false)
+	kube := cp.KubeClient(t)
+	ns := cp.NewNamespace(t)
+	installRBACIn(t, cp, kube, ns)
+	f := upgradetest.Create(t, kube, lhClient(t, cp.Config), ns)
+	dataDir := t.TempDir()
+
+	createJob := func(d *runningDaemon, name string) {
+		t.Helper()
+		resp, err := http.Get("http://" + d.apiAddress + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/readyz answered %d once ready", resp.StatusCode)
+		}
+		resp, err = http.Post("http://"+d.apiAddress+"/v1/recurringjobs", "application/json",
+			strings.NewReader(`{"name":"`+name+`","task":"snapshot","cron":"@hourly","retain":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the first create through the API once ready answered %d %s", resp.StatusCode, body)
+		}
+	}
+
+	restart(true)
+	f.Reconnect(cp.KubeClient(t), lhClient(t, cp.Config))
+	d := startDaemon(t, cp.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir)
+	f.AssertMigrated(t)
+	createJob(d, "after-upgrade")
+	d.stop(t)
+
+	// The next restart, on migrated data: the daemon is ready at once
+	// unless it waits for the apiserver.
+	restart(true)
+	d = startDaemon(t, cp.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir)
+	createJob(d, "after-restart")
 }

@@ -44,16 +44,35 @@ grep '^ready ' "$dev/controlplane.out"
 ./bin/kubectl --kubeconfig "$kubeconfig" apply -f k8s/crds/policies/ -f k8s/crds/admission/ >/dev/null
 ./bin/kubectl --kubeconfig "$kubeconfig" label --overwrite namespace longhorn-system longhorn.io/manager-namespace=true >/dev/null
 
-cat <<MSG
-
-  kubectl:  export KUBECONFIG=$PWD/$kubeconfig; bin/kubectl get longhorn -n longhorn-system
-  API:      http://$api   (try: curl http://$api/readyz)
-
-MSG
-
 ./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
 	--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
 	--recurring-job-runner manager &
 manager_pid=$!
 trap 'kill -TERM $manager_pid 2>/dev/null; wait $manager_pid; exit 130' INT TERM
+
+# Ready is the daemon's /readyz: it answers once the apiserver takes a
+# write of every Longhorn kind (a control plane that has just started
+# refuses some for a few seconds), old data is migrated and the
+# controllers run. The daemon stops by itself, saying why, if that does
+# not come within --startup-retry-timeout.
+echo "waiting for the manager to be ready (http://$api/readyz)"
+until curl -fsS -o /dev/null --max-time 2 "http://$api/readyz" 2>/dev/null; do
+	if ! kill -0 "$manager_pid" 2>/dev/null; then
+		status=0
+		wait "$manager_pid" || status=$?
+		[ "$status" -ne 0 ] || status=1
+		echo "the manager stopped before it was ready (exit status $status); see its log above" >&2
+		exit "$status"
+	fi
+	sleep 0.5
+done
+
+cat <<MSG
+
+  ready
+  kubectl:  export KUBECONFIG=$PWD/$kubeconfig; bin/kubectl get longhorn -n longhorn-system
+  API:      http://$api   (try: curl http://$api/readyz)
+
+MSG
+
 wait "$manager_pid"

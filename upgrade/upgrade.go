@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
 	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
@@ -52,8 +54,32 @@ var Migrators = []Migrator{
 
 // Run migrates under the upgrade Lease. identity names this manager in the
 // Lease; managers that start at once wait for the holder and then find
-// nothing left to do.
+// nothing left to do. A Lease lost midway (the apiserver restarted, so it
+// could not be renewed in time) is taken again and the migration run
+// again, which the migrators' idempotence allows, until c.Retry's
+// deadline.
 func Run(ctx context.Context, c step.Clients, identity string) error {
+	timeout := c.Retry.Timeout
+	if timeout <= 0 {
+		timeout = apiretry.DefaultTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	for lost := 1; ; lost++ {
+		lostLease, err := runLeading(ctx, c, identity)
+		if !lostLease {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lost the upgrade lease %s while migrating %d times in %s, the last time with: %w", LeaseName, lost, timeout, err)
+		}
+		c.Log.WithFields(logrus.Fields{"lease": LeaseName, "times": lost}).WithError(err).
+			Warn("Lost the upgrade lease while migrating (could the apiserver be restarting?); taking it again to finish")
+	}
+}
+
+// runLeading takes the Lease and migrates once. lostLease is true when
+// the migration failed because the Lease was lost while it ran.
+func runLeading(ctx context.Context, c step.Clients, identity string) (lostLease bool, err error) {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: c.Namespace},
 		Client:     c.Kube.CoordinationV1(),
@@ -62,6 +88,8 @@ func Run(ctx context.Context, c step.Clients, identity string) error {
 	leCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var result error
+	lost := false
+	done := make(chan struct{})
 	ran := false
 	log := c.Log.WithField("lease", LeaseName)
 	log.Info("Waiting for the upgrade lease")
@@ -73,21 +101,37 @@ func Run(ctx context.Context, c step.Clients, identity string) error {
 		ReleaseOnCancel: true,
 		Name:            LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				result = migrate(ctx, c)
-				ran = true
+			OnStartedLeading: func(leading context.Context) {
+				defer close(done)
+				result = migrate(leading, c)
+				// The leading context ends before ours only when the
+				// Lease could not be renewed.
+				lost = leading.Err() != nil && leCtx.Err() == nil
 				cancel()
 			},
 			OnStoppedLeading: func() {},
 		},
 	})
+	// RunOrDie returns before the callback ends when the Lease is lost,
+	// and may return as it ends: wait for it. Unless ctx ended, the Lease
+	// was taken, so the callback runs.
+	if ctx.Err() == nil {
+		<-done
+		ran = true
+	} else {
+		select {
+		case <-done:
+			ran = true
+		case <-time.After(renewDeadline):
+		}
+	}
 	if !ran {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("stopped while waiting for the upgrade lease: %w", err)
+			return false, fmt.Errorf("stopped while waiting for the upgrade lease: %w", err)
 		}
-		return fmt.Errorf("lost the upgrade lease before migrating")
+		return false, fmt.Errorf("lost the upgrade lease before migrating")
 	}
-	return result
+	return result != nil && lost, result
 }
 
 // migrate applies the migrators newer than the recorded version.
@@ -126,7 +170,11 @@ func migrate(ctx context.Context, c step.Clients) error {
 func CurrentVersion() string { return Migrators[len(Migrators)-1].Version }
 
 func recordedVersion(ctx context.Context, c step.Clients) (string, error) {
-	cm, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, VersionConfigMap, metav1.GetOptions{})
+	var cm *corev1.ConfigMap
+	err := c.Call(ctx, "get ConfigMap "+VersionConfigMap, func(ctx context.Context) (err error) {
+		cm, err = c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, VersionConfigMap, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -142,16 +190,26 @@ func recordedVersion(ctx context.Context, c step.Clients) (string, error) {
 
 func recordVersion(ctx context.Context, c step.Clients, v string) error {
 	cms := c.Kube.CoreV1().ConfigMaps(c.Namespace)
-	cm, err := cms.Get(ctx, VersionConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: VersionConfigMap, Labels: map[string]string{types.LabelManagedBy: types.ManagedByValue}},
-			Data:       map[string]string{versionKey: v},
-		}, metav1.CreateOptions{})
-	} else if err == nil {
-		cm.Data = map[string]string{versionKey: v}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
+	// Read afresh on each try: a write that timed out may have been
+	// applied, and then the next create or update meets it.
+	err := c.Call(ctx, "record data version in ConfigMap "+VersionConfigMap, func(ctx context.Context) error {
+		return retry.OnError(retry.DefaultRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }, func() error {
+			cm, err := cms.Get(ctx, VersionConfigMap, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = cms.Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: VersionConfigMap, Labels: map[string]string{types.LabelManagedBy: types.ManagedByValue}},
+					Data:       map[string]string{versionKey: v},
+				}, metav1.CreateOptions{})
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			cm.Data = map[string]string{versionKey: v}
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("record data version %s in ConfigMap %s: %w", v, VersionConfigMap, err)
 	}

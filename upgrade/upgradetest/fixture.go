@@ -50,6 +50,12 @@ func must(t testing.TB, err error) {
 	}
 }
 
+// Reconnect points the fixture's checks at new clients: a restarted
+// control plane serves on another address.
+func (f *Fixture) Reconnect(kube kubernetes.Interface, lh lhclientset.Interface) {
+	f.kube, f.lh = kube, lh
+}
+
 // Create writes the old state.
 func Create(t testing.TB, kube kubernetes.Interface, lh lhclientset.Interface, namespace string) *Fixture {
 	t.Helper()

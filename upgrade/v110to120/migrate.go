@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,7 +36,10 @@ func ensureJob(ctx context.Context, c step.Clients, entry longhorn.VolumeRecurri
 	if err != nil {
 		return "", err
 	}
-	_, err = c.Longhorn.LonghornV1beta2().RecurringJobs(c.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	err = c.Call(ctx, "create RecurringJob "+job.Name, func(ctx context.Context) error {
+		_, err := c.Longhorn.LonghornV1beta2().RecurringJobs(c.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		return err
+	})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return job.Name, nil
@@ -52,7 +56,11 @@ func ensureJob(ctx context.Context, c step.Clients, entry longhorn.VolumeRecurri
 // old list cleared), so a crash at any point leaves the old list in place
 // to be migrated again.
 func migrateVolumes(ctx context.Context, c step.Clients) error {
-	volumes, err := c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).List(ctx, metav1.ListOptions{})
+	var volumes *longhorn.VolumeList
+	err := c.Call(ctx, "list Volumes", func(ctx context.Context) (err error) {
+		volumes, err = c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("list volumes: %w", err)
 	}
@@ -81,21 +89,26 @@ func migrateVolumes(ctx context.Context, c step.Clients) error {
 				return fmt.Errorf("volume %s: %w", v.Name, err)
 			}
 		}
-		err := datastore.RetryOnConflict(func() error {
-			fresh, err := c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Get(ctx, v.Name, metav1.GetOptions{})
-			if err != nil {
+		// Read afresh on each try: a conflict, or an update that timed
+		// out and may have been applied, is tried again on the newest
+		// version (the same update twice is the same state).
+		err := c.Call(ctx, "update Volume "+v.Name, func(ctx context.Context) error {
+			return datastore.RetryOnConflict(func() error {
+				fresh, err := c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Get(ctx, v.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if fresh.Labels == nil {
+					fresh.Labels = map[string]string{}
+				}
+				for _, job := range jobs {
+					fresh.Labels[types.RecurringJobLabelKey(job)] = types.LabelValueEnabled
+				}
+				fresh.Labels, _ = datastore.FixupRecurringJobLabels(fresh.Labels)
+				fresh.Spec.RecurringJobs = nil
+				_, err = c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Update(ctx, fresh, metav1.UpdateOptions{})
 				return err
-			}
-			if fresh.Labels == nil {
-				fresh.Labels = map[string]string{}
-			}
-			for _, job := range jobs {
-				fresh.Labels[types.RecurringJobLabelKey(job)] = types.LabelValueEnabled
-			}
-			fresh.Labels, _ = datastore.FixupRecurringJobLabels(fresh.Labels)
-			fresh.Spec.RecurringJobs = nil
-			_, err = c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Update(ctx, fresh, metav1.UpdateOptions{})
-			return err
+			})
 		})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -120,7 +133,10 @@ func applyDefaultGroup(ctx context.Context, c step.Clients, v *longhorn.Volume) 
 	}
 	updated := v.DeepCopy()
 	updated.Labels = labels
-	_, err := c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	err := c.Call(ctx, "label Volume "+v.Name, func(ctx context.Context) error {
+		_, err := c.Longhorn.LonghornV1beta2().Volumes(c.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone, or changed since the list: the volume controller applies
 		// the same rule to it on its next sync.
@@ -135,7 +151,9 @@ func applyDefaultGroup(ctx context.Context, c step.Clients, v *longhorn.Volume) 
 // deleteOldCronJob deletes a CronJob of the per-volume model.
 func deleteOldCronJob(ctx context.Context, c step.Clients, name string) error {
 	background := metav1.DeletePropagationBackground
-	err := c.Kube.BatchV1().CronJobs(c.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	err := c.Call(ctx, "delete CronJob "+name, func(ctx context.Context) error {
+		return c.Kube.BatchV1().CronJobs(c.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -155,7 +173,11 @@ var oldCronJobVolumeLabels = []string{types.LabelVolume, "longhorn.io/volume"}
 // <volume>-<job>-c, and not made by this manager.
 func deleteLeftoverCronJobs(ctx context.Context, c step.Clients) error {
 	for _, key := range oldCronJobVolumeLabels {
-		list, err := c.Kube.BatchV1().CronJobs(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: key})
+		var list *batchv1.CronJobList
+		err := c.Call(ctx, "list CronJobs labelled "+key, func(ctx context.Context) (err error) {
+			list, err = c.Kube.BatchV1().CronJobs(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: key})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("list old CronJobs: %w", err)
 		}

@@ -85,7 +85,11 @@ func migrateStorageClasses(ctx context.Context, c step.Clients) error {
 	if err := finishInterruptedStorageClasses(ctx, c); err != nil {
 		return err
 	}
-	classes, err := c.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	var classes *storagev1.StorageClassList
+	err := c.Call(ctx, "list StorageClasses", func(ctx context.Context) (err error) {
+		classes, err = c.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("list StorageClasses: %w", err)
 	}
@@ -112,7 +116,11 @@ func migrateStorageClasses(ctx context.Context, c step.Clients) error {
 			ObjectMeta: metav1.ObjectMeta{Name: backupPrefix + sc.Name, Labels: map[string]string{types.LabelManagedBy: types.ManagedByValue}},
 			Data:       map[string]string{backupKey: string(data)},
 		}
-		if _, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Create(ctx, backup, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		err = c.Call(ctx, "create ConfigMap "+backup.Name, func(ctx context.Context) error {
+			_, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Create(ctx, backup, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("StorageClass %s: keep it in ConfigMap %s while it is re-created: %w", sc.Name, backup.Name, err)
 		}
 		if err := c.Step("backup storageclass " + sc.Name); err != nil {
@@ -127,7 +135,11 @@ func migrateStorageClasses(ctx context.Context, c step.Clients) error {
 
 // finishInterruptedStorageClasses completes re-creations a crash cut short.
 func finishInterruptedStorageClasses(ctx context.Context, c step.Clients) error {
-	cms, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: types.LabelManagedBy + "=" + types.ManagedByValue})
+	var cms *corev1.ConfigMapList
+	err := c.Call(ctx, "list upgrade ConfigMaps", func(ctx context.Context) (err error) {
+		cms, err = c.Kube.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: types.LabelManagedBy + "=" + types.ManagedByValue})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("list upgrade ConfigMaps: %w", err)
 	}
@@ -151,7 +163,11 @@ func replaceStorageClass(ctx context.Context, c step.Clients, backup *corev1.Con
 		return fmt.Errorf("ConfigMap %s does not hold a StorageClass: %w", backup.Name, err)
 	}
 	classes := c.Kube.StorageV1().StorageClasses()
-	live, err := classes.Get(ctx, replacement.Name, metav1.GetOptions{})
+	var live *storagev1.StorageClass
+	err := c.Call(ctx, "get StorageClass "+replacement.Name, func(ctx context.Context) (err error) {
+		live, err = classes.Get(ctx, replacement.Name, metav1.GetOptions{})
+		return err
+	})
 	create := false
 	switch {
 	case apierrors.IsNotFound(err):
@@ -159,7 +175,10 @@ func replaceStorageClass(ctx context.Context, c step.Clients, backup *corev1.Con
 	case err != nil:
 		return fmt.Errorf("StorageClass %s: %w", replacement.Name, err)
 	case live.Parameters[paramRecurringJobs] != "":
-		if err := classes.Delete(ctx, replacement.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		err := c.Call(ctx, "delete StorageClass "+replacement.Name, func(ctx context.Context) error {
+			return classes.Delete(ctx, replacement.Name, metav1.DeleteOptions{})
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("StorageClass %s: delete it to re-create it: %w", replacement.Name, err)
 		}
 		if err := c.Step("delete storageclass " + replacement.Name); err != nil {
@@ -168,7 +187,11 @@ func replaceStorageClass(ctx context.Context, c step.Clients, backup *corev1.Con
 		create = true
 	}
 	if create {
-		if _, err := classes.Create(ctx, replacement, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := c.Call(ctx, "create StorageClass "+replacement.Name, func(ctx context.Context) error {
+			_, err := classes.Create(ctx, replacement, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("StorageClass %s: re-create it (its definition is kept in ConfigMap %s): %w", replacement.Name, backup.Name, err)
 		}
 		c.Log.WithField("storageClass", replacement.Name).Info("Re-created StorageClass with a recurringJobSelector")
@@ -176,7 +199,10 @@ func replaceStorageClass(ctx context.Context, c step.Clients, backup *corev1.Con
 			return err
 		}
 	}
-	if err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, backup.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	err = c.Call(ctx, "delete ConfigMap "+backup.Name, func(ctx context.Context) error {
+		return c.Kube.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, backup.Name, metav1.DeleteOptions{})
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ConfigMap %s: %w", backup.Name, err)
 	}
 	return c.Step("drop storageclass backup " + replacement.Name)
@@ -185,7 +211,11 @@ func replaceStorageClass(ctx context.Context, c step.Clients, backup *corev1.Con
 // migrateStorageClassConfigMap rewrites the default StorageClass YAML kept
 // in the longhorn-storageclass ConfigMap, in one write.
 func migrateStorageClassConfigMap(ctx context.Context, c step.Clients) error {
-	cm, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, StorageClassConfigMap, metav1.GetOptions{})
+	var cm *corev1.ConfigMap
+	err := c.Call(ctx, "get ConfigMap "+StorageClassConfigMap, func(ctx context.Context) (err error) {
+		cm, err = c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, StorageClassConfigMap, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -219,7 +249,11 @@ func migrateStorageClassConfigMap(ctx context.Context, c step.Clients) error {
 		return err
 	}
 	cm.Data[storageClassKey] = string(out)
-	if _, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	err = c.Call(ctx, "update ConfigMap "+StorageClassConfigMap, func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("update ConfigMap %s: %w", StorageClassConfigMap, err)
 	}
 	c.Log.WithField("configMap", StorageClassConfigMap).Info("Default StorageClass now uses a recurringJobSelector")
