@@ -60,6 +60,7 @@ func main() {
 		app.RecurringJobCmd(),
 		app.BackingImageDataSourceCmd(),
 		app.BackingImageManagerCmd(),
+		app.CSICmd(),
 	}
 	for i := range a.Commands {
 		name := a.Commands[i].Name

@@ -71,6 +71,9 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &maxBytes):
 		status, code = http.StatusRequestEntityTooLarge, "RequestTooLarge"
 		msg = fmt.Sprintf("request body is larger than %d bytes", maxBytes.Limit)
+	case errors.Is(err, manager.ErrNoCapacity):
+		status, code = http.StatusBadRequest, "InsufficientCapacity"
+		msg = strings.TrimPrefix(msg, manager.ErrNoCapacity.Error()+": "+manager.ErrInvalidInput.Error()+": ")
 	case errors.Is(err, manager.ErrInvalidInput):
 		status, code = http.StatusBadRequest, "InvalidInput"
 		msg = strings.TrimPrefix(msg, manager.ErrInvalidInput.Error()+": ")

@@ -205,6 +205,8 @@ type VolumeInput struct {
 	BackingImage         string                               `json:"backingImage"`
 	FromBackup           string                               `json:"fromBackup"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
+	// StaleReplicaTimeout is in minutes, Longhorn's.
+	StaleReplicaTimeout int `json:"staleReplicaTimeout"`
 	// DataEngine is Longhorn's engine choice: only v1 (or empty) exists
 	// here. Longhorn's python client always sends it.
 	DataEngine string `json:"dataEngine"`
@@ -369,9 +371,14 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	if engine != nil {
 		modes = engine.Status.ReplicaModeMap
 	}
+	state := v.Status.State
+	if v.DeletionTimestamp != nil {
+		// Being deleted, as Longhorn's API says whatever the state was.
+		state = longhorn.VolumeStateDeleting
+	}
 	out := Volume{
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
-		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, State: v.Status.State, Robustness: v.Status.Robustness,
+		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, State: state, Robustness: v.Status.Robustness,
 		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), LastAttachedBy: v.Spec.LastAttachedBy,
 		RecurringJobSelector: selector, Conditions: conditionMap(v.Status.Conditions),
 		FrontendDisabled: v.Status.FrontendDisabled, DisableFrontend: v.Spec.DisableFrontend, Endpoint: s.volumeEndpoint(v.Name),

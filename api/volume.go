@@ -121,7 +121,11 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("fromBackup: %v", err)
 		}
 	}
-	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup}
+	if in.StaleReplicaTimeout < 0 {
+		return badRequest("staleReplicaTimeout: must be 0 or more minutes, got %d", in.StaleReplicaTimeout)
+	}
+	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
+		StaleReplicaTimeout: in.StaleReplicaTimeout}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector)
 	if err != nil {
 		return err

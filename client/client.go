@@ -133,7 +133,9 @@ type Backup struct {
 
 // Volume is a volume as the API shows it.
 type Volume struct {
-	Name          string `json:"name"`
+	Name string `json:"name"`
+	// Size is in bytes, as a decimal string.
+	Size          string `json:"size"`
 	State         string `json:"state"`
 	Robustness    string `json:"robustness"`
 	CurrentNodeID string `json:"currentNodeID"`

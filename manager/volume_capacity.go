@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -16,6 +17,10 @@ import (
 // replicas it already holds. Replicas are thin, so this bounds what the
 // volume may grow to, not what it takes at first. While no disk has
 // reported its size (a node starting), nothing is refused here.
+// ErrNoCapacity marks an invalid input refused because no disk has room
+// for it.
+var ErrNoCapacity = errors.New("no disk has room")
+
 func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 	nodes, err := m.ds.ListNodesRO()
 	if err != nil {
@@ -59,9 +64,9 @@ func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 		return nil // refused elsewhere, naming the field
 	}
 	if need := spec.Size * int64(spec.NumberOfReplicas); need/int64(spec.NumberOfReplicas) != spec.Size || need > best.room {
-		return invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; the most any ready disk has room for is %d "+
+		return fmt.Errorf("%w: %w", ErrNoCapacity, invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; the most any ready disk has room for is %d "+
 			"(disk %s of node %s: its size less reserved storage, times the %s setting of %d%%, less the replicas it holds)",
-			spec.NumberOfReplicas, spec.Size, need, max(best.room, 0), best.disk, best.node, types.SettingNameStorageOverProvisioningPercentage, percent)
+			spec.NumberOfReplicas, spec.Size, need, max(best.room, 0), best.disk, best.node, types.SettingNameStorageOverProvisioningPercentage, percent))
 	}
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-// defaultConcurrency is what every migrated job gets.
-const defaultConcurrency = 10
+// DefaultConcurrency is what every migrated job gets.
+const DefaultConcurrency = 10
 
 // JobName names the RecurringJob of an old entry as Longhorn does:
 // <task>-<retain>-<fnv32a(cron)>-<fnv32a(JSON of labels)>, so identical
@@ -45,7 +45,7 @@ func recurringJob(entry longhorn.VolumeRecurringJobSpec) (*longhorn.RecurringJob
 		Task:        longhorn.RecurringJobType(entry.Task),
 		Cron:        entry.Cron,
 		Retain:      entry.Retain,
-		Concurrency: defaultConcurrency,
+		Concurrency: DefaultConcurrency,
 		Labels:      entry.Labels,
 	}
 	return job, nil

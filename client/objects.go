@@ -1,0 +1,107 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// VolumeCreate is the body of a volume's creation, as Longhorn's API
+// takes it.
+type VolumeCreate struct {
+	Name                 string                 `json:"name"`
+	Size                 string                 `json:"size"`
+	NumberOfReplicas     int                    `json:"numberOfReplicas,omitempty"`
+	StaleReplicaTimeout  int                    `json:"staleReplicaTimeout,omitempty"`
+	FromBackup           string                 `json:"fromBackup,omitempty"`
+	BackingImage         string                 `json:"backingImage,omitempty"`
+	DataEngine           string                 `json:"dataEngine,omitempty"`
+	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector,omitempty"`
+}
+
+// RecurringJobSelector is a job or a group a volume selects.
+type RecurringJobSelector struct {
+	Name    string `json:"name"`
+	IsGroup bool   `json:"isGroup"`
+}
+
+// CreateVolume creates a volume.
+func (c *Client) CreateVolume(ctx context.Context, in VolumeCreate) (*Volume, error) {
+	v := &Volume{}
+	return v, c.do(ctx, http.MethodPost, "/v1/volumes", in, v)
+}
+
+// DeleteVolume deletes a volume.
+func (c *Client) DeleteVolume(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+url.PathEscape(name), nil, nil)
+}
+
+// Volumes lists the volumes.
+func (c *Client) Volumes(ctx context.Context) ([]Volume, error) {
+	var list struct{ Data []Volume }
+	return list.Data, c.do(ctx, http.MethodGet, "/v1/volumes", nil, &list)
+}
+
+// AttachForWorkload attaches a volume to node with its frontend, as a
+// user or a workload does (taking it over from a recurring job's run).
+func (c *Client) AttachForWorkload(ctx context.Context, volume, node string) error {
+	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node}, nil)
+}
+
+// Node is a node as the API shows it.
+type Node struct {
+	Name string `json:"name"`
+}
+
+// Node reads a node.
+func (c *Client) Node(ctx context.Context, name string) (*Node, error) {
+	n := &Node{}
+	return n, c.do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(name), nil, n)
+}
+
+// RecurringJob is a recurring job as the API shows and takes it.
+type RecurringJob struct {
+	Name        string            `json:"name"`
+	Task        string            `json:"task"`
+	Cron        string            `json:"cron"`
+	Retain      int               `json:"retain"`
+	Concurrency int               `json:"concurrency"`
+	Groups      []string          `json:"groups"`
+	Labels      map[string]string `json:"labels"`
+}
+
+// RecurringJobs lists the recurring jobs.
+func (c *Client) RecurringJobs(ctx context.Context) ([]RecurringJob, error) {
+	var list struct{ Data []RecurringJob }
+	return list.Data, c.do(ctx, http.MethodGet, "/v1/recurringjobs", nil, &list)
+}
+
+// CreateRecurringJob creates a recurring job.
+func (c *Client) CreateRecurringJob(ctx context.Context, job RecurringJob) error {
+	return c.do(ctx, http.MethodPost, "/v1/recurringjobs", job, nil)
+}
+
+// DeleteRecurringJob deletes a recurring job.
+func (c *Client) DeleteRecurringJob(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/recurringjobs/"+url.PathEscape(name), nil, nil)
+}
+
+// BackingImage is a backing image as the API shows and takes it.
+type BackingImage struct {
+	Name             string            `json:"name"`
+	SourceType       string            `json:"sourceType"`
+	Parameters       map[string]string `json:"parameters"`
+	ExpectedChecksum string            `json:"expectedChecksum"`
+	CurrentChecksum  string            `json:"currentChecksum,omitempty"`
+}
+
+// BackingImage reads a backing image.
+func (c *Client) BackingImage(ctx context.Context, name string) (*BackingImage, error) {
+	b := &BackingImage{}
+	return b, c.do(ctx, http.MethodGet, "/v1/backingimages/"+url.PathEscape(name), nil, b)
+}
+
+// CreateBackingImage creates a backing image.
+func (c *Client) CreateBackingImage(ctx context.Context, in BackingImage) error {
+	return c.do(ctx, http.MethodPost, "/v1/backingimages", in, nil)
+}
