@@ -150,15 +150,27 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 			r.Close()
 		}
 	}
+	var created []string
 	for _, rd := range replicas {
-		r, err := openOrCreate(rd, size)
+		r, fresh, err := openOrCreate(rd, size)
 		if err != nil {
 			closeAll()
 			return Running{}, false, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
 		}
 		opened[rd.Name] = r
+		if fresh {
+			created = append(created, rd.Name)
+		}
 	}
-	e, err := volumeengine.New(volume, opened, m.clock, m.log)
+	// A replica created empty beside replicas that hold data is behind
+	// them until it is rebuilt: never RW.
+	var opts []volumeengine.Option
+	if len(created) < len(opened) {
+		for _, n := range created {
+			opts = append(opts, volumeengine.Behind(n, "it was created empty beside replicas that hold the volume's data, and is not rebuilt from them"))
+		}
+	}
+	e, err := volumeengine.New(volume, opened, m.clock, m.log, opts...)
 	if err != nil {
 		closeAll()
 		return Running{}, false, err
@@ -246,27 +258,29 @@ func (m *Engines) StopAll() {
 }
 
 // openOrCreate opens the replica in rd.Dir. It creates one there only for
-// a replica marked New whose folder holds none; any other replica whose
-// metadata is missing is an error naming the folder.
-func openOrCreate(rd ReplicaDir, size int64) (*replica.Replica, error) {
+// a replica marked New whose folder holds none (and says so); any other
+// replica whose metadata is missing is an error naming the folder.
+func openOrCreate(rd ReplicaDir, size int64) (r *replica.Replica, created bool, err error) {
 	if _, err := os.Stat(filepath.Join(rd.Dir, "volume.meta")); err != nil {
 		if !rd.New {
-			return nil, &MissingDataError{Replica: rd.Name, Dir: rd.Dir, Err: err}
+			return nil, false, &MissingDataError{Replica: rd.Name, Dir: rd.Dir, Err: err}
 		}
 		if rd.Backing != nil {
-			return replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
+			r, err = replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
+		} else {
+			r, err = replica.Create(rd.Dir, size)
 		}
-		return replica.Create(rd.Dir, size)
+		return r, err == nil, err
 	}
-	r, err := replica.Open(rd.Dir)
+	r, err = replica.Open(rd.Dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := sameBacking(r.Backing(), rd.Backing); err != nil {
 		r.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return r, nil
+	return r, false, nil
 }
 
 // sameBacking checks that an existing replica sits on the backing image
