@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -162,10 +163,11 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 			created = append(created, rd.Name)
 		}
 	}
-	// A replica created empty beside replicas that hold data is behind
-	// them until it is rebuilt: never RW.
+	// A replica created empty beside replicas that hold data (not New:
+	// recorded as holding data) is behind them until it is rebuilt: never
+	// RW.
 	var opts []volumeengine.Option
-	if len(created) < len(opened) {
+	if slices.ContainsFunc(replicas, func(rd ReplicaDir) bool { return !rd.New }) {
 		for _, n := range created {
 			opts = append(opts, volumeengine.Behind(n, "it was created empty beside replicas that hold the volume's data, and is not rebuilt from them"))
 		}

@@ -176,3 +176,25 @@ func TestANewReplicaBesideDataIsNotRW(t *testing.T) {
 		t.Fatalf("read %q, %v", buf, err)
 	}
 }
+
+// A start that creates one replica beside another that is still New (a
+// first start cut short after creating it) holds no data yet: both are RW.
+func TestReplicasCreatedAtTheFirstStartAreRW(t *testing.T) {
+	m := newTestEngines()
+	const size = 1 << 20
+	dir0 := filepath.Join(t.TempDir(), "vol-r-0")
+	if _, err := m.Start("vol", size, []ReplicaDir{{Name: "vol-r-0", Dir: dir0, New: true}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop("vol"); err != nil {
+		t.Fatal(err)
+	}
+	run, err := m.Start("vol", size, []ReplicaDir{{Name: "vol-r-0", Dir: dir0, New: true}, {Name: "vol-r-1", Dir: filepath.Join(t.TempDir(), "vol-r-1"), New: true}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop("vol")
+	if modes := run.Engine.ReplicaModes(); modes["vol-r-0"] != volumeengine.ModeRW || modes["vol-r-1"] != volumeengine.ModeRW {
+		t.Fatalf("modes %v, want both RW", modes)
+	}
+}
