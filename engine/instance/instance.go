@@ -33,6 +33,9 @@ type ReplicaDir struct {
 	// is opened, and a missing folder or metadata is an error: an engine
 	// never serves an empty disk in place of data it cannot find.
 	New bool
+	// Failed marks a replica that failed: it is not opened, but its epoch
+	// is read, so that no replica whose data is behind it is RW.
+	Failed bool
 }
 
 // MissingDataError is Start's error for a replica, not marked New, whose
@@ -152,7 +155,17 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 		}
 	}
 	var created []string
+	var opts []volumeengine.Option
 	for _, rd := range replicas {
+		if rd.Failed {
+			epoch, err := replica.ReadEpoch(rd.Dir)
+			if err != nil {
+				m.log.WithError(err).WithFields(logrus.Fields{"volume": volume, "replica": rd.Name}).Warn("Cannot read the epoch of a failed replica: the others are not compared with it")
+				continue
+			}
+			opts = append(opts, volumeengine.KeptOut(rd.Name, epoch))
+			continue
+		}
 		r, fresh, err := openOrCreate(rd, size)
 		if err != nil {
 			closeAll()
@@ -166,7 +179,6 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	// A replica created empty beside replicas that hold data (not New:
 	// recorded as holding data) is behind them until it is rebuilt: never
 	// RW.
-	var opts []volumeengine.Option
 	if slices.ContainsFunc(replicas, func(rd ReplicaDir) bool { return !rd.New }) {
 		for _, n := range created {
 			opts = append(opts, volumeengine.Behind(n, "it was created empty beside replicas that hold the volume's data, and is not rebuilt from them"))

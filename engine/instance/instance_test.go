@@ -2,6 +2,7 @@ package instance
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,5 +197,36 @@ func TestReplicasCreatedAtTheFirstStartAreRW(t *testing.T) {
 	defer m.Stop("vol")
 	if modes := run.Engine.ReplicaModes(); modes["vol-r-0"] != volumeengine.ModeRW || modes["vol-r-1"] != volumeengine.ModeRW {
 		t.Fatalf("modes %v, want both RW", modes)
+	}
+}
+
+// A replica marked Failed is not opened, but no replica whose data is
+// behind it is RW: with vol-r-1 (which holds the acknowledged writes)
+// marked failed, vol-r-0 alone does not start; with vol-r-0 marked failed,
+// vol-r-1 serves the volume.
+func TestAFailedReplicaIsNotOpenedButCompared(t *testing.T) {
+	m, dirs, tmpfs, acked := failedReplicaEngines(t)
+	testfs.Resize(t, tmpfs, "64m")
+	only0 := []ReplicaDir{dirs[0], dirs[1]}
+	only0[1].Failed = true
+	if _, err := m.Start("vol", 4<<20, only0, false); !errors.Is(err, volumeengine.ErrNoHealthyReplica) || !strings.Contains(err.Error(), "vol-r-1") {
+		t.Fatalf("start on vol-r-0 with vol-r-1, which is ahead of it, failed: %v", err)
+	}
+	if _, running := m.Get("vol"); running {
+		t.Fatal("an engine runs on a replica that is behind")
+	}
+	only1 := []ReplicaDir{dirs[0], dirs[1]}
+	only1[0].Failed = true
+	run, err := m.Start("vol", 4<<20, only1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop("vol")
+	if modes := run.Engine.ReplicaModes(); len(modes) != 1 || modes["vol-r-1"] != volumeengine.ModeRW {
+		t.Fatalf("modes %v, want vol-r-1:RW alone", modes)
+	}
+	got := make([]byte, len(acked))
+	if _, err := run.Engine.ReadAt(got, 0); err != nil || !bytes.Equal(got, acked) {
+		t.Fatalf("read %v", err)
 	}
 }

@@ -352,3 +352,13 @@ func (r *Replica) SetEpoch(epoch uint64) error {
 	next.Epoch = epoch
 	return r.commit(next)
 }
+
+// ReadEpoch reads the epoch of the replica in dir without opening it: an
+// engine compares it with those of the replicas it opens.
+func ReadEpoch(dir string) (uint64, error) {
+	var meta volumeMeta
+	if err := readJSON(filepath.Join(dir, volumeMetaFile), &meta); err != nil {
+		return 0, err
+	}
+	return meta.Epoch, nil
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ type member struct {
 	// this engine. err says why (under Engine.failMu).
 	failed atomic.Bool
 	err    string
+	// behind: ERR from the start, its data behind the others'.
+	behind bool
 }
 
 func (m *member) rw() bool { return !m.failed.Load() }
@@ -119,7 +122,20 @@ type Engine struct {
 type Option func(*options)
 
 type options struct {
-	behind map[string]string
+	behind  map[string]string
+	keptOut map[string]uint64
+}
+
+// KeptOut names a replica of the volume that the engine does not open (it
+// failed) and its epoch: a replica the engine opens whose epoch is below
+// it is behind it, and not RW.
+func KeptOut(name string, epoch uint64) Option {
+	return func(o *options) {
+		if o.keptOut == nil {
+			o.keptOut = map[string]uint64{}
+		}
+		o.keptOut[name] = epoch
+	}
 }
 
 // Behind starts replica name as ERR, for the reason why: its data is known
@@ -136,9 +152,11 @@ func Behind(name, why string) Option {
 
 // New returns the engine of volume name over the given replicas. Only the
 // replicas whose data is current are RW: one whose epoch is below
-// another's failed while an engine ran, and missed the writes acknowledged
-// after; it starts ERR, as do the replicas named by Behind. Nothing brings
-// an ERR replica back to RW in the engine.
+// another's (one of them, or one KeptOut) failed while an engine ran, and
+// missed the writes acknowledged after; it starts ERR, as do the replicas
+// named by Behind. Nothing brings an ERR replica back to RW in the engine.
+// When no replica is current, New fails with ErrNoHealthyReplica and says
+// why.
 func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry, opts ...Option) (*Engine, error) {
 	if len(replicas) == 0 {
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
@@ -165,6 +183,16 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 			e.epoch, latest = r.Epoch(), n
 		}
 	}
+	kept := make([]string, 0, len(o.keptOut))
+	for n := range o.keptOut {
+		kept = append(kept, n)
+	}
+	sort.Strings(kept)
+	for _, n := range kept {
+		if o.keptOut[n] > e.epoch {
+			e.epoch, latest = o.keptOut[n], n+" (failed, not opened)"
+		}
+	}
 	for _, n := range names {
 		r := replicas[n]
 		m := &member{name: n, r: r}
@@ -175,13 +203,17 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 		}
 		if behind {
 			m.failed.Store(true)
-			m.err = why
+			m.err, m.behind = why, true
 			e.log.WithFields(logrus.Fields{"replica": n, "reason": why}).Warn("Replica is not used: it needs a rebuild from a healthy replica")
 		}
 		e.replicas = append(e.replicas, m)
 	}
 	if len(e.healthy()) == 0 {
-		return nil, fmt.Errorf("volume %s: %w: every replica's data is behind", name, ErrNoHealthyReplica)
+		why := make([]string, 0, len(e.replicas))
+		for _, m := range e.replicas {
+			why = append(why, "replica "+m.name+": "+m.err)
+		}
+		return nil, fmt.Errorf("volume %s: %w: no replica it opens is current: %s", name, ErrNoHealthyReplica, strings.Join(why, "; "))
 	}
 	return e, nil
 }
@@ -237,14 +269,24 @@ func (e *Engine) replicaModes() map[string]Mode {
 	return out
 }
 
-// ReplicaErrors says, for each ERR replica, why it is not used.
-func (e *Engine) ReplicaErrors() map[string]string {
+// Failure says why a replica is ERR.
+type Failure struct {
+	// Behind: the replica's data was behind the others' when the engine
+	// started (it failed under an earlier engine, or was created empty
+	// beside data); otherwise an I/O of it failed in this engine.
+	Behind bool
+	Why    string
+}
+
+// ReplicaFailures says, for each ERR replica, why it is not used. It is
+// not a call of the control API.
+func (e *Engine) ReplicaFailures() map[string]Failure {
 	e.failMu.Lock()
 	defer e.failMu.Unlock()
-	out := map[string]string{}
+	out := map[string]Failure{}
 	for _, m := range e.replicas {
 		if m.failed.Load() {
-			out[m.name] = m.err
+			out[m.name] = Failure{Behind: m.behind, Why: m.err}
 		}
 	}
 	return out

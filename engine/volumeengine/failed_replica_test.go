@@ -82,6 +82,9 @@ func TestAFailedReplicaIsNotHealthyAtTheNextStart(t *testing.T) {
 	if modes := e.ReplicaModes(); modes["a"] != ModeERR || modes["b"] != ModeRW {
 		t.Fatalf("modes %v, want a:ERR b:RW", modes)
 	}
+	if why := e.ReplicaFailures()["a"]; why.Behind || !strings.Contains(why.Why, "closed") {
+		t.Errorf("why a failed: %+v, want its I/O error", why)
+	}
 	if err := e.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +94,8 @@ func TestAFailedReplicaIsNotHealthyAtTheNextStart(t *testing.T) {
 	if modes := e.ReplicaModes(); modes["a"] != ModeERR || modes["b"] != ModeRW {
 		t.Fatalf("modes at the next start %v, want a:ERR b:RW (a missed acknowledged writes)", modes)
 	}
-	if why := e.ReplicaErrors()["a"]; !strings.Contains(why, "behind replica b") {
-		t.Errorf("why a is not used: %q, want it to say its data is behind b's", why)
+	if why := e.ReplicaFailures()["a"]; !why.Behind || !strings.Contains(why.Why, "behind replica b") {
+		t.Errorf("why a is not used: %+v, want it to say its data is behind b's", why)
 	}
 	got := make([]byte, len(acked))
 	if _, err := e.ReadAt(got, 0); err != nil || !bytes.Equal(got, acked) {
@@ -166,8 +169,8 @@ func TestABehindReplicaStartsERR(t *testing.T) {
 	if modes := e.ReplicaModes(); modes["0"] != ModeERR || modes["a"] != ModeRW || modes["b"] != ModeRW {
 		t.Fatalf("modes %v", modes)
 	}
-	if why := e.ReplicaErrors()["0"]; why != "it was created empty" {
-		t.Errorf("why 0 is not used: %q", why)
+	if why := e.ReplicaFailures()["0"]; why != (Failure{Behind: true, Why: "it was created empty"}) {
+		t.Errorf("why 0 is not used: %+v", why)
 	}
 	got := make([]byte, len(data))
 	if _, err := e.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
