@@ -63,8 +63,13 @@ func (c *Controller) recordFailures(ctx context.Context, v *longhorn.Volume, rep
 		updated := r.DeepCopy()
 		updated.Spec.FailedAt = c.clock.Now().UTC().Format(time.RFC3339)
 		written, err := c.ds.UpdateReplica(ctx, updated)
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			// The engine still reports it: the next sync records it.
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if apierrors.IsConflict(err) {
+			// The cache is behind a write: the engine still reports the
+			// replica, and a sync soon records it.
+			c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, time.Second)
 			continue
 		}
 		if err != nil {
