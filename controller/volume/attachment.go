@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
@@ -46,6 +47,8 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
 	failed := map[string]bool{}
+	// failures: why the running engine does not use a replica.
+	var failures map[string]volumeengine.Failure
 	backing, waiting, err := c.backingFiles(ctx, v, replicas)
 	if err != nil {
 		return err
@@ -58,18 +61,32 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 	}
 	dirs := make([]instance.ReplicaDir, 0, len(replicas))
+	// startDirs are dirs and the failed replicas, which the engine does
+	// not open but compares the others with: none behind them is RW.
+	var startDirs []instance.ReplicaDir
+	var failedReplicas []*longhorn.Replica
 	for _, r := range replicas {
 		// Only a replica whose data was never created may be created: any
 		// other is opened, and its data missing is an error.
-		dirs = append(dirs, instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""})
+		rd := instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""}
+		// A failed replica missed writes: it stays out of the engine.
+		if r.Spec.FailedAt != "" {
+			failedReplicas = append(failedReplicas, r)
+			rd.Failed = true
+			startDirs = append(startDirs, rd)
+			continue
+		}
+		dirs = append(dirs, rd)
+		startDirs = append(startDirs, rd)
 	}
+	allFailed := len(replicas) > 0 && len(dirs) == 0
 	_, running := c.instances.Get(v.Name)
 	// An engine already running keeps its open backing files; one that is
 	// not starts only once every replica's file is ready.
 	ready := waiting == "" || running
 	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
 	restoring := false
-	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil {
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil && !allFailed {
 		var err error
 		if restoring, err = c.syncRestore(v, dirs); err != nil {
 			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
@@ -114,18 +131,28 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			reason = ReasonReplicaDiskMissing
 		}
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
+	case v.Spec.NodeID == c.ownership.NodeID && allFailed && !running:
+		msg := allFailedMessage(v, failedReplicas, nil)
+		if cond := kit.GetCondition(vstatus.Conditions, ConditionTypeAttach); cond.Reason != ReasonAllReplicasFailed || cond.Message != msg {
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "node": v.Spec.NodeID, "failed": describeFailed(failedReplicas, nil)}).
+				Error("Volume does not attach: every replica failed")
+		}
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready {
-		run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, !v.Spec.DisableFrontend)
+	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready && (!allFailed || running) {
+		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeEngineStatus(ctx, e, status)
 			reason := ReasonEngineStartFailed
 			var missing *instance.MissingDataError
+			if errors.Is(err, volumeengine.ErrNoHealthyReplica) {
+				reason = ReasonReplicaDataBehind
+			}
 			if errors.As(err, &missing) {
 				reason = ReasonReplicaDataMissing
 				failed[missing.Replica] = true
-				if serr := c.syncReplicaStatus(ctx, replicas, status, failed); serr != nil {
+				if serr := c.syncReplicaStatus(ctx, replicas, status, failed, nil); serr != nil {
 					c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
 				}
 			}
@@ -159,6 +186,12 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
 			readAt = time.Now()
 			c.mirrorEngine(run.Engine, status)
+			// The replicas kept out of the engine are ERR in its status too.
+			for _, r := range failedReplicas {
+				if _, in := status.ReplicaModeMap[r.Name]; !in {
+					status.ReplicaModeMap[r.Name] = longhorn.ReplicaModeERR
+				}
+			}
 			listChanged = kit.StatusChanged(status.Snapshots, e.Status.Snapshots) || status.SnapshotsError != e.Status.SnapshotsError
 			listOnly = listChanged && !changedBeyondList(status, &e.Status)
 			if wait := c.mirrors.listWait(v.Name, readAt); listOnly && wait > 0 {
@@ -186,7 +219,25 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		// engine when asked for, never taken away from one.
 		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.NodeID, run.Endpoint == ""
 		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
+		// A replica the engine dropped, or started ERR, is marked failed.
+		for name, mode := range status.ReplicaModeMap {
+			if r := findReplica(replicas, name); mode == longhorn.ReplicaModeERR && r != nil && r.Spec.FailedAt == "" {
+				failures = run.Engine.ReplicaFailures()
+				break
+			}
+		}
+		if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
+			return err
+		}
 	} else {
+		// A replica the engine dropped is marked failed before the engine
+		// stops: a stopped engine says nothing of it.
+		if run, ok := c.instances.Get(v.Name); ok {
+			failures = run.Engine.ReplicaFailures()
+			if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
+				return err
+			}
+		}
 		// An engine restoring the volume stops when its restore ends.
 		if !restoring {
 			if err := c.instances.Stop(v.Name); err != nil {
@@ -197,11 +248,21 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
 		status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
+		if allFailed && v.Spec.NodeID != "" {
+			vstatus.Robustness = longhorn.VolumeRobustnessFaulted
+		}
 	}
+	failedReplicas = nil
+	for _, r := range replicas {
+		if r.Spec.FailedAt != "" {
+			failedReplicas = append(failedReplicas, r)
+		}
+	}
+	c.setReplicaFailedCondition(vstatus, failedReplicas, failures)
 	if written, err = c.writeEngineStatus(ctx, e, status); err != nil {
 		return err
 	}
-	if err := c.syncReplicaStatus(ctx, replicas, status, failed); err != nil {
+	if err := c.syncReplicaStatus(ctx, replicas, status, failed, failures); err != nil {
 		return err
 	}
 	return c.updateVolumeStatus(ctx, v, vstatus)
@@ -226,6 +287,9 @@ const (
 	ReasonReplicaDiskMissing  = "ReplicaDiskMissing"
 	ReasonReplicaDataMissing  = "ReplicaDataMissing"
 	ReasonEngineStartFailed   = "EngineStartFailed"
+	// ReasonReplicaDataBehind: the replicas the engine would open are
+	// behind one that failed (see ReasonAllReplicasFailed for salvage).
+	ReasonReplicaDataBehind = "ReplicaDataBehind"
 )
 
 // replicasNotLocal says why this node's engine may not open the volume's
@@ -286,6 +350,16 @@ func (c *Controller) markHealthy(ctx context.Context, replicas []*longhorn.Repli
 			return fmt.Errorf("record that replica %s holds data: %w", r.Name, err)
 		}
 		replicas[i] = written
+	}
+	return nil
+}
+
+// findReplica returns the replica of that name, nil when none.
+func findReplica(replicas []*longhorn.Replica, name string) *longhorn.Replica {
+	for _, r := range replicas {
+		if r.Name == name {
+			return r
+		}
 	}
 	return nil
 }

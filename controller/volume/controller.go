@@ -50,6 +50,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().HasSynced)
 	informer.AddEventHandler(c.EventHandler())
 	inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().AddEventHandler(c.backingImageHandler())
+	inf.Longhorn.Longhorn().V1beta2().Replicas().Informer().AddEventHandler(c.replicaFailedAtHandler())
 	return c
 }
 

@@ -8,18 +8,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // syncReplicaStatus sets each Replica's state from the engine: running
 // while the engine runs and uses it, error once the engine dropped it or
-// could not open it (failed), stopped otherwise.
-func (c *Controller) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus, failed map[string]bool) error {
+// could not open it (failed) and for as long as it is marked failed
+// (spec.failedAt, whose Failed condition says why, from failures), stopped
+// otherwise.
+func (c *Controller) syncReplicaStatus(ctx context.Context, replicas []*longhorn.Replica, engine *longhorn.EngineStatus, failed map[string]bool, failures map[string]volumeengine.Failure) error {
 	for _, r := range replicas {
 		st := r.Status.DeepCopy()
 		st.OwnerID = c.ownership.NodeID
+		st.Conditions = c.failedCondition(r, st.Conditions, failures)
 		switch {
-		case failed[r.Name]:
+		case failed[r.Name], r.Spec.FailedAt != "":
 			st.CurrentState, st.Started = longhorn.InstanceStateError, false
 		case engine.CurrentState != longhorn.InstanceStateRunning:
 			st.CurrentState, st.Started = longhorn.InstanceStateStopped, false

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -32,6 +33,9 @@ type ReplicaDir struct {
 	// is opened, and a missing folder or metadata is an error: an engine
 	// never serves an empty disk in place of data it cannot find.
 	New bool
+	// Failed marks a replica that failed: it is not opened, but its epoch
+	// is read, so that no replica whose data is behind it is RW.
+	Failed bool
 }
 
 // MissingDataError is Start's error for a replica, not marked New, whose
@@ -150,15 +154,37 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 			r.Close()
 		}
 	}
+	var created []string
+	var opts []volumeengine.Option
 	for _, rd := range replicas {
-		r, err := openOrCreate(rd, size)
+		if rd.Failed {
+			epoch, err := replica.ReadEpoch(rd.Dir)
+			if err != nil {
+				m.log.WithError(err).WithFields(logrus.Fields{"volume": volume, "replica": rd.Name}).Warn("Cannot read the epoch of a failed replica: the others are not compared with it")
+				continue
+			}
+			opts = append(opts, volumeengine.KeptOut(rd.Name, epoch))
+			continue
+		}
+		r, fresh, err := openOrCreate(rd, size)
 		if err != nil {
 			closeAll()
 			return Running{}, false, fmt.Errorf("volume %s: replica %s: %w", volume, rd.Name, err)
 		}
 		opened[rd.Name] = r
+		if fresh {
+			created = append(created, rd.Name)
+		}
 	}
-	e, err := volumeengine.New(volume, opened, m.clock, m.log)
+	// A replica created empty beside replicas that hold data (not New:
+	// recorded as holding data) is behind them until it is rebuilt: never
+	// RW.
+	if slices.ContainsFunc(replicas, func(rd ReplicaDir) bool { return !rd.New }) {
+		for _, n := range created {
+			opts = append(opts, volumeengine.Behind(n, "it was created empty beside replicas that hold the volume's data, and is not rebuilt from them"))
+		}
+	}
+	e, err := volumeengine.New(volume, opened, m.clock, m.log, opts...)
 	if err != nil {
 		closeAll()
 		return Running{}, false, err
@@ -246,27 +272,29 @@ func (m *Engines) StopAll() {
 }
 
 // openOrCreate opens the replica in rd.Dir. It creates one there only for
-// a replica marked New whose folder holds none; any other replica whose
-// metadata is missing is an error naming the folder.
-func openOrCreate(rd ReplicaDir, size int64) (*replica.Replica, error) {
+// a replica marked New whose folder holds none (and says so); any other
+// replica whose metadata is missing is an error naming the folder.
+func openOrCreate(rd ReplicaDir, size int64) (r *replica.Replica, created bool, err error) {
 	if _, err := os.Stat(filepath.Join(rd.Dir, "volume.meta")); err != nil {
 		if !rd.New {
-			return nil, &MissingDataError{Replica: rd.Name, Dir: rd.Dir, Err: err}
+			return nil, false, &MissingDataError{Replica: rd.Name, Dir: rd.Dir, Err: err}
 		}
 		if rd.Backing != nil {
-			return replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
+			r, err = replica.CreateOnBacking(rd.Dir, size, *rd.Backing)
+		} else {
+			r, err = replica.Create(rd.Dir, size)
 		}
-		return replica.Create(rd.Dir, size)
+		return r, err == nil, err
 	}
-	r, err := replica.Open(rd.Dir)
+	r, err = replica.Open(rd.Dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := sameBacking(r.Backing(), rd.Backing); err != nil {
 		r.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return r, nil
+	return r, false, nil
 }
 
 // sameBacking checks that an existing replica sits on the backing image

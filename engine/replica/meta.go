@@ -32,6 +32,11 @@ type volumeMeta struct {
 	Snapshots  map[string]*layerMeta `json:"snapshots"`
 	// Backing is the read-only file under the oldest layer, if any.
 	Backing *BackingFile `json:"backing,omitempty"`
+	// Epoch orders the replicas of one volume by how current their data
+	// is: when a replica fails, its engine raises the epoch of the
+	// replicas that carry on before it acknowledges a write without it.
+	// A replica whose epoch is below another's missed writes.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // layerMeta describes one snapshot.

@@ -343,3 +343,36 @@ func (r *Replica) Sync() error {
 	}
 	return r.chain[len(r.chain)-1].Sync()
 }
+
+// Epoch is the replica's epoch: see volumeMeta.Epoch.
+func (r *Replica) Epoch() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.meta.Epoch
+}
+
+// SetEpoch records the replica's epoch durably, with its data: the head is
+// synced first, so a replica never has an epoch its data does not hold.
+func (r *Replica) SetEpoch(epoch uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chain == nil {
+		return ErrClosed
+	}
+	if err := r.chain[len(r.chain)-1].Sync(); err != nil {
+		return err
+	}
+	next := r.cloneMeta()
+	next.Epoch = epoch
+	return r.commit(next)
+}
+
+// ReadEpoch reads the epoch of the replica in dir without opening it: an
+// engine compares it with those of the replicas it opens.
+func ReadEpoch(dir string) (uint64, error) {
+	var meta volumeMeta
+	if err := readJSON(filepath.Join(dir, volumeMetaFile), &meta); err != nil {
+		return 0, err
+	}
+	return meta.Epoch, nil
+}

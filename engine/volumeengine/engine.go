@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +46,21 @@ var (
 type member struct {
 	name string
 	r    *replica.Replica
-	mode Mode
-	err  string
+	// failed is set once the replica is ERR; it never goes back to RW in
+	// this engine. err says why (under Engine.failMu).
+	failed atomic.Bool
+	err    string
+	// behind: ERR from the start, its data behind the others'.
+	behind bool
+}
+
+func (m *member) rw() bool { return !m.failed.Load() }
+
+func (m *member) mode() Mode {
+	if m.failed.Load() {
+		return ModeERR
+	}
+	return ModeRW
 }
 
 // PurgeStatus is the state of the last purge.
@@ -69,6 +83,13 @@ type Engine struct {
 	mu       sync.RWMutex
 	replicas []*member
 	frontend bool
+
+	// failMu orders replica failures: the epoch of the replicas that
+	// carry on is raised (see replica.Replica.Epoch) before a failed
+	// replica is marked ERR, so no write is acknowledged without it
+	// before its being behind is recorded.
+	failMu sync.Mutex
+	epoch  uint64
 
 	purgeMu sync.Mutex
 	purge   PurgeStatus
@@ -97,10 +118,52 @@ type Engine struct {
 	called func(call string)
 }
 
-// New returns the engine of volume name over the given replicas.
-func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry) (*Engine, error) {
+// Option changes how New starts an engine.
+type Option func(*options)
+
+type options struct {
+	behind  map[string]string
+	keptOut map[string]uint64
+}
+
+// KeptOut names a replica of the volume that the engine does not open (it
+// failed) and its epoch: a replica the engine opens whose epoch is below
+// it is behind it, and not RW.
+func KeptOut(name string, epoch uint64) Option {
+	return func(o *options) {
+		if o.keptOut == nil {
+			o.keptOut = map[string]uint64{}
+		}
+		o.keptOut[name] = epoch
+	}
+}
+
+// Behind starts replica name as ERR, for the reason why: its data is known
+// to be behind the others' (a replica created empty beside replicas that
+// hold data).
+func Behind(name, why string) Option {
+	return func(o *options) {
+		if o.behind == nil {
+			o.behind = map[string]string{}
+		}
+		o.behind[name] = why
+	}
+}
+
+// New returns the engine of volume name over the given replicas. Only the
+// replicas whose data is current are RW: one whose epoch is below
+// another's (one of them, or one KeptOut) failed while an engine ran, and
+// missed the writes acknowledged after; it starts ERR, as do the replicas
+// named by Behind. Nothing brings an ERR replica back to RW in the engine.
+// When no replica is current, New fails with ErrNoHealthyReplica and says
+// why.
+func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry, opts ...Option) (*Engine, error) {
 	if len(replicas) == 0 {
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{}}
 	names := make([]string, 0, len(replicas))
@@ -109,13 +172,48 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 	}
 	sort.Strings(names)
 	var size int64 = -1
+	latest := ""
 	for _, n := range names {
 		r := replicas[n]
 		if size >= 0 && r.Size() != size {
 			return nil, fmt.Errorf("volume %s: replica %s has %d bytes, the others %d", name, n, r.Size(), size)
 		}
 		size = r.Size()
-		e.replicas = append(e.replicas, &member{name: n, r: r, mode: ModeRW})
+		if _, behind := o.behind[n]; !behind && (latest == "" || r.Epoch() > e.epoch) {
+			e.epoch, latest = r.Epoch(), n
+		}
+	}
+	kept := make([]string, 0, len(o.keptOut))
+	for n := range o.keptOut {
+		kept = append(kept, n)
+	}
+	sort.Strings(kept)
+	for _, n := range kept {
+		if o.keptOut[n] > e.epoch {
+			e.epoch, latest = o.keptOut[n], n+" (failed, not opened)"
+		}
+	}
+	for _, n := range names {
+		r := replicas[n]
+		m := &member{name: n, r: r}
+		why, behind := o.behind[n]
+		if !behind && r.Epoch() < e.epoch {
+			behind = true
+			why = fmt.Sprintf("its data is behind replica %s's (epoch %d, not %d): it failed while an engine ran, and missed the writes that followed", latest, r.Epoch(), e.epoch)
+		}
+		if behind {
+			m.failed.Store(true)
+			m.err, m.behind = why, true
+			e.log.WithFields(logrus.Fields{"replica": n, "reason": why}).Warn("Replica is not used: it needs a rebuild from a healthy replica")
+		}
+		e.replicas = append(e.replicas, m)
+	}
+	if len(e.healthy()) == 0 {
+		why := make([]string, 0, len(e.replicas))
+		for _, m := range e.replicas {
+			why = append(why, "replica "+m.name+": "+m.err)
+		}
+		return nil, fmt.Errorf("volume %s: %w: no replica it opens is current: %s", name, ErrNoHealthyReplica, strings.Join(why, "; "))
 	}
 	return e, nil
 }
@@ -166,17 +264,67 @@ func (e *Engine) replicaModes() map[string]Mode {
 	defer e.mu.RUnlock()
 	out := map[string]Mode{}
 	for _, m := range e.replicas {
-		out[m.name] = m.mode
+		out[m.name] = m.mode()
 	}
 	return out
 }
 
+// Failure says why a replica is ERR.
+type Failure struct {
+	// Behind: the replica's data was behind the others' when the engine
+	// started (it failed under an earlier engine, or was created empty
+	// beside data); otherwise an I/O of it failed in this engine.
+	Behind bool
+	Why    string
+}
+
+// ReplicaFailures says, for each ERR replica, why it is not used. It is
+// not a call of the control API.
+func (e *Engine) ReplicaFailures() map[string]Failure {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	out := map[string]Failure{}
+	for _, m := range e.replicas {
+		if m.failed.Load() {
+			out[m.name] = Failure{Behind: m.behind, Why: m.err}
+		}
+	}
+	return out
+}
+
+// fail drops a replica whose I/O failed. The replicas that carry on first
+// get a higher epoch, durably, so that no later engine takes the failed
+// one for current; only then is it marked ERR, and writes acknowledged
+// without it. A replica that cannot take the new epoch fails too.
 func (e *Engine) fail(m *member, err error) {
-	if m.mode == ModeERR {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	if m.failed.Load() {
 		return
 	}
-	m.mode, m.err = ModeERR, err.Error()
-	e.log.WithError(err).WithField("replica", m.name).Error("Replica failed; the volume carries on without it")
+	log := e.log.WithFields(logrus.Fields{"replica": m.name})
+	next := e.epoch + 1
+	lost := map[*member]error{}
+	carry := 0
+	for _, o := range e.replicas {
+		if o == m || o.failed.Load() {
+			continue
+		}
+		if serr := o.r.SetEpoch(next); serr != nil {
+			lost[o] = serr
+			e.log.WithError(serr).WithFields(logrus.Fields{"replica": o.name, "failed": m.name}).Error("Replica failed: it could not record that replica " + m.name + " failed")
+			continue
+		}
+		carry++
+	}
+	e.epoch = next
+	m.err = err.Error()
+	m.failed.Store(true)
+	for o, serr := range lost {
+		o.err = "recording that replica " + m.name + " failed: " + serr.Error()
+		o.failed.Store(true)
+	}
+	log.WithError(err).WithFields(logrus.Fields{"epoch": next, "healthy": carry}).Error("Replica failed; the volume carries on without it until it is rebuilt")
 	e.notify()
 }
 
@@ -188,7 +336,7 @@ func (e *Engine) ReadAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
 	}
 	for _, m := range e.replicas {
-		if m.mode != ModeRW {
+		if !m.rw() {
 			continue
 		}
 		n, err := m.r.ReadAt(p, off)
@@ -210,7 +358,7 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 	}
 	ok := 0
 	for _, m := range e.replicas {
-		if m.mode != ModeRW {
+		if !m.rw() {
 			continue
 		}
 		if _, err := m.r.WriteAt(p, off); err != nil {
@@ -231,7 +379,7 @@ func (e *Engine) Sync() error {
 	defer e.mu.RUnlock()
 	ok := 0
 	for _, m := range e.replicas {
-		if m.mode != ModeRW {
+		if !m.rw() {
 			continue
 		}
 		if err := m.r.Sync(); err != nil {
@@ -249,7 +397,7 @@ func (e *Engine) Sync() error {
 func (e *Engine) healthy() []*member {
 	var out []*member
 	for _, m := range e.replicas {
-		if m.mode == ModeRW {
+		if m.rw() {
 			out = append(out, m)
 		}
 	}

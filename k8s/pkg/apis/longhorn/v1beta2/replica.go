@@ -37,7 +37,26 @@ type ReplicaStatus struct {
 	InstanceStatus `json:",inline"`
 	// +optional
 	EvictionRequested bool `json:"evictionRequested"`
+	// Conditions of the replica. Failed is True while spec.failedAt is
+	// set: its reason and message say why the replica failed. The engine
+	// does not open a failed replica; clearing spec.failedAt lets it
+	// compare the replica's data with the others' again.
+	// +optional
+	// +nullable
+	Conditions []Condition `json:"conditions"`
 }
+
+// The Replica's Failed condition: True once the replica failed
+// (spec.failedAt), with the reason and the error.
+const (
+	ReplicaConditionTypeFailed = "Failed"
+	// ReplicaConditionReasonIOError: an I/O of the replica failed while
+	// its engine ran.
+	ReplicaConditionReasonIOError = "ReplicaIOError"
+	// ReplicaConditionReasonDataBehind: the engine found the replica's
+	// data behind another replica's (it missed writes) when it started.
+	ReplicaConditionReasonDataBehind = "DataBehind"
+)
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

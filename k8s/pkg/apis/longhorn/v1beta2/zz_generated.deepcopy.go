@@ -1320,7 +1320,7 @@ func (in *Replica) DeepCopyInto(out *Replica) {
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec = in.Spec
-	out.Status = in.Status
+	in.Status.DeepCopyInto(&out.Status)
 	return
 }
 
@@ -1396,6 +1396,11 @@ func (in *ReplicaSpec) DeepCopy() *ReplicaSpec {
 func (in *ReplicaStatus) DeepCopyInto(out *ReplicaStatus) {
 	*out = *in
 	out.InstanceStatus = in.InstanceStatus
+	if in.Conditions != nil {
+		in, out := &in.Conditions, &out.Conditions
+		*out = make([]Condition, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
