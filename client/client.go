@@ -144,6 +144,17 @@ type Volume struct {
 	AttachedBy string `json:"attachedBy"`
 	// Replicas say where the volume's data is: it attaches only there.
 	Replicas []VolumeReplica `json:"replicas"`
+	// Size is the volume's size in bytes, as a decimal string.
+	Size string `json:"size"`
+	// Frontend is the frontend the volume asks for ("blockdev").
+	Frontend string `json:"frontend"`
+	// DisableFrontend says the volume is to be attached without its
+	// frontend; FrontendDisabled that it is attached so.
+	DisableFrontend  bool `json:"disableFrontend"`
+	FrontendDisabled bool `json:"frontendDisabled"`
+	// Endpoint is the NBD URI of the attached volume's frontend,
+	// nbd://HOST:PORT/NAME; "" while it has none.
+	Endpoint string `json:"endpoint"`
 }
 
 // VolumeReplica is a replica of a volume and the node that holds it.
