@@ -66,25 +66,25 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 	}}, nil
 }
 
-// attachedEndpoint is the NBD endpoint of a volume attached to this node
-// with its frontend; FailedPrecondition saying why when it is not.
-func (s *nodeServer) attachedEndpoint(ctx context.Context, id string) (string, error) {
+// attachedVolume reads a volume that must be attached to this node with
+// its frontend, an NBD endpoint; FailedPrecondition saying why when not.
+func (s *nodeServer) attachedVolume(ctx context.Context, id string) (*client.Volume, error) {
 	v, err := s.d.api.Volume(ctx, id)
 	switch {
 	case client.IsNotFound(err):
-		return "", status.Errorf(codes.NotFound, "volume %s does not exist", id)
+		return nil, status.Errorf(codes.NotFound, "volume %s does not exist", id)
 	case err != nil:
-		return "", status.Errorf(codes.Unavailable, "read volume %s from the manager: %v", id, err)
+		return nil, status.Errorf(codes.Unavailable, "read volume %s from the manager: %v", id, err)
 	case v.State != "attached" || v.CurrentNodeID == "":
-		return "", status.Errorf(codes.FailedPrecondition, "volume %s is not attached (state %q); ControllerPublishVolume attaches it to node %s", id, v.State, s.d.opts.NodeID)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not attached (state %q); ControllerPublishVolume attaches it to node %s", id, v.State, s.d.opts.NodeID)
 	case v.CurrentNodeID != s.d.opts.NodeID:
-		return "", status.Errorf(codes.FailedPrecondition, "volume %s is attached to node %s, not to this node %s", id, v.CurrentNodeID, s.d.opts.NodeID)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is attached to node %s, not to this node %s", id, v.CurrentNodeID, s.d.opts.NodeID)
 	case v.FrontendDisabled || v.DisableFrontend:
-		return "", status.Errorf(codes.FailedPrecondition, "volume %s is attached without its frontend (disableFrontend), so it has no NBD export to stage", id)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is attached without its frontend (disableFrontend), so it has no NBD export to stage", id)
 	case v.Endpoint == "":
-		return "", status.Errorf(codes.FailedPrecondition, "volume %s is attached to this node but has no NBD endpoint yet", id)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is attached to this node but has no NBD endpoint yet", id)
 	}
-	return v.Endpoint, nil
+	return v, nil
 }
 
 func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
@@ -105,10 +105,11 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	}
 	defer unlock()
 	log := s.d.log.WithFields(logrus.Fields{"volume": id, "stagingTargetPath": staging})
-	endpoint, err := s.attachedEndpoint(ctx, id)
+	v, err := s.attachedVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	endpoint := v.Endpoint
 
 	st, err := s.d.loadState(id)
 	if err != nil {
@@ -147,7 +148,7 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if nc.block {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	if err := s.stageFilesystem(ctx, st, staging, nc, log); err != nil {
+	if err := s.stageFilesystem(ctx, v, st, staging, nc, log); err != nil {
 		if uerr := s.unstage(st, log); uerr != nil {
 			log.WithError(uerr).Warn("Could not undo a failed stage")
 		}
@@ -158,10 +159,19 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 
 // stageFilesystem makes the capability's filesystem on st's device when
 // it has none, and mounts it at staging.
-func (s *nodeServer) stageFilesystem(ctx context.Context, st *stagedVolume, staging string, nc nodeCapability, log *logrus.Entry) error {
+func (s *nodeServer) stageFilesystem(ctx context.Context, v *client.Volume, st *stagedVolume, staging string, nc nodeCapability, log *logrus.Entry) error {
 	p, err := probeDevice(ctx, st.Device)
 	if err != nil {
 		return status.Errorf(codes.Internal, "probe volume %s's device %s: %v", st.VolumeID, st.Device, err)
+	}
+	if p.FsType == "" && p.PartTable == "" && !p.Ambiguous {
+		// Nothing blkid knows: data first. Whatever was ever written, or
+		// a backing image, is not formatted over.
+		if p.BackingImage = v.BackingImage; p.BackingImage == "" {
+			if p.Written, err = s.d.api.WrittenBytes(ctx, st.VolumeID); err != nil {
+				return status.Errorf(codes.Unavailable, "read volume %s's snapshots from the manager, to know whether it holds data: %v", st.VolumeID, err)
+			}
+		}
 	}
 	format, err := needsFormat(p, nc.fsType)
 	if errors.Is(err, errDeviceInUse) {
@@ -241,10 +251,12 @@ func (s *nodeServer) unstage(st *stagedVolume, log *logrus.Entry) error {
 		}
 	}
 	if st.StagingPath != "" {
-		if err := unmountAll(st.StagingPath); err != nil {
-			return status.Errorf(codes.Internal, "staging_target_path %s: %v", st.StagingPath, err)
+		if mounted, _ := isMountPoint(st.StagingPath); mounted {
+			if err := unmountAll(st.StagingPath); err != nil {
+				return status.Errorf(codes.Internal, "staging_target_path %s: %v", st.StagingPath, err)
+			}
+			log.Info("Unmounted the volume's staging path")
 		}
-		log.Info("Unmounted the volume's staging path")
 	}
 	if err := s.d.disconnectDevice(st, log); err != nil {
 		return status.Errorf(codes.Internal, "volume %s's device: %v", st.VolumeID, err)

@@ -30,6 +30,10 @@ type probe struct {
 	Ambiguous bool
 	// Zero says the bytes read at the device's start and end are all zero.
 	Zero bool
+	// Written is how many bytes of data the volume holds, as its snapshots
+	// and head say (the manager's API); BackingImage the image under it.
+	Written      int64
+	BackingImage string
 }
 
 // zeroCheckBytes are how many bytes at each end of a device that blkid
@@ -110,7 +114,9 @@ func endsAreZero(device string) (bool, error) {
 var errDeviceInUse = errors.New("the device holds data")
 
 // needsFormat decides from a probe whether a device gets the filesystem
-// want: yes only when it holds nothing at all; no when it already has
+// want: yes only when it holds nothing at all (blkid finds nothing, no
+// byte of the volume was ever written, it has no backing image, and its
+// ends read as zeros); no when it already has
 // that filesystem (which is then mounted); an error wrapping
 // errDeviceInUse when it holds anything else, a filesystem of another
 // type included: data is never formatted over.
@@ -126,6 +132,10 @@ func needsFormat(p probe, want string) (bool, error) {
 		return false, fmt.Errorf("%w: it holds %s (%s), not a filesystem; it is not formatted", errDeviceInUse, p.FsType, p.Usage)
 	case p.FsType != "":
 		return false, fmt.Errorf("%w: it has a %s filesystem and the capability asks for %s; it is not reformatted", errDeviceInUse, p.FsType, want)
+	case p.BackingImage != "":
+		return false, fmt.Errorf("%w: blkid recognises no filesystem on it, and it reads backing image %s; it is not formatted", errDeviceInUse, p.BackingImage)
+	case p.Written > 0:
+		return false, fmt.Errorf("%w: blkid recognises no filesystem on it, but %d bytes of it have been written; it is not formatted", errDeviceInUse, p.Written)
 	case !p.Zero:
 		return false, fmt.Errorf("%w: blkid recognises no filesystem on it, but it is not blank (its first or last MiB is not zero); it is not formatted", errDeviceInUse)
 	}

@@ -30,6 +30,8 @@ func TestNeedsFormat(t *testing.T) {
 		{"xfs asked for and found", probe{FsType: "xfs", Usage: "filesystem"}, "xfs", false, ""},
 		{"another filesystem", probe{FsType: "xfs", Usage: "filesystem"}, "ext4", false, "has a xfs filesystem and the capability asks for ext4"},
 		{"data blkid does not know", probe{}, "ext4", false, "not blank"},
+		{"written, ends blank", probe{Zero: true, Written: 65536}, "ext4", false, "65536 bytes of it have been written"},
+		{"a backing image", probe{Zero: true, BackingImage: "debian"}, "ext4", false, "reads backing image debian"},
 		{"a partition table", probe{PartTable: "dos"}, "ext4", false, "partition table (dos)"},
 		{"swap", probe{FsType: "swap", Usage: "other"}, "ext4", false, "holds swap (other)"},
 		{"LUKS", probe{FsType: "crypto_LUKS", Usage: "crypto"}, "ext4", false, "holds crypto_LUKS (crypto)"},
