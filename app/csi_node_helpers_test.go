@@ -40,6 +40,9 @@ type csiNodeEnv struct {
 // cleanup undoes every mount, loop device and nbdfuse the test left.
 func newCSINodeEnv(t *testing.T) *csiNodeEnv {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the Node service needs root: it runs losetup, mkfs and mount")
+	}
 	for _, tool := range []string{"nbdfuse", "losetup"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed: the Node service makes a volume's device with nbdfuse (libnbd-bin) and a loop device (util-linux)", tool)

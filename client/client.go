@@ -147,8 +147,6 @@ type Volume struct {
 	AttachedBy string `json:"attachedBy"`
 	// Replicas say where the volume's data is: it attaches only there.
 	Replicas []VolumeReplica `json:"replicas"`
-	// Size is the volume's size in bytes, as a decimal string.
-	Size string `json:"size"`
 	// Frontend is the frontend the volume asks for ("blockdev").
 	Frontend string `json:"frontend"`
 	// DisableFrontend says the volume is to be attached without its

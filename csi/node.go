@@ -99,6 +99,9 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	if nc, err = withContextFsType(nc, req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lock(id)
 	if err != nil {
 		return nil, err

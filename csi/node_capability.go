@@ -61,3 +61,22 @@ func checkVolumeID(id string) error {
 	}
 	return nil
 }
+
+// volumeContextFsType is the volume_context key the Controller service
+// gives a StorageClass's fsType in: it names the filesystem when the
+// capability names none.
+const volumeContextFsType = "fsType"
+
+// withContextFsType applies the volume context's fsType to a mount
+// capability that names no fs_type.
+func withContextFsType(nc nodeCapability, c *csi.VolumeCapability, volumeContext map[string]string) (nodeCapability, error) {
+	fs := strings.ToLower(volumeContext[volumeContextFsType])
+	if nc.block || c.GetMount().GetFsType() != "" || fs == "" {
+		return nc, nil
+	}
+	if _, ok := supportedFsTypes[fs]; !ok {
+		return nc, status.Errorf(codes.InvalidArgument, "volume_context.fsType %q is not supported: ext4 or xfs", volumeContext[volumeContextFsType])
+	}
+	nc.fsType = fs
+	return nc, nil
+}

@@ -165,4 +165,22 @@ func TestParseCapability(t *testing.T) {
 	if nc, err := parseCapability(mount("XFS")); err != nil || nc.fsType != "xfs" {
 		t.Errorf("XFS: %+v, %v; want xfs", nc, err)
 	}
+
+	// The StorageClass's fsType, in the volume context, counts only when
+	// the capability names none.
+	for _, tc := range []struct{ capFs, ctxFs, want string }{
+		{"", "xfs", "xfs"}, {"ext4", "xfs", "ext4"}, {"", "", "ext4"},
+	} {
+		c := mount(tc.capFs)
+		nc, _ := parseCapability(c)
+		nc, err := withContextFsType(nc, c, map[string]string{"fsType": tc.ctxFs})
+		if err != nil || nc.fsType != tc.want {
+			t.Errorf("capability %q, context %q: %q, %v; want %q", tc.capFs, tc.ctxFs, nc.fsType, err, tc.want)
+		}
+	}
+	c := mount("")
+	nc, _ = parseCapability(c)
+	if _, err := withContextFsType(nc, c, map[string]string{"fsType": "ntfs"}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `volume_context.fsType "ntfs"`) {
+		t.Errorf("context fsType ntfs: %v", err)
+	}
 }
