@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -118,6 +119,8 @@ type Snapshot struct {
 	UserCreated bool              `json:"usercreated"`
 	Created     string            `json:"created"`
 	Labels      map[string]string `json:"labels"`
+	// Size is how many bytes of data the snapshot holds, in decimal.
+	Size string `json:"size"`
 }
 
 // Backup is a backup as the API lists it.
@@ -146,6 +149,18 @@ type Volume struct {
 	AttachedBy string `json:"attachedBy"`
 	// Replicas say where the volume's data is: it attaches only there.
 	Replicas []VolumeReplica `json:"replicas"`
+	// Frontend is the frontend the volume asks for ("blockdev").
+	Frontend string `json:"frontend"`
+	// DisableFrontend says the volume is to be attached without its
+	// frontend; FrontendDisabled that it is attached so.
+	DisableFrontend  bool `json:"disableFrontend"`
+	FrontendDisabled bool `json:"frontendDisabled"`
+	// BackingImage is the backing image the volume reads under its own
+	// data, "" for none.
+	BackingImage string `json:"backingImage"`
+	// Endpoint is the NBD URI of the attached volume's frontend,
+	// nbd://HOST:PORT/NAME; "" while it has none.
+	Endpoint string `json:"endpoint"`
 }
 
 // VolumeReplica is a replica of a volume and the node that holds it.
@@ -207,6 +222,24 @@ func (c *Client) Snapshots(ctx context.Context, volume string) ([]Snapshot, erro
 		}
 	}
 	return out, nil
+}
+
+// WrittenBytes is how many bytes of data an attached volume's snapshots
+// and its head hold: 0 for a volume nothing was ever written to.
+func (c *Client) WrittenBytes(ctx context.Context, volume string) (int64, error) {
+	var list struct{ Data []Snapshot }
+	if err := c.action(ctx, "volumes", volume, "snapshotList", nil, &list); err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, s := range list.Data {
+		n, err := strconv.ParseInt(s.Size, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("snapshot %s of volume %s: size %q is not a number", s.Name, volume, s.Size)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func (c *Client) CreateSnapshot(ctx context.Context, volume, name string, labels map[string]string) error {
