@@ -116,6 +116,7 @@ func TestTwoDaemonsStartingAtOnceMigrateOnce(t *testing.T) {
 // after ready succeeds; on the next restart too, with nothing left to
 // migrate.
 func TestDaemonStartsRightAfterAControlPlaneRestartOnOldData(t *testing.T) {
+	testcluster.SkipIfShort(t, "a control plane of its own")
 	dir := t.TempDir()
 	var cp *testcluster.Cluster
 	restart := func(asRunStartsIt bool) {

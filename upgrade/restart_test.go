@@ -58,6 +58,7 @@ func clientsFor(t *testing.T, cfg *rest.Config) (kubernetes.Interface, lhclients
 // refuses RecurringJob creates for some seconds ("Resource kind ... not
 // found"). The migration waits that out instead of failing every start.
 func TestMigrationRightAfterAControlPlaneRestart(t *testing.T) {
+	testcluster.SkipIfShort(t, "a control plane of its own")
 	dir := t.TempDir()
 	cp, kube, lh := startOwnControlPlane(t, dir, false)
 	ns := "longhorn-system"

@@ -52,6 +52,9 @@ func serveWith(t *testing.T, set func(*Server)) (*replica.Replica, string) {
 func tool(t *testing.T, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
+	if err != nil && testing.Short() {
+		t.Skipf("%s is not installed: not needed in the fast tier (-short)", name)
+	}
 	if err != nil {
 		t.Fatalf("%s is not installed: run `make test` (scripts/test.sh installs qemu-utils and libnbd-bin)", name)
 	}

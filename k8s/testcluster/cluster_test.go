@@ -15,6 +15,7 @@ import (
 // The control plane keeps its state in its data folder: objects created
 // before a stop are there after a start, and the CRDs are Established.
 func TestRestartKeepsObjects(t *testing.T) {
+	SkipIfShort(t, "a control plane of its own")
 	dir := t.TempDir()
 	ctx := context.Background()
 

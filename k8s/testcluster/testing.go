@@ -3,6 +3,7 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,6 +28,12 @@ var shared *Cluster
 // LONGHORN_TEST_KUBECONFIG), runs the package's tests and stops it. Its
 // result is the exit code for os.Exit.
 func Main(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier: no control plane; Get skips the tests that
+		// need one.
+		return m.Run()
+	}
 	ctx := context.Background()
 	started := time.Now()
 	var err error
@@ -60,10 +67,21 @@ func Main(m *testing.M) int {
 // Get returns the package's cluster. The package's TestMain must call Main.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
+	SkipIfShort(t, "a control plane")
 	if shared == nil {
 		t.Fatal("testcluster.Get: the package's TestMain does not call testcluster.Main")
 	}
 	return shared
+}
+
+// SkipIfShort skips a test that needs what `go test -short`, the fast
+// tier, does not set up: a control plane, a real S3 server, a browser,
+// Debian's tools or root's mounts.
+func SkipIfShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: not in the fast tier (-short)", needs)
+	}
 }
 
 // KubeClient returns an admin clientset.

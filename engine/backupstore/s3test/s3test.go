@@ -61,6 +61,7 @@ type Server struct {
 // the test, saying how to build it.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testcluster.SkipIfShort(t, "a real S3 server (bin/versitygw)")
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
