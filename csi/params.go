@@ -104,13 +104,13 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 		case paramFsType:
 			p.fsType, err = checkFsType(key, value)
 		default:
-			if allowed, ok := ignoredDefaults[key]; ok {
-				if !contains(allowed, value) {
-					err = fmt.Errorf("%s: this driver cannot honour %q; it takes only %s", key, value, quoteAll(allowed))
-				}
-				continue
+			allowed, ok := ignoredDefaults[key]
+			switch {
+			case !ok:
+				unknown = append(unknown, key)
+			case !contains(allowed, value):
+				err = fmt.Errorf("%s: this driver cannot honour %q; it takes only %s", key, value, quoteAll(allowed))
 			}
-			unknown = append(unknown, key)
 		}
 		if err != nil {
 			return nil, err

@@ -28,3 +28,24 @@ func TestVolumeNamesFromCSINames(t *testing.T) {
 		t.Error("two CSI names gave one volume")
 	}
 }
+
+func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		err    string
+	}{
+		{map[string]string{"dataLocality": "best-effort"}, `dataLocality: this driver cannot honour "best-effort"`},
+		{map[string]string{"dataLocality": "disabled", "migratable": "false"}, ""},
+		{map[string]string{"numberOfReplicas": "0"}, "numberOfReplicas: must be a whole number from 1 to 20"},
+		{map[string]string{"replicas": "3", "zone": "a"}, "parameters replicas, zone: not parameters this driver knows"},
+		{map[string]string{"csi.storage.k8s.io/fstype": "ext4"}, ""},
+		{map[string]string{"backingImageChecksum": "abc"}, "need backingImage"},
+		{map[string]string{"dataEngine": "v2"}, `dataEngine: only "v1" exists here`},
+		{map[string]string{"recurringJobs": "- task: snapshot\n  cron: '* * * * *'\n  retain: 1\n  bogus: x"}, "recurringJobs: must be a YAML or JSON list"},
+	} {
+		_, err := parseParams(c.params)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parseParams(%v): %v, want %q", c.params, err, c.err)
+		}
+	}
+}
