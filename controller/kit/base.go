@@ -15,8 +15,12 @@ import (
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
-// maxRetries is how many times a key is retried with backoff before it is
-// dropped; the next informer event or resync brings it back.
+// maxRetries is how many failed syncs of a key are routine retries. A key
+// is never dropped: Snapshot and RecurringJob informers have no resync, so
+// a dropped key whose object still needs work (a deletion the apiserver
+// refuses for a while) would never be finished. Past maxRetries each
+// failure is logged as an error, and the backoff keeps growing to the
+// rate limiter's cap (1000 s).
 const maxRetries = 15
 
 // Result tells the Base when to reconcile a key again, besides the retries
@@ -178,16 +182,15 @@ func (c *Base) handleResult(ctx context.Context, key string, result Result, err 
 		return
 	}
 	log := c.Logger.WithField("key", key).WithError(err)
-	if c.Queue.NumRequeues(key) < maxRetries {
-		if apierrors.IsConflict(err) {
-			// The cache had not seen our own last write yet: routine.
-			log.Debug("Conflict while syncing, will retry")
-		} else {
-			log.Warn("Failed to sync, will retry")
-		}
-		c.Queue.AddRateLimited(key)
-		return
+	tries := c.Queue.NumRequeues(key)
+	switch {
+	case tries >= maxRetries:
+		log.WithField("failedSyncs", tries+1).Error("Still failing to sync, will retry with a longer backoff")
+	case apierrors.IsConflict(err):
+		// The cache had not seen our own last write yet: routine.
+		log.Debug("Conflict while syncing, will retry")
+	default:
+		log.Warn("Failed to sync, will retry")
 	}
-	log.Error("Dropping key after too many failed syncs")
-	c.Queue.Forget(key)
+	c.Queue.AddRateLimited(key)
 }

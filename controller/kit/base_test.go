@@ -2,14 +2,17 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // A sync that panics for one key is a failed sync of that key: the worker
@@ -175,5 +178,38 @@ func TestBaseRequeuesAfterTheResultsDelay(t *testing.T) {
 	}
 	if n := c.Queue.NumRequeues("ns/poll"); n != 0 {
 		t.Errorf("NumRequeues = %d, want 0: a requeue asked for is not a failure", n)
+	}
+}
+
+// TestAKeyThatKeepsFailingIsNeverDropped: an object whose sync fails more
+// times than the routine retries (a deletion the apiserver refuses for
+// minutes) is still synced once it can be: informers without a resync
+// would never bring a dropped key back.
+func TestAKeyThatKeepsFailingIsNeverDropped(t *testing.T) {
+	var calls atomic.Int32
+	fails := int32(maxRetries + 5)
+	c := NewBase("test-never-drop", logrus.NewEntry(logrus.New()), nil, func(context.Context, string) (Result, error) {
+		if calls.Add(1) <= fails {
+			return Result{}, errors.New("the apiserver refuses for now")
+		}
+		return Result{}, nil
+	})
+	// The same machinery with a short backoff, so the test takes
+	// milliseconds rather than the minutes it takes in production.
+	c.Queue = workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 5*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 1) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	c.Queue.Add("ns/deleting")
+	deadline := time.Now().Add(10 * time.Second)
+	for calls.Load() <= fails {
+		if time.Now().After(deadline) {
+			t.Fatalf("synced %d times and then no more: the key was dropped before its sync could succeed (attempt %d)", calls.Load(), fails+1)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
