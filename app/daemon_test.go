@@ -21,6 +21,7 @@ import (
 
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/testtime"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -132,7 +133,7 @@ func lhClient(t testing.TB, cfg *rest.Config) lhclientset.Interface {
 // eventually polls cond every 100ms for up to timeout.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, testtime.Scale(timeout), true, func(context.Context) (bool, error) {
 		return cond()
 	})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cadence-storage/longhorn-manager/internal/testtime"
 )
 
 // scrapeMetrics reads the daemon's /metrics into a map from series, as
@@ -102,7 +104,7 @@ func expectSeries(m map[string]float64, want map[string]float64) string {
 // returns no difference, and fails with the last one.
 func eventuallyAgree(t *testing.T, timeout time.Duration, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(testtime.Scale(timeout))
 	for {
 		diff := check()
 		if diff == "" {

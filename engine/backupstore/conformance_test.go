@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cadence-storage/longhorn-manager/internal/testtime"
 )
 
 // TestStoreConformance runs the same suite on every kind of target
@@ -213,7 +215,7 @@ func conformBackupBesideDelete(t *testing.T, engine, controller *Store) {
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(testtime.Scale(20 * time.Second)); !cond(); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
