@@ -35,8 +35,8 @@ build() {
 	chmod -R u+w "$work/$out"
 	# The module's own go.mod and go.sum pin its dependencies; -mod=mod
 	# lets go add any go.sum line its module graph needs (there is no
-	# vendor/ in the module zip).
-	(cd "$work/$out" && GOFLAGS=-mod=mod go build -trimpath -ldflags "-X main.version=$version" -o "$root/bin/$out.tmp" "./$cmd")
+	# vendor/ in the module zip). No go.work may pull it into another build.
+	(cd "$work/$out" && GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-X main.version=$version" -o "$root/bin/$out.tmp" "./$cmd")
 	mv "bin/$out.tmp" "bin/$out"
 	echo "$hash" > "bin/$out.hash"
 	echo "built bin/$out in $((SECONDS - start))s" >&2
