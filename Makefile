@@ -3,7 +3,7 @@
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './scripts/*' -not -path './bin/*' -not -path './.dev/*') go.mod go.sum
 
-.PHONY: run ui test bench generate verify-generated lint controlplane s3server build clean
+.PHONY: run ui test bench generate verify-generated lint controlplane s3server csi-sidecars build clean
 
 build: bin/longhorn-manager
 
@@ -16,6 +16,11 @@ controlplane:
 s3server:
 	bash scripts/build-s3server.sh
 
+# The real CSI sidecars (external-provisioner, external-attacher) the CSI
+# driver's end-to-end test runs; scripts/test.sh builds them too.
+csi-sidecars:
+	bash scripts/build-csi-sidecars.sh
+
 run: build controlplane
 	bash scripts/run.sh
 
@@ -26,7 +31,7 @@ API_ADDRESS ?= 127.0.0.1:9500
 ui: build
 	./bin/longhorn-manager ui --dist $(UI_DIST) --listen $(UI_ADDRESS) --manager-url http://$(API_ADDRESS)
 
-test: controlplane
+test: controlplane csi-sidecars
 	bash scripts/test.sh
 
 bench: s3server

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole suite: the generated-code check, vet, then unit and integration
 # tests. Integration tests start the real local control plane
-# (bin/controlplane) themselves, one per test package, and the backup tests
-# a real S3 server (bin/versitygw) on 127.0.0.1.
+# (bin/controlplane) themselves, one per test package, the backup tests
+# a real S3 server (bin/versitygw) on 127.0.0.1, and the CSI driver's
+# end-to-end test the real CSI sidecars (bin/csi-provisioner,
+# bin/csi-attacher).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,7 @@ start=$SECONDS
 bash scripts/install-test-deps.sh
 bash scripts/build-controlplane.sh
 bash scripts/build-s3server.sh
+bash scripts/build-csi-sidecars.sh
 bash scripts/verify-generated.sh
 go vet ./...
 # -p 2: at most two packages (and so two control planes) at once on two cores.

@@ -1,6 +1,6 @@
 // Package testcluster starts the project's real local control plane (etcd,
-// kube-apiserver and the garbage-collector, namespace, Job and CronJob
-// controllers, from bin/controlplane) for integration tests, installs the
+// kube-apiserver and the garbage-collector, namespace, Job, CronJob and
+// PersistentVolume controllers, from bin/controlplane) for integration tests, installs the
 // Longhorn CRDs, and hands out admin and service-account configs and a
 // fresh namespace per test.
 //
@@ -66,6 +66,20 @@ type Options struct {
 	AsRunStartsIt bool
 }
 
+// Controllers are the kube-controller-manager controllers a test control
+// plane runs: bin/controlplane's own (garbage collector, namespace, Job,
+// CronJob) and the PersistentVolume controllers that a CSI driver's
+// external-provisioner relies on: the binder, which hands a claim to its
+// StorageClass's provisioner and binds the volume made for it, and the
+// claim and volume protection controllers, which lift the finalizers the
+// apiserver's StorageObjectInUseProtection admission puts on them. The
+// attach/detach controller is not among them: with no kubelet it would
+// detach every volume, and tests make VolumeAttachments themselves.
+var Controllers = []string{
+	"garbagecollector", "namespace", "job", "cronjob",
+	"persistentvolume-binder-controller", "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
+}
+
 // startTimeout bounds how long a control plane may take to become ready.
 const startTimeout = 2 * time.Minute
 
@@ -85,6 +99,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		"--data-dir", o.DataDir,
 		"--kubeconfig", kubeconfig,
 		"--crd-dir", filepath.Join(root, "k8s", "crds"),
+		"--controllers", strings.Join(Controllers, ","),
 	)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds bin/csi-provisioner and bin/csi-attacher, the real Kubernetes CSI
+# sidecars (external-provisioner and external-attacher) that the CSI driver's
+# end-to-end test runs against the test control plane. They come from the Go
+# module proxy; no sidecar source lives here. `go install pkg@version`
+# refuses these modules (their go.mod has replace directives), so each module
+# is downloaded, copied out of the read-only module cache, and its cmd/ built
+# as the main module with -mod=mod. Like bin/controlplane, a binary is
+# rebuilt only when its pinned version or the Go version changes: a hash of
+# them is kept beside it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+work=""
+trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; fi' EXIT
+
+build() {
+	local out=$1 module=$2 version=$3 cmd=$4
+	local hash
+	hash=$( (echo "$module@$version $cmd"; go version) | sha256sum | cut -d' ' -f1)
+	if [ -x "bin/$out" ] && [ "$(cat "bin/$out.hash" 2>/dev/null)" = "$hash" ]; then
+		return
+	fi
+	echo "building bin/$out ($module $version); the first build takes several minutes" >&2
+	mkdir -p bin
+	local start=$SECONDS dir
+	dir=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" {print $4}')
+	if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
+		echo "go mod download $module@$version gave no module directory" >&2
+		exit 1
+	fi
+	[ -n "$work" ] || work=$(mktemp -d)
+	cp -R "$dir" "$work/$out"
+	chmod -R u+w "$work/$out"
+	# The module's own go.mod and go.sum pin its dependencies; -mod=mod
+	# lets go add any go.sum line its module graph needs (there is no
+	# vendor/ in the module zip). No go.work may pull it into another build.
+	(cd "$work/$out" && GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-X main.version=$version" -o "$root/bin/$out.tmp" "./$cmd")
+	mv "bin/$out.tmp" "bin/$out"
+	echo "$hash" > "bin/$out.hash"
+	echo "built bin/$out in $((SECONDS - start))s" >&2
+}
+
+build csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 cmd/csi-provisioner
+build csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0 cmd/csi-attacher
