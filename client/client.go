@@ -149,6 +149,8 @@ type Volume struct {
 	AttachedBy string `json:"attachedBy"`
 	// Replicas say where the volume's data is: it attaches only there.
 	Replicas []VolumeReplica `json:"replicas"`
+	// RecurringJobSelector are the jobs and groups the volume selects.
+	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector"`
 	// Frontend is the frontend the volume asks for ("blockdev").
 	Frontend string `json:"frontend"`
 	// DisableFrontend says the volume is to be attached without its

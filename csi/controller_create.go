@@ -78,11 +78,32 @@ func isAlreadyExists(err error) bool {
 }
 
 // undoJobs deletes the jobs a CreateVolume made before it failed, so a
-// refused request leaves nothing behind.
+// refused request leaves nothing behind; a job some volume selects by now
+// (a CreateVolume for another PVC of the same StorageClass, running at the
+// same time, found it made and used it) stays.
 func (s *controllerServer) undoJobs(names []string) {
+	if len(names) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	volumes, err := s.d.api.Volumes(ctx)
+	if err != nil {
+		s.d.log.WithError(err).WithField("recurringJobs", names).Warn("Could not tell whether a volume selects the RecurringJobs made for a volume that was not created; they stay")
+		return
+	}
+	selected := map[string]bool{}
+	for _, v := range volumes {
+		for _, item := range v.RecurringJobSelector {
+			if !item.IsGroup {
+				selected[item.Name] = true
+			}
+		}
+	}
 	for _, name := range names {
+		if selected[name] {
+			continue
+		}
 		if err := s.d.api.DeleteRecurringJob(ctx, name); err != nil && !client.IsNotFound(err) {
 			s.d.log.WithError(err).WithField("recurringJob", name).Warn("Could not delete a RecurringJob made for a volume that was not created")
 		}
