@@ -21,7 +21,7 @@ s3server:
 csi-sidecars:
 	bash scripts/build-csi-sidecars.sh
 
-run: build controlplane
+run: build controlplane csi-sidecars
 	bash scripts/run.sh
 
 # Longhorn's web UI in front of `make run`'s manager (see docs/api.md, "Longhorn's web UI").

@@ -12,7 +12,11 @@ node=${NODE_NAME:-$(hostname)}
 api=${API_ADDRESS:-127.0.0.1:9500}
 
 cp_pid=""
+csi_pids=()
 cleanup() {
+	for pid in "${csi_pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	done
 	if [ -n "$cp_pid" ] && kill -0 "$cp_pid" 2>/dev/null; then
 		echo "stopping the control plane (pid $cp_pid)"
 		kill -TERM "$cp_pid"
@@ -24,8 +28,12 @@ trap 'exit 130' INT TERM
 
 echo "starting the local control plane (state in $dev/controlplane, logs in $dev/controlplane/controlplane.log)"
 rm -f "$kubeconfig"
+# The controllers: bin/controlplane's own and the PersistentVolume ones the
+# CSI driver's external-provisioner needs (as k8s/testcluster's
+# Controllers; no attach/detach controller: there is no kubelet).
+controllers=garbagecollector,namespace,job,cronjob,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller
 ./bin/controlplane --data-dir "$dev/controlplane" --kubeconfig "$kubeconfig" \
-	--crd-dir k8s/crds --namespaces longhorn-system > "$dev/controlplane.out" 2>&1 &
+	--crd-dir k8s/crds --namespaces longhorn-system --controllers "$controllers" > "$dev/controlplane.out" 2>&1 &
 cp_pid=$!
 for _ in $(seq 1 120); do
 	grep -q '^ready ' "$dev/controlplane.out" && break
@@ -67,11 +75,25 @@ until curl -fsS -o /dev/null --max-time 2 "http://$api/readyz" 2>/dev/null; do
 	sleep 0.5
 done
 
+# The CSI driver's Controller service and the sidecars that call it, so a
+# PVC of a driver.longhorn.io StorageClass becomes Bound (no pod can mount
+# it: there is no kubelet). Their logs are in $dev/csi/.
+mkdir -p "$dev/csi"
+sock="$PWD/$dev/csi/csi.sock"
+./bin/longhorn-manager csi --controller --endpoint "unix://$sock" --manager-url "http://$api/v1" > "$dev/csi/driver.log" 2>&1 &
+csi_pids+=($!)
+for _ in $(seq 1 40); do [ -S "$sock" ] && break; sleep 0.25; done
+for sidecar in csi-provisioner csi-attacher; do
+	./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s > "$dev/csi/$sidecar.log" 2>&1 &
+	csi_pids+=($!)
+done
+
 cat <<MSG
 
   ready
   kubectl:  export KUBECONFIG=$PWD/$kubeconfig; bin/kubectl get longhorn -n longhorn-system
   API:      http://$api   (try: curl http://$api/readyz)
+  CSI:      driver.longhorn.io with its provisioner and attacher (logs in $dev/csi/)
 
 MSG
 
