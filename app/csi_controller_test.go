@@ -2,21 +2,15 @@ package app
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
 )
 
@@ -24,38 +18,8 @@ import (
 // manager of e, as beside the sidecars, and returns a client of it.
 func csiController(t *testing.T, e *apiEnv) csipb.ControllerClient {
 	t.Helper()
-	d, err := csi.NewDriver(client.NewClient(e.base+"/v1", 10*time.Second), csi.Options{Controller: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockDir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, "unix://"+sock) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the driver stopped with %v", err)
-		}
-	})
-	eventually(t, 10*time.Second, "the driver serves its socket", func() (bool, error) {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil, nil
-	})
-	return csipb.NewControllerClient(conn)
+	sock, _ := serveCSI(t, e, csi.Options{Controller: true})
+	return csipb.NewControllerClient(dialCSI(t, sock))
 }
 
 func mountCapability(fsType string) []*csipb.VolumeCapability {

@@ -3,7 +3,6 @@ package app
 import (
 	"bufio"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +14,9 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
 )
 
@@ -58,45 +54,13 @@ func newCSINodeEnv(t *testing.T) *csiNodeEnv {
 // the env's state directory.
 func (e *csiNodeEnv) startDriver(t *testing.T) {
 	t.Helper()
-	d, err := csi.NewDriver(client.NewClient(e.base+"/v1", 10*time.Second), csi.Options{NodeID: "node-1", StateDir: e.stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A short path: a unix socket's is at most 107 bytes.
-	sockDir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, "unix://"+sock) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
+	sock, stop := serveCSI(t, e.apiEnv, csi.Options{NodeID: "node-1", StateDir: e.stateDir})
+	conn := dialCSI(t, sock)
 	e.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
 		conn.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the driver stopped with %v", err)
-		}
+		stop()
 	}
-	t.Cleanup(e.stop)
 	e.node = csipb.NewNodeClient(conn)
-	eventually(t, 10*time.Second, "the driver serves its socket", func() (bool, error) {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil, nil
-	})
 }
 
 // attachedVolume creates a volume of size and attaches it to node-1 with

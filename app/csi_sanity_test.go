@@ -1,19 +1,15 @@
 package app
 
 import (
-	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
 )
 
@@ -34,33 +30,7 @@ func TestCSISanity(t *testing.T) {
 	e := newAPIEnv(t)
 	stateDir, root := t.TempDir(), t.TempDir()
 	t.Cleanup(func() { cleanupCSINode(t, stateDir, root) })
-	d, err := csi.NewDriver(client.NewClient(e.base+"/v1", 10*time.Second), csi.Options{NodeID: "node-1", Controller: true, StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A short path: a unix socket's is at most 107 bytes.
-	sockDir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, "unix://"+sock) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the CSI driver stopped with %v", err)
-		}
-	})
-	eventually(t, 10*time.Second, "the driver serves its socket", func() (bool, error) {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil, nil
-	})
+	sock, _ := serveCSI(t, e, csi.Options{NodeID: "node-1", Controller: true, StateDir: stateDir})
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = sock

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
@@ -73,34 +71,10 @@ func csiSidecars(t *testing.T) csiSidecarBinaries {
 }
 
 // serveCSIDriver serves the CSI driver, Controller service and the Node
-// service of node, against the manager of e on a socket of the test's
-// own; it stops with the test.
+// service of node, against the manager of e; it stops with the test.
 func serveCSIDriver(t *testing.T, e *apiEnv, node string) string {
 	t.Helper()
-	d, err := csi.NewDriver(client.NewClient(e.base+"/v1", 10*time.Second), csi.Options{NodeID: node, Controller: true, StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A unix socket's path is at most 107 bytes: t.TempDir's can be longer.
-	dir, err := os.MkdirTemp("", "csi-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, "unix://"+sock) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the CSI driver stopped with %v", err)
-		}
-	})
-	eventually(t, 10*time.Second, "the CSI socket", func() (bool, error) {
-		_, err := os.Stat(sock)
-		return err == nil, nil
-	})
+	sock, _ := serveCSI(t, e, csi.Options{NodeID: node, Controller: true, StateDir: t.TempDir()})
 	return sock
 }
 
