@@ -128,7 +128,7 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if err != nil {
 		return nil, err
 	}
-	context := volumeContext(req.GetParameters(), fsType)
+	volCtx := volumeContext(req.GetParameters(), fsType)
 
 	existing, err := s.d.api.Volume(ctx, name)
 	switch {
@@ -137,7 +137,7 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		if have != size {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, not the %d asked for", name, have, size)
 		}
-		return createdVolume(name, size, context), nil
+		return createdVolume(name, size, volCtx), nil
 	case !client.IsNotFound(err):
 		return nil, apiStatus(err, "read volume "+name)
 	}
@@ -161,7 +161,7 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if err := s.waitVolume(ctx, name, "created", func(v *client.Volume) bool { return v != nil && v.State != "" && v.State != "creating" }); err != nil {
 		return nil, err
 	}
-	return createdVolume(name, size, context), nil
+	return createdVolume(name, size, volCtx), nil
 }
 
 // volumeContext is what the Node service is told of a volume: its
