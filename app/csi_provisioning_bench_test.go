@@ -106,43 +106,88 @@ func rounds(rs []csiRound) string {
 	return strings.Join(out, "; ")
 }
 
-// boundTimes records when each claim of the namespace was first seen
-// Bound, from a watch, so waiting for 50 claims costs the apiserver no
-// polling.
+// boundTimes records, from watches, when each claim of the namespace was
+// first seen handed to the provisioner by the PersistentVolume binder
+// (its storage-provisioner annotation), its PersistentVolume made by the
+// provisioner, and the claim Bound: waiting for 50 claims costs the
+// apiserver no polling, and the phases tell where a round's time goes.
 type boundTimes struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
+	mu                sync.Mutex
+	handed, pv, bound map[string]time.Time
 }
 
 func (s *sidecarEnv) watchBound(b *testing.B) *boundTimes {
-	bt := &boundTimes{seen: map[string]time.Time{}}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(s.ns))
-	inf := factory.Core().V1().PersistentVolumeClaims().Informer()
-	record := func(obj interface{}) {
-		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
-		if !ok || pvc.Status.Phase != corev1.ClaimBound {
-			return
-		}
+	bt := &boundTimes{handed: map[string]time.Time{}, pv: map[string]time.Time{}, bound: map[string]time.Time{}}
+	first := func(m map[string]time.Time, name string) {
 		now := time.Now()
 		bt.mu.Lock()
-		if _, ok := bt.seen[pvc.Name]; !ok {
-			bt.seen[pvc.Name] = now
+		if _, ok := m[name]; !ok {
+			m[name] = now
 		}
 		bt.mu.Unlock()
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj interface{}) { record(obj) }})
+	onClaim := func(obj interface{}) {
+		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return
+		}
+		if pvc.Annotations["volume.kubernetes.io/storage-provisioner"] != "" {
+			first(bt.handed, pvc.Name)
+		}
+		if pvc.Status.Phase == corev1.ClaimBound {
+			first(bt.bound, pvc.Name)
+		}
+	}
+	onVolume := func(obj interface{}) {
+		if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == s.ns {
+			first(bt.pv, pv.Spec.ClaimRef.Name)
+		}
+	}
 	stop := make(chan struct{})
 	b.Cleanup(func() { close(stop) })
-	factory.Start(stop)
-	factory.WaitForCacheSync(stop)
+	claims := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(s.ns))
+	_, _ = claims.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onClaim, UpdateFunc: func(_, obj interface{}) { onClaim(obj) }})
+	volumes := informers.NewSharedInformerFactory(s.kube, 0)
+	_, _ = volumes.Core().V1().PersistentVolumes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onVolume, UpdateFunc: func(_, obj interface{}) { onVolume(obj) }})
+	for _, f := range []informers.SharedInformerFactory{claims, volumes} {
+		f.Start(stop)
+		f.WaitForCacheSync(stop)
+	}
 	return bt
 }
 
 func (bt *boundTimes) at(name string) (time.Time, bool) {
 	bt.mu.Lock()
 	defer bt.mu.Unlock()
-	t, ok := bt.seen[name]
+	t, ok := bt.bound[name]
 	return t, ok
+}
+
+// phases is the mean time from the claims' creation to each phase, and
+// the spread (first to last) of each phase across the round.
+func (bt *boundTimes) phases(created map[string]time.Time) string {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	var out []string
+	for _, p := range []struct {
+		what string
+		m    map[string]time.Time
+	}{{"handed to the provisioner", bt.handed}, {"PV made", bt.pv}, {"Bound", bt.bound}} {
+		var sum time.Duration
+		var lo, hi time.Time
+		for name, c := range created {
+			at := p.m[name]
+			sum += at.Sub(c)
+			if lo.IsZero() || at.Before(lo) {
+				lo = at
+			}
+			if at.After(hi) {
+				hi = at
+			}
+		}
+		out = append(out, fmt.Sprintf("%s mean %s (first to last %s)", p.what, (sum/time.Duration(len(created))).Round(10*time.Millisecond), hi.Sub(lo).Round(10*time.Millisecond)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // claimRound creates n claims of the StorageClass at once and waits until
@@ -153,9 +198,15 @@ func (s *sidecarEnv) claimRound(b *testing.B, bound *boundTimes, sc, prefix stri
 	ctx := context.Background()
 	names := benchNames(prefix, n)
 	r := csiRound{volumes: make([]time.Duration, n)}
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	before := s.claimWrites(b)
 	start := time.Now()
 	runAll(b, names, func(i int, name string) error {
 		requested := time.Now()
+		mu.Lock()
+		created[name] = requested
+		mu.Unlock()
 		pvc := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PersistentVolumeClaimSpec{
@@ -180,6 +231,12 @@ func (s *sidecarEnv) claimRound(b *testing.B, bound *boundTimes, sc, prefix stri
 		}
 	})
 	r.wall = time.Since(start)
+	if n > 1 {
+		writes := s.claimWrites(b)
+		b.Logf("%s: %d claims Bound in %s; from each claim's creation: %s; writes per claim to the apiserver, PVCs %.1f, PVs %.1f (%.0f a second over the round)", prefix, n, r.wall.Round(10*time.Millisecond), bound.phases(created),
+			(writes["persistentvolumeclaims"]-before["persistentvolumeclaims"])/float64(n), (writes["persistentvolumes"]-before["persistentvolumes"])/float64(n),
+			(writes["persistentvolumeclaims"]+writes["persistentvolumes"]-before["persistentvolumeclaims"]-before["persistentvolumes"])/r.wall.Seconds())
+	}
 	for _, name := range names {
 		if err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			b.Fatal(err)
@@ -250,6 +307,37 @@ func (s *sidecarEnv) waitNoVolumes(b *testing.B, what string) {
 		}
 		return true, nil
 	})
+}
+
+// claimWrites is the apiserver's count of writes (create, update, patch,
+// delete; status included) to PVCs and PVs, by resource, from its
+// /metrics: what the PersistentVolume binder and the provisioner write,
+// each at its own client-side rate limit.
+func (s *sidecarEnv) claimWrites(b *testing.B) map[string]float64 {
+	b.Helper()
+	raw, err := s.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		for _, res := range []string{"persistentvolumeclaims", "persistentvolumes"} {
+			if !strings.Contains(line, `resource="`+res+`"`) {
+				continue
+			}
+			for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+				if strings.Contains(line, `verb="`+verb+`"`) {
+					var v float64
+					fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+					out[res] += v
+				}
+			}
+		}
+	}
+	return out
 }
 
 func benchNames(prefix string, n int) []string {
