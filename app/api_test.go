@@ -24,13 +24,13 @@ type apiEnv struct {
 	base string
 }
 
-func newAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) *apiEnv {
+func newAPIEnv(t testing.TB, opts ...func(*DaemonOptions)) *apiEnv {
 	t.Helper()
 	return newAPIEnvIn(t, testcluster.Get(t).NewNamespace(t), opts...)
 }
 
 // newAPIEnvIn is newAPIEnv in a namespace of the test's own.
-func newAPIEnvIn(t *testing.T, ns string, opts ...func(*DaemonOptions)) *apiEnv {
+func newAPIEnvIn(t testing.TB, ns string, opts ...func(*DaemonOptions)) *apiEnv {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	kube := cluster.KubeClient(t)

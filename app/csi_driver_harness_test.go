@@ -19,7 +19,7 @@ import (
 // serveCSI serves the CSI driver with opts against the manager of e on a
 // socket of the test's own, as the sidecars and the kubelet reach it, and
 // returns the socket and a stop (idempotent, also run when the test ends).
-func serveCSI(t *testing.T, e *apiEnv, opts csi.Options) (sock string, stop func()) {
+func serveCSI(t testing.TB, e *apiEnv, opts csi.Options) (sock string, stop func()) {
 	t.Helper()
 	d, err := csi.NewDriver(client.NewClient(e.base+"/v1", 10*time.Second), opts)
 	if err != nil {
@@ -57,7 +57,7 @@ func serveCSI(t *testing.T, e *apiEnv, opts csi.Options) (sock string, stop func
 
 // dialCSI connects to a driver's socket; the connection is closed when
 // the test ends.
-func dialCSI(t *testing.T, sock string) *grpc.ClientConn {
+func dialCSI(t testing.TB, sock string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

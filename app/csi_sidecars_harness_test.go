@@ -34,7 +34,7 @@ var sidecarBuild struct {
 
 // csiSidecars returns the built sidecars, building them when missing; the
 // test is skipped only when they are missing and cannot be built.
-func csiSidecars(t *testing.T) csiSidecarBinaries {
+func csiSidecars(t testing.TB) csiSidecarBinaries {
 	t.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -72,7 +72,7 @@ func csiSidecars(t *testing.T) csiSidecarBinaries {
 
 // serveCSIDriver serves the CSI driver, Controller service and the Node
 // service of node, against the manager of e; it stops with the test.
-func serveCSIDriver(t *testing.T, e *apiEnv, node string) string {
+func serveCSIDriver(t testing.TB, e *apiEnv, node string) string {
 	t.Helper()
 	sock, _ := serveCSI(t, e, csi.Options{NodeID: node, Controller: true, StateDir: t.TempDir()})
 	return sock
@@ -80,7 +80,7 @@ func serveCSIDriver(t *testing.T, e *apiEnv, node string) string {
 
 // sidecarKubeconfig writes a kubeconfig of the cluster's admin config for
 // the sidecars.
-func sidecarKubeconfig(t *testing.T, cluster *testcluster.Cluster) string {
+func sidecarKubeconfig(t testing.TB, cluster *testcluster.Cluster) string {
 	t.Helper()
 	cfg := cluster.Config
 	const name = "test"
@@ -112,7 +112,7 @@ func sidecarKubeconfig(t *testing.T, cluster *testcluster.Cluster) string {
 // startSidecar runs a sidecar until the test ends, its log (klog's, to
 // standard error) in a file of the test's own whose tail is shown when
 // the test fails or the sidecar stops before the test does.
-func startSidecar(t *testing.T, bin string, args ...string) {
+func startSidecar(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	name := filepath.Base(bin)
 	logPath := filepath.Join(t.TempDir(), name+".log")

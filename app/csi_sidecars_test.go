@@ -37,14 +37,21 @@ type sidecarEnv struct {
 	prefix string
 }
 
-func newSidecarEnv(t *testing.T) *sidecarEnv {
+func newSidecarEnv(t testing.TB, opts ...func(*DaemonOptions)) *sidecarEnv {
+	t.Helper()
+	return newSidecarEnvWith(t, nil, opts...)
+}
+
+// newSidecarEnvWith is newSidecarEnv with the manager's options and more
+// flags for the external-provisioner (its --worker-threads, say).
+func newSidecarEnvWith(t testing.TB, provisionerFlags []string, opts ...func(*DaemonOptions)) *sidecarEnv {
 	t.Helper()
 	bins := csiSidecars(t)
-	e := newAPIEnv(t)
+	e := newAPIEnv(t, opts...)
 	sock := serveCSIDriver(t, e, "node-1")
 	kubeconfig := sidecarKubeconfig(t, e.cluster)
 	common := []string{"--csi-address=" + sock, "--kubeconfig=" + kubeconfig, "--leader-election=false", "-v=4", "--timeout=120s"}
-	startSidecar(t, bins.provisioner, common...)
+	startSidecar(t, bins.provisioner, append(common, provisionerFlags...)...)
 	startSidecar(t, bins.attacher, common...)
 	s := &sidecarEnv{apiEnv: e, prefix: e.ns}
 	// Cluster-wide objects do not go with the namespace: delete them while
@@ -53,7 +60,7 @@ func newSidecarEnv(t *testing.T) *sidecarEnv {
 	return s
 }
 
-func (s *sidecarEnv) deleteClusterObjects(t *testing.T) {
+func (s *sidecarEnv) deleteClusterObjects(t testing.TB) {
 	ctx := context.Background()
 	storage := s.kube.StorageV1()
 	if scs, err := storage.StorageClasses().List(ctx, metav1.ListOptions{}); err == nil {
@@ -100,7 +107,7 @@ func (s *sidecarEnv) deleteClusterObjects(t *testing.T) {
 
 // storageClass makes a StorageClass of the driver with these parameters,
 // one replica unless they say otherwise, reclaim policy Delete.
-func (s *sidecarEnv) storageClass(t *testing.T, name string, params map[string]string) string {
+func (s *sidecarEnv) storageClass(t testing.TB, name string, params map[string]string) string {
 	t.Helper()
 	if _, ok := params["numberOfReplicas"]; !ok {
 		params["numberOfReplicas"] = "1"

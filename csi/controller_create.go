@@ -110,9 +110,16 @@ func (s *controllerServer) undoJobs(names []string) {
 	}
 }
 
+// madeMeanwhileWait bounds how long a CreateVolume whose create of the
+// backing image was refused because the image exists waits for the API
+// to show that image.
+const madeMeanwhileWait = 3 * time.Second
+
 // prepareBackingImage makes the backing image the parameters describe when
 // it does not exist, and refuses one that exists with another source or
-// checksum.
+// checksum, whether it existed before or another request (another
+// StorageClass's claim, provisioned at the same time) made it between this
+// one's read and its create.
 func (s *controllerServer) prepareBackingImage(ctx context.Context, p *volumeParams) error {
 	want := p.image
 	if want.Name == "" {
@@ -121,14 +128,7 @@ func (s *controllerServer) prepareBackingImage(ctx context.Context, p *volumePar
 	have, err := s.d.api.BackingImage(ctx, want.Name)
 	switch {
 	case err == nil:
-		if want.SourceType != "" && want.SourceType != have.SourceType ||
-			len(want.Parameters) > 0 && !reflect.DeepEqual(want.Parameters, have.Parameters) {
-			return status.Errorf(codes.InvalidArgument, "%s: backing image %s exists with another data source (%s %v) than the parameters name", paramBackingImage, want.Name, have.SourceType, have.Parameters)
-		}
-		if sum := want.ExpectedChecksum; sum != "" && (have.ExpectedChecksum != "" && have.ExpectedChecksum != sum || have.CurrentChecksum != "" && have.CurrentChecksum != sum) {
-			return status.Errorf(codes.InvalidArgument, "%s: backing image %s has another checksum than %s", paramBackingImageChecksum, want.Name, sum)
-		}
-		return nil
+		return checkBackingImage(want, have)
 	case !client.IsNotFound(err):
 		return apiStatus(err, "read backing image "+want.Name)
 	}
@@ -139,9 +139,43 @@ func (s *controllerServer) prepareBackingImage(ctx context.Context, p *volumePar
 	default:
 		return status.Errorf(codes.InvalidArgument, "%s: %q cannot make a backing image for a volume; use download or export-from-volume", paramBackingImageSourceType, want.SourceType)
 	}
-	if err := s.d.api.CreateBackingImage(ctx, want); err != nil && !isAlreadyExists(err) {
+	err = s.d.api.CreateBackingImage(ctx, want)
+	switch {
+	case err == nil:
+		s.d.log.WithFields(logrus.Fields{"backingImage": want.Name, "sourceType": want.SourceType}).Info("Created the backing image a StorageClass names")
+		return nil
+	case !isAlreadyExists(err):
 		return apiStatus(err, "create backing image "+want.Name)
 	}
-	s.d.log.WithFields(logrus.Fields{"backingImage": want.Name, "sourceType": want.SourceType}).Info("Created the backing image a StorageClass names")
+	// Made meanwhile: what was made is checked as an image found at once.
+	deadline := time.Now().Add(madeMeanwhileWait)
+	for {
+		have, err := s.d.api.BackingImage(ctx, want.Name)
+		switch {
+		case err == nil:
+			return checkBackingImage(want, have)
+		case !client.IsNotFound(err):
+			return apiStatus(err, "read backing image "+want.Name)
+		case time.Now().After(deadline):
+			return status.Errorf(codes.Unavailable, "%s: backing image %s was made by another request meanwhile, and the API does not show it yet", paramBackingImage, want.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return apiStatus(ctx.Err(), "read backing image "+want.Name)
+		case <-time.After(pollState):
+		}
+	}
+}
+
+// checkBackingImage refuses an image that exists with another source or
+// checksum than the parameters name.
+func checkBackingImage(want client.BackingImage, have *client.BackingImage) error {
+	if want.SourceType != "" && want.SourceType != have.SourceType ||
+		len(want.Parameters) > 0 && !reflect.DeepEqual(want.Parameters, have.Parameters) {
+		return status.Errorf(codes.InvalidArgument, "%s: backing image %s exists with another data source (%s %v) than the parameters name", paramBackingImage, want.Name, have.SourceType, have.Parameters)
+	}
+	if sum := want.ExpectedChecksum; sum != "" && (have.ExpectedChecksum != "" && have.ExpectedChecksum != sum || have.CurrentChecksum != "" && have.CurrentChecksum != sum) {
+		return status.Errorf(codes.InvalidArgument, "%s: backing image %s has another checksum than %s", paramBackingImageChecksum, want.Name, sum)
+	}
 	return nil
 }
