@@ -1,8 +1,9 @@
 package kit
 
 import (
-	"strconv"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Written remembers, by queue key, the resourceVersion of the object a
@@ -11,30 +12,32 @@ import (
 // and a later sync does not act on an older copy the informer still
 // holds: that copy would only lead to a write refused with a conflict.
 //
-// The resourceVersions compared are etcd's revisions, integers that
-// grow with every write; Kubernetes calls them opaque, so a version that
-// does not parse as one is never taken for stale (the sync goes on and,
-// at worst, meets a conflict and is retried). client-go's
-// MutationCache rests on the same comparison.
+// Versions are compared as apimachinery compares them
+// (resourceversion.CompareResourceVersion, the comparison the API's
+// consistent reads promise for one resource); a version it cannot compare
+// is never taken for stale (the sync goes on and, at worst, meets a
+// conflict and is retried).
 type Written struct {
 	mu sync.Mutex
-	rv map[string]uint64
+	rv map[string]string
 }
 
 // Remember records that key's object was stored at resourceVersion.
 func (w *Written) Remember(key, resourceVersion string) {
-	v, err := strconv.ParseUint(resourceVersion, 10, 64)
-	if err != nil {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if prev, ok := w.rv[key]; ok {
+		if c, err := resourceversion.CompareResourceVersion(resourceVersion, prev); err == nil && c <= 0 {
+			return
+		}
+	}
+	if _, err := resourceversion.CompareResourceVersion(resourceVersion, resourceVersion); err != nil {
+		return // not a version this can compare
+	}
 	if w.rv == nil {
-		w.rv = map[string]uint64{}
+		w.rv = map[string]string{}
 	}
-	if v > w.rv[key] {
-		w.rv[key] = v
-	}
+	w.rv[key] = resourceVersion
 }
 
 // Stale reports whether the cached copy of key's object, at
@@ -48,8 +51,8 @@ func (w *Written) Stale(key, resourceVersion string) bool {
 	if !ok {
 		return false
 	}
-	v, err := strconv.ParseUint(resourceVersion, 10, 64)
-	if err != nil || v >= written {
+	c, err := resourceversion.CompareResourceVersion(resourceVersion, written)
+	if err != nil || c >= 0 {
 		delete(w.rv, key)
 		return false
 	}

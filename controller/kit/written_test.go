@@ -39,4 +39,9 @@ func TestWritten(t *testing.T) {
 	if w.Stale("ns/b", "1") {
 		t.Fatal("an empty resourceVersion was remembered")
 	}
+	// Versions past 64 bits compare as apimachinery compares them.
+	w.Remember("ns/d", "18446744073709551616")
+	if !w.Stale("ns/d", "18446744073709551615") || w.Stale("ns/d", "18446744073709551617") {
+		t.Fatal("versions past 64 bits")
+	}
 }
