@@ -413,7 +413,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		r := &recurringjob.Runner{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
 			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, LeaveRecord: true, Cache: ds,
-			BeforeVolume: o.hooks.recurringJobBeforeVolume,
+			BeforeVolume: o.hooks.recurringJobBeforeVolume, Recorder: recorder,
 		}
 		res, err := r.Run(ctx, job)
 		if err != nil {

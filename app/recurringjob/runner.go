@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -71,6 +72,11 @@ type Runner struct {
 	// run, before the task; tests use it to change the volume's
 	// attachment while the run holds it.
 	AfterAttach func(ctx context.Context, job, volume string)
+	// Recorder, when set, records the run's Events (the manager runner's
+	// recorder, with its aggregation and rate limits). A CronJob pod,
+	// which exits right after its run, has none: its one Event is
+	// written before the run returns.
+	Recorder record.EventRecorder
 }
 
 // Result counts the volumes of a run.
@@ -275,6 +281,10 @@ func (r *Runner) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) 
 }
 
 func (r *Runner) event(ctx context.Context, job *longhorn.RecurringJob, kind, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Event(job, kind, reason, msg)
+		return
+	}
 	now := metav1.NewTime(time.Now())
 	_, err := r.Kube.CoreV1().Events(r.Namespace).Create(ctx, &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-"},

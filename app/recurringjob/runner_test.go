@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -275,5 +276,29 @@ func TestSnapshotsSortByCreationTimeNotByString(t *testing.T) {
 	}
 	if strings.Join(got, "") != "abcd" {
 		t.Fatalf("order %v, want a b c d (oldest first)", got)
+	}
+}
+
+// TestARunWithARecorderRecordsThroughIt: the manager runner's Events go
+// through its recorder (its aggregation and rate limits), not straight to
+// the apiserver.
+func TestARunWithARecorderRecordsThroughIt(t *testing.T) {
+	f := &fakeManager{snapshots: map[string][]client.Snapshot{}, failing: map[string]bool{"vol-0001": true}}
+	r := newRunner(t, 2, 2, f)
+	rec := record.NewFakeRecorder(10)
+	r.Recorder = rec
+	if _, err := r.Run(context.Background(), "snap"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.HasPrefix(ev, "Warning VolumesFailed") || !strings.Contains(ev, "1 volumes succeeded, 1 failed") {
+			t.Fatalf("recorded %q", ev)
+		}
+	default:
+		t.Fatal("nothing recorded")
+	}
+	if events, _ := r.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{}); len(events.Items) != 0 {
+		t.Fatalf("events written past the recorder: %+v", events.Items)
 	}
 }
