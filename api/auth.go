@@ -132,11 +132,11 @@ func routeAccess(route string, r *http.Request) []access {
 
 // authError is a 401: no credentials, or credentials the apiserver does
 // not accept.
-func authError(format string, args ...interface{}) error {
+func authError(format string, args ...any) error {
 	return &httpError{http.StatusUnauthorized, "Unauthorized", fmt.Sprintf(format, args...)}
 }
 
-func forbidden(format string, args ...interface{}) error {
+func forbidden(format string, args ...any) error {
 	return &httpError{http.StatusForbidden, "Forbidden", fmt.Sprintf(format, args...)}
 }
 

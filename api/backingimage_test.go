@@ -19,7 +19,7 @@ import (
 
 const testSum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func (s *testServer) do(t *testing.T, method, path, body string, header ...string) (int, map[string]interface{}, string) {
+func (s *testServer) do(t *testing.T, method, path, body string, header ...string) (int, map[string]any, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	if body != "" || method == "POST" || method == "PUT" {
@@ -30,7 +30,7 @@ func (s *testServer) do(t *testing.T, method, path, body string, header ...strin
 	}
 	rec := httptest.NewRecorder()
 	s.handler.ServeHTTP(rec, req)
-	var out map[string]interface{}
+	var out map[string]any
 	if rec.Body.Len() > 0 {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%s %s answered non-JSON %q", method, path, rec.Body.String())
@@ -90,7 +90,7 @@ func TestBackingImageCreateGetListAndConflict(t *testing.T) {
 	if code != 200 || body["type"] != "backingImage" || body["id"] != "cirros" || body["expectedChecksum"] != testSum || body["minNumberOfCopies"] != 2.0 {
 		t.Fatalf("create: %d %s", code, raw)
 	}
-	if actions := body["actions"].(map[string]interface{}); actions["backingImageCleanup"] == nil || actions["upload"] != nil {
+	if actions := body["actions"].(map[string]any); actions["backingImageCleanup"] == nil || actions["upload"] != nil {
 		t.Fatalf("a download image offers %v", actions)
 	}
 	bi, err := s.lh.LonghornV1beta2().BackingImages(testNamespace).Get(t.Context(), "cirros", metav1.GetOptions{})
@@ -99,17 +99,17 @@ func TestBackingImageCreateGetListAndConflict(t *testing.T) {
 	}
 	eventually(t, "cirros in the cache", func() bool { c, _, _ := s.do(t, "GET", "/v1/backingimages/cirros", ""); return c == 200 })
 	_, list, _ := s.do(t, "GET", "/v1/backingimages", "")
-	data := list["data"].([]interface{})
-	if len(data) != 3 || data[0].(map[string]interface{})["name"] != "base" || data[1].(map[string]interface{})["name"] != "cirros" {
+	data := list["data"].([]any)
+	if len(data) != 3 || data[0].(map[string]any)["name"] != "base" || data[1].(map[string]any)["name"] != "cirros" {
 		t.Fatalf("list %v", list)
 	}
-	b := data[0].(map[string]interface{})
+	b := data[0].(map[string]any)
 	if b["uuid"] != "u1" || b["currentChecksum"] != testSum || b["size"] != 4096.0 ||
-		b["diskFileStatusMap"].(map[string]interface{})["disk-a"].(map[string]interface{})["state"] != "ready" {
+		b["diskFileStatusMap"].(map[string]any)["disk-a"].(map[string]any)["state"] != "ready" {
 		t.Fatalf("base as listed: %v", b)
 	}
-	up := data[2].(map[string]interface{})
-	if up["actions"].(map[string]interface{})["upload"] == nil {
+	up := data[2].(map[string]any)
+	if up["actions"].(map[string]any)["upload"] == nil {
 		t.Fatalf("an upload image waiting for its file offers no upload: %v", up["actions"])
 	}
 
@@ -248,8 +248,8 @@ func TestBackingImageUploadRefusals(t *testing.T) {
 func TestBackingImageSchemas(t *testing.T) {
 	s := newTestServer(t)
 	_, sc, raw := s.do(t, "GET", "/v1/schemas/backingImage", "")
-	actions := sc["resourceActions"].(map[string]interface{})
-	if actions["backingImageCleanup"].(map[string]interface{})["input"] != "backingImageCleanupInput" || actions["upload"] == nil {
+	actions := sc["resourceActions"].(map[string]any)
+	if actions["backingImageCleanup"].(map[string]any)["input"] != "backingImageCleanupInput" || actions["upload"] == nil {
 		t.Fatalf("backingImage schema: %s", raw)
 	}
 	for _, id := range []string{"backingImageCleanupInput", "backingImageDiskFileStatus"} {
@@ -257,7 +257,7 @@ func TestBackingImageSchemas(t *testing.T) {
 			t.Errorf("no schema %s", id)
 		}
 	}
-	if _, root, _ := s.do(t, "GET", "/v1", ""); root["links"].(map[string]interface{})["backingimages"] == nil {
+	if _, root, _ := s.do(t, "GET", "/v1", ""); root["links"].(map[string]any)["backingimages"] == nil {
 		t.Errorf("the root does not link backingimages: %v", root)
 	}
 	_ = http.StatusOK

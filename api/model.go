@@ -27,7 +27,7 @@ type Collection struct {
 	Type         string            `json:"type"`
 	ResourceType string            `json:"resourceType"`
 	Links        map[string]string `json:"links"`
-	Data         interface{}       `json:"data"`
+	Data         any               `json:"data"`
 }
 
 // Error is the body of every failed request.
@@ -48,11 +48,11 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.message }
 
-func badRequest(format string, args ...interface{}) error {
+func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, "InvalidInput", fmt.Sprintf(format, args...)}
 }
 
-func notFound(format string, args ...interface{}) error {
+func notFound(format string, args ...any) error {
 	return &httpError{http.StatusNotFound, "NotFound", fmt.Sprintf(format, args...)}
 }
 
@@ -105,7 +105,7 @@ const maxBodyBytes = 1 << 20
 // many (attacherType, staleReplicaTimeout, forceCreate, backupMode...).
 // Keys match fields in any case, as Longhorn's clients send them (Name,
 // Task).
-func decodeBody(w http.ResponseWriter, r *http.Request, v interface{}) error {
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
 	}

@@ -132,13 +132,13 @@ type longhornVolumeFields struct {
 // VolumeKubernetesStatus is Longhorn's view of a volume's PV, PVC and
 // workloads; the project binds none, so it is empty.
 type VolumeKubernetesStatus struct {
-	PVName          string        `json:"pvName"`
-	PVStatus        string        `json:"pvStatus"`
-	Namespace       string        `json:"namespace"`
-	PVCName         string        `json:"pvcName"`
-	LastPVCRefAt    string        `json:"lastPVCRefAt"`
-	LastPodRefAt    string        `json:"lastPodRefAt"`
-	WorkloadsStatus []interface{} `json:"workloadsStatus"`
+	PVName          string `json:"pvName"`
+	PVStatus        string `json:"pvStatus"`
+	Namespace       string `json:"namespace"`
+	PVCName         string `json:"pvcName"`
+	LastPVCRefAt    string `json:"lastPVCRefAt"`
+	LastPodRefAt    string `json:"lastPodRefAt"`
+	WorkloadsStatus []any  `json:"workloadsStatus"`
 }
 
 // VolumeBackupStatus is one backup the volume's engine runs or ran.
@@ -394,7 +394,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
 			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
-			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []interface{}{}},
+			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []any{}},
 			CloneStatus:      v.Status.CloneStatus,
 			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
 			VolumeAttachment: VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)},

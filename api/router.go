@@ -177,7 +177,7 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages", "events", "backuptargets", "volumeattachments"} {
 		links[c] = base + "/v1/" + c
 	}
-	writeJSON(w, http.StatusOK, map[string]interface{}{"id": "v1", "type": "apiRoot", "links": links})
+	writeJSON(w, http.StatusOK, map[string]any{"id": "v1", "type": "apiRoot", "links": links})
 	return nil
 }
 
@@ -205,11 +205,11 @@ func firstForwarded(v string) string {
 	return strings.TrimSpace(strings.Split(v, ",")[0])
 }
 
-func collection(base, resourceType, path string, data interface{}) Collection {
+func collection(base, resourceType, path string, data any) Collection {
 	return Collection{Type: "collection", ResourceType: resourceType, Links: map[string]string{"self": base + "/v1/" + path}, Data: data}
 }
 
-func writeJSON(w http.ResponseWriter, status int, body interface{}) {
+func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)

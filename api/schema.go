@@ -12,15 +12,15 @@ import (
 // Field describes one field of a resource in the Rancher API schema format
 // that Longhorn's schema-driven clients read.
 type Field struct {
-	Type     string      `json:"type"`
-	Required bool        `json:"required,omitempty"`
-	Create   bool        `json:"create"`
-	Update   bool        `json:"update"`
-	Nullable bool        `json:"nullable,omitempty"`
-	Default  interface{} `json:"default,omitempty"`
-	Options  []string    `json:"options,omitempty"`
-	Min      *int        `json:"min,omitempty"`
-	Max      *int        `json:"max,omitempty"`
+	Type     string   `json:"type"`
+	Required bool     `json:"required,omitempty"`
+	Create   bool     `json:"create"`
+	Update   bool     `json:"update"`
+	Nullable bool     `json:"nullable,omitempty"`
+	Default  any      `json:"default,omitempty"`
+	Options  []string `json:"options,omitempty"`
+	Min      *int     `json:"min,omitempty"`
+	Max      *int     `json:"max,omitempty"`
 }
 
 // Action describes a resource action: what it takes and what it returns.

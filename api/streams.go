@@ -33,7 +33,7 @@ type hub struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
 	// list renders the current collection from the cache.
-	list func(base string) (interface{}, error)
+	list func(base string) (any, error)
 }
 
 func (h *hub) subscribe() chan struct{} {
@@ -63,9 +63,9 @@ func (h *hub) notify() {
 
 func (h *hub) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { h.notify() },
-		UpdateFunc: func(_, _ interface{}) { h.notify() },
-		DeleteFunc: func(interface{}) { h.notify() },
+		AddFunc:    func(any) { h.notify() },
+		UpdateFunc: func(_, _ any) { h.notify() },
+		DeleteFunc: func(any) { h.notify() },
 	}
 }
 
@@ -78,23 +78,23 @@ type streams struct {
 func newStreams(s *Server, inf datastore.Informers) *streams {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	st := &streams{hubs: map[string]*hub{
-		"recurringjobs": {list: func(base string) (interface{}, error) {
+		"recurringjobs": {list: func(base string) (any, error) {
 			jobs, err := s.ds.ListRecurringJobsRO()
 			return s.recurringJobCollection(base, jobs), err
 		}},
-		"volumes": {list: func(base string) (interface{}, error) {
+		"volumes": {list: func(base string) (any, error) {
 			volumes, err := s.ds.ListVolumesRO(labels.Everything())
 			return s.volumeCollection(base, volumes), err
 		}},
-		"settings": {list: func(base string) (interface{}, error) {
+		"settings": {list: func(base string) (any, error) {
 			settings, err := s.ds.ListSettingsRO()
 			return s.settingCollection(base, settings), err
 		}},
-		"nodes": {list: func(base string) (interface{}, error) {
+		"nodes": {list: func(base string) (any, error) {
 			nodes, err := s.ds.ListNodesRO()
 			return s.nodeCollection(base, nodes), err
 		}},
-		"backingimages": {list: func(base string) (interface{}, error) {
+		"backingimages": {list: func(base string) (any, error) {
 			images, err := s.ds.ListBackingImagesRO()
 			return s.backingImageCollection(base, images), err
 		}},

@@ -142,7 +142,7 @@ func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume
 		if err := s.ds.DeleteSnapshot(r.Context(), in.Name); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		writeJSON(w, http.StatusOK, map[string]interface{}{"type": "empty", "links": map[string]string{}, "actions": map[string]string{}})
+		writeJSON(w, http.StatusOK, map[string]any{"type": "empty", "links": map[string]string{}, "actions": map[string]string{}})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, toSnapshotCR(snap))

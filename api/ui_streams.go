@@ -19,18 +19,18 @@ import (
 func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[string][]cache.SharedIndexInformer) {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	st.events = inf.Kube.Core().V1().Events()
-	st.hubs["events"] = &hub{list: func(base string) (interface{}, error) { return s.eventCollection(base) }}
+	st.hubs["events"] = &hub{list: func(base string) (any, error) { return s.eventCollection(base) }}
 	informers["events"] = []cache.SharedIndexInformer{st.events.Informer()}
-	st.hubs["backuptargets"] = &hub{list: func(base string) (interface{}, error) { return s.backupTargetCollection(base) }}
+	st.hubs["backuptargets"] = &hub{list: func(base string) (any, error) { return s.backupTargetCollection(base) }}
 	informers["backuptargets"] = []cache.SharedIndexInformer{lh.Settings().Informer()}
-	st.hubs["volumeattachments"] = &hub{list: func(base string) (interface{}, error) { return s.volumeAttachmentCollection(base) }}
+	st.hubs["volumeattachments"] = &hub{list: func(base string) (any, error) { return s.volumeAttachmentCollection(base) }}
 	informers["volumeattachments"] = []cache.SharedIndexInformer{lh.Volumes().Informer()}
-	st.hubs["backupvolumes"] = &hub{list: func(base string) (interface{}, error) { return s.backupVolumeCollection(base) }}
+	st.hubs["backupvolumes"] = &hub{list: func(base string) (any, error) { return s.backupVolumeCollection(base) }}
 	informers["backupvolumes"] = []cache.SharedIndexInformer{lh.BackupVolumes().Informer()}
-	st.hubs["backups"] = &hub{list: func(base string) (interface{}, error) { return s.allBackupsCollection(base) }}
+	st.hubs["backups"] = &hub{list: func(base string) (any, error) { return s.allBackupsCollection(base) }}
 	informers["backups"] = []cache.SharedIndexInformer{lh.Backups().Informer()}
 	for path := range emptyKinds {
-		st.hubs[path] = &hub{list: func(base string) (interface{}, error) { return emptyCollection(base, path), nil }}
+		st.hubs[path] = &hub{list: func(base string) (any, error) { return emptyCollection(base, path), nil }}
 	}
 }
 

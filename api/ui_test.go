@@ -53,11 +53,11 @@ func TestCheckOrigin(t *testing.T) {
 func TestLinksFollowTheProxy(t *testing.T) {
 	s := newTestServer(t)
 	_, body, _ := s.do(t, "GET", "/v1/settings/v1-data-engine", "", "X-Forwarded-Host", "ui.local:8000", "X-Forwarded-Proto", "https")
-	if self := body["links"].(map[string]interface{})["self"]; self != "https://ui.local:8000/v1/settings/v1-data-engine" {
+	if self := body["links"].(map[string]any)["self"]; self != "https://ui.local:8000/v1/settings/v1-data-engine" {
 		t.Errorf("self link %v", self)
 	}
 	_, body, _ = s.do(t, "GET", "/v1/settings/v1-data-engine", "", "X-Forwarded-Host", "evil/x")
-	if self := body["links"].(map[string]interface{})["self"].(string); strings.Contains(self, "evil") {
+	if self := body["links"].(map[string]any)["self"].(string); strings.Contains(self, "evil") {
 		t.Errorf("a forwarded host that is not a host reached the link: %v", self)
 	}
 }
@@ -87,7 +87,7 @@ func TestUIEndpoints(t *testing.T) {
 		return code == 200
 	})
 	_, vol, raw := s.do(t, "GET", "/v1/volumes/vol", "")
-	if vol["conditions"].(map[string]interface{})["Scheduled"].(map[string]interface{})["status"] != "True" {
+	if vol["conditions"].(map[string]any)["Scheduled"].(map[string]any)["status"] != "True" {
 		t.Errorf("volume conditions are not keyed by type: %s", raw)
 	}
 	for _, field := range []string{"controllers", "replicas", "backupStatus", "kubernetesStatus", "created", "dataEngine", "ready", "volumeAttachment", "disableFrontend", "currentImage"} {
@@ -95,15 +95,15 @@ func TestUIEndpoints(t *testing.T) {
 			t.Errorf("volume lacks %s: %s", field, raw)
 		}
 	}
-	if vol["dataEngine"] != "v1" || vol["ready"] != true || vol["kubernetesStatus"].(map[string]interface{})["workloadsStatus"] == nil {
+	if vol["dataEngine"] != "v1" || vol["ready"] != true || vol["kubernetesStatus"].(map[string]any)["workloadsStatus"] == nil {
 		t.Errorf("volume %s", raw)
 	}
-	att := vol["volumeAttachment"].(map[string]interface{})["attachments"].(map[string]interface{})
-	if len(att) != 1 || att["longhorn-api"].(map[string]interface{})["nodeID"] != "node-1" {
+	att := vol["volumeAttachment"].(map[string]any)["attachments"].(map[string]any)
+	if len(att) != 1 || att["longhorn-api"].(map[string]any)["nodeID"] != "node-1" {
 		t.Errorf("attachments %v", att)
 	}
 	_, node, raw := s.do(t, "GET", "/v1/nodes/node-1", "")
-	if node["conditions"].(map[string]interface{})["Ready"].(map[string]interface{})["status"] != "True" {
+	if node["conditions"].(map[string]any)["Ready"].(map[string]any)["status"] != "True" {
 		t.Errorf("node conditions are not keyed by type: %s", raw)
 	}
 	code, _, raw := s.do(t, "POST", "/v1/volumes/vol?action=snapshotCRList", "")
@@ -124,7 +124,7 @@ func TestUIEndpoints(t *testing.T) {
 			t.Errorf("stream %s: %v", stream, err)
 			continue
 		}
-		var msg map[string]interface{}
+		var msg map[string]any
 		if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "collection" || msg["resourceType"] == "" {
 			t.Errorf("stream %s: %v %v", stream, msg, err)
 		}

@@ -195,7 +195,7 @@ func (s *Server) detachVolume(w http.ResponseWriter, r *http.Request, name strin
 
 // decodeOptionalBody is decodeBody for actions whose body may be left
 // out: an empty (or blank) body leaves v as it is.
-func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v interface{}) error {
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.Body == nil {
 		return nil
 	}

@@ -108,14 +108,14 @@ func TestAttachAndDetachActions(t *testing.T) {
 	node := &longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: testNamespace}}
 	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}}
 	s := newTestServer(t, node, vol)
-	call := func(action, body string) (int, map[string]interface{}) {
+	call := func(action, body string) (int, map[string]any) {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodPost, "/v1/volumes/vol?action="+action, strings.NewReader(body))
 		// Even without a body: the API refuses a POST of another type.
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		s.handler.ServeHTTP(rec, req)
-		out := map[string]interface{}{}
+		out := map[string]any{}
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%s %s: non-JSON answer %q", action, body, rec.Body.String())
 		}

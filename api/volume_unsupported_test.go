@@ -20,7 +20,7 @@ func TestUnsupportedVolumeActions(t *testing.T) {
 	s := newTestServer(t, vol)
 	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
 	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
-	offered := body["actions"].(map[string]interface{})
+	offered := body["actions"].(map[string]any)
 	listed := map[string]bool{}
 	for _, a := range append(append([]string{}, refusedButOffered...), refusedButOfferedAttached...) {
 		listed[a] = true
@@ -65,7 +65,7 @@ func TestUpdateBackupTargetName(t *testing.T) {
 	s := newTestServer(t, vol)
 	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
 	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
-	if _, ok := body["actions"].(map[string]interface{})["updateBackupTargetName"]; !ok {
+	if _, ok := body["actions"].(map[string]any)["updateBackupTargetName"]; !ok {
 		t.Error("the volume does not offer updateBackupTargetName")
 	}
 	for _, in := range []string{`{"backupTargetName":"default"}`, `{}`} {

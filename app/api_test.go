@@ -45,7 +45,7 @@ func newAPIEnvIn(t testing.TB, ns string, opts ...func(*DaemonOptions)) *apiEnv 
 type apiResponse struct {
 	status int
 	header http.Header
-	body   map[string]interface{}
+	body   map[string]any
 	raw    string
 }
 
@@ -97,8 +97,8 @@ func (r apiResponse) expect(t *testing.T, status int, fragments ...string) apiRe
 
 func names(r apiResponse) []string {
 	var out []string
-	for _, item := range r.body["data"].([]interface{}) {
-		out = append(out, item.(map[string]interface{})["name"].(string))
+	for _, item := range r.body["data"].([]any) {
+		out = append(out, item.(map[string]any)["name"].(string))
 	}
 	return out
 }
@@ -111,9 +111,9 @@ func TestAPIDiscovery(t *testing.T) {
 		t.Errorf("X-API-Schemas %q", root.header.Get("X-API-Schemas"))
 	}
 	all := e.call(t, "GET", "/v1/schemas", "").expect(t, 200)
-	ids := map[string]map[string]interface{}{}
-	for _, item := range all.body["data"].([]interface{}) {
-		sc := item.(map[string]interface{})
+	ids := map[string]map[string]any{}
+	for _, item := range all.body["data"].([]any) {
+		sc := item.(map[string]any)
 		ids[sc["id"].(string)] = sc
 	}
 	for _, id := range []string{"recurringJob", "volume", "volumeRecurringJobInput", "setting", "node", "error"} {
@@ -122,15 +122,15 @@ func TestAPIDiscovery(t *testing.T) {
 		}
 	}
 	vol := e.call(t, "GET", "/v1/schemas/volume", "").expect(t, 200).body
-	if vol["links"].(map[string]interface{})["collection"] != e.base+"/v1/volumes" {
+	if vol["links"].(map[string]any)["collection"] != e.base+"/v1/volumes" {
 		t.Errorf("volume collection link %v", vol["links"])
 	}
-	add := vol["resourceActions"].(map[string]interface{})["recurringJobAdd"].(map[string]interface{})
+	add := vol["resourceActions"].(map[string]any)["recurringJobAdd"].(map[string]any)
 	if add["input"] != "volumeRecurringJobInput" {
 		t.Errorf("recurringJobAdd input %v", add)
 	}
-	task := ids["recurringJob"]["resourceFields"].(map[string]interface{})["task"].(map[string]interface{})
-	if task["type"] != "enum" || len(task["options"].([]interface{})) != 6 {
+	task := ids["recurringJob"]["resourceFields"].(map[string]any)["task"].(map[string]any)
+	if task["type"] != "enum" || len(task["options"].([]any)) != 6 {
 		t.Errorf("task field %v", task)
 	}
 	e.call(t, "GET", "/v1/schemas/nothing", "").expect(t, 404, "nothing")
@@ -145,7 +145,7 @@ func TestAPIRecurringJobs(t *testing.T) {
 	if created.body["concurrency"].(float64) != 10 || created.body["id"] != "snap-b" || created.body["type"] != "recurringJob" {
 		t.Errorf("created %s", created.raw)
 	}
-	if created.body["links"].(map[string]interface{})["self"] != e.base+"/v1/recurringjobs/snap-b" {
+	if created.body["links"].(map[string]any)["self"] != e.base+"/v1/recurringjobs/snap-b" {
 		t.Errorf("self link %v", created.body["links"])
 	}
 	// Longhorn's clients send keys in any case.
@@ -157,7 +157,7 @@ func TestAPIRecurringJobs(t *testing.T) {
 	e.call(t, "GET", "/v1/recurringjobs/snap-b", "").expect(t, 200, `"cron":"0 * * * *"`)
 
 	updated := e.call(t, "PUT", "/v1/recurringjobs/snap-b", `{"cron":"*/30 * * * *","retain":5,"concurrency":2,"groups":[],"labels":{"team":"ops"}}`).expect(t, 200)
-	if updated.body["cron"] != "*/30 * * * *" || updated.body["retain"].(float64) != 5 || len(updated.body["groups"].([]interface{})) != 0 {
+	if updated.body["cron"] != "*/30 * * * *" || updated.body["retain"].(float64) != 5 || len(updated.body["groups"].([]any)) != 0 {
 		t.Errorf("updated %s", updated.raw)
 	}
 	// The controller records the new schedule in the job's status: wait
@@ -237,7 +237,7 @@ func TestAPIVolumesAndTheirRecurringJobs(t *testing.T) {
 	if v.body["size"] != "1073741824" || v.body["numberOfReplicas"].(float64) != 2 {
 		t.Errorf("created %s", v.raw)
 	}
-	actions := v.body["actions"].(map[string]interface{})
+	actions := v.body["actions"].(map[string]any)
 	for _, a := range []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList"} {
 		if actions[a] != e.base+"/v1/volumes/db?action="+a {
 			t.Errorf("action %s link %v", a, actions[a])
@@ -290,7 +290,7 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	e := newAPIEnv(t)
 	settings := e.call(t, "GET", "/v1/settings", "").expect(t, 200)
 	// The project's settings, and Longhorn's data engine switches, read-only.
-	if len(settings.body["data"].([]interface{})) != len(types.SettingNames())+2 {
+	if len(settings.body["data"].([]any)) != len(types.SettingNames())+2 {
 		t.Errorf("settings %s", settings.raw)
 	}
 	e.call(t, "GET", "/v1/settings/v1-data-engine", "").expect(t, 200, `"value":"true"`, `"readOnly":true`)
@@ -308,18 +308,18 @@ func TestAPISettingsAndNodes(t *testing.T) {
 	// Conditions are keyed by type, as in Longhorn's API.
 	eventually(t, 10*time.Second, "node-1 Ready", func() (bool, error) {
 		node = e.call(t, "GET", "/v1/nodes/node-1", "").expect(t, 200)
-		ready, _ := node.body["conditions"].(map[string]interface{})["Ready"].(map[string]interface{})
+		ready, _ := node.body["conditions"].(map[string]any)["Ready"].(map[string]any)
 		return ready != nil && ready["status"] == "True", nil
 	})
-	disks := node.body["disks"].(map[string]interface{})
+	disks := node.body["disks"].(map[string]any)
 	if len(disks) != 1 {
 		t.Fatalf("disks %v", disks)
 	}
 	for _, d := range disks {
-		if d.(map[string]interface{})["storageMaximum"].(float64) <= 0 {
+		if d.(map[string]any)["storageMaximum"].(float64) <= 0 {
 			t.Errorf("disk %v", d)
 		}
-		if _, ok := d.(map[string]interface{})["conditions"].(map[string]interface{}); !ok {
+		if _, ok := d.(map[string]any)["conditions"].(map[string]any); !ok {
 			t.Errorf("disk conditions are not a map: %v", d)
 		}
 	}
@@ -357,7 +357,7 @@ func nextList(t *testing.T, conn *websocket.Conn, what string, cond func(names [
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		var body map[string]interface{}
+		var body map[string]any
 		if err := json.Unmarshal(data, &body); err != nil {
 			t.Fatal(err)
 		}

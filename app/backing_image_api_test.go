@@ -142,7 +142,7 @@ func TestAPIBackingImagesDownloadUploadVolumeCleanupAndDelete(t *testing.T) {
 
 	e.call(t, "POST", "/v1/volumes", `{"name":"vm","size":"4Mi","numberOfReplicas":1,"backingImage":"up"}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on the uploaded image", func(v map[string]interface{}) bool {
+	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on the uploaded image", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	want := make([]byte, 4<<20)

@@ -54,7 +54,7 @@ func TestBackingImageExportSurvivesADetachMidway(t *testing.T) {
 		t.Fatalf("the failed export does not say what failed: %q", failure)
 	}
 	t.Logf("the export failed with: %s", failure)
-	e.waitVolumeFor(t, 60*time.Second, "big", "big detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolumeFor(t, 60*time.Second, "big", "big detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	eventually(t, 60*time.Second, "the export waits for the volume again", func() (bool, error) {
 		st := bidsStatus()
 		return st.CurrentState == longhorn.BackingImageStatePending && strings.Contains(st.Message, "the volume is not attached"), nil
@@ -83,8 +83,8 @@ func TestBackingImageExportSurvivesADetachMidway(t *testing.T) {
 	// detach.
 	list := e.call(t, "POST", "/v1/volumes/big?action=snapshotList", "").expect(t, 200)
 	taken := 0
-	for _, s := range list.body["data"].([]interface{}) {
-		if strings.HasPrefix(s.(map[string]interface{})["name"].(string), "bi-from-big-") {
+	for _, s := range list.body["data"].([]any) {
+		if strings.HasPrefix(s.(map[string]any)["name"].(string), "bi-from-big-") {
 			taken++
 		}
 	}

@@ -33,7 +33,7 @@ func TestBackingImageExportMovesToTheEnginesNode(t *testing.T) {
 	e2 := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lh}, base: "http://" + d2.apiAddress}
 	e2.call(t, "POST", "/v1/volumes", `{"name":"src","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
 	e2.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-2"}`).expect(t, 200)
-	v := e2.waitVolumeFor(t, 120*time.Second, "src", "src attached on node-2", func(v map[string]interface{}) bool {
+	v := e2.waitVolumeFor(t, 120*time.Second, "src", "src attached on node-2", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	endpoint := v["endpoint"].(string)

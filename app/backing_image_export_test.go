@@ -62,7 +62,7 @@ func (e *apiEnv) waitImageFile(t *testing.T, name string, state longhorn.Backing
 func (e *apiEnv) attachVolume(t *testing.T, name string) string {
 	t.Helper()
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolumeFor(t, 120*time.Second, name, name+" attached", func(v map[string]interface{}) bool {
+	v := e.waitVolumeFor(t, 120*time.Second, name, name+" attached", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	return v["endpoint"].(string)
@@ -96,7 +96,7 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 	snapName := "bi-from-src-" + raw.Status.UUID
 	eventually(t, 30*time.Second, "the export's snapshot is listed with its label", func() (bool, error) {
 		r := e.call(t, "POST", "/v1/volumes/src?action=snapshotGet", `{"name":"`+snapName+`"}`)
-		labels, _ := r.body["labels"].(map[string]interface{})
+		labels, _ := r.body["labels"].(map[string]any)
 		return r.status == 200 && labels[types.LabelExportingBackingImage] == "from-src", nil
 	})
 
@@ -145,7 +145,7 @@ func TestBackingImageExportedFromAVolume(t *testing.T) {
 	// data source hashes the zeros) for the export to last several polls,
 	// and its progress shows in the data source's status as it goes.
 	e.call(t, "POST", "/v1/volumes", `{"name":"later","size":"2Gi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolumeFor(t, 60*time.Second, "later", "later detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolumeFor(t, 60*time.Second, "later", "later detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	e.createExportImage(t, "from-later", "later", longhorn.ExportTypeRaw)
 	e.waitImageFile(t, "from-later", longhorn.BackingImageStatePending, "the volume is not attached")
 	e.attachVolume(t, "later")

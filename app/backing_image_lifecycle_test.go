@@ -182,7 +182,7 @@ func TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload(t *testing.T)
 	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
 	readsTheImage := func(what string) {
 		t.Helper()
-		v := e.waitVolumeFor(t, 90*time.Second, "vm", what, func(v map[string]interface{}) bool {
+		v := e.waitVolumeFor(t, 90*time.Second, "vm", what, func(v map[string]any) bool {
 			return v["state"] == "attached" && v["endpoint"] != ""
 		})
 		want := make([]byte, 2<<20)

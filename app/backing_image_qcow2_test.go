@@ -108,7 +108,7 @@ func TestVolumeOnAQcow2BackingImage(t *testing.T) {
 
 	e.call(t, "POST", "/v1/volumes", `{"name":"vm","size":"8Mi","numberOfReplicas":2,"backingImage":"qimg"}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on its qcow2 image", func(v map[string]interface{}) bool {
+	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on its qcow2 image", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	want := make([]byte, 8<<20)

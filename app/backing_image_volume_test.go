@@ -45,9 +45,9 @@ func twoDiskAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) (e *apiEnv, disks
 	return e, disks, replicaDisk, otherDisk
 }
 
-func (e *apiEnv) waitVolumeFor(t *testing.T, timeout time.Duration, name, what string, cond func(v map[string]interface{}) bool) map[string]interface{} {
+func (e *apiEnv) waitVolumeFor(t *testing.T, timeout time.Duration, name, what string, cond func(v map[string]any) bool) map[string]any {
 	t.Helper()
-	var body map[string]interface{}
+	var body map[string]any
 	eventually(t, timeout, what, func() (bool, error) {
 		r := e.call(t, "GET", "/v1/volumes/"+name, "")
 		body = r.body
@@ -86,7 +86,7 @@ func TestVolumeOnABackingImage(t *testing.T) {
 
 	e.call(t, "POST", "/v1/volumes", `{"name":"vm","size":"8Mi","numberOfReplicas":2,"backingImage":"base"}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/vm?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on its backing image", func(v map[string]interface{}) bool {
+	v := e.waitVolumeFor(t, 120*time.Second, "vm", "the volume attached on its backing image", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	bi, err := e.lh.LonghornV1beta2().BackingImages(e.ns).Get(context.Background(), "base", metav1.GetOptions{})
@@ -183,7 +183,7 @@ func TestVolumeOnABackingImage(t *testing.T) {
 		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, err
 	})
 	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	c := e.waitVolumeFor(t, 60*time.Second, "copy", "the restored volume attached", func(v map[string]interface{}) bool {
+	c := e.waitVolumeFor(t, 60*time.Second, "copy", "the restored volume attached", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	if got := deviceContent(t, c["endpoint"].(string)); !bytes.Equal(got, want) {

@@ -61,7 +61,7 @@ func TestBackupToS3WithTheCredentialSecret(t *testing.T) {
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "src", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	endpoint := v["endpoint"].(string)
 	qemuIO(t, endpoint, "write -P 0x7e 1M 2M", "write -P 0x21 5M 512k", "flush")
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
@@ -102,8 +102,8 @@ func TestBackupToS3WithTheCredentialSecret(t *testing.T) {
 		if r.status != 200 {
 			return false, nil
 		}
-		for _, item := range r.body["data"].([]interface{}) {
-			b := item.(map[string]interface{})
+		for _, item := range r.body["data"].([]any) {
+			b := item.(map[string]any)
 			if b["name"] == backup && b["state"] == "Completed" {
 				url = b["url"].(string)
 				return true, nil
@@ -139,7 +139,7 @@ func TestBackupToS3WithTheCredentialSecret(t *testing.T) {
 		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
 	})
 	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	want := make([]byte, 8<<20)
 	copy(want[1<<20:3<<20], bytes.Repeat([]byte{0x7e}, 2<<20))
 	copy(want[5<<20:5<<20+512<<10], bytes.Repeat([]byte{0x21}, 512<<10))
@@ -153,7 +153,7 @@ func TestBackupToS3WithTheCredentialSecret(t *testing.T) {
 	e.call(t, "PUT", "/v1/settings/backup-target-credential-secret", `{"value":"s3-wrong"}`).expect(t, 200)
 	eventually(t, 30*time.Second, "the BackupVolume's message", func() (bool, error) {
 		r := e.call(t, "GET", "/v1/backupvolumes/src", "")
-		msgs, _ := r.body["messages"].(map[string]interface{})
+		msgs, _ := r.body["messages"].(map[string]any)
 		m, _ := msgs["backupTarget"].(string)
 		return r.status == 200 && strings.Contains(m, "access denied: check the backup-target-credential-secret"), nil
 	})

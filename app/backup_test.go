@@ -15,7 +15,7 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "src", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	endpoint := v["endpoint"].(string)
 	qemuIO(t, endpoint, "write -P 0x5a 0 2M", "write -P 0x33 6M 1M", "flush")
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
@@ -33,11 +33,11 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 		if r.status != 200 {
 			return false, nil
 		}
-		for _, item := range r.body["data"].([]interface{}) {
-			b := item.(map[string]interface{})
+		for _, item := range r.body["data"].([]any) {
+			b := item.(map[string]any)
 			if b["name"] == backup && b["state"] == "Completed" {
 				url = b["url"].(string)
-				return b["snapshotName"] == "s1" && b["labels"].(map[string]interface{})["RecurringJob"] == "nightly", nil
+				return b["snapshotName"] == "s1" && b["labels"].(map[string]any)["RecurringJob"] == "nightly", nil
 			}
 		}
 		return false, nil
@@ -63,7 +63,7 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
 	})
 	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	// The whole restored volume, byte for byte, is what s1 held.
 	want := make([]byte, 8<<20)
 	for i := 0; i < 2<<20; i++ {
@@ -80,7 +80,7 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 	e.call(t, "POST", "/v1/backupvolumes/src?action=backupDelete", `{"name":"`+backup+`"}`).expect(t, 200)
 	eventually(t, 30*time.Second, "backup gone", func() (bool, error) {
 		r := e.call(t, "POST", "/v1/backupvolumes/src?action=backupList", "")
-		return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
+		return r.status == 404 || (r.status == 200 && len(r.body["data"].([]any)) == 0), nil
 	})
 	e.call(t, "POST", "/v1/backupvolumes/src?action=backupGet", `{"name":"`+backup+`"}`).expect(t, 404)
 

@@ -289,14 +289,14 @@ func parallel(b *testing.B, n int, items []string, f func(string) error) {
 
 func (d *daemonProcess) post(path, body string) error { return d.postJSON(path, body, nil) }
 
-func (d *daemonProcess) postJSON(path, body string, out interface{}) error {
+func (d *daemonProcess) postJSON(path, body string, out any) error {
 	resp, err := http.Post("http://"+d.api+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var msg map[string]interface{}
+		var msg map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&msg)
 		return fmt.Errorf("POST %s: %d %v", path, resp.StatusCode, msg["message"])
 	}

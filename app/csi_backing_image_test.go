@@ -67,9 +67,9 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 		if r.status != 200 || r.body["currentChecksum"] != sum {
 			return false, nil
 		}
-		files, _ := r.body["diskFileStatusMap"].(map[string]interface{})
+		files, _ := r.body["diskFileStatusMap"].(map[string]any)
 		for _, f := range files {
-			if st, _ := f.(map[string]interface{}); st["state"] == string(longhorn.BackingImageStateReady) {
+			if st, _ := f.(map[string]any); st["state"] == string(longhorn.BackingImageStateReady) {
 				return true, nil
 			}
 		}
@@ -79,7 +79,7 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 	// Attached as the attach/detach controller and the external-attacher
 	// attach it for a pod, the volume reads the image's bytes.
 	va := s.attachByVolumeAttachment(t, pv, "bi")
-	v := s.waitVolumeFor(t, 30*time.Second, name, "volume attached on node-1", func(v map[string]interface{}) bool {
+	v := s.waitVolumeFor(t, 30*time.Second, name, "volume attached on node-1", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["currentNodeID"] == "node-1" && v["endpoint"] != ""
 	})
 	got := deviceContent(t, v["endpoint"].(string))
@@ -102,7 +102,7 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 		_, err := s.kube.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	s.waitVolumeFor(t, 30*time.Second, name, "volume detached", func(v map[string]interface{}) bool {
+	s.waitVolumeFor(t, 30*time.Second, name, "volume detached", func(v map[string]any) bool {
 		return v["state"] == "detached" && v["currentNodeID"] == ""
 	})
 

@@ -69,7 +69,7 @@ func (e *csiNodeEnv) attachedVolume(t *testing.T, name, size string) {
 	t.Helper()
 	e.call(t, "POST", "/v1/volumes", `{"name":"`+name+`","size":"`+size+`","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, name, "attached with an endpoint", func(v map[string]interface{}) bool {
+	e.waitVolume(t, name, "attached with an endpoint", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 }

@@ -39,11 +39,11 @@ func TestCSINodeFilesystemVolume(t *testing.T) {
 	}
 
 	e.call(t, "POST", "/v1/volumes", `{"name":"data","size":"64Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "data", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "data", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	_, err = e.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: "data", StagingTargetPath: staging, VolumeCapability: mountCap("")})
 	expectCode(t, err, codes.FailedPrecondition, "volume data is not attached", "ControllerPublishVolume")
 	e.call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "data", "attached with an endpoint", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	e.waitVolume(t, "data", "attached with an endpoint", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 
 	e.stage(t, "data", staging, mountCap("", "noatime"))
 	e.stage(t, "data", staging, mountCap("", "noatime")) // again: nothing to do
@@ -176,9 +176,9 @@ func TestCSINodeBlockVolume(t *testing.T) {
 	// and makes one of the new export.
 	before := e.call(t, "GET", "/v1/volumes/raw", "").expect(t, 200).body["endpoint"]
 	e.call(t, "POST", "/v1/volumes/raw?action=detach", `{}`).expect(t, 200)
-	e.waitVolume(t, "raw", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "raw", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/raw?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	after := e.waitVolume(t, "raw", "attached again", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })["endpoint"]
+	after := e.waitVolume(t, "raw", "attached again", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })["endpoint"]
 	e.stage(t, "raw", staging, blockCap())
 	e.publish(t, "raw", staging, target, blockCap(), false)
 	if got := readDevice(t, target, 4<<20, len(payload)); !bytes.Equal(got, payload) {

@@ -126,7 +126,7 @@ func (s *sidecarEnv) watchBound(b *testing.B) *boundTimes {
 		}
 		bt.mu.Unlock()
 	}
-	onClaim := func(obj interface{}) {
+	onClaim := func(obj any) {
 		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
 		if !ok {
 			return
@@ -138,7 +138,7 @@ func (s *sidecarEnv) watchBound(b *testing.B) *boundTimes {
 			first(bt.bound, pvc.Name)
 		}
 	}
-	onVolume := func(obj interface{}) {
+	onVolume := func(obj any) {
 		if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == s.ns {
 			first(bt.pv, pv.Spec.ClaimRef.Name)
 		}
@@ -146,9 +146,9 @@ func (s *sidecarEnv) watchBound(b *testing.B) *boundTimes {
 	stop := make(chan struct{})
 	b.Cleanup(func() { close(stop) })
 	claims := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(s.ns))
-	_, _ = claims.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onClaim, UpdateFunc: func(_, obj interface{}) { onClaim(obj) }})
+	_, _ = claims.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onClaim, UpdateFunc: func(_, obj any) { onClaim(obj) }})
 	volumes := informers.NewSharedInformerFactory(s.kube, 0)
-	_, _ = volumes.Core().V1().PersistentVolumes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onVolume, UpdateFunc: func(_, obj interface{}) { onVolume(obj) }})
+	_, _ = volumes.Core().V1().PersistentVolumes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onVolume, UpdateFunc: func(_, obj any) { onVolume(obj) }})
 	for _, f := range []informers.SharedInformerFactory{claims, volumes} {
 		f.Start(stop)
 		f.WaitForCacheSync(stop)

@@ -197,7 +197,7 @@ func (s *sidecarEnv) volume(t *testing.T, pv *corev1.PersistentVolume) *longhorn
 // added, when it is, by the volume's controller.
 func (s *sidecarEnv) jobLabels(t *testing.T, name string) map[string]string {
 	t.Helper()
-	s.waitVolumeFor(t, sidecarWait, name, "volume "+name+" detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	s.waitVolumeFor(t, sidecarWait, name, "volume "+name+" detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	v, err := s.lh.LonghornV1beta2().Volumes(s.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestCSISidecarsProvisionAttachAndDelete(t *testing.T) {
 			}
 			return got.Status.Attached, nil
 		})
-		v := s.waitVolumeFor(t, 10*time.Second, name, "volume attached on node-1", func(v map[string]interface{}) bool {
+		v := s.waitVolumeFor(t, 10*time.Second, name, "volume attached on node-1", func(v map[string]any) bool {
 			return v["state"] == "attached" && v["currentNodeID"] == "node-1"
 		})
 		// The attached volume serves its data: write some, so the claim's
@@ -363,7 +363,7 @@ func TestCSISidecarsProvisionAttachAndDelete(t *testing.T) {
 			_, err := s.kube.StorageV1().VolumeAttachments().Get(ctx, va.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		s.waitVolumeFor(t, 10*time.Second, name, "volume detached", func(v map[string]interface{}) bool {
+		s.waitVolumeFor(t, 10*time.Second, name, "volume detached", func(v map[string]any) bool {
 			return v["state"] == "detached" && v["currentNodeID"] == ""
 		})
 	})

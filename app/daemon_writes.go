@@ -42,7 +42,7 @@ type writeProbe struct {
 func writeProbes(lh lhclientset.Interface, ns string) []writeProbe {
 	c := lh.LonghornV1beta2()
 	meta := func() metav1.ObjectMeta { return metav1.ObjectMeta{Name: writeProbeName, Namespace: ns} }
-	created := func(_ interface{}, err error) error { return err }
+	created := func(_ any, err error) error { return err }
 	disk := func() (string, string, string) { return "probe-node", "probe-disk-uuid", "/var/lib/longhorn" }
 	return []writeProbe{
 		{"Setting", func(ctx context.Context, o metav1.CreateOptions) error {

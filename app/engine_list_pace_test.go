@@ -20,9 +20,9 @@ func TestTheEngineStatusListsSnapshotsAtItsOwnPace(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 	attached := time.Now()
 
 	listed := func(name string) (bool, error) {

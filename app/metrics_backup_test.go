@@ -20,7 +20,7 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "src", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "flush")
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
 	target := "file://" + t.TempDir()

@@ -22,8 +22,8 @@ func (e *runnerEnv) liveSnapshots(t *testing.T, volume string) float64 {
 	t.Helper()
 	list := e.call(t, "POST", "/v1/volumes/"+volume+"?action=snapshotList", "").expect(t, 200)
 	n := 0
-	for _, item := range list.body["data"].([]interface{}) {
-		s := item.(map[string]interface{})
+	for _, item := range list.body["data"].([]any) {
+		s := item.(map[string]any)
 		if s["name"] != "volume-head" && s["removed"] != true {
 			n++
 		}
@@ -134,7 +134,7 @@ func TestMetricsOfRecurringJobRuns(t *testing.T) {
 	// A deleted job and a deleted volume leave no series.
 	e.call(t, "DELETE", "/v1/recurringjobs/snap", "").expect(t, 204)
 	e.call(t, "POST", "/v1/volumes/vol-ok?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol-ok", "detached", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol-ok", "detached", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "DELETE", "/v1/volumes/vol-ok", "").expect(t, 204)
 	eventuallyAgree(t, 60*time.Second, "the series of snap and vol-ok gone", func() string {
 		m := e.scrapeMetrics(t)

@@ -26,7 +26,7 @@ func TestNBDFrontendsListenOnLoopbackByDefault(t *testing.T) {
 			})
 			e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
 			e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-			v := e.waitVolume(t, "vol", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+			v := e.waitVolume(t, "vol", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 			u, err := url.Parse(v["endpoint"].(string))
 			if err != nil {
 				t.Fatal(err)

@@ -95,7 +95,7 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 		t.Fatalf("the run's record on the job (written as %s): %v, %v", recurringJobAccount, job.Annotations, err)
 	}
 	list := e.call(t, "POST", "/v1/volumes/vol?action=snapshotList", "", manager...).expect(t, 200)
-	if n := len(list.body["data"].([]interface{})); n < 2 { // the job's snapshot and volume-head
+	if n := len(list.body["data"].([]any)); n < 2 { // the job's snapshot and volume-head
 		t.Fatalf("the run made no snapshot: %d entries", n)
 	}
 

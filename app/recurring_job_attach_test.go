@@ -29,14 +29,14 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 	})
 	for _, name := range []string{"idle", "taken"} {
 		e.call(t, "POST", "/v1/volumes", `{"name":"`+name+`","size":"4Mi","numberOfReplicas":1,"recurringJobSelector":[{"name":"nightly","isGroup":false}]}`).expect(t, 200)
-		e.waitVolume(t, name, "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+		e.waitVolume(t, name, "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	}
 
 	tick := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
 	runID := "recurring-job/nightly/20261122T010000Z"
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	heldBy := map[string]interface{}{}
+	heldBy := map[string]any{}
 	r := &recurringjob.Runner{
 		Namespace: e.ns, Longhorn: e.lh, Kube: e.kube, API: client.NewClient(e.base+"/v1", 10*time.Second),
 		Log: logrus.NewEntry(log), RetryFor: 10 * time.Second, Tick: tick, BackupTimeout: time.Minute, Decided: true,
@@ -61,7 +61,7 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 			t.Errorf("%s was held by %v during the run, want %s", v, heldBy[v], runID)
 		}
 	}
-	e.waitVolume(t, "idle", "idle back to detached", func(m map[string]interface{}) bool {
+	e.waitVolume(t, "idle", "idle back to detached", func(m map[string]any) bool {
 		return m["state"] == "detached" && m["nodeID"] == "" && m["attachedBy"] == ""
 	})
 	// The run's detach came before Run returned: "taken" stays the user's.
@@ -74,14 +74,14 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// The job attached it without a frontend; the user's attach started one.
-	e.waitVolume(t, "taken", "taken attached with a frontend", func(m map[string]interface{}) bool {
+	e.waitVolume(t, "taken", "taken attached with a frontend", func(m map[string]any) bool {
 		return m["state"] == "attached" && m["frontendDisabled"] == false && strings.HasPrefix(m["endpoint"].(string), "nbd://")
 	})
 	if n := e.jobSnapshots(t, "taken", "nightly"); n != 1 {
 		t.Errorf("taken has %d job snapshots, want 1", n)
 	}
 	e.call(t, "POST", "/v1/volumes/idle?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "idle", "idle attached to look", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "idle", "idle attached to look", func(m map[string]any) bool { return m["state"] == "attached" })
 	if n := e.jobSnapshots(t, "idle", "nightly"); n != 1 {
 		t.Errorf("idle has %d job snapshots, want 1", n)
 	}

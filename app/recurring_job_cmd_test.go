@@ -110,9 +110,9 @@ func (e *apiEnv) jobSnapshots(t *testing.T, volume, job string) int {
 	t.Helper()
 	list := e.call(t, "POST", "/v1/volumes/"+volume+"?action=snapshotList", "").expect(t, 200)
 	n := 0
-	for _, item := range list.body["data"].([]interface{}) {
-		s := item.(map[string]interface{})
-		labels, _ := s["labels"].(map[string]interface{})
+	for _, item := range list.body["data"].([]any) {
+		s := item.(map[string]any)
+		labels, _ := s["labels"].(map[string]any)
 		if labels["RecurringJob"] == job && s["removed"] != true {
 			n++
 		}
@@ -138,12 +138,12 @@ func TestRecurringJobCommand(t *testing.T) {
 		}
 		e.call(t, "POST", "/v1/volumes", `{"name":"`+v.name+`","size":"4Mi","numberOfReplicas":1,"recurringJobSelector":`+v.selector+`}`).expect(t, 200)
 		if v.name != "asleep" {
-			e.waitVolume(t, v.name, "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+			e.waitVolume(t, v.name, "created", func(m map[string]any) bool { return m["state"] == "detached" })
 			e.call(t, "POST", "/v1/volumes/"+v.name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
 		}
 	}
 	for _, v := range []string{"by-job", "by-group", "by-default", "other"} {
-		e.waitVolume(t, v, "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+		e.waitVolume(t, v, "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 	}
 
 	out := e.runJob(t, kubeconfig, "snap", "2026-11-22T01:00:00Z")
@@ -185,9 +185,9 @@ func TestRecurringJobCommand(t *testing.T) {
 	if !strings.Contains(out, "succeeded=4 failed=0 skipped=0") {
 		t.Fatalf("run with detached volumes allowed: %s", out)
 	}
-	e.waitVolume(t, "asleep", "back to detached", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "asleep", "back to detached", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/asleep?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "asleep", "attached to look", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "asleep", "attached to look", func(m map[string]any) bool { return m["state"] == "attached" })
 	if n := e.jobSnapshots(t, "asleep", "snap"); n != 1 {
 		t.Errorf("the detached volume has %d job snapshots", n)
 	}
@@ -223,9 +223,9 @@ func TestRecurringBackupJobKeepsRetainBackupsThatRestore(t *testing.T) {
 			strings.Contains(e.call(t, "GET", "/v1/settings/backup-target", "").raw, target), nil
 	})
 	e.call(t, "POST", "/v1/volumes", `{"name":"db","size":"4Mi","numberOfReplicas":1,"recurringJobSelector":[{"name":"nightly"}]}`).expect(t, 200)
-	e.waitVolume(t, "db", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "db", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/db?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "db", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" && m["endpoint"] != "" })
+	v := e.waitVolume(t, "db", "attached", func(m map[string]any) bool { return m["state"] == "attached" && m["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x77 0 1M", "flush")
 
 	for i, tick := range []string{"2026-11-22T01:00:00Z", "2026-11-22T01:00:00Z", "2026-11-23T01:00:00Z"} {
@@ -239,13 +239,13 @@ func TestRecurringBackupJobKeepsRetainBackupsThatRestore(t *testing.T) {
 		if r.status != 200 {
 			return false, nil
 		}
-		data := r.body["data"].([]interface{})
+		data := r.body["data"].([]any)
 		if len(data) != 1 {
 			return false, nil
 		}
-		b := data[0].(map[string]interface{})
+		b := data[0].(map[string]any)
 		url, _ = b["url"].(string)
-		return b["state"] == "Completed" && b["labels"].(map[string]interface{})["RecurringJob"] == "nightly", nil
+		return b["state"] == "Completed" && b["labels"].(map[string]any)["RecurringJob"] == "nightly", nil
 	})
 	if n := e.jobSnapshots(t, "db", "nightly"); n != 1 {
 		t.Errorf("the backup job keeps %d snapshots, want the newest only", n)
@@ -256,7 +256,7 @@ func TestRecurringBackupJobKeepsRetainBackupsThatRestore(t *testing.T) {
 		return err == nil && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
 	})
 	e.call(t, "POST", "/v1/volumes/db-copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	c := e.waitVolume(t, "db-copy", "copy attached", func(m map[string]interface{}) bool { return m["state"] == "attached" && m["endpoint"] != "" })
+	c := e.waitVolume(t, "db-copy", "copy attached", func(m map[string]any) bool { return m["state"] == "attached" && m["endpoint"] != "" })
 	qemuIO(t, c["endpoint"].(string), "read -P 0x77 0 1M")
 }
 

@@ -17,9 +17,9 @@ func TestARunWithAFailedVolumeFails(t *testing.T) {
 	kubeconfig := serviceAccountKubeconfig(t, e.cluster, e.ns)
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"nightly","task":"backup","cron":"@daily","retain":2,"groups":["default"]}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 	eventually(t, 10*time.Second, "job cached", func() (bool, error) { return e.call(t, "GET", "/v1/recurringjobs/nightly", "").status == 200, nil })
 
 	cmd := exec.Command(managerBinary(t), "recurring-job", "nightly", "--manager-url", e.base+"/v1", "--kubeconfig", kubeconfig,

@@ -244,7 +244,7 @@ func waitJobs(b *testing.B, lh lhclientset.Interface, ns string, n int, what str
 		count int
 		done  = make(chan struct{})
 	)
-	see := func(obj interface{}) {
+	see := func(obj any) {
 		j, ok := obj.(*longhorn.RecurringJob)
 		if !ok {
 			return
@@ -271,7 +271,7 @@ func waitJobs(b *testing.B, lh lhclientset.Interface, ns string, n int, what str
 		ObjectType:    &longhorn.RecurringJob{},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    see,
-			UpdateFunc: func(_, cur interface{}) { see(cur) },
+			UpdateFunc: func(_, cur any) { see(cur) },
 		},
 	})
 	stop := make(chan struct{})

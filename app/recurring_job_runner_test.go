@@ -73,13 +73,13 @@ func (e *runnerEnv) attachedVolume(t *testing.T, name, job string) {
 	t.Helper()
 	e.call(t, "POST", "/v1/volumes", `{"name":"`+name+`","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=recurringJobAdd", `{"name":"`+job+`","isGroup":false}`).expect(t, 200)
-	v := e.waitVolume(t, name, "created with its replica", func(m map[string]interface{}) bool {
-		replicas, _ := m["replicas"].([]interface{})
+	v := e.waitVolume(t, name, "created with its replica", func(m map[string]any) bool {
+		replicas, _ := m["replicas"].([]any)
 		return m["state"] == "detached" && len(replicas) == 1
 	})
-	node := v["replicas"].([]interface{})[0].(map[string]interface{})["hostId"].(string)
+	node := v["replicas"].([]any)[0].(map[string]any)["hostId"].(string)
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"`+node+`"}`).expect(t, 200)
-	e.waitVolume(t, name, "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, name, "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 }
 
 // tickSnapshots counts the volume's snapshots made for the job's tick.
@@ -87,8 +87,8 @@ func (e *runnerEnv) tickSnapshots(t *testing.T, volume string, tick time.Time) i
 	t.Helper()
 	list := e.call(t, "POST", "/v1/volumes/"+volume+"?action=snapshotList", "").expect(t, 200)
 	n := 0
-	for _, item := range list.body["data"].([]interface{}) {
-		labels, _ := item.(map[string]interface{})["labels"].(map[string]interface{})
+	for _, item := range list.body["data"].([]any) {
+		labels, _ := item.(map[string]any)["labels"].(map[string]any)
 		if labels[types.LabelRecurringJobTick] == tick.UTC().Format("20060102T150405Z") {
 			n++
 		}

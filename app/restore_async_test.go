@@ -28,7 +28,7 @@ func TestARestoreRunsBesideItsVolumesSyncs(t *testing.T) {
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "src", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "src", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x3c 0 3M", "flush")
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
 	e.putSecret(t, "s3-secret", srv.Credential())
@@ -106,7 +106,7 @@ func TestARestoreRunsBesideItsVolumesSyncs(t *testing.T) {
 		}
 	}
 	e.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	c := e.waitVolume(t, "copy", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	want := make([]byte, 8<<20)
 	copy(want, bytes.Repeat([]byte{0x3c}, 3<<20))
 	if got := deviceContent(t, c["endpoint"].(string)); !bytes.Equal(got, want) {

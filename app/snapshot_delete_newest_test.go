@@ -55,7 +55,7 @@ func (e *apiEnv) setHold(t *testing.T, name string, on bool) {
 		if on {
 			fins = append(fins, testHoldFinalizer)
 		}
-		patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"finalizers": fins, "resourceVersion": s.ResourceVersion,
 		}})
 		_, err = e.lh.LonghornV1beta2().Snapshots(e.ns).Patch(context.Background(), name, k8stypes.MergePatchType, patch, metav1.PatchOptions{})
@@ -73,9 +73,9 @@ func TestDeletingTheNewestSnapshotOfAnAttachedVolume(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":2}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool {
+	v := e.waitVolume(t, "vol", "attached", func(m map[string]any) bool {
 		return m["state"] == "attached" && strings.HasPrefix(m["endpoint"].(string), "nbd://")
 	})
 	endpoint := v["endpoint"].(string)
@@ -135,9 +135,9 @@ func TestDeletingASnapshotOfADetachedVolumeWaitsForAttach(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool {
+	v := e.waitVolume(t, "vol", "attached", func(m map[string]any) bool {
 		return m["state"] == "attached" && strings.HasPrefix(m["endpoint"].(string), "nbd://")
 	})
 	qemuIO(t, v["endpoint"].(string), "write -P 0xab 0 1M", "flush")
@@ -145,7 +145,7 @@ func TestDeletingASnapshotOfADetachedVolumeWaitsForAttach(t *testing.T) {
 	qemuIO(t, v["endpoint"].(string), "write -P 0xcd 256K 256K", "flush")
 	before := deviceContent(t, v["endpoint"].(string))
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(m map[string]any) bool { return m["state"] == "detached" })
 
 	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "snap", "--wait=false")
 	eventually(t, 20*time.Second, "the status says the deletion waits for an attach", func() (bool, error) {
@@ -155,7 +155,7 @@ func TestDeletingASnapshotOfADetachedVolumeWaitsForAttach(t *testing.T) {
 	})
 
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v = e.waitVolume(t, "vol", "attached again", func(m map[string]interface{}) bool {
+	v = e.waitVolume(t, "vol", "attached again", func(m map[string]any) bool {
 		return m["state"] == "attached" && strings.HasPrefix(m["endpoint"].(string), "nbd://")
 	})
 	eventually(t, 20*time.Second, "the deletion done once attached", func() (bool, error) {
@@ -174,9 +174,9 @@ func TestDeletingASnapshotWithSeveralChildrenWaitsForOne(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached without a frontend", func(m map[string]interface{}) bool {
+	e.waitVolume(t, "vol", "attached without a frontend", func(m map[string]any) bool {
 		return m["state"] == "attached" && m["frontendDisabled"] == true
 	})
 	e.createSnapshotObject(t, "vol", "base")

@@ -36,9 +36,9 @@ func (e *apiEnv) jobSnapshotObjects(t *testing.T, volume, job string) []longhorn
 func (e *apiEnv) attachedVolume(t *testing.T, name string) {
 	t.Helper()
 	e.call(t, "POST", "/v1/volumes", `{"name":"`+name+`","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, name, "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, name, "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, name, "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, name, "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 }
 
 // A recurring job's retention shows as objects disappearing, never as
@@ -130,7 +130,7 @@ func TestSnapshotObjectsWhenDeletingOrVanished(t *testing.T) {
 		return true, nil
 	})
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", `{}`).expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(m map[string]any) bool { return m["state"] == "detached" })
 
 	e.cluster.Kubectl(t, "", "-n", e.ns, "delete", "lhsnap", "first", "--wait=false")
 	eventually(t, 20*time.Second, "the deletion waits for an attached volume, saying so", func() (bool, error) {
@@ -144,7 +144,7 @@ func TestSnapshotObjectsWhenDeletingOrVanished(t *testing.T) {
 	forgetNewestSnapshot(t, e, "vol", "third", "second")
 
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 	eventually(t, 30*time.Second, "the deleted snapshot goes once attached", func() (bool, error) {
 		_, err := e.snapshotObject(t, "first")
 		return apierrors.IsNotFound(err) && e.engineSnapshot(t, "vol", "first") == nil, nil

@@ -41,9 +41,9 @@ func TestSnapshotObjectsLifeCycle(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 
 	// Created by a user with kubectl: labelled and finalized at admission
 	// (package/admission.yaml), then taken in the engine. No admission

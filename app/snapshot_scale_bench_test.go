@@ -311,12 +311,12 @@ func watchSync(b *testing.B, client lhclientset.Interface, ns string, total, per
 	factory := lhinformers.NewSharedInformerFactoryWithOptions(client, 0, lhinformers.WithNamespace(ns))
 	lh := factory.Longhorn().V1beta2()
 	_, _ = lh.Snapshots().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { w.snapshot(obj.(*longhorn.Snapshot)) },
-		UpdateFunc: func(_, obj interface{}) { w.snapshot(obj.(*longhorn.Snapshot)) },
+		AddFunc:    func(obj any) { w.snapshot(obj.(*longhorn.Snapshot)) },
+		UpdateFunc: func(_, obj any) { w.snapshot(obj.(*longhorn.Snapshot)) },
 	})
 	_, _ = lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { w.engine(obj.(*longhorn.Engine)) },
-		UpdateFunc: func(_, obj interface{}) { w.engine(obj.(*longhorn.Engine)) },
+		AddFunc:    func(obj any) { w.engine(obj.(*longhorn.Engine)) },
+		UpdateFunc: func(_, obj any) { w.engine(obj.(*longhorn.Engine)) },
 	})
 	stop := make(chan struct{})
 	b.Cleanup(func() { close(stop); factory.Shutdown() })

@@ -38,9 +38,9 @@ func TestANewSnapshotIsTakenInWithoutAMetadataWrite(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newAPIEnvIn(t, c.ns)
 			e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-			e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+			e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 			e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-			e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+			e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 			vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "vol", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -186,9 +186,9 @@ func TestSnapshotsCreatedWhileNoManagerRunsAreTaken(t *testing.T) {
 	d := startDaemon(t, cfg, ns, "node-1", dataDir, withEngineAddress)
 	e := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lhClient(t, cluster.Config)}, base: "http://" + d.apiAddress}
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1}`).expect(t, 200)
-	e.waitVolume(t, "vol", "created", func(m map[string]interface{}) bool { return m["state"] == "detached" })
+	e.waitVolume(t, "vol", "created", func(m map[string]any) bool { return m["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
-	e.waitVolume(t, "vol", "attached", func(m map[string]interface{}) bool { return m["state"] == "attached" })
+	e.waitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 	e.createSnapshotObject(t, "vol", "before")
 	d.stop(t)
 

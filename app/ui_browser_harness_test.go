@@ -66,7 +66,7 @@ func newUIBrowser(t *testing.T, base string) *uiBrowser {
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	b := &uiBrowser{t: t, ctx: ctx, base: base, shots: shots}
-	chromedp.ListenTarget(ctx, func(ev interface{}) {
+	chromedp.ListenTarget(ctx, func(ev any) {
 		switch e := ev.(type) {
 		case *runtime.EventExceptionThrown:
 			msg := e.ExceptionDetails.Text
@@ -116,7 +116,7 @@ func (b *uiBrowser) checkConsole(where string) {
 	}
 }
 
-func (b *uiBrowser) eval(js string, out interface{}) error {
+func (b *uiBrowser) eval(js string, out any) error {
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	return chromedp.Run(ctx, chromedp.Evaluate(js, out))
@@ -179,7 +179,7 @@ func (b *uiBrowser) load(route, text string) {
 	b.waitText("page "+route, text)
 }
 
-func jsString(s interface{}) string {
+func jsString(s any) string {
 	out, _ := json.Marshal(s)
 	return string(out)
 }

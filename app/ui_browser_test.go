@@ -65,7 +65,7 @@ func TestLonghornUI(t *testing.T) {
 		b.shot("volume-create-form")
 		b.modalOK()
 		b.noDialog("volume create")
-		v := e.waitVolumeFor(t, 30*time.Second, "ui-vol", "ui-vol created detached", func(v map[string]interface{}) bool {
+		v := e.waitVolumeFor(t, 30*time.Second, "ui-vol", "ui-vol created detached", func(v map[string]any) bool {
 			return v["state"] == "detached"
 		})
 		if v["size"] != "1073741824" || v["numberOfReplicas"].(float64) != 1 || v["frontend"] != "blockdev" {
@@ -85,7 +85,7 @@ func TestLonghornUI(t *testing.T) {
 		b.shot("volume-attach-form")
 		b.modalOK()
 		b.noDialog("attach")
-		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached to node-1", func(v map[string]interface{}) bool {
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached to node-1", func(v map[string]any) bool {
 			return v["state"] == "attached" && v["currentNodeID"] == "node-1"
 		})
 		b.until("the list shows ui-vol healthy on node-1", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Healthy") && r.innerText.includes("on node-1") })()`, 30*time.Second)
@@ -138,8 +138,8 @@ func TestLonghornUI(t *testing.T) {
 			if r.status != 200 {
 				return false, nil
 			}
-			for _, item := range r.body["data"].([]interface{}) {
-				if bk := item.(map[string]interface{}); bk["state"] == "Completed" {
+			for _, item := range r.body["data"].([]any) {
+				if bk := item.(map[string]any); bk["state"] == "Completed" {
 					backup, backupURL = bk["name"].(string), bk["url"].(string)
 					return true, nil
 				}
@@ -159,7 +159,7 @@ func TestLonghornUI(t *testing.T) {
 		b.shot("restore-form")
 		b.modalOK()
 		b.noDialog("restore")
-		restored := e.waitVolumeFor(t, 30*time.Second, "ui-restored", "ui-restored created from the backup", func(v map[string]interface{}) bool { return true })
+		restored := e.waitVolumeFor(t, 30*time.Second, "ui-restored", "ui-restored created from the backup", func(v map[string]any) bool { return true })
 		if restored["fromBackup"] != backupURL || restored["size"] != "1073741824" {
 			t.Errorf("restored %v, want from %s", restored, backupURL)
 		}
@@ -168,7 +168,7 @@ func TestLonghornUI(t *testing.T) {
 		b.modalOK()
 		eventually(t, 60*time.Second, "the backup deleted", func() (bool, error) {
 			r := e.call(t, "POST", "/v1/backupvolumes/ui-vol?action=backupList", "")
-			return r.status == 404 || (r.status == 200 && len(r.body["data"].([]interface{})) == 0), nil
+			return r.status == 404 || (r.status == 200 && len(r.body["data"].([]any)) == 0), nil
 		})
 		b.until("the backup no longer listed", `![...document.querySelectorAll("tr")].some(r => r.innerText.includes(`+jsString(backup)+`))`, 30*time.Second)
 		b.shot("backup-deleted")
@@ -218,7 +218,7 @@ func TestLonghornUI(t *testing.T) {
 		b.selectRow("ui-vol")
 		b.button("", "Detach")
 		b.modalOK()
-		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]any) bool { return v["state"] == "detached" })
 		b.rowShows("ui-vol", "Detached")
 		b.selectRow("ui-vol")
 		b.button("", "Attach")
@@ -227,7 +227,7 @@ func TestLonghornUI(t *testing.T) {
 		b.shot("volume-attach-maintenance")
 		b.modalOK()
 		b.noDialog("attach in maintenance")
-		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached without a frontend", func(v map[string]interface{}) bool {
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol attached without a frontend", func(v map[string]any) bool {
 			return v["state"] == "attached" && v["frontendDisabled"] == true
 		})
 		b.load("volume/ui-vol", "Take Snapshot")
@@ -236,8 +236,8 @@ func TestLonghornUI(t *testing.T) {
 		b.maybeModalOK()
 		eventually(t, 30*time.Second, "the volume head follows the first snapshot", func() (bool, error) {
 			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
-			for _, item := range list.body["data"].([]interface{}) {
-				snap := item.(map[string]interface{})
+			for _, item := range list.body["data"].([]any) {
+				snap := item.(map[string]any)
 				if snap["name"] == "volume-head" {
 					return snap["parent"] == first, nil
 				}
@@ -250,8 +250,8 @@ func TestLonghornUI(t *testing.T) {
 		b.maybeModalOK()
 		eventually(t, 30*time.Second, "the second snapshot deleted", func() (bool, error) {
 			list := e.call(t, "POST", "/v1/volumes/ui-vol?action=snapshotList", "").expect(t, 200)
-			for _, item := range list.body["data"].([]interface{}) {
-				if snap := item.(map[string]interface{}); snap["name"] == second && snap["removed"] != true {
+			for _, item := range list.body["data"].([]any) {
+				if snap := item.(map[string]any); snap["name"] == second && snap["removed"] != true {
 					return false, nil
 				}
 			}
@@ -269,7 +269,7 @@ func TestLonghornUI(t *testing.T) {
 		b.selectRow("ui-vol")
 		b.button("", "Detach")
 		b.modalOK()
-		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]interface{}) bool {
+		e.waitVolumeFor(t, 120*time.Second, "ui-vol", "ui-vol detached", func(v map[string]any) bool {
 			return v["state"] == "detached"
 		})
 		b.until("the list shows ui-vol detached", `(() => { const r = [...document.querySelectorAll("tr")].find(r => r.innerText.includes("ui-vol")); return !!r && r.innerText.includes("Detached") })()`, 30*time.Second)
@@ -291,8 +291,8 @@ func TestLonghornUI(t *testing.T) {
 		b.noDialog("add a recurring job to the volume")
 		has := func() bool {
 			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
-			for _, item := range r.body["data"].([]interface{}) {
-				if item.(map[string]interface{})["name"] == job {
+			for _, item := range r.body["data"].([]any) {
+				if item.(map[string]any)["name"] == job {
 					return true
 				}
 			}
@@ -315,8 +315,8 @@ func TestLonghornUI(t *testing.T) {
 		b.modalOK()
 		eventually(t, 15*time.Second, "ui-vol selects the group gold", func() (bool, error) {
 			r := e.call(t, "POST", "/v1/volumes/ui-vol?action=recurringJobList", "").expect(t, 200)
-			for _, item := range r.body["data"].([]interface{}) {
-				if it := item.(map[string]interface{}); it["name"] == "gold" && it["isGroup"] == true {
+			for _, item := range r.body["data"].([]any) {
+				if it := item.(map[string]any); it["name"] == "gold" && it["isGroup"] == true {
 					return true, nil
 				}
 			}
@@ -351,7 +351,7 @@ func TestLonghornUI(t *testing.T) {
 		b.modalOK()
 		b.noDialog("recurring job create")
 		// Reads come from the informer cache, a moment after the write.
-		var job map[string]interface{}
+		var job map[string]any
 		eventually(t, 10*time.Second, "ui-snap created", func() (bool, error) {
 			r := e.call(t, "GET", "/v1/recurringjobs/ui-snap", "")
 			job = r.body
@@ -437,8 +437,8 @@ func TestLonghornUI(t *testing.T) {
 			if r.status != 200 {
 				return false, nil
 			}
-			for d, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
-				if f.(map[string]interface{})["state"] == "ready" {
+			for d, f := range r.body["diskFileStatusMap"].(map[string]any) {
+				if f.(map[string]any)["state"] == "ready" {
 					disk = d
 					return r.body["size"].(float64) == float64(len(image)), nil
 				}
@@ -482,8 +482,8 @@ func TestLonghornUI(t *testing.T) {
 			if r.status != 200 {
 				return false, nil
 			}
-			for _, f := range r.body["diskFileStatusMap"].(map[string]interface{}) {
-				if f.(map[string]interface{})["state"] == "ready" {
+			for _, f := range r.body["diskFileStatusMap"].(map[string]any) {
+				if f.(map[string]any)["state"] == "ready" {
 					return r.body["size"].(float64) == 1<<20, nil
 				}
 			}

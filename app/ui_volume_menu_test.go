@@ -134,9 +134,9 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	b := newUIBrowser(t, proxy.URL)
 
 	e.call(t, "POST", "/v1/volumes", `{"name":"menu-vol","size":"16Mi","numberOfReplicas":1,"dataEngine":"v1"}`).expect(t, 200)
-	e.waitVolumeFor(t, 30*time.Second, "menu-vol", "menu-vol detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolumeFor(t, 30*time.Second, "menu-vol", "menu-vol detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/menu-vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	e.waitVolumeFor(t, 60*time.Second, "menu-vol", "menu-vol attached", func(v map[string]interface{}) bool { return v["state"] == "attached" })
+	e.waitVolumeFor(t, 60*time.Second, "menu-vol", "menu-vol attached", func(v map[string]any) bool { return v["state"] == "attached" })
 
 	b.page("volume", "menu-vol")
 	b.rowShows("menu-vol", "Healthy", "on node-1")

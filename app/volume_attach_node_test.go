@@ -48,7 +48,7 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 	d1 := startDaemon(t, cfg, ns, "node-1", dir1)
 	e1 := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lh}, base: "http://" + d1.apiAddress}
 	e1.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":2}`).expect(t, 200)
-	e1.waitVolume(t, "vol", "detached with its objects", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e1.waitVolume(t, "vol", "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
 	var replicas []longhorn.Replica
 	eventually(t, 20*time.Second, "two replicas", func() (bool, error) {
 		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{})
@@ -64,10 +64,10 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 		}
 	}
 	e1.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e1.waitVolume(t, "vol", "attached on node-1", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e1.waitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 1M", "flush")
 	e1.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e1.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e1.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 
 	d2 := startDaemon(t, cfg, ns, "node-2", dir2)
 	e2 := &apiEnv{managerEnv: e1.managerEnv, base: "http://" + d2.apiAddress}
@@ -153,9 +153,9 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 
 	// Back to node-1, through node-2's API: the data is there.
 	setNodeID("")
-	e2.waitVolume(t, "vol", "detached with no node", func(v map[string]interface{}) bool { return v["state"] == "detached" && v["nodeID"] == "" })
+	e2.waitVolume(t, "vol", "detached with no node", func(v map[string]any) bool { return v["state"] == "detached" && v["nodeID"] == "" })
 	e2.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v = e2.waitVolume(t, "vol", "attached on node-1", func(v map[string]interface{}) bool {
+	v = e2.waitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["currentNodeID"] == "node-1" && v["endpoint"] != ""
 	})
 	want := make([]byte, 4<<20)
@@ -179,12 +179,12 @@ func TestAReplicaWhoseDataVanishedIsAnError(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := context.Background()
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":2}`).expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "vol", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "vol", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x33 0 1M", "flush")
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 
 	r, err := e.lh.LonghornV1beta2().Replicas(e.ns).Get(ctx, "vol-r-1", metav1.GetOptions{})
 	if err != nil {
@@ -225,7 +225,7 @@ func TestAReplicaWhoseDataVanishedIsAnError(t *testing.T) {
 
 	// A replica that names a disk the node does not have is refused too.
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["nodeID"] == "" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["nodeID"] == "" })
 	err = datastore.RetryOnConflict(func() error {
 		r, err := e.lh.LonghornV1beta2().Replicas(e.ns).Get(ctx, "vol-r-0", metav1.GetOptions{})
 		if err != nil {

@@ -51,9 +51,9 @@ func deviceContent(t *testing.T, endpoint string) []byte {
 	return data
 }
 
-func (e *apiEnv) waitVolume(t *testing.T, name, what string, cond func(v map[string]interface{}) bool) map[string]interface{} {
+func (e *apiEnv) waitVolume(t *testing.T, name, what string, cond func(v map[string]any) bool) map[string]any {
 	t.Helper()
-	var body map[string]interface{}
+	var body map[string]any
 	eventually(t, 20*time.Second, what, func() (bool, error) {
 		r := e.call(t, "GET", "/v1/volumes/"+name, "")
 		body = r.body
@@ -66,7 +66,7 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
 	e.call(t, "POST", "/v1/volumes", `{"name":"data","size":"16Mi","numberOfReplicas":2}`).expect(t, 200)
-	e.waitVolume(t, "data", "volume detached with its objects", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "data", "volume detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
 	replicas, err := e.lh.LonghornV1beta2().Replicas(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(replicas.Items) != 2 {
 		t.Fatalf("replicas: %v, %v", replicas, err)
@@ -75,7 +75,7 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 
 	e.call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-9"}`).expect(t, 400, "hostId")
 	e.call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "data", "attached with an NBD endpoint", func(v map[string]interface{}) bool {
+	v := e.waitVolume(t, "data", "attached with an NBD endpoint", func(v map[string]any) bool {
 		return v["state"] == "attached" && strings.HasPrefix(v["endpoint"].(string), "nbd://127.0.0.1:") && v["robustness"] == "healthy"
 	})
 	endpoint := v["endpoint"].(string)
@@ -91,13 +91,13 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 		}
 		return true, nil
 	})
-	if _, ok := v["actions"].(map[string]interface{})["snapshotCreate"]; !ok {
+	if _, ok := v["actions"].(map[string]any)["snapshotCreate"]; !ok {
 		t.Errorf("an attached volume does not offer snapshotCreate: %v", v["actions"])
 	}
 
 	qemuIO(t, endpoint, "write -P 0xab 0 1M", "flush")
 	snap := e.call(t, "POST", "/v1/volumes/data?action=snapshotCreate", `{"name":"snap1","labels":{"RecurringJob":"manual"}}`).expect(t, 200)
-	if snap.body["name"] != "snap1" || snap.body["usercreated"] != true || snap.body["labels"].(map[string]interface{})["RecurringJob"] != "manual" {
+	if snap.body["name"] != "snap1" || snap.body["usercreated"] != true || snap.body["labels"].(map[string]any)["RecurringJob"] != "manual" {
 		t.Errorf("created snapshot %s", snap.raw)
 	}
 	e.call(t, "POST", "/v1/volumes/data?action=snapshotCreate", `{"name":"snap1"}`).expect(t, 400, "already exists")
@@ -122,16 +122,16 @@ func TestVolumeAttachWriteSnapshotRevertAndDelete(t *testing.T) {
 
 	// Revert needs the volume without a frontend.
 	e.call(t, "POST", "/v1/volumes/data?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "data", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" && v["endpoint"] == "" })
+	e.waitVolume(t, "data", "detached", func(v map[string]any) bool { return v["state"] == "detached" && v["endpoint"] == "" })
 	e.call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1","disableFrontend":true}`).expect(t, 200)
-	e.waitVolume(t, "data", "attached without a frontend", func(v map[string]interface{}) bool {
+	e.waitVolume(t, "data", "attached without a frontend", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["frontendDisabled"] == true
 	})
 	e.call(t, "POST", "/v1/volumes/data?action=snapshotRevert", `{"name":"snap1"}`).expect(t, 200)
 	e.call(t, "POST", "/v1/volumes/data?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "data", "detached again", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "data", "detached again", func(v map[string]any) bool { return v["state"] == "detached" })
 	e.call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v = e.waitVolume(t, "data", "attached with a frontend again", func(v map[string]interface{}) bool {
+	v = e.waitVolume(t, "data", "attached with a frontend again", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["endpoint"] != ""
 	})
 	// The reverted volume reads what snap1 held, byte for byte.

@@ -50,7 +50,7 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 	ctx := context.Background()
 	replicas := e.lh.LonghornV1beta2().Replicas(e.ns)
 	e.call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":2}`).expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	var r0 *longhorn.Replica
 	eventually(t, 20*time.Second, "replica vol-r-0", func() (bool, error) {
 		var err error
@@ -62,7 +62,7 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 	mountTmpfs(t, dir0, "1m")
 
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, "vol", "attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v := e.waitVolume(t, "vol", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	qemuIO(t, v["endpoint"].(string), "write -P 0x11 0 256k", "flush")
 	// vol-r-0's disk fills up: only vol-r-1 takes the write, acknowledged.
 	qemuIO(t, v["endpoint"].(string), "write -P 0x22 0 2M", "flush")
@@ -72,12 +72,12 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 		return err == nil && eng.Status.ReplicaModeMap["vol-r-0"] == longhorn.ReplicaModeERR && eng.Status.ReplicaModeMap["vol-r-1"] == longhorn.ReplicaModeRW, err
 	})
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 
 	// Room again on vol-r-0's disk: it could be opened, but missed writes.
 	testfs.Resize(t, dir0, "64m")
 	e.call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v = e.waitVolume(t, "vol", "attached again", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v = e.waitVolume(t, "vol", "attached again", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	want := make([]byte, 4<<20)
 	copy(want, bytes.Repeat([]byte{0x22}, 2<<20))
 	if got := deviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
@@ -120,8 +120,8 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 		t.Errorf("the volume's ReplicaFailed condition %+v", c)
 	}
 	api := e.call(t, "GET", "/v1/volumes/vol", "").expect(t, 200)
-	for _, r := range api.body["replicas"].([]interface{}) {
-		r := r.(map[string]interface{})
+	for _, r := range api.body["replicas"].([]any) {
+		r := r.(map[string]any)
 		if r["name"] == "vol-r-0" && (r["failedAt"] != r0.Spec.FailedAt || r["mode"] != "ERR") {
 			t.Errorf("the API shows vol-r-0 as %v", r)
 		}
@@ -130,7 +130,7 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 	// vol-r-1 fails too (marked by hand): the volume does not attach, and
 	// says why.
 	e.call(t, "POST", "/v1/volumes/vol?action=detach", "").expect(t, 200)
-	e.waitVolume(t, "vol", "detached", func(v map[string]interface{}) bool { return v["state"] == "detached" })
+	e.waitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 	setFailedAt := func(name, at string) {
 		t.Helper()
 		err := datastore.RetryOnConflict(func() error {
@@ -197,7 +197,7 @@ func TestAFailedReplicaStaysOutOfTheVolume(t *testing.T) {
 	// Salvage: with every failedAt cleared the engine chooses; it opens
 	// vol-r-1, whose data is the latest, and vol-r-0 fails again.
 	setFailedAt("vol-r-1", "")
-	v = e.waitVolume(t, "vol", "salvaged and attached", func(v map[string]interface{}) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	v = e.waitVolume(t, "vol", "salvaged and attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	if got := deviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
 		t.Fatal("the salvaged volume does not read the latest data")
 	}

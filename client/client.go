@@ -49,7 +49,7 @@ func IsNotFound(err error) bool {
 }
 
 // do sends a request and decodes the JSON answer into out.
-func (c *Client) do(ctx context.Context, method, path string, in, out interface{}) error {
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -73,7 +73,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out interface{
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out interface{}) (error, bool) {
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) (error, bool) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err, false
@@ -186,7 +186,7 @@ func (v *Volume) ReplicasNode() string {
 	return node
 }
 
-func (c *Client) action(ctx context.Context, kind, name, action string, in, out interface{}) error {
+func (c *Client) action(ctx context.Context, kind, name, action string, in, out any) error {
 	if in == nil {
 		in = struct{}{}
 	}
@@ -202,7 +202,7 @@ func (c *Client) Volume(ctx context.Context, name string) (*Volume, error) {
 // Attach attaches a volume to node without a frontend in the name of
 // attachedBy; the manager answers 409 when someone else attaches it.
 func (c *Client) Attach(ctx context.Context, volume, node, attachedBy string) error {
-	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node, "disableFrontend": true, "attachedBy": attachedBy}, nil)
+	return c.action(ctx, "volumes", volume, "attach", map[string]any{"hostId": node, "disableFrontend": true, "attachedBy": attachedBy}, nil)
 }
 
 // Detach detaches a volume attached in the name of attachedBy; the
@@ -245,7 +245,7 @@ func (c *Client) WrittenBytes(ctx context.Context, volume string) (int64, error)
 }
 
 func (c *Client) CreateSnapshot(ctx context.Context, volume, name string, labels map[string]string) error {
-	return c.action(ctx, "volumes", volume, "snapshotCreate", map[string]interface{}{"name": name, "labels": labels}, nil)
+	return c.action(ctx, "volumes", volume, "snapshotCreate", map[string]any{"name": name, "labels": labels}, nil)
 }
 
 func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error {
@@ -259,7 +259,7 @@ func (c *Client) Purge(ctx context.Context, volume string) error {
 // BackupSnapshot starts a backup and returns its name.
 func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, labels map[string]string) (string, error) {
 	var out struct{ Name string }
-	err := c.action(ctx, "volumes", volume, "snapshotBackup", map[string]interface{}{"name": snapshot, "labels": labels}, &out)
+	err := c.action(ctx, "volumes", volume, "snapshotBackup", map[string]any{"name": snapshot, "labels": labels}, &out)
 	return out.Name, err
 }
 

@@ -45,7 +45,7 @@ func (c *Client) Volumes(ctx context.Context) ([]Volume, error) {
 // AttachForWorkload attaches a volume to node with its frontend, as a
 // user or a workload does (taking it over from a recurring job's run).
 func (c *Client) AttachForWorkload(ctx context.Context, volume, node string) error {
-	return c.action(ctx, "volumes", volume, "attach", map[string]interface{}{"hostId": node}, nil)
+	return c.action(ctx, "volumes", volume, "attach", map[string]any{"hostId": node}, nil)
 }
 
 // Node is a node as the API shows it.

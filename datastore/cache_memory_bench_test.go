@@ -87,7 +87,7 @@ func BenchmarkCachedSnapshotMemory(b *testing.B) {
 	}
 	var perSnap float64
 	for i := 0; i < b.N; i++ {
-		held := make([]interface{}, 0, len(snapshots)+len(engines))
+		held := make([]any, 0, len(snapshots)+len(engines))
 		shared = newSharedPools() // as at the manager's start
 		before := live()
 		for _, raw := range append(append([][]byte{}, snapshots...), engines...) {

@@ -27,7 +27,7 @@ import (
 // Cached objects are read-only, as client-go asks of every informer cache:
 // whoever changes one changes a DeepCopy, which copies what is shared (and
 // shared slices are clipped, so even an append to one copies it).
-func cacheTransform(obj interface{}) (interface{}, error) {
+func cacheTransform(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return obj, nil // a tombstone

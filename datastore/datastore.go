@@ -62,14 +62,14 @@ const byVolume = "longhorn-volume"
 // image they use.
 const byBackingImage = "longhorn-backing-image"
 
-func replicaBackingImageIndex(obj interface{}) ([]string, error) {
+func replicaBackingImageIndex(obj any) ([]string, error) {
 	if r, ok := obj.(*longhorn.Replica); ok && r.Spec.BackingImage != "" {
 		return []string{r.Spec.BackingImage}, nil
 	}
 	return nil, nil
 }
 
-func volumeLabelIndex(obj interface{}) ([]string, error) {
+func volumeLabelIndex(obj any) ([]string, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err

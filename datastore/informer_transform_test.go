@@ -10,7 +10,7 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-func cached(t *testing.T, obj interface{}) interface{} {
+func cached(t *testing.T, obj any) any {
 	t.Helper()
 	out, err := cacheTransform(obj)
 	if err != nil {

@@ -94,13 +94,20 @@ func (c *GRPCClient) SnapshotCreate(ctx context.Context, name string, labels map
 }
 
 func snapshotInfo(s *pb.Snapshot) *longhorn.SnapshotInfo {
-	children := map[string]bool{}
-	for _, c := range s.Children {
-		children[c] = true
+	return NewSnapshotInfo(s.Name, s.Parent, s.Children, s.Removed, s.UserCreated, s.Created, s.Size, s.Labels)
+}
+
+// NewSnapshotInfo is an engine snapshot as Longhorn's Engine status lists
+// it: the one definition of that entry, whether the snapshot was read
+// from a running engine in this process or over its gRPC API.
+func NewSnapshotInfo(name, parent string, children []string, removed, userCreated bool, created string, size int64, labels map[string]string) *longhorn.SnapshotInfo {
+	set := make(map[string]bool, len(children))
+	for _, c := range children {
+		set[c] = true
 	}
 	return &longhorn.SnapshotInfo{
-		Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed, UserCreated: s.UserCreated,
-		Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels,
+		Name: name, Parent: parent, Children: set, Removed: removed, UserCreated: userCreated,
+		Created: created, Size: strconv.FormatInt(size, 10), Labels: labels,
 	}
 }
 

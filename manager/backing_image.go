@@ -26,7 +26,7 @@ var ErrConflict = errors.New("conflict")
 // up); the API answers 503.
 var ErrUnavailable = errors.New("unavailable")
 
-func conflict(format string, args ...interface{}) error {
+func conflict(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
 }
 

@@ -25,7 +25,7 @@ var ErrInvalidInput = errors.New("invalid input")
 // exist; the API answers them with 404.
 var ErrNotFound = errors.New("not found")
 
-func invalid(format string, args ...interface{}) error {
+func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
 }
 

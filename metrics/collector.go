@@ -53,7 +53,7 @@ func (c *Collector) WatchTarget(f TargetHealthFunc) { c.target.Store(&f) }
 
 // jobChanged counts the runs that ended between two versions of a job the
 // node owns: the owner alone counts, so the cluster counts each run once.
-func (c *Collector) jobChanged(oldObj, curObj interface{}) {
+func (c *Collector) jobChanged(oldObj, curObj any) {
 	old, ok1 := oldObj.(*longhorn.RecurringJob)
 	cur, ok2 := curObj.(*longhorn.RecurringJob)
 	if !ok1 || !ok2 || old.ResourceVersion == cur.ResourceVersion || cur.Status.OwnerID != c.nodeID {

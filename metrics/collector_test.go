@@ -24,7 +24,7 @@ import (
 const testNode = "node-1"
 
 // cachedCollector is a collector over informer caches filled with objs.
-func cachedCollector(t testing.TB, now time.Time, objs ...interface{}) *Collector {
+func cachedCollector(t testing.TB, now time.Time, objs ...any) *Collector {
 	t.Helper()
 	lh, kube := lhfake.NewSimpleClientset(), kubefake.NewSimpleClientset()
 	inf := datastore.NewInformers(lh, kube, "ns", 0)
@@ -175,7 +175,7 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 // reading those objects from the cache, which any scrape must do.
 func BenchmarkScrape(b *testing.B) {
 	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
-	var objs []interface{}
+	var objs []any
 	for j := 0; j < 100; j++ {
 		objs = append(objs, job(fmt.Sprintf("job-%d", j), longhorn.RecurringJobTypeBackup, "0 * * * *", fmt.Sprintf("group-%d", j%10)))
 	}
@@ -222,7 +222,7 @@ func BenchmarkScrape(b *testing.B) {
 // and nothing else, the per-job part of a scrape.
 func BenchmarkScrapeJobs(b *testing.B) {
 	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
-	var objs []interface{}
+	var objs []any
 	for j := 0; j < 2000; j++ {
 		objs = append(objs, job(fmt.Sprintf("job-%05d", j), longhorn.RecurringJobTypeSnapshot, "0 0 1 1 *", ""))
 	}

@@ -37,13 +37,13 @@ func TestAlertRules(t *testing.T) {
 	promtool(t, "test", "rules", "prometheus-rules.test.yaml")
 }
 
-func readYAML(t *testing.T, name string) map[string]interface{} {
+func readYAML(t *testing.T, name string) map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile(monitoringDir + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out map[string]interface{}
+	var out map[string]any
 	if err := yaml.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -58,7 +58,7 @@ func TestPrometheusRuleIsTheRulesFile(t *testing.T) {
 	if cr["kind"] != "PrometheusRule" || cr["apiVersion"] != "monitoring.coreos.com/v1" {
 		t.Fatalf("prometheusrule.yaml is a %v %v", cr["apiVersion"], cr["kind"])
 	}
-	spec, _ := cr["spec"].(map[string]interface{})
+	spec, _ := cr["spec"].(map[string]any)
 	if !reflect.DeepEqual(spec["groups"], plain["groups"]) {
 		t.Fatal("prometheusrule.yaml's spec.groups differ from prometheus-rules.yaml's groups: edit both")
 	}
@@ -116,13 +116,13 @@ func TestPodMonitorScrapesTheManagerPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ds map[string]interface{}
+	var ds map[string]any
 	if err := yaml.Unmarshal([]byte(strings.SplitN(string(raw), "\n---", 2)[0]), &ds); err != nil {
 		t.Fatal(err)
 	}
-	get := func(m interface{}, path ...string) interface{} {
+	get := func(m any, path ...string) any {
 		for _, p := range path {
-			mm, _ := m.(map[string]interface{})
+			mm, _ := m.(map[string]any)
 			m = mm[p]
 		}
 		return m
@@ -130,21 +130,21 @@ func TestPodMonitorScrapesTheManagerPods(t *testing.T) {
 	if ds["kind"] != "DaemonSet" {
 		t.Fatalf("the first document of longhorn-manager.yaml is a %v", ds["kind"])
 	}
-	podLabels, _ := get(ds, "spec", "template", "metadata", "labels").(map[string]interface{})
-	for k, v := range get(pm, "spec", "selector", "matchLabels").(map[string]interface{}) {
+	podLabels, _ := get(ds, "spec", "template", "metadata", "labels").(map[string]any)
+	for k, v := range get(pm, "spec", "selector", "matchLabels").(map[string]any) {
 		if podLabels[k] != v {
 			t.Errorf("the PodMonitor selects %s=%v; the manager pods have %v", k, v, podLabels)
 		}
 	}
-	ports := map[interface{}]bool{}
-	for _, c := range get(ds, "spec", "template", "spec", "containers").([]interface{}) {
+	ports := map[any]bool{}
+	for _, c := range get(ds, "spec", "template", "spec", "containers").([]any) {
 		// The CSI containers beside the manager have no ports.
-		cports, _ := get(c, "ports").([]interface{})
+		cports, _ := get(c, "ports").([]any)
 		for _, p := range cports {
 			ports[get(p, "name")] = true
 		}
 	}
-	for _, ep := range get(pm, "spec", "podMetricsEndpoints").([]interface{}) {
+	for _, ep := range get(pm, "spec", "podMetricsEndpoints").([]any) {
 		if !ports[get(ep, "port")] {
 			t.Errorf("the PodMonitor scrapes port %v; the manager container has %v", get(ep, "port"), ports)
 		}

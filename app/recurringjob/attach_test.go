@@ -59,13 +59,13 @@ type attachFake struct {
 }
 
 func (f *attachFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reply := func(status int, v interface{}) {
+	reply := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(v)
 	}
 	conflict := func(msg string) {
-		reply(409, map[string]interface{}{"status": 409, "code": "Conflict", "message": msg})
+		reply(409, map[string]any{"status": 409, "code": "Conflict", "message": msg})
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/v1/")
 	f.mu.Lock()
@@ -74,7 +74,7 @@ func (f *attachFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "settings/allow-recurring-job-while-volume-detached":
 		reply(200, map[string]string{"value": "true"})
 	case path == "nodes":
-		reply(200, map[string]interface{}{"data": []interface{}{map[string]interface{}{"name": "node-1", "conditions": map[string]interface{}{"Ready": map[string]string{"type": "Ready", "status": "True"}}}}})
+		reply(200, map[string]any{"data": []any{map[string]any{"name": "node-1", "conditions": map[string]any{"Ready": map[string]string{"type": "Ready", "status": "True"}}}}})
 	case path == "volumes/"+f.vol.Name && r.Method == http.MethodGet:
 		if f.vol.NodeID != "" && f.vol.State != "attached" {
 			if f.gets++; f.gets >= f.attachAfter {

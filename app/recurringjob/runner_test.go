@@ -41,7 +41,7 @@ type fakeManager struct {
 
 func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
-	reply := func(status int, v interface{}) {
+	reply := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(v)
@@ -64,7 +64,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			list := append([]client.Snapshot(nil), f.snapshots[vol]...)
 			f.mu.Unlock()
-			reply(200, map[string]interface{}{"data": list})
+			reply(200, map[string]any{"data": list})
 		case "snapshotCreate":
 			n := f.inFlight.Add(1)
 			defer f.inFlight.Add(-1)
@@ -76,7 +76,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			time.Sleep(f.opLatency)
 			if f.failing[vol] {
-				reply(400, map[string]interface{}{"type": "error", "status": 400, "message": "engine refused"})
+				reply(400, map[string]any{"type": "error", "status": 400, "message": "engine refused"})
 				return
 			}
 			f.mu.Lock()
@@ -107,7 +107,7 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(200, map[string]string{})
 		}
 	default:
-		reply(404, map[string]interface{}{"status": 404, "message": "not found"})
+		reply(404, map[string]any{"status": 404, "message": "not found"})
 	}
 }
 

@@ -84,7 +84,7 @@ type podClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-func pendingf(format string, a ...interface{}) error {
+func pendingf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrServerPending, fmt.Sprintf(format, a...))
 }
 

@@ -78,13 +78,13 @@ func NewImageController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastor
 		lh.BackingImageManagers().Informer().HasSynced, lh.Nodes().Informer().HasSynced,
 		lh.Replicas().Informer().HasSynced, lh.Settings().Informer().HasSynced)
 	lh.BackingImages().Informer().AddEventHandler(c.EventHandler())
-	lh.BackingImageDataSources().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
+	lh.BackingImageDataSources().Informer().AddEventHandler(c.relatedHandler(func(obj any) []string {
 		if bids, ok := obj.(*longhorn.BackingImageDataSource); ok {
 			return []string{bids.Name}
 		}
 		return nil
 	}))
-	lh.BackingImageManagers().Informer().AddEventHandler(c.relatedHandler(func(obj interface{}) []string {
+	lh.BackingImageManagers().Informer().AddEventHandler(c.relatedHandler(func(obj any) []string {
 		bim, ok := obj.(*longhorn.BackingImageManager)
 		if !ok {
 			return nil
@@ -100,33 +100,33 @@ func NewImageController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastor
 	}))
 	// A replica's disk and image decide which files are in use. An update
 	// that moves a replica to another image (or disk) concerns both.
-	replicaImage := func(obj interface{}) []string {
+	replicaImage := func(obj any) []string {
 		if r, ok := obj.(*longhorn.Replica); ok && r.Spec.BackingImage != "" {
 			return []string{r.Spec.BackingImage}
 		}
 		return nil
 	}
 	lh.Replicas().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool {
+		FilterFunc: func(obj any) bool {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			return len(replicaImage(obj)) > 0
 		},
-		Handler: c.relatedHandlerPair(replicaImage, func(old, cur interface{}) bool {
+		Handler: c.relatedHandlerPair(replicaImage, func(old, cur any) bool {
 			o, ok1 := old.(*longhorn.Replica)
 			n, ok2 := cur.(*longhorn.Replica)
 			return !ok1 || !ok2 || o.Spec.BackingImage != n.Spec.BackingImage || o.Spec.DiskID != n.Spec.DiskID
 		}),
 	})
 	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool {
+		FilterFunc: func(obj any) bool {
 			s, ok := obj.(*longhorn.Setting)
 			return ok && s.Name == string(types.SettingNameBackingImageCleanupWaitInterval)
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { c.enqueueAll() },
-			UpdateFunc: func(_, _ interface{}) { c.enqueueAll() },
+			AddFunc:    func(any) { c.enqueueAll() },
+			UpdateFunc: func(_, _ any) { c.enqueueAll() },
 		},
 	})
 	return c
@@ -146,23 +146,23 @@ func (c *ImageController) enqueueAll() {
 // relatedHandlerPair is relatedHandler for objects whose update concerns
 // the images of both the old and the new object, and only when changed
 // says it matters.
-func (c *ImageController) relatedHandlerPair(names func(obj interface{}) []string, changed func(old, cur interface{}) bool) cache.ResourceEventHandler {
+func (c *ImageController) relatedHandlerPair(names func(obj any) []string, changed func(old, cur any) bool) cache.ResourceEventHandler {
 	one := c.relatedHandler(names)
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { one.OnAdd(obj, false) },
-		UpdateFunc: func(old, cur interface{}) {
+		AddFunc: func(obj any) { one.OnAdd(obj, false) },
+		UpdateFunc: func(old, cur any) {
 			if changed(old, cur) {
 				one.OnAdd(old, false)
 				one.OnAdd(cur, false)
 			}
 		},
-		DeleteFunc: func(obj interface{}) { one.OnDelete(obj) },
+		DeleteFunc: func(obj any) { one.OnDelete(obj) },
 	}
 }
 
 // relatedHandler enqueues the backing images names(obj) returns.
-func (c *ImageController) relatedHandler(names func(obj interface{}) []string) cache.ResourceEventHandler {
-	add := func(obj interface{}) {
+func (c *ImageController) relatedHandler(names func(obj any) []string) cache.ResourceEventHandler {
+	add := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -170,7 +170,7 @@ func (c *ImageController) relatedHandler(names func(obj interface{}) []string) c
 			c.Queue.Add(c.ds.Namespace() + "/" + name)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur interface{}) { add(cur) }, DeleteFunc: add}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur any) { add(cur) }, DeleteFunc: add}
 }
 
 // managerName is the BackingImageManager of a disk that runs from image:

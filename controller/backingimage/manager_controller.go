@@ -79,15 +79,15 @@ func NewManagerController(logger *logrus.Entry, metrics *kit.Metrics, ds *datast
 		retried: map[string]time.Time{}}
 	c.Base = kit.NewBase("longhorn-backing-image-manager", logger, metrics, c.sync,
 		lh.BackingImageManagers().Informer().HasSynced, lh.BackingImageDataSources().Informer().HasSynced, lh.BackingImages().Informer().HasSynced)
-	enqueueAll := func(interface{}) { c.enqueueNodeManagers() }
-	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueueAll, UpdateFunc: func(_, cur interface{}) { enqueueAll(cur) }, DeleteFunc: enqueueAll}
+	enqueueAll := func(any) { c.enqueueNodeManagers() }
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueueAll, UpdateFunc: func(_, cur any) { enqueueAll(cur) }, DeleteFunc: enqueueAll}
 	lh.BackingImageManagers().Informer().AddEventHandler(c.EventHandler())
 	lh.BackingImageManagers().Informer().AddEventHandler(handler)
 	lh.BackingImageDataSources().Informer().AddEventHandler(handler)
 	// A disk that stops (or starts) being ready changes what its manager
 	// may do; heartbeats and probes alone do not.
 	lh.Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, cur interface{}) {
+		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*longhorn.Node)
 			n, ok2 := cur.(*longhorn.Node)
 			if ok1 && ok2 && n.Name == nodeID && !maps.Equal(diskReadiness(o), diskReadiness(n)) {

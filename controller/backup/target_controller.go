@@ -59,12 +59,12 @@ func NewTargetController(logger *logrus.Entry, metrics *kit.Metrics, ds *datasto
 	c := &TargetController{ds: ds, nodeID: nodeID, recorder: recorder}
 	c.Base = kit.NewBase("longhorn-backup-target", logger, metrics, c.sync,
 		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
-	poke := func(interface{}) { c.Queue.Add(c.key()) }
-	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur interface{}) { poke(cur) }, DeleteFunc: poke}
+	poke := func(any) { c.Queue.Add(c.key()) }
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur any) { poke(cur) }, DeleteFunc: poke}
 	lh.Engines().Informer().AddEventHandler(handler)
 	lh.Backups().Informer().AddEventHandler(handler)
 	lh.Settings().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool {
+		FilterFunc: func(obj any) bool {
 			s, ok := obj.(*longhorn.Setting)
 			return ok && (s.Name == string(types.SettingNameBackupTarget) || s.Name == string(types.SettingNameBackupTargetCredentialSecret))
 		},

@@ -51,7 +51,7 @@ type Base struct {
 	name string
 	// Logger carries the controller's name.
 	Logger *logrus.Entry
-	// Queue holds namespace/name keys (Key builds one).
+	// Queue holds namespace/name keys (cache.MetaNamespaceKeyFunc's).
 	Queue   workqueue.TypedRateLimitingInterface[string]
 	sync    SyncFunc
 	synced  []cache.InformerSynced
@@ -87,7 +87,7 @@ func (c *Base) Name() string { return c.name }
 
 // Enqueue adds the object's key (a tombstone's too); it is the usual
 // informer event handler.
-func (c *Base) Enqueue(obj interface{}) {
+func (c *Base) Enqueue(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("%s: cannot get key of %#v: %w", c.name, obj, err))
@@ -100,7 +100,7 @@ func (c *Base) Enqueue(obj interface{}) {
 func (c *Base) EventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.Enqueue,
-		UpdateFunc: func(_, cur interface{}) { c.Enqueue(cur) },
+		UpdateFunc: func(_, cur any) { c.Enqueue(cur) },
 		DeleteFunc: c.Enqueue,
 	}
 }

@@ -1,20 +1,15 @@
 package kit
 
 import (
-	"strconv"
-
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // SnapshotInfo is an engine snapshot as Longhorn's Engine status lists
 // it: the entry the Engine object's mirror writes and a Snapshot object's
-// status is made from.
+// status is made from (engineapi.NewSnapshotInfo, as the gRPC client makes
+// it).
 func SnapshotInfo(s replica.Snapshot) *longhorn.SnapshotInfo {
-	children := make(map[string]bool, len(s.Children))
-	for _, child := range s.Children {
-		children[child] = true
-	}
-	return &longhorn.SnapshotInfo{Name: s.Name, Parent: s.Parent, Children: children, Removed: s.Removed,
-		UserCreated: s.UserCreated, Created: s.Created, Size: strconv.FormatInt(s.Size, 10), Labels: s.Labels}
+	return engineapi.NewSnapshotInfo(s.Name, s.Parent, s.Children, s.Removed, s.UserCreated, s.Created, s.Size, s.Labels)
 }

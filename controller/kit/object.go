@@ -11,11 +11,6 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// Key is the queue key of the object name in namespace.
-func Key(namespace, name string) string {
-	return namespace + "/" + name
-}
-
 // HasFinalizer tells whether the object carries the manager's finalizer.
 func HasFinalizer(obj metav1.Object) bool {
 	return slices.Contains(obj.GetFinalizers(), types.LonghornFinalizer)
@@ -44,7 +39,7 @@ func RemoveFinalizer(obj metav1.Object) bool {
 // StatusChanged is the one comparison every controller makes before a
 // status write: semantic equality, so a quantity or a time written in
 // another form is not a change.
-func StatusChanged(old, cur interface{}) bool {
+func StatusChanged(old, cur any) bool {
 	return !equality.Semantic.DeepEqual(old, cur)
 }
 

@@ -56,7 +56,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	c.Base = kit.NewBase("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
 	nodeInformer.AddEventHandler(c.EventHandler())
 	leaseInformer.AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool {
+		FilterFunc: func(obj any) bool {
 			lease, ok := obj.(*coordinationv1.Lease)
 			if !ok {
 				tomb, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -72,14 +72,14 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueueLeaseNode,
-			UpdateFunc: func(_, cur interface{}) { c.enqueueLeaseNode(cur) },
+			UpdateFunc: func(_, cur any) { c.enqueueLeaseNode(cur) },
 			DeleteFunc: c.enqueueLeaseNode,
 		},
 	})
 	return c
 }
 
-func (c *Controller) enqueueLeaseNode(obj interface{}) {
+func (c *Controller) enqueueLeaseNode(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}

@@ -64,18 +64,18 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	// A CronJob changed or deleted by hand brings its job back to the queue,
 	// so the edit is reverted at once.
 	cronJobs.AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool { return cronJobOwner(obj) != "" },
+		FilterFunc: func(obj any) bool { return cronJobOwner(obj) != "" },
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueueCronJobOwner,
-			UpdateFunc: func(_, cur interface{}) { c.enqueueCronJobOwner(cur) },
+			UpdateFunc: func(_, cur any) { c.enqueueCronJobOwner(cur) },
 			DeleteFunc: c.enqueueCronJobOwner,
 		},
 	})
 	// The CronJobs depend on the history-limit settings and validation on
 	// the max-retention one: a change re-enqueues every job at once.
 	settings.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(interface{}) { c.enqueueAll() },
-		UpdateFunc: func(old, cur interface{}) {
+		AddFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, cur any) {
 			// Resyncs deliver unchanged objects: only a new value counts.
 			o, ok1 := old.(*longhorn.Setting)
 			n, ok2 := cur.(*longhorn.Setting)
@@ -88,7 +88,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	return c
 }
 
-func cronJobOwner(obj interface{}) string {
+func cronJobOwner(obj any) string {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -99,7 +99,7 @@ func cronJobOwner(obj interface{}) string {
 	return cj.Labels[types.RecurringJobLabel]
 }
 
-func (c *Controller) enqueueCronJobOwner(obj interface{}) {
+func (c *Controller) enqueueCronJobOwner(obj any) {
 	if name := cronJobOwner(obj); name != "" {
 		c.Queue.Add(c.ds.Namespace() + "/" + name)
 	}

@@ -68,7 +68,7 @@ func (c *Controller) jobEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.Enqueue,
 		UpdateFunc: c.onJobUpdate,
-		DeleteFunc: func(obj interface{}) {
+		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				c.settled.forget(key)
 			}
@@ -77,7 +77,7 @@ func (c *Controller) jobEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-func (c *Controller) onJobUpdate(old, cur interface{}) {
+func (c *Controller) onJobUpdate(old, cur any) {
 	o, ok1 := old.(*longhorn.RecurringJob)
 	n, ok2 := cur.(*longhorn.RecurringJob)
 	if ok1 && ok2 && o.ResourceVersion == n.ResourceVersion {

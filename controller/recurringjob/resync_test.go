@@ -32,7 +32,7 @@ func TestASweepOrRedeliveryOfASettledJobIsNotQueued(t *testing.T) {
 			inf := datastore.NewInformers(lh, kube, "ns", 0)
 			lhi := inf.Longhorn.Longhorn().V1beta2()
 			jobs := lhi.RecurringJobs().Informer().GetIndexer()
-			for _, obj := range []interface{}{job, syncNode("node-1", true), syncNode("node-2", true)} {
+			for _, obj := range []any{job, syncNode("node-1", true), syncNode("node-2", true)} {
 				var err error
 				if j, ok := obj.(*longhorn.RecurringJob); ok {
 					err = jobs.Add(j)

@@ -98,7 +98,7 @@ func NewRunner(logger *logrus.Entry, metrics *kit.Metrics, registry prometheus.R
 	}
 	jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueue,
-		UpdateFunc: func(old, cur interface{}) {
+		UpdateFunc: func(old, cur any) {
 			// The runner keeps its own timers: a resync (same object)
 			// brings nothing new.
 			if o, ok := old.(metav1.Object); ok {
@@ -113,7 +113,7 @@ func NewRunner(logger *logrus.Entry, metrics *kit.Metrics, registry prometheus.R
 	return r
 }
 
-func (r *Runner) enqueue(obj interface{}) {
+func (r *Runner) enqueue(obj any) {
 	r.mu.Lock()
 	base := r.base
 	r.mu.Unlock()

@@ -61,7 +61,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		lh.Snapshots().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Volumes().Informer().HasSynced)
 	lh.Snapshots().Informer().AddEventHandler(c.EventHandler())
 	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.engineChanged(nil, obj) },
+		AddFunc:    func(obj any) { c.engineChanged(nil, obj) },
 		UpdateFunc: c.engineChanged,
 	})
 	// After a manager's restart a volume's Engine still says running
@@ -152,7 +152,7 @@ func (c *Controller) enqueueVolume(volume string) {
 // engineChanged enqueues only what an Engine change concerns: every
 // snapshot of the volume when the engine started or stopped, otherwise the
 // snapshots whose entries changed (new ones included, so they get objects).
-func (c *Controller) engineChanged(oldObj, newObj interface{}) {
+func (c *Controller) engineChanged(oldObj, newObj any) {
 	cur, ok := newObj.(*longhorn.Engine)
 	if !ok {
 		return

@@ -27,7 +27,7 @@ const ConditionTypeWaitForBackingImage = "WaitForBackingImage"
 // backing image when it changes: a file becoming ready on a disk lets
 // them start.
 func (c *Controller) backingImageHandler() cache.ResourceEventHandler {
-	enqueue := func(obj interface{}) {
+	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -49,7 +49,7 @@ func (c *Controller) backingImageHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}
 }

@@ -40,7 +40,7 @@ const (
 // controller's own writes, and cause no sync.
 func (c *Controller) replicaFailedAtHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, obj interface{}) {
+		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*longhorn.Replica)
 			n, ok2 := obj.(*longhorn.Replica)
 			if ok1 && ok2 && o.Spec.FailedAt != n.Spec.FailedAt && n.Spec.VolumeName != "" {

@@ -197,9 +197,9 @@ func backupCfgKey(volume, b string) string {
 	return volumeKey(volume) + "/backups/backup_" + b + ".cfg"
 }
 
-func (s *Store) writeJSON(key string, v interface{}) error { return writeJSONTo(s.driver, key, v) }
+func (s *Store) writeJSON(key string, v any) error { return writeJSONTo(s.driver, key, v) }
 
-func writeJSONTo(d Driver, key string, v interface{}) error {
+func writeJSONTo(d Driver, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

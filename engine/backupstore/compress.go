@@ -53,7 +53,7 @@ func checksumOfBlockFile(name string) (sum, method string, ok bool) {
 	return "", "", false
 }
 
-var gzipWriters = sync.Pool{New: func() interface{} {
+var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
 }}
@@ -62,7 +62,7 @@ var gzipWriters = sync.Pool{New: func() interface{} {
 // is the SHA-256 of its data, which every restore checks, so the xxh32
 // cost a backup and a restore about a sixth of their processor time and
 // caught nothing the SHA-256 does not. Blocks written with it still read.
-var lz4Writers = sync.Pool{New: func() interface{} {
+var lz4Writers = sync.Pool{New: func() any {
 	w := lz4.NewWriter(nil)
 	// An error would only leave the checksum on, slower and as correct;
 	// TestLZ4BlocksCarryNoContentChecksum catches it.

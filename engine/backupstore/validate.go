@@ -57,7 +57,7 @@ func decodeBackup(data []byte, volume, backup string) (*BackupInfo, error) {
 	return &info, nil
 }
 
-func invalid(field, format string, args ...interface{}) error {
+func invalid(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", field, ErrInvalid, fmt.Sprintf(format, args...))
 }
 

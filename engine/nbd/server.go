@@ -149,7 +149,7 @@ func (c *conn) u64() (uint64, error) {
 	return binary.BigEndian.Uint64(b[:]), err
 }
 
-func (c *conn) put(vals ...interface{}) error {
+func (c *conn) put(vals ...any) error {
 	for _, v := range vals {
 		if err := binary.Write(c.w, binary.BigEndian, v); err != nil {
 			return err

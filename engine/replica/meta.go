@@ -56,7 +56,7 @@ func snapshotFile(name string) string { return snapPrefix + name + imgSuffix }
 
 func headFile(index int) string { return fmt.Sprintf("%s%03d%s", headPrefix, index, imgSuffix) }
 
-func readJSON(path string, v interface{}) error {
+func readJSON(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func readJSON(path string, v interface{}) error {
 }
 
 // writeJSON replaces path atomically.
-func writeJSON(path string, v interface{}) error {
+func writeJSON(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

@@ -22,10 +22,10 @@ import (
 // mutating admission policies change: each gets Longhorn's finalizer.
 var admissionProbes = []struct {
 	resource, kind string
-	spec           map[string]interface{}
+	spec           map[string]any
 }{
-	{"recurringjobs", "RecurringJob", map[string]interface{}{"task": "snapshot", "cron": "@hourly", "retain": int64(1), "concurrency": int64(1)}},
-	{"snapshots", "Snapshot", map[string]interface{}{"volume": "probe"}},
+	{"recurringjobs", "RecurringJob", map[string]any{"task": "snapshot", "cron": "@hourly", "retain": int64(1), "concurrency": int64(1)}},
+	{"snapshots", "Snapshot", map[string]any{"volume": "probe"}},
 }
 
 // waitForMutatingPolicies waits until the apiserver applies the mutating
@@ -61,10 +61,10 @@ func waitForMutatingPolicies(ctx context.Context, cfg *rest.Config, timeout time
 	deadline := time.Now().Add(timeout)
 	for _, p := range admissionProbes {
 		client := dyn.Resource(schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: p.resource}).Namespace(ns)
-		obj := &unstructured.Unstructured{Object: map[string]interface{}{
+		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "longhorn.io/v1beta2",
 			"kind":       p.kind,
-			"metadata":   map[string]interface{}{"name": "probe"},
+			"metadata":   map[string]any{"name": "probe"},
 			"spec":       p.spec,
 		}}
 		for {

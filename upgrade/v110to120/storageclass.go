@@ -226,11 +226,11 @@ func migrateStorageClassConfigMap(ctx context.Context, c step.Clients) error {
 	if !ok {
 		return nil
 	}
-	var doc map[string]interface{}
+	var doc map[string]any
 	if err := yaml.Unmarshal([]byte(raw), &doc); err != nil {
 		return fmt.Errorf("ConfigMap %s: %s is not YAML: %w", StorageClassConfigMap, storageClassKey, err)
 	}
-	rawParams, _ := doc["parameters"].(map[string]interface{})
+	rawParams, _ := doc["parameters"].(map[string]any)
 	params := map[string]string{}
 	for k, v := range rawParams {
 		s, ok := v.(string)
