@@ -155,7 +155,10 @@ func (d *FileDriver) Write(key string, data []byte) error {
 
 func (d *FileDriver) Exists(key string) (bool, error) {
 	_, err := os.Stat(d.path(key))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if errors.Is(err, syscall.ENOTDIR) {
+		err = d.underFile(err)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	return err == nil, err
@@ -163,7 +166,10 @@ func (d *FileDriver) Exists(key string) (bool, error) {
 
 func (d *FileDriver) List(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(d.path(prefix))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if errors.Is(err, syscall.ENOTDIR) {
+		err = d.underFile(err)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {

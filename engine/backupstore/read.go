@@ -65,7 +65,7 @@ func (d *FileDriver) Read(key string, limit int64) ([]byte, error) {
 		if d.readHook != nil {
 			d.readHook(d.path(key))
 		}
-		data, err := readRegular(d.path(key), key, limit, sized)
+		data, err := d.readRegular(d.path(key), key, limit, sized)
 		done <- result{data, err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -85,12 +85,15 @@ func (d *FileDriver) Read(key string, limit int64) ([]byte, error) {
 // readRegular reads a regular file of at most limit bytes, and sends its
 // size on sized once it knows it. A key under a file, not a folder, does
 // not exist, as in an object store.
-func readRegular(path, key string, limit int64, sized chan<- int64) ([]byte, error) {
+func (d *FileDriver) readRegular(path, key string, limit int64, sized chan<- int64) ([]byte, error) {
 	// O_NONBLOCK: opening a named pipe must not wait for a writer. It
 	// changes nothing for a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, d.underFile(err)
+	}
 	if err != nil {
-		return nil, notExistUnderFile(err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -117,13 +120,15 @@ func readRegular(path, key string, limit int64, sized chan<- int64) ([]byte, err
 	return buf.Bytes(), nil
 }
 
-// notExistUnderFile makes "not a directory" (a key under a stray file, say
-// backupstore/volumes/README/volume.cfg) a missing key.
-func notExistUnderFile(err error) error {
-	if errors.Is(err, syscall.ENOTDIR) {
-		return fmt.Errorf("%w (%v)", ErrNotExist, err)
+// underFile is what "not a directory" means: a key under a stray file in
+// the target (say backupstore/volumes/README/volume.cfg) is a missing key,
+// as in an object store; but a target whose root is itself a file cannot
+// be read at all.
+func (d *FileDriver) underFile(err error) error {
+	if st, serr := os.Stat(d.Root); serr == nil && !st.IsDir() {
+		return fmt.Errorf("the backup target %s is not a folder", d.Root)
 	}
-	return err
+	return fmt.Errorf("%w (%v)", ErrNotExist, err)
 }
 
 // fileKind names a file type that is not a regular file.

@@ -194,3 +194,20 @@ func TestAStalledFileReadFailsAtItsDeadline(t *testing.T) {
 		t.Fatalf("a stalled read: %v, want the file system's timeout", err)
 	}
 }
+
+// TestATargetWhoseRootIsAFileCannotBeRead: a stray file inside a target
+// is passed over, but a target that is itself a file is unreachable, not
+// an empty target.
+func TestATargetWhoseRootIsAFileCannotBeRead(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-folder")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open("file://" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scanWithin(t, s, 30*time.Second); err == nil || !strings.Contains(err.Error(), "is not a folder") {
+		t.Fatalf("scan of a target that is a file: %v", err)
+	}
+}
