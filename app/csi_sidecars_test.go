@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -51,7 +52,9 @@ func newSidecarEnvWith(t testing.TB, provisionerFlags []string, opts ...func(*Da
 	sock := serveCSIDriver(t, e, "node-1")
 	kubeconfig := sidecarKubeconfig(t, e.cluster)
 	common := []string{"--csi-address=" + sock, "--kubeconfig=" + kubeconfig, "--leader-election=false", "-v=4", "--timeout=120s"}
-	startSidecar(t, bins.provisioner, append(common, provisionerFlags...)...)
+	// As package/csi.yaml runs it: an Immediate claim passes no topology
+	// (no CSINode says where the driver runs here, there is no kubelet).
+	startSidecar(t, bins.provisioner, append(append(common, "--immediate-topology=false"), provisionerFlags...)...)
 	startSidecar(t, bins.attacher, common...)
 	s := &sidecarEnv{apiEnv: e, prefix: e.ns}
 	// Cluster-wide objects do not go with the namespace: delete them while
@@ -178,6 +181,14 @@ func (s *sidecarEnv) waitBound(t *testing.T, claim string) *corev1.PersistentVol
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("PV %s: reclaim policy %s, want Delete", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy)
+	}
+	// The volume attaches only where its replicas are: node-1, whose
+	// manager made them. The PV sends the pods that use it there.
+	if na := pv.Spec.NodeAffinity; na == nil || na.Required == nil || len(na.Required.NodeSelectorTerms) != 1 ||
+		len(na.Required.NodeSelectorTerms[0].MatchExpressions) != 1 ||
+		na.Required.NodeSelectorTerms[0].MatchExpressions[0].Key != "kubernetes.io/hostname" ||
+		!slices.Equal(na.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, []string{"node-1"}) {
+		t.Errorf("PV %s's node affinity: %+v, want kubernetes.io/hostname in [node-1]", pv.Name, na)
 	}
 	return pv
 }

@@ -181,7 +181,7 @@ func checkControllerDeployment(t *testing.T, d *appsv1.Deployment, versions map[
 	args := expandArgs(sidecar.Args, sidecar.Env)
 	want := []string{"--csi-address=" + csiSocket, "--leader-election", "--leader-election-namespace=$(POD_NAMESPACE)"}
 	if d.Name == "csi-provisioner" {
-		want = append(want, "--default-fstype=ext4", "--extra-create-metadata=true")
+		want = append(want, "--default-fstype=ext4", "--extra-create-metadata=true", "--immediate-topology=false")
 	}
 	for _, a := range want {
 		if !slices.Contains(args, a) {
@@ -345,18 +345,19 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("create", "events", claims), core("patch", "events", claims),
 			lease("create", ""), lease("get", provisionerLease), lease("update", provisionerLease),
 			lh("get", "settings", "backup-target"),
-			lh("get", "volumes", "pvc-1"), lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"),
+			lh("get", "volumes", "pvc-1"), lh("list", "volumes", ""), lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"),
+			core("list", "nodes", ""), storage("list", "csinodes"),
 			lh("list", "recurringjobs", ""), lh("create", "recurringjobs", ""), lh("delete", "recurringjobs", "snapshot-1-x-y"),
 			lh("get", "backingimages", "image"), lh("create", "backingimages", ""),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "secrets", ""), core("create", "pods", ns),
-			core("list", "nodes", ""), storage("list", "csinodes"), storage("patch", "volumeattachments"),
+			storage("patch", "volumeattachments"),
 			{Verb: "list", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"},
 			core("update", "persistentvolumes", ""), core("delete", "persistentvolumeclaims", claims),
 			lease("get", attacherLease), lease("delete", provisionerLease),
 			lh("get", "settings", "backup-target-credential-secret"), lh("update", "settings", "backup-target"),
-			lh("update", "volumes", "pvc-1"), lh("list", "volumes", ""), lh("update", "recurringjobs", "snapshot-1-x-y"),
+			lh("update", "volumes", "pvc-1"), lh("update", "recurringjobs", "snapshot-1-x-y"),
 			lh("delete", "backingimages", "image"),
 			// Its longhorn.io rights are in the manager's namespace only.
 			{Verb: "get", Group: "longhorn.io", Resource: "volumes", Namespace: claims, Name: "pvc-1"},

@@ -137,7 +137,7 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		if have != size {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, not the %d asked for", name, have, size)
 		}
-		return createdVolume(name, size, volCtx), nil
+		return s.placedVolume(ctx, name, size, volCtx)
 	case !client.IsNotFound(err):
 		return nil, apiStatus(err, "read volume "+name)
 	}
@@ -158,10 +158,27 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		s.undoJobs(made)
 		return nil, apiStatus(err, "create volume "+name)
 	}
-	if err := s.waitVolume(ctx, name, "created", func(v *client.Volume) bool { return v != nil && v.State != "" && v.State != "creating" }); err != nil {
+	return s.placedVolume(ctx, name, size, volCtx)
+}
+
+// placedVolume waits until the volume is created and its replicas are
+// placed, and answers it with the node that holds them as its topology:
+// the volume attaches there only, so its PV's node affinity sends the
+// pods that use it there.
+func (s *controllerServer) placedVolume(ctx context.Context, name string, size int64, volCtx map[string]string) (*csi.CreateVolumeResponse, error) {
+	var node string
+	if err := s.waitVolume(ctx, name, "created with its replicas placed", func(v *client.Volume) bool {
+		if v == nil || v.State == "" || v.State == "creating" {
+			return false
+		}
+		node = v.ReplicasNode()
+		return node != ""
+	}); err != nil {
 		return nil, err
 	}
-	return createdVolume(name, size, volCtx), nil
+	resp := createdVolume(name, size, volCtx)
+	resp.Volume.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{nodeTopologyKey: node}}}
+	return resp, nil
 }
 
 // volumeContext is what the Node service is told of a volume: its

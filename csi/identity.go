@@ -21,7 +21,9 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 	service := func(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
 		return &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}}
 	}
-	var caps []*csi.PluginCapability
+	// A volume attaches only on the node that holds its replicas: the
+	// volumes the driver makes say so (their PVs' node affinity).
+	caps := []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
 	if s.d.opts.Controller {
 		caps = append(caps, service(csi.PluginCapability_Service_CONTROLLER_SERVICE))
 	}

@@ -84,7 +84,10 @@ sock="$PWD/$dev/csi/csi.sock"
 csi_pids+=($!)
 for _ in $(seq 1 40); do [ -S "$sock" ] && break; sleep 0.25; done
 for sidecar in csi-provisioner csi-attacher; do
-	./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s > "$dev/csi/$sidecar.log" 2>&1 &
+	# --immediate-topology=false: with no kubelet no CSINode says where
+	# the driver runs; the driver places a volume itself and answers its
+	# node as the PV's topology.
+	./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s $([ "$sidecar" = csi-provisioner ] && echo --immediate-topology=false) > "$dev/csi/$sidecar.log" 2>&1 &
 	csi_pids+=($!)
 done
 
