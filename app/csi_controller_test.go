@@ -43,6 +43,11 @@ func TestCSICreateVolumeReadsTheStorageClass(t *testing.T) {
 	cs := csiController(t, e)
 	ctx := context.Background()
 	e.call(t, "POST", "/v1/recurringjobs", `{"name":"hourly","task":"snapshot","cron":"0 * * * *","retain":3,"concurrency":1,"groups":["gold"],"labels":{}}`).expect(t, 200)
+	// The driver lists the jobs through the API, which reads its cache:
+	// wait until the job is there, as a StorageClass's would be.
+	eventually(t, 10*time.Second, "the API lists the job", func() (bool, error) {
+		return strings.Contains(e.call(t, "GET", "/v1/recurringjobs", "").raw, `"hourly"`), nil
+	})
 
 	// A selector: the volume carries the job and the group, not default.
 	resp, err := cs.CreateVolume(ctx, createRequest("pvc-selected", 20<<20, map[string]string{
