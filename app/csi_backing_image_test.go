@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/cadence-storage/longhorn-manager/csi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -120,27 +118,7 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 		"backingImageChecksum":             otherSum,
 	})
 	s.claim(t, "other-sum", sc2)
-	message := s.provisioningFailed(t, "other-sum")
-	t.Logf("the provisioner's event: %s", message)
-	for _, want := range []string{"InvalidArgument", "backingImageChecksum", image} {
-		if !strings.Contains(message, want) {
-			t.Errorf("ProvisioningFailed event %q does not say %q", message, want)
-		}
-	}
-	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(ctx, "other-sum", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
-		t.Errorf("claim other-sum %s, volume %q: want Pending with none", pvc.Status.Phase, pvc.Spec.VolumeName)
-	}
-	after, err := s.lh.LonghornV1beta2().Volumes(s.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(after.Items) != len(before.Items) {
-		t.Errorf("%d Volumes before the claim, %d after: a refused claim made one", len(before.Items), len(after.Items))
-	}
+	s.claimRefused(t, "other-sum", len(before.Items), "InvalidArgument", "backingImageChecksum", image)
 	if bi, err := s.lh.LonghornV1beta2().BackingImages(s.ns).Get(ctx, image, metav1.GetOptions{}); err != nil {
 		t.Error(err)
 	} else if bi.Spec.Checksum != sum {
@@ -189,20 +167,4 @@ func (s *sidecarEnv) attachByVolumeAttachment(t *testing.T, pv *corev1.Persisten
 		return got.Status.Attached, nil
 	})
 	return va.Name
-}
-
-// provisioningFailed waits for the provisioner's ProvisioningFailed event
-// on the claim and returns its message.
-func (s *sidecarEnv) provisioningFailed(t *testing.T, claim string) string {
-	t.Helper()
-	var message string
-	eventually(t, sidecarWait, "a ProvisioningFailed event on claim "+claim, func() (bool, error) {
-		events, err := s.kube.CoreV1().Events(s.ns).List(context.Background(), metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": claim, "reason": "ProvisioningFailed"}.String()})
-		if err != nil || len(events.Items) == 0 {
-			return false, err
-		}
-		message = events.Items[0].Message
-		return true, nil
-	})
-	return message
 }

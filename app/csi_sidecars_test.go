@@ -386,35 +386,7 @@ func TestCSISidecarsProvisionAttachAndDelete(t *testing.T) {
 		}
 		sc := s.storageClass(t, "malformed", map[string]string{"recurringJobSelector": `[{"name":"snap-hourly","isGroup":false}`})
 		s.claim(t, "malformed", sc)
-		var message string
-		eventually(t, sidecarWait, "a ProvisioningFailed event on the claim", func() (bool, error) {
-			events, err := s.kube.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": "malformed", "reason": "ProvisioningFailed"}.String()})
-			if err != nil || len(events.Items) == 0 {
-				return false, err
-			}
-			message = events.Items[0].Message
-			return true, nil
-		})
-		t.Logf("the provisioner's event: %s", message)
-		for _, want := range []string{"InvalidArgument", "recurringJobSelector"} {
-			if !strings.Contains(message, want) {
-				t.Errorf("ProvisioningFailed event %q does not say %q", message, want)
-			}
-		}
-		pvc, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(ctx, "malformed", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
-			t.Errorf("claim %s, volume %q: want Pending with none", pvc.Status.Phase, pvc.Spec.VolumeName)
-		}
-		after, err := s.lh.LonghornV1beta2().Volumes(s.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(after.Items) != len(before.Items) {
-			t.Errorf("%d Volumes before the claim, %d after: a refused claim made one", len(before.Items), len(after.Items))
-		}
+		s.claimRefused(t, "malformed", len(before.Items), "InvalidArgument", "recurringJobSelector")
 		if err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Delete(ctx, "malformed", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -467,4 +439,49 @@ func TestCSISidecarsProvisionAttachAndDelete(t *testing.T) {
 			})
 		}
 	})
+}
+
+// provisioningFailed waits for the provisioner's ProvisioningFailed event
+// on the claim and returns its message.
+func (s *sidecarEnv) provisioningFailed(t *testing.T, claim string) string {
+	t.Helper()
+	var message string
+	eventually(t, sidecarWait, "a ProvisioningFailed event on claim "+claim, func() (bool, error) {
+		events, err := s.kube.CoreV1().Events(s.ns).List(context.Background(), metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": claim, "reason": "ProvisioningFailed"}.String()})
+		if err != nil || len(events.Items) == 0 {
+			return false, err
+		}
+		message = events.Items[0].Message
+		return true, nil
+	})
+	return message
+}
+
+// claimRefused checks that the driver refused claim: a ProvisioningFailed
+// event saying each of wants, the claim Pending with no volume, and no
+// Volume made (there were volumesBefore).
+func (s *sidecarEnv) claimRefused(t *testing.T, claim string, volumesBefore int, wants ...string) {
+	t.Helper()
+	ctx := context.Background()
+	message := s.provisioningFailed(t, claim)
+	t.Logf("the provisioner's event: %s", message)
+	for _, want := range wants {
+		if !strings.Contains(message, want) {
+			t.Errorf("ProvisioningFailed event %q does not say %q", message, want)
+		}
+	}
+	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
+		t.Errorf("claim %s %s, volume %q: want Pending with none", claim, pvc.Status.Phase, pvc.Spec.VolumeName)
+	}
+	after, err := s.lh.LonghornV1beta2().Volumes(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != volumesBefore {
+		t.Errorf("%d Volumes before the claim, %d after: a refused claim made one", volumesBefore, len(after.Items))
+	}
 }
