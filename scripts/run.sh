@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What it makes (the control plane's data with the cluster's CA key, the
+# kubeconfig, the disk's replica files) is this user's alone.
+umask 077
 dev=.dev
 mkdir -p "$dev"
+chmod 700 "$dev"
 kubeconfig="$dev/kubeconfig"
 node=${NODE_NAME:-$(hostname)}
 api=${API_ADDRESS:-127.0.0.1:9500}
