@@ -256,8 +256,18 @@ func (c *Client) Purge(ctx context.Context, volume string) error {
 
 // BackupSnapshot starts a backup and returns its name.
 func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, labels map[string]string) (string, error) {
+	return c.BackupSnapshotMode(ctx, volume, snapshot, labels, "")
+}
+
+// BackupSnapshotMode is BackupSnapshot with Longhorn's backupMode: "full"
+// (every block uploaded again), "incremental" or "" (incremental).
+func (c *Client) BackupSnapshotMode(ctx context.Context, volume, snapshot string, labels map[string]string, mode string) (string, error) {
 	var out struct{ Name string }
-	err := c.action(ctx, "volumes", volume, "snapshotBackup", map[string]any{"name": snapshot, "labels": labels}, &out)
+	in := map[string]any{"name": snapshot, "labels": labels}
+	if mode != "" {
+		in["backupMode"] = mode
+	}
+	err := c.action(ctx, "volumes", volume, "snapshotBackup", in, &out)
 	return out.Name, err
 }
 
