@@ -57,3 +57,28 @@ build csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0 cmd/cs
 # (github.com/kubernetes-csi/external-snapshotter/client/v8, config/crd).
 build csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/csi-snapshotter github.com/kubernetes-csi/external-snapshotter/client/v8
 build snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/snapshot-controller github.com/kubernetes-csi/external-snapshotter/client/v8
+
+# The snapshot CRDs the snapshot controller and the sidecar serve
+# (VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshot), from the
+# client module of the same release, copied out of the module cache into
+# bin/snapshot-crds/ for the tests and `make run` to install; a cluster
+# usually has them (docs/deploying.md).
+crds() {
+	local module=github.com/kubernetes-csi/external-snapshotter/client/v8 version=v8.7.0
+	local out=bin/snapshot-crds
+	if [ "$(cat "$out/version" 2>/dev/null)" = "$module@$version" ]; then
+		return
+	fi
+	local dir
+	dir=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" {print $4}')
+	if [ -z "$dir" ] || ! ls "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml >/dev/null 2>&1; then
+		echo "go mod download $module@$version gave no config/crd/snapshot.storage.k8s.io_*.yaml" >&2
+		exit 1
+	fi
+	rm -rf "$out"
+	mkdir -p "$out"
+	cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+	chmod u+w "$out"/*.yaml
+	echo "$module@$version" > "$out/version"
+}
+crds
