@@ -215,9 +215,18 @@ func (o *snapshotOp) checkNameFree(ctx context.Context) error {
 func (o *snapshotOp) attach(ctx context.Context) (release func(), err error) {
 	api := o.s.d.api
 	by := attacher(o.name)
-	v, err := api.Volume(ctx, o.volume)
-	if err != nil {
-		return nil, apiStatus(err, "read volume "+o.volume)
+	// Decide on a volume that has settled: one still detaching (a call
+	// before released it, say) would seem attached until its engine stops
+	// under the snapshot.
+	var v *client.Volume
+	if err := o.s.waitVolume(ctx, o.volume, "attached or detached", func(got *client.Volume) bool {
+		v = got
+		return got == nil || got.State == volumeDeleting || settled(got)
+	}); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %s not found", o.volume)
 	}
 	if v.State == volumeDeleting {
 		return nil, status.Errorf(codes.NotFound, "volume %s is being deleted", o.volume)
@@ -264,4 +273,13 @@ func (o *snapshotOp) release(ctx context.Context) {
 		return
 	}
 	o.log.Info("Detached the volume attached for a CSI snapshot")
+}
+
+// settled says whether a volume is where it is asked to be: detached, or
+// attached on the node it is to be attached to.
+func settled(v *client.Volume) bool {
+	if v.NodeID == "" {
+		return v.State == "detached"
+	}
+	return v.State == "attached" && v.CurrentNodeID == v.NodeID
 }
