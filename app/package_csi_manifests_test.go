@@ -41,9 +41,10 @@ const (
 // TestPackageManifestsCSI: what package/ deploys for the CSI driver is
 // accepted by the apiserver (a server-side dry run) and is what the driver
 // and the sidecars need: the CSIDriver object as Longhorn's; the
-// external-provisioner and external-attacher (at the versions the
-// end-to-end tests run) each beside `longhorn-manager csi --controller` on
-// a socket in an emptyDir, with leader election; the Node service and
+// external-provisioner, external-attacher and csi-snapshotter (at the
+// versions the end-to-end tests run) each beside `longhorn-manager csi
+// --controller` on a socket in an emptyDir, with leader election; the
+// VolumeSnapshotClasses longhorn-snapshot and longhorn-backup; the Node service and
 // node-driver-registrar in the manager's pods (where the volumes' NBD
 // exports listen on 127.0.0.1) with the kubelet's directory Bidirectional,
 // the host's /dev and a host state directory; the `longhorn`
