@@ -3,6 +3,8 @@ package csi
 import (
 	"strings"
 	"testing"
+
+	"github.com/cadence-storage/longhorn-manager/client"
 )
 
 func TestSnapshotHandles(t *testing.T) {
@@ -72,5 +74,44 @@ func TestSnapshotNamesFromCSINames(t *testing.T) {
 	}
 	if got := snapshotName("snapshot-0b9e1f3c-6a1f-4a36-9d0f-0c2b1f1f2a11"); got != "snapshot-0b9e1f3c-6a1f-4a36-9d0f-0c2b1f1f2a11" {
 		t.Errorf("the external-snapshotter's name became %q: it is kept as it is", got)
+	}
+}
+
+func TestSnapshotDecisions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    client.Volume
+		want bool
+	}{
+		{"detached", client.Volume{State: "detached"}, true},
+		{"detaching: not yet", client.Volume{State: "attached", CurrentNodeID: "n1"}, false},
+		{"attaching: not yet", client.Volume{State: "attaching", NodeID: "n1"}, false},
+		{"attached where asked", client.Volume{State: "attached", NodeID: "n1", CurrentNodeID: "n1"}, true},
+		{"attached elsewhere than asked: moving", client.Volume{State: "attached", NodeID: "n2", CurrentNodeID: "n1"}, false},
+		{"faulted", client.Volume{State: "faulted", NodeID: "n1"}, false},
+	} {
+		if got := settled(&c.v); got != c.want {
+			t.Errorf("%s: settled(%+v) = %v, want %v", c.name, c.v, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		snap client.SnapshotObject
+		want bool
+	}{
+		{"a snapshot", client.SnapshotObject{Name: "s"}, true},
+		{"a snap CSI snapshot", client.SnapshotObject{Name: "s", Labels: map[string]string{"type": "snap"}}, true},
+		{"being deleted", client.SnapshotObject{Name: "s", MarkRemoved: true}, false},
+		{"a bak CSI snapshot's base: listed as its backup", client.SnapshotObject{Name: "s", Labels: map[string]string{"type": "bak"}}, false},
+	} {
+		if got := listedSnapshot(&c.snap); got != c.want {
+			t.Errorf("%s: listed %v, want %v", c.name, got, c.want)
+		}
+	}
+	// The API takes attachedBy up to 253 characters of letters, digits
+	// and . _ : / -.
+	by := attacher(snapshotName(strings.Repeat("S", 128)))
+	if len(by) > 253 || strings.Trim(by, "abcdefghijklmnopqrstuvwxyz0123456789-/") != "" {
+		t.Errorf("attacher %q is no attachedBy the API takes", by)
 	}
 }
