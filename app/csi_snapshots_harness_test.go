@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
@@ -215,6 +216,32 @@ func (e *snapshotEnv) snapshotFailed(t *testing.T, name string) string {
 		}
 		msg, _, _ = unstructured.NestedString(vs.Object, "status", "error", "message")
 		return msg != "", nil
+	})
+	return msg
+}
+
+// creationFailedEvent waits for the csi-snapshotter's SnapshotCreationFailed
+// event on the VolumeSnapshot's content (cluster-wide, so its events are
+// in the default namespace) and returns its message.
+func (e *snapshotEnv) creationFailedEvent(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	var msg string
+	eventually(t, sidecarWait, "a SnapshotCreationFailed event on the content of VolumeSnapshot "+name, func() (bool, error) {
+		vs, err := e.dyn.Resource(volumeSnapshots).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		content, _, _ := unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+		if content == "" {
+			return false, nil
+		}
+		events, err := e.kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": content, "reason": "SnapshotCreationFailed"}.String()})
+		if err != nil || len(events.Items) == 0 {
+			return false, err
+		}
+		msg = events.Items[0].Message
+		return true, nil
 	})
 	return msg
 }

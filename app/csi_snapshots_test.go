@@ -61,11 +61,17 @@ func TestCSIVolumeSnapshots(t *testing.T) {
 		if !strings.Contains(msg, "InvalidArgument") || !strings.Contains(msg, "parameters.type") {
 			t.Errorf("VolumeSnapshot error %q: want the driver's InvalidArgument naming parameters.type", msg)
 		}
+		if event := e.creationFailedEvent(t, "unknown-type"); !strings.Contains(event, "parameters.type") {
+			t.Errorf("the content's SnapshotCreationFailed event %q does not name parameters.type", event)
+		}
 		// No backup target is set yet.
 		e.volumeSnapshot(t, "no-target", bakClass, "data")
 		msg = e.snapshotFailed(t, "no-target")
 		if !strings.Contains(msg, "FailedPrecondition") || !strings.Contains(msg, "backup-target") {
 			t.Errorf("VolumeSnapshot error %q: want the driver's FailedPrecondition naming the backup-target setting", msg)
+		}
+		if event := e.creationFailedEvent(t, "no-target"); !strings.Contains(event, "backup-target") {
+			t.Errorf("the content's SnapshotCreationFailed event %q does not name the backup-target setting", event)
 		}
 		if after := snapshotObjects(); strings.Join(after, ",") != strings.Join(before, ",") {
 			t.Errorf("Longhorn snapshots of %s: %v before, %v after the refused VolumeSnapshots", volume, before, after)
