@@ -238,13 +238,13 @@ func (o *snapshotOp) attach(ctx context.Context) (release func(), err error) {
 		}
 		o.log.WithField("node", node).Info("Attaching the detached volume, without its frontend, to take or delete its CSI snapshot")
 		if err := api.Attach(ctx, o.volume, node, by); err != nil {
-			if st := apiStatus(err, "attach volume "+o.volume); status.Code(st) == codes.FailedPrecondition {
+			st := apiStatus(err, "attach volume "+o.volume)
+			if status.Code(st) == codes.FailedPrecondition {
 				// Another CSI snapshot or a recurring job's run has it
-				// attached: try again once it is done.
+				// attached (409): try again once it is done.
 				return nil, status.Errorf(codes.Aborted, "volume %s: %s", o.volume, status.Convert(st).Message())
-			} else {
-				return nil, st
 			}
+			return nil, st
 		}
 	}
 	release = func() {}
