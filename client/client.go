@@ -135,6 +135,12 @@ type Backup struct {
 	Labels       map[string]string `json:"labels"`
 	Error        string            `json:"error"`
 	URL          string            `json:"url"`
+	// VolumeName is the volume backed up; VolumeSize its size in bytes
+	// (decimal) then; SnapshotCreated when its snapshot was taken
+	// (RFC 3339).
+	VolumeName      string `json:"volumeName"`
+	VolumeSize      string `json:"volumeSize"`
+	SnapshotCreated string `json:"snapshotCreated"`
 }
 
 // Volume is a volume as the API shows it.
