@@ -6,20 +6,13 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 
-	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
-	"github.com/cadence-storage/longhorn-manager/manager"
 )
 
 // TestRecurringJobCreateAndUpdateMapEveryField: a create and an update
@@ -69,24 +62,13 @@ func TestRecurringJobCreateAndUpdateMapEveryField(t *testing.T) {
 func TestGetRecurringJobReadsTheAPIOnACacheMiss(t *testing.T) {
 	job := &longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: testNamespace},
 		Spec: longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 * * * *", Retain: 1, Concurrency: 1}}
-	lh := lhfake.NewSimpleClientset(job)
 	// The informer's list finds nothing: the cache is behind.
-	lh.PrependReactor("list", "recurringjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, &longhorn.RecurringJobList{}, nil
-	})
-	kube := kubefake.NewSimpleClientset()
-	inf := datastore.NewInformers(lh, kube, testNamespace, 0)
-	ds := datastore.New(testNamespace, lh, kube, inf)
-	logger := logrus.New()
-	logger.SetLevel(logrus.PanicLevel)
-	s := NewServer(logrus.NewEntry(logger), ds, inf, manager.NewVolumeManager(ds), clock.RealClock{}, prometheus.NewRegistry())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); inf.Shutdown() })
-	inf.Start(ctx.Done())
-	if err := ds.WaitForCacheSync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := s.Router(func() (bool, string) { return true, "" })
+	s := newTestServerWith(t, func(lh *lhfake.Clientset) {
+		lh.PrependReactor("list", "recurringjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, &longhorn.RecurringJobList{}, nil
+		})
+	}, job)
+	h := s.handler
 	for path, want := range map[string]int{"/v1/recurringjobs/new": http.StatusOK, "/v1/recurringjobs/missing": http.StatusNotFound} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
