@@ -22,6 +22,18 @@ import (
 var ErrNoCapacity = errors.New("no disk has room")
 
 func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
+	return m.checkRoom(spec, "", "")
+}
+
+// checkCapacityOn is checkCapacity on the one disk (by UUID) that holds
+// volume's replicas, which the volume's own replicas do not count against.
+func (m *VolumeManager) checkCapacityOn(spec longhorn.VolumeSpec, diskUUID, volume string) error {
+	return m.checkRoom(spec, diskUUID, volume)
+}
+
+// checkRoom is checkCapacity, on every ready disk or only diskUUID, less
+// the replicas of volume (none when empty).
+func (m *VolumeManager) checkRoom(spec longhorn.VolumeSpec, diskUUID, volume string) error {
 	nodes, err := m.ds.ListNodesRO()
 	if err != nil {
 		return err
@@ -36,7 +48,7 @@ func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 	}
 	scheduled := map[string]int64{}
 	for _, r := range replicas {
-		if r.DeletionTimestamp == nil {
+		if r.DeletionTimestamp == nil && (volume == "" || r.Spec.VolumeName != volume) {
 			scheduled[r.Spec.DiskID] += r.Spec.VolumeSize
 		}
 	}
@@ -48,7 +60,7 @@ func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 	for _, n := range nodes {
 		for name, spec := range n.Spec.Disks {
 			st := n.Status.DiskStatus[name]
-			if st == nil || st.DiskUUID == "" || st.StorageMaximum <= 0 || !diskReady(st) {
+			if st == nil || st.DiskUUID == "" || st.StorageMaximum <= 0 || !diskReady(st) || (diskUUID != "" && st.DiskUUID != diskUUID) {
 				continue
 			}
 			room := (st.StorageMaximum-spec.StorageReserved)/100*int64(percent) - scheduled[st.DiskUUID]
@@ -63,10 +75,14 @@ func (m *VolumeManager) checkCapacity(spec longhorn.VolumeSpec) error {
 	if spec.Size <= 0 || spec.NumberOfReplicas <= 0 {
 		return nil // refused elsewhere, naming the field
 	}
+	which := "the most any ready disk has room for"
+	if diskUUID != "" {
+		which = "the disk that holds the volume's replicas has room for"
+	}
 	if need := spec.Size * int64(spec.NumberOfReplicas); need/int64(spec.NumberOfReplicas) != spec.Size || need > best.room {
-		return fmt.Errorf("%w: %w", ErrNoCapacity, invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; the most any ready disk has room for is %d "+
+		return fmt.Errorf("%w: %w", ErrNoCapacity, invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; %s is %d "+
 			"(disk %s of node %s: its size less reserved storage, times the %s setting of %d%%, less the replicas it holds)",
-			spec.NumberOfReplicas, spec.Size, need, max(best.room, 0), best.disk, best.node, types.SettingNameStorageOverProvisioningPercentage, percent))
+			spec.NumberOfReplicas, spec.Size, need, which, max(best.room, 0), best.disk, best.node, types.SettingNameStorageOverProvisioningPercentage, percent))
 	}
 	return nil
 }

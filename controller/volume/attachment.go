@@ -46,6 +46,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
+	c.setScheduledCondition(v, vstatus, replicas)
 	failed := map[string]bool{}
 	// failures: why the running engine does not use a replica.
 	var failures map[string]volumeengine.Failure
@@ -171,7 +172,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		status.IP, status.StorageIP = host, host
 		status.Port, _ = strconv.Atoi(port)
 		status.Endpoint = run.Endpoint
-		status.CurrentSize = v.Spec.Size
+		c.expandEngine(v, run.Engine, status)
 		// Read the generation first: a change while mirroring moves it, so
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()
