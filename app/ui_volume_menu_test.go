@@ -169,15 +169,15 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	}
 	b.checkConsole("Update Backup Target")
 
-	// Expand Volume: the form's size (a fraction of a GiB, its default
-	// unit) reaches the expand action, rounded up to whole 2 MiB, and the
-	// attached volume grows.
+	// Expand Volume: the form's size (32 MiB as a fraction of a GiB, its
+	// default unit, which the form asks to be whole MiB) reaches the
+	// expand action, and the attached volume grows.
 	b.recordRequests()
 	b.rowItem("menu-vol", "Expand Volume")
-	b.typeText(".ant-modal #size", "0.03")
+	b.typeText(".ant-modal #size", "0.03125")
 	b.shot("expand-form")
 	b.modalOK()
-	if w := b.waitWrites("Expand Volume", 1); len(w) != 1 || !strings.Contains(w[0].URL, "action=expand") || w[0].Status != 200 || !strings.Contains(w[0].Body, `"size":"0.03Gi"`) {
+	if w := b.waitWrites("Expand Volume", 1); len(w) != 1 || !strings.Contains(w[0].URL, "action=expand") || w[0].Status != 200 || !strings.Contains(w[0].Body, `"size":"0.03125Gi"`) {
 		t.Errorf("Expand Volume: %+v", w)
 	}
 	e.waitVolumeFor(t, 30*time.Second, "menu-vol", "menu-vol grown to 32 MiB", func(v map[string]any) bool {
