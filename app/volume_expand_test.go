@@ -89,4 +89,25 @@ func TestVolumeExpandAction(t *testing.T) {
 	if out := qemuIO(t, v["endpoint"].(string), "read -P 0 32M 16M"); !strings.Contains(out, "read") {
 		t.Fatalf("qemu-io: %s", out)
 	}
+
+	// spec.size written with kubectl past the disk's room: the apiserver
+	// takes it (a CEL rule refuses only shrinking), the controller does
+	// not grow the volume and says why; the volume serves at its size.
+	vol, err := e.lh.LonghornV1beta2().Volumes(e.ns).Get(context.Background(), "grow", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol.Spec.Size = 1 << 60
+	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Update(context.Background(), vol, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v = e.waitVolume(t, "grow", "the growth refused", func(v map[string]any) bool {
+		c, _ := v["controllers"].([]any)
+		return len(c) > 0 && strings.Contains(c[0].(map[string]any)["lastExpansionError"].(string), "spec.size")
+	})
+	c := v["controllers"].([]any)[0].(map[string]any)
+	if msg := c["lastExpansionError"].(string); !strings.Contains(msg, "room") || actualSize(v) != strconv.Itoa(48<<20) || c["size"] != strconv.Itoa(48<<20) {
+		t.Fatalf("after a spec.size past the disk: %v", c)
+	}
+	qemuIO(t, v["endpoint"].(string), "read -P 0xcd 31M 1M")
 }

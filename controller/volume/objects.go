@@ -78,9 +78,6 @@ func (c *Controller) ensureObjects(ctx context.Context, v *longhorn.Volume, atta
 		}
 	}
 	sort.Slice(replicas, func(i, j int) bool { return replicas[i].Name < replicas[j].Name })
-	if err := c.syncReplicaSizes(ctx, v, replicas); err != nil {
-		return nil, nil, err
-	}
 
 	addresses := map[string]string{}
 	for _, r := range replicas {
@@ -109,7 +106,6 @@ func (c *Controller) ensureObjects(ctx context.Context, v *longhorn.Volume, atta
 	desired.Spec.NodeID = attachTo
 	desired.Spec.ReplicaAddressMap = addresses
 	desired.Spec.DisableFrontend = v.Spec.DisableFrontend
-	desired.Spec.VolumeSize = max(desired.Spec.VolumeSize, v.Spec.Size)
 	desired.Spec.DesireState = longhorn.InstanceStateStopped
 	if attachTo != "" {
 		desired.Spec.DesireState = longhorn.InstanceStateRunning
