@@ -34,10 +34,10 @@ func (m *VolumeManager) checkRoom(spec longhorn.VolumeSpec, diskUUID, volume str
 	if room.Holds(spec.Size, spec.NumberOfReplicas) {
 		return nil // an unknown disk, or a size refused elsewhere naming the field
 	}
-	which := "the most any ready disk has room for"
+	which := "the most any ready disk has room for is"
 	if diskUUID != "" {
 		which = "the disk that holds the volume's replicas has room for"
 	}
-	return fmt.Errorf("%w: %w", ErrNoCapacity, invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; %s is %d (%s)",
+	return fmt.Errorf("%w: %w", ErrNoCapacity, invalid("size, numberOfReplicas: %d replicas of %d bytes need %d bytes on one disk; %s %d (%s)",
 		spec.NumberOfReplicas, spec.Size, spec.Size*int64(spec.NumberOfReplicas), which, max(room.Room, 0), room.Describe()))
 }
