@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -195,15 +196,17 @@ func (s *nodeServer) stageFilesystem(ctx context.Context, v *client.Volume, st *
 	if err := s.d.saveState(st); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	if !format {
-		// The volume may have grown since its filesystem was last mounted.
+	// The volume may have grown since its filesystem was last mounted; a
+	// volume staged read-only is not written to.
+	grow := !format && !nc.readOnly && !slices.Contains(nc.mountFlags, "ro")
+	if grow {
 		growFilesystemOffline(ctx, st.Device, nc.fsType, log)
 	}
 	if err := mount(ctx, st.Device, staging, nc.fsType, nc.mountFlags); err != nil {
 		return status.Errorf(codes.Internal, "mount volume %s at staging_target_path %s: %v", st.VolumeID, staging, err)
 	}
 	log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType, "flags": nc.mountFlags}).Info("Mounted the volume at its staging path")
-	if !format && nc.fsType == "xfs" {
+	if grow && nc.fsType == "xfs" {
 		// xfs grows only mounted.
 		if err := growFilesystem(ctx, st, log); err != nil {
 			log.WithError(err).Warn("Could not grow the volume's xfs filesystem to its device's size: it is mounted at its old size")
