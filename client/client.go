@@ -172,6 +172,15 @@ type Volume struct {
 	// Endpoint is the NBD URI of the attached volume's frontend,
 	// nbd://HOST:PORT/NAME; "" while it has none.
 	Endpoint string `json:"endpoint"`
+	// Controllers is the volume's engine; its ActualSize is the size the
+	// data plane has (see ActualSize).
+	Controllers []VolumeController `json:"controllers"`
+}
+
+// VolumeController is a volume's engine as the API lists it.
+type VolumeController struct {
+	// ActualSize is the engine's size in bytes, as a decimal string.
+	ActualSize string `json:"actualSize"`
 }
 
 // VolumeReplica is a replica of a volume and the node that holds it.

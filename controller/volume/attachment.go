@@ -46,6 +46,20 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
+	c.setScheduledCondition(v, vstatus, replicas)
+	// size: what the volume is to have, spec.size unless the disk has no
+	// room for the growth, which stays refused (expansionRefused).
+	size, refused, err := c.expansionTarget(v, replicas)
+	if err != nil {
+		return err
+	}
+	if err := c.syncReplicaSizes(ctx, size, replicas); err != nil {
+		return err
+	}
+	if e, err = c.syncEngineSize(ctx, e, size); err != nil {
+		return err
+	}
+	c.recordExpansionRefusal(v, status, refused)
 	failed := map[string]bool{}
 	// failures: why the running engine does not use a replica.
 	var failures map[string]volumeengine.Failure
@@ -140,7 +154,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
 	}
 	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready && (!allFailed || running) {
-		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend)
+		run, err := c.instances.Start(v.Name, size, startDirs, !v.Spec.DisableFrontend)
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeEngineStatus(ctx, e, status)
@@ -171,7 +185,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		status.IP, status.StorageIP = host, host
 		status.Port, _ = strconv.Atoi(port)
 		status.Endpoint = run.Endpoint
-		status.CurrentSize = v.Spec.Size
+		c.expandEngine(v, size, run.Engine, status)
 		// Read the generation first: a change while mirroring moves it, so
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()

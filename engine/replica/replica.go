@@ -226,8 +226,12 @@ func (r *Replica) closeBacking() {
 	}
 }
 
-// Size is the volume size in bytes.
-func (r *Replica) Size() int64 { return r.meta.Size }
+// Size is the volume size in bytes; Grow changes it.
+func (r *Replica) Size() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.meta.Size
+}
 
 // Close closes the layer files and the backing file.
 func (r *Replica) Close() error {
