@@ -154,9 +154,11 @@ func TestOnlyAUsersDeleteDeletesFromTheTarget(t *testing.T) {
 		return all == 0, nil
 	})
 	e.setBackupTarget(t, "file://"+root)
-	eventually(t, pollWait, "the Backup objects back with the old target", func() (bool, error) {
+	eventually(t, pollWait, "the Backup and BackupVolume objects back with the old target", func() (bool, error) {
 		_, completed := e.backupCount(t)
-		return completed == 2, nil
+		// The BackupVolume is written after its Backups: the delete
+		// below names it.
+		return completed == 2 && e.call(t, "GET", "/v1/backupvolumes/vol", "").status == 200, nil
 	})
 	sameFiles(t, "after the target was replaced and set back", targetFiles(t, root), before)
 

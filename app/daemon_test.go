@@ -302,7 +302,13 @@ func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
 	_, checks["list settings in another namespace"] = saLH.LonghornV1beta2().Settings(other).List(ctx, metav1.ListOptions{})
 	_, checks["list secrets in its namespace"] = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	_, checks["get a secret in another namespace"] = sa.CoreV1().Secrets(other).Get(ctx, "s3-secret", metav1.GetOptions{})
-	_, checks["list Kubernetes nodes"] = sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	// It lists Nodes (their pod ranges, which downloads may not reach),
+	// and may read no more of them.
+	_, checks["get a Kubernetes node"] = sa.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	_, checks["watch Kubernetes nodes"] = sa.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	checks["delete a Kubernetes node"] = sa.CoreV1().Nodes().Delete(ctx, "node-1", metav1.DeleteOptions{})
+	_, checks["update a claim"] = sa.CoreV1().PersistentVolumeClaims(other).Update(ctx,
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}, metav1.UpdateOptions{})
 	checks["delete a Longhorn node"] = saLH.LonghornV1beta2().Nodes(ns).Delete(ctx, "node-1", metav1.DeleteOptions{})
 	for what, err := range checks {
 		if !apierrors.IsForbidden(err) {

@@ -107,7 +107,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 // validateParameters refuses a parameter the job's task does not take
 // and a value that is not what it must be: full-backup-interval, on a
-// backup task only, a whole number from 0 (no full backups) up.
+// backup task, a whole number from 0 (no full backups) up; on another
+// task only 0, which Longhorn's UI sends with every job.
 func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.ErrorList {
 	var errs field.ErrorList
 	for _, key := range slices.Sorted(maps.Keys(spec.Parameters)) {
@@ -116,7 +117,11 @@ func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.Err
 		switch key {
 		case types.RecurringJobParameterFullBackupInterval:
 			if spec.Task != longhorn.RecurringJobTypeBackup && spec.Task != longhorn.RecurringJobTypeBackupForceCreate {
-				errs = append(errs, field.Invalid(kp, value, fmt.Sprintf("applies to the backup and backup-force-create tasks only, not %s", spec.Task)))
+				// Longhorn's UI sends "0" with every task: no full
+				// backups, which is what any other task takes.
+				if value != "0" && value != "" {
+					errs = append(errs, field.Invalid(kp, value, fmt.Sprintf("applies to the backup and backup-force-create tasks only, not %s (0 is accepted and does nothing)", spec.Task)))
+				}
 				continue
 			}
 			if n, err := strconv.Atoi(value); err != nil || n < 0 || strings.TrimSpace(value) != value {

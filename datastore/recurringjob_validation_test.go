@@ -64,6 +64,9 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"full-backup-interval 0 (no full backups) is accepted", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackupForceCreate, map[string]string{"full-backup-interval": "0"}
 		}, ""},
+		{"full-backup-interval 0 on a snapshot job, as Longhorn's UI sends it, is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Parameters = map[string]string{"full-backup-interval": "0"}
+		}, ""},
 		{"full-backup-interval on a snapshot job is refused", func(j *longhorn.RecurringJob) {
 			j.Spec.Parameters = map[string]string{"full-backup-interval": "7"}
 		}, "spec.parameters[full-backup-interval]: Invalid value: \"7\": applies to the backup and backup-force-create tasks only"},
