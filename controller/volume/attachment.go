@@ -37,6 +37,17 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	if notLocal != nil {
 		attachTo = ""
 	}
+	// A clone is made on the node that holds its source's replicas, where
+	// the source's engine runs: never elsewhere, where it could not read it.
+	if node := c.cloneSourceNode(v); len(existing) == 0 && cloneRequired(v) && node != "" && node != c.ownership.NodeID {
+		msg := fmt.Sprintf("the replicas of source volume %s are on node %s, whose manager makes the clone; it is not up", v.Status.CloneStatus.SourceVolume, node)
+		vstatus := v.Status.DeepCopy()
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
+		if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
+			return err
+		}
+		return fmt.Errorf("volume %s: %s", v.Name, msg)
+	}
 	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
 	if err != nil {
 		return err
@@ -121,6 +132,10 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
 		}
 	}
+	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, ready && notLocal == nil && !allFailed)
+	if err != nil {
+		return err
+	}
 	switch {
 	case v.Spec.NodeID == "":
 		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
@@ -139,8 +154,12 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready && (!allFailed || running) {
-		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend)
+	// A detached volume's engine runs, without a frontend, while a clone
+	// reads it.
+	wanted := v.Spec.NodeID == c.ownership.NodeID || (v.Spec.NodeID == "" && c.cloneSourceWanted(v.Name))
+	if wanted && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && !cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}) &&
+		ready && (!allFailed || running) {
+		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeEngineStatus(ctx, e, status)
@@ -238,8 +257,8 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 				return err
 			}
 		}
-		// An engine restoring the volume stops when its restore ends.
-		if !restoring {
+		// An engine restoring or cloning the volume stops when that ends.
+		if !restoring && !cloning {
 			if err := c.instances.Stop(v.Name); err != nil {
 				c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 			}
