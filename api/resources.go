@@ -63,6 +63,7 @@ type Volume struct {
 	Frontend             longhorn.VolumeFrontend              `json:"frontend"`
 	BackingImage         string                               `json:"backingImage"`
 	FromBackup           string                               `json:"fromBackup"`
+	DataSource           string                               `json:"dataSource"`
 	State                longhorn.VolumeState                 `json:"state"`
 	Robustness           longhorn.VolumeRobustness            `json:"robustness"`
 	CurrentNodeID        string                               `json:"currentNodeID"`
@@ -213,7 +214,8 @@ type VolumeInput struct {
 	// AccessMode is rwo (or empty): the project shares no volume.
 	AccessMode string `json:"accessMode"`
 	// DataSource is Longhorn's clone source (vol://<volume> or
-	// snap://<volume>/<snapshot>): refused, as the project cannot clone.
+	// snap://<volume>/<snapshot>): the volume is filled with the source's
+	// bytes before it attaches.
 	DataSource string `json:"dataSource"`
 }
 
@@ -378,7 +380,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	}
 	out := Volume{
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
-		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, State: state, Robustness: v.Status.Robustness,
+		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, DataSource: v.Spec.DataSource, State: state, Robustness: v.Status.Robustness,
 		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), LastAttachedBy: v.Spec.LastAttachedBy,
 		RecurringJobSelector: selector, Conditions: conditionMap(v.Status.Conditions),
 		FrontendDisabled: v.Status.FrontendDisabled, DisableFrontend: v.Spec.DisableFrontend, Endpoint: s.volumeEndpoint(v.Name),
