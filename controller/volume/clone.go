@@ -71,6 +71,26 @@ type cloneRun struct {
 	cancel     context.CancelFunc
 	done       chan struct{} // closed when the copy ends, err then set
 	err        error
+	// A run that failed stays, with the error, until its retry is due:
+	// the next run starts at retryAt, after attempts failed ones.
+	failed   bool
+	attempts int
+	retryAt  time.Time
+}
+
+// cloneRetry is how long a clone waits after its first failure before it
+// tries again; each failure doubles it, up to cloneRetryMax.
+const (
+	cloneRetry    = 2 * time.Second
+	cloneRetryMax = 5 * time.Minute
+)
+
+func cloneBackoff(attempts int) time.Duration {
+	d := cloneRetry
+	for i := 1; i < attempts && d < cloneRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, cloneRetryMax)
 }
 
 // cloneRequired reports whether v waits for its clone: it has a data
@@ -134,14 +154,16 @@ func (c *Controller) cloneSourceWanted(volume string) bool {
 	c.clones.mu.Lock()
 	defer c.clones.mu.Unlock()
 	for _, r := range c.clones.runs {
-		if r.source == volume {
+		if r.source == volume && !r.failed {
 			return true
 		}
 	}
 	return false
 }
 
-// cloning reports whether a clone of the volume waits or runs here.
+// cloning reports whether a clone of the volume waits, runs or waits to
+// be tried again here: its volume syncs meanwhile, to show its progress
+// and to start the retry when it is due.
 func (c *Controller) cloning(volume string) bool {
 	c.clones.mu.Lock()
 	defer c.clones.mu.Unlock()
@@ -174,6 +196,17 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 		delete(c.clones.runs, v.Name)
 		r = nil
 	}
+	if r != nil && r.failed {
+		if c.clock.Now().Before(r.retryAt) {
+			// Its error was returned once, when it failed.
+			c.clones.mu.Unlock()
+			st.State = CloneStateFailed
+			return false, st, nil
+		}
+		r = &cloneRun{dataSource: v.Spec.DataSource, source: ds.Volume, cancel: func() {}, done: make(chan struct{}), attempts: r.attempts}
+		c.clones.runs[v.Name] = r
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "dataSource": v.Spec.DataSource, "attempt": r.attempts + 1}).Info("Trying the failed clone again")
+	}
 	if r == nil {
 		r = &cloneRun{dataSource: v.Spec.DataSource, source: ds.Volume, cancel: func() {}, done: make(chan struct{})}
 		c.clones.runs[v.Name] = r
@@ -182,13 +215,20 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 	if r.started {
 		select {
 		case <-r.done:
-			delete(c.clones.runs, v.Name)
 			c.clones.mu.Unlock()
 			c.EnqueueVolume(ds.Volume)
 			if r.err != nil {
+				c.clones.mu.Lock()
+				r.failed, r.started = true, false
+				r.attempts++
+				r.retryAt = c.clock.Now().Add(cloneBackoff(r.attempts))
+				c.clones.mu.Unlock()
 				st.State = CloneStateFailed
 				return false, st, r.err
 			}
+			c.clones.mu.Lock()
+			delete(c.clones.runs, v.Name)
+			c.clones.mu.Unlock()
 			st.State = CloneStateCompleted
 			return false, st, nil
 		default:
@@ -317,6 +357,9 @@ func (c *Controller) syncCloneStatus(ctx context.Context, v *longhorn.Volume, vs
 	vstatus.CloneStatus = st
 	now := c.clock.Now()
 	switch {
+	case err == nil && st.State == CloneStateFailed:
+		// Waits for its retry: the condition still says why it failed.
+		return false, nil
 	case err != nil:
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloneFailed, err.Error(), now)
 		if v.Status.CloneStatus.State != CloneStateFailed || kit.GetCondition(v.Status.Conditions, ConditionTypeClone).Message != err.Error() {
