@@ -54,9 +54,7 @@ func (e *apiEnv) waitCloned(t *testing.T, name string) map[string]any {
 // through its NBD endpoint.
 func (e *apiEnv) attachedContent(t *testing.T, name string) []byte {
 	t.Helper()
-	e.call(t, "POST", "/v1/volumes/"+name+"?action=attach", `{"hostId":"node-1"}`).expect(t, 200)
-	v := e.waitVolume(t, name, name+" attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
-	return deviceContent(t, v["endpoint"].(string))
+	return deviceContent(t, e.attachedContentEndpoint(t, name))
 }
 
 // TestAVolumeClonedFromASnapshotOrAVolumeHoldsItsBytes: a volume created
