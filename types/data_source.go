@@ -21,6 +21,10 @@ var (
 	dataSourceSnapshotPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 )
 
+// LabelSnapshotForCloning marks the snapshot of a source volume taken for
+// a vol:// clone; its value is the clone's name. Longhorn's key.
+const LabelSnapshotForCloning = "longhorn.io/for-cloning-volume"
+
 // DataSource is a parsed spec.dataSource.
 type DataSource struct {
 	Volume string

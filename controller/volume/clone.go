@@ -50,10 +50,6 @@ const (
 	ReasonCloned       = "Cloned"
 )
 
-// LabelSnapshotForCloning marks the snapshot of a source taken for a
-// vol:// clone; its value is the clone's name. Longhorn's key.
-const LabelSnapshotForCloning = "longhorn.io/for-cloning-volume"
-
 // cloneProgressInterval is how often a volume being cloned syncs to show
 // its progress.
 const cloneProgressInterval = 3 * time.Second
@@ -283,7 +279,7 @@ func (c *Controller) clone(ctx context.Context, log *logrus.Entry, v *longhorn.V
 	snap, err := srcEngine.Snapshot(ds.Snapshot)
 	switch {
 	case errors.Is(err, volumeengine.ErrNotFound) && v.Spec.DataSource == types.DataSourceVolumePrefix+src.Name:
-		if _, err := srcEngine.CreateSnapshot(ds.Snapshot, map[string]string{LabelSnapshotForCloning: v.Name}); err != nil {
+		if _, err := srcEngine.CreateSnapshot(ds.Snapshot, map[string]string{types.LabelSnapshotForCloning: v.Name}); err != nil {
 			return fmt.Errorf("%s: take the snapshot of the source: %w", what, err)
 		}
 		log.Info("Took the snapshot of the source volume to clone")
