@@ -39,14 +39,16 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	}
 	// A clone is made on the node that holds its source's replicas, where
 	// the source's engine runs: never elsewhere, where it could not read it.
-	if node := c.cloneSourceNode(v); len(existing) == 0 && cloneRequired(v) && node != "" && node != c.ownership.NodeID {
-		msg := fmt.Sprintf("the replicas of its source (dataSource %s) are on node %s, whose manager makes the clone; it is not up", v.Spec.DataSource, node)
-		vstatus := v.Status.DeepCopy()
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
-		if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
-			return err
+	if len(existing) == 0 && cloneRequired(v) {
+		if node := c.cloneSourceNode(v); node != "" && node != c.ownership.NodeID {
+			msg := fmt.Sprintf("the replicas of its source (dataSource %s) are on node %s, whose manager makes the clone; it is not up", v.Spec.DataSource, node)
+			vstatus := v.Status.DeepCopy()
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
+			if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
+				return err
+			}
+			return fmt.Errorf("volume %s: %s", v.Name, msg)
 		}
-		return fmt.Errorf("volume %s: %s", v.Name, msg)
 	}
 	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
 	if err != nil {

@@ -72,6 +72,9 @@ type cloneRun struct {
 	failed   bool
 	attempts int
 	retryAt  time.Time
+	// completed: the copy is done; the run stays until the volume's
+	// status says so, so a status write that failed does not copy again.
+	completed bool
 }
 
 // cloneRetry is how long a clone waits after its first failure before it
@@ -150,7 +153,7 @@ func (c *Controller) cloneSourceWanted(volume string) bool {
 	c.clones.mu.Lock()
 	defer c.clones.mu.Unlock()
 	for _, r := range c.clones.runs {
-		if r.source == volume && !r.failed {
+		if r.source == volume && !r.failed && !r.completed {
 			return true
 		}
 	}
@@ -185,6 +188,11 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 		c.clones.runs = map[string]*cloneRun{}
 	}
 	r := c.clones.runs[v.Name]
+	if r != nil && r.completed && r.dataSource == v.Spec.DataSource {
+		c.clones.mu.Unlock()
+		st.State = CloneStateCompleted
+		return false, st, nil
+	}
 	if r != nil && r.dataSource != v.Spec.DataSource {
 		// The volume was deleted and made again from another source before
 		// the old run was taken out: it is not this volume's.
@@ -223,7 +231,7 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 				return false, st, r.err
 			}
 			c.clones.mu.Lock()
-			delete(c.clones.runs, v.Name)
+			r.completed = true
 			c.clones.mu.Unlock()
 			st.State = CloneStateCompleted
 			return false, st, nil
@@ -325,6 +333,15 @@ func (c *Controller) cloneProgress(volume string) (int, bool) {
 	return st.Progress, st.IsCloning
 }
 
+// forgetClone drops the volume's completed clone run.
+func (c *Controller) forgetClone(volume string) {
+	c.clones.mu.Lock()
+	defer c.clones.mu.Unlock()
+	if r := c.clones.runs[volume]; r != nil && r.completed {
+		delete(c.clones.runs, volume)
+	}
+}
+
 // stopClone cancels the volume's clone, if one waits or runs, for a
 // deletion, and lets its source's engine stop when nothing else needs it.
 func (c *Controller) stopClone(volume string) {
@@ -346,7 +363,12 @@ func (c *Controller) stopClone(volume string) {
 // its status is written.
 func (c *Controller) syncCloneStatus(ctx context.Context, v *longhorn.Volume, vstatus *longhorn.VolumeStatus,
 	replicas []*longhorn.Replica, dirs []instance.ReplicaDir, canRun bool) (bool, error) {
-	if !cloneRequired(v) || len(replicas) != v.Spec.NumberOfReplicas || !canRun {
+	if !cloneRequired(v) {
+		// The status says completed: the run, if any, is done with.
+		c.forgetClone(v.Name)
+		return false, nil
+	}
+	if len(replicas) != v.Spec.NumberOfReplicas || !canRun {
 		return false, nil
 	}
 	running, st, err := c.syncClone(v, dirs)
