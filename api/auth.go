@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,18 +42,36 @@ type kubeAuth struct {
 
 	// Accepted tokens and granted accesses are remembered for
 	// authCacheTTL, so a UI polling the API does not cost the apiserver
-	// two reviews a request; a refusal is never remembered, so a new
-	// RoleBinding applies at once, and a revoked one within the TTL.
+	// two reviews a request. A refused token is remembered for
+	// authRefusalTTL, so one bad token sent again and again costs one
+	// review; a refused access is never remembered, so a new RoleBinding
+	// applies at once, and a revoked one within the TTL.
 	mu      sync.Mutex
 	tokens  map[[32]byte]cached[authenticationv1.UserInfo]
+	refused map[[32]byte]time.Time
 	granted map[string]time.Time
+	// reviews bounds the TokenReviews of tokens in no cache: a flood of
+	// new tokens is answered 429 beyond it, not passed to the apiserver.
+	// Each caller's address has a budget of its own within it (callers),
+	// so one caller's flood does not lock the others out.
+	reviews *rate.Limiter
+	callers map[string]*rate.Limiter
 }
 
 // authCacheTTL bounds how long a token or a grant is trusted without
-// asking again; authCacheMax bounds each cache (it is emptied when full).
+// asking again; authRefusalTTL how long a refused token is refused
+// without asking; authCacheMax bounds each cache (it is emptied when
+// full). At most authReviewRate TokenReviews a second (authReviewBurst at
+// once) are asked for tokens the caches do not know.
 const (
-	authCacheTTL = 10 * time.Second
-	authCacheMax = 4096
+	authCacheTTL    = 10 * time.Second
+	authRefusalTTL  = 10 * time.Second
+	authCacheMax    = 4096
+	authReviewRate  = 20
+	authReviewBurst = 40
+	// A caller's own budget of new tokens.
+	authCallerReviewRate  = 2
+	authCallerReviewBurst = 5
 )
 
 type cached[T any] struct {
@@ -62,10 +84,14 @@ type cached[T any] struct {
 // longhorn.io resource and verb the request touches in namespace
 // (SubjectAccessReview). /healthz and /readyz stay open for the kubelet.
 // The manager's own account needs create on tokenreviews and
-// subjectaccessreviews (package/rbac.yaml grants it).
+// subjectaccessreviews (package/rbac.yaml grants it). kube should be a
+// client of its own (with its own rate limit), not the one the
+// controllers and the node's heartbeat use: a flood of tokens then
+// waits on its own limit, not theirs.
 func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string) {
 	s.auth = &kubeAuth{kube: kube, namespace: namespace, now: time.Now,
-		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, granted: map[string]time.Time{}}
+		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, refused: map[[32]byte]time.Time{}, granted: map[string]time.Time{},
+		reviews: rate.NewLimiter(authReviewRate, authReviewBurst), callers: map[string]*rate.Limiter{}}
 }
 
 // access is what one request touches: a verb on a longhorn.io resource
@@ -160,7 +186,7 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 	if err != nil {
 		return err
 	}
-	user, err := a.authenticate(ctx, token)
+	user, err := a.authenticate(ctx, token, callerAddress(r))
 	if err != nil {
 		return err
 	}
@@ -201,15 +227,49 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 	return nil
 }
 
+// callerAddress is the address a request came from, without its port.
+func callerAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// mayReview reports whether a TokenReview of a new token from caller
+// fits in the caller's budget and then the API's. A caller over its own
+// budget does not spend the API's.
+func (a *kubeAuth) mayReview(caller string, now time.Time) bool {
+	a.mu.Lock()
+	l, ok := a.callers[caller]
+	if !ok {
+		if len(a.callers) >= authCacheMax {
+			clear(a.callers)
+		}
+		l = rate.NewLimiter(authCallerReviewRate, authCallerReviewBurst)
+		a.callers[caller] = l
+	}
+	a.mu.Unlock()
+	return l.AllowN(now, 1) && a.reviews.AllowN(now, 1)
+}
+
 // authenticate returns who the token is, from the cache or a TokenReview.
-func (a *kubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+func (a *kubeAuth) authenticate(ctx context.Context, token, caller string) (authenticationv1.UserInfo, error) {
 	sum := sha256.Sum256([]byte(token))
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.tokens[sum]
+	refusedAt, wasRefused := a.refused[sum]
 	a.mu.Unlock()
 	if ok && now.Sub(c.at) < authCacheTTL {
 		return c.value, nil
+	}
+	if wasRefused && now.Sub(refusedAt) < authRefusalTTL {
+		return authenticationv1.UserInfo{}, errTokenRefused
+	}
+	if !a.mayReview(caller, now) {
+		return authenticationv1.UserInfo{}, &httpError{http.StatusTooManyRequests, "TooManyRequests",
+			"too many new bearer tokens to check from this address or in all: retry later"}
 	}
 	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token},
@@ -218,9 +278,13 @@ func (a *kubeAuth) authenticate(ctx context.Context, token string) (authenticati
 		return authenticationv1.UserInfo{}, &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the token cannot be checked now: " + err.Error()}
 	}
 	if !review.Status.Authenticated {
-		// The apiserver's reason may describe the token; say only that it
-		// was refused.
-		return authenticationv1.UserInfo{}, authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+		a.mu.Lock()
+		if len(a.refused) >= authCacheMax {
+			clear(a.refused)
+		}
+		a.refused[sum] = now
+		a.mu.Unlock()
+		return authenticationv1.UserInfo{}, errTokenRefused
 	}
 	a.mu.Lock()
 	if len(a.tokens) >= authCacheMax {
@@ -231,11 +295,24 @@ func (a *kubeAuth) authenticate(ctx context.Context, token string) (authenticati
 	return review.Status.User, nil
 }
 
-// grantKey names a user's access for the cache of grants.
+// errTokenRefused answers a token the TokenReview refused. The
+// apiserver's reason may describe the token; it says only that it was
+// refused.
+var errTokenRefused = authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+
+// grantKey names a user's access for the cache of grants: everything the
+// SubjectAccessReview was asked about, the user's extra attributes (a
+// token's pod and node binding, which an authorizer may judge) included.
 func grantKey(user authenticationv1.UserInfo, acc access) string {
 	groups := append([]string(nil), user.Groups...)
 	sort.Strings(groups)
-	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), acc.verb, acc.resource, acc.name, acc.path}, "\x00")
+	var extra []string
+	for _, k := range slices.Sorted(maps.Keys(user.Extra)) {
+		values := append([]string(nil), user.Extra[k]...)
+		sort.Strings(values)
+		extra = append(extra, k+"="+strings.Join(values, ","))
+	}
+	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), strings.Join(extra, ";"), acc.verb, acc.resource, acc.name, acc.path}, "\x00")
 }
 
 func (a *kubeAuth) isGranted(key string) bool {
@@ -265,8 +342,13 @@ func (s *Server) authorizeAccess(accesses func(*http.Request) []access, h handle
 			return h(w, r)
 		}
 		if err := s.auth.check(r.Context(), r, accesses(r)); err != nil {
-			if he, ok := err.(*httpError); ok && he.status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="longhorn-manager"`)
+			if he, ok := err.(*httpError); ok {
+				switch he.status {
+				case http.StatusUnauthorized:
+					w.Header().Set("WWW-Authenticate", `Bearer realm="longhorn-manager"`)
+				case http.StatusTooManyRequests:
+					w.Header().Set("Retry-After", "1")
+				}
 			}
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,8 +124,10 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 	}
 }
 
-// A token and a grant are asked once per TTL; a refusal every time.
-func TestAuthCachesTokensAndGrantsNotRefusals(t *testing.T) {
+// A token and a grant are asked once per TTL, and so is a refused token;
+// a refused access is asked every time (a new RoleBinding applies at
+// once).
+func TestAuthCachesTokensGrantsAndRefusedTokensNotRefusedAccesses(t *testing.T) {
 	s := newTestServer(t)
 	f := &fakeReviews{allow: func(a *authorizationv1.ResourceAttributes) bool { return a.Resource == "volumes" }}
 	s.server.EnableKubernetesAuth(f.client(), testNamespace)
@@ -151,11 +154,101 @@ func TestAuthCachesTokensAndGrantsNotRefusals(t *testing.T) {
 	if got := f.take(); len(got) != 4 {
 		t.Errorf("reviews %v: want one for the grant and three for the refusals", got)
 	}
-	if f.tokens != 1+3 {
-		t.Errorf("%d TokenReviews, want one for the good token and three for the bad", f.tokens)
+	if f.tokens != 2 {
+		t.Errorf("%d TokenReviews, want one for the good token and one for the bad", f.tokens)
 	}
 	now = now.Add(authCacheTTL)
-	if code := get("/v1/volumes", "good"); code != 200 || f.tokens != 5 || len(f.take()) != 1 {
+	if code := get("/v1/volumes", "good"); code != 200 || f.tokens != 3 || len(f.take()) != 1 {
 		t.Errorf("after the TTL: %d, %d TokenReviews", code, f.tokens)
+	}
+	if code := get("/v1/volumes", "bad"); code != 401 || f.tokens != 4 {
+		t.Errorf("a refused token after its TTL: %d, %d TokenReviews, want it asked again", code, f.tokens)
+	}
+}
+
+// A flood of new tokens costs at most the review budget: one caller's
+// flood at most its own budget, so others are still served; a flood from
+// many callers at most the API's. Beyond them the API answers 429 with
+// Retry-After and asks the apiserver nothing, while a token it knows is
+// still served from its cache.
+func TestAFloodOfNewTokensIsBoundedByTheReviewBudget(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeReviews{allow: func(*authorizationv1.ResourceAttributes) bool { return true }}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	// The clock stands still: each budget is its burst, no refill.
+	now := time.Now()
+	s.server.auth.now = func() time.Time { return now }
+	get := func(token, from string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/v1/volumes", nil)
+		req.RemoteAddr = from + ":40000"
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	reviews := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.tokens }
+	flood := func(n int, from func(i int) string) (refused, tooMany int) {
+		var wg sync.WaitGroup
+		var r, m atomic.Int32
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				rec := get(fmt.Sprintf("bad-%d-%s", i, from(i)), from(i))
+				switch rec.Code {
+				case http.StatusTooManyRequests:
+					if rec.Header().Get("Retry-After") == "" {
+						t.Errorf("429 without Retry-After")
+					}
+					m.Add(1)
+				case http.StatusUnauthorized:
+					r.Add(1)
+				default:
+					t.Errorf("bad token %d: %d", i, rec.Code)
+				}
+			}(i)
+		}
+		wg.Wait()
+		return int(r.Load()), int(m.Load())
+	}
+	if rec := get("good", "10.0.0.9"); rec.Code != 200 {
+		t.Fatalf("the good token: %d", rec.Code)
+	}
+	// One caller: its own budget.
+	refused, tooMany := flood(1000, func(int) string { return "10.0.0.1" })
+	if refused != authCallerReviewBurst || tooMany != 1000-authCallerReviewBurst || reviews() != 1+authCallerReviewBurst {
+		t.Errorf("one caller's flood: %d refused, %d answered 429, %d TokenReviews", refused, tooMany, reviews())
+	}
+	if rec := get("good", "10.0.0.1"); rec.Code != 200 {
+		t.Errorf("a known token from the flooding address: %d", rec.Code)
+	}
+	// Another caller's new token is still checked.
+	if rec := get("other", "10.0.0.2"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a new token from another address during the flood: %d, want it checked (401)", rec.Code)
+	}
+	// Many callers: the API's budget, of which 1+5+1 are spent.
+	spent := reviews()
+	refused, tooMany = flood(1000, func(i int) string { return fmt.Sprintf("10.1.%d.%d", i/250, i%250) })
+	if refused != authReviewBurst-spent || tooMany != 1000-(authReviewBurst-spent) || reviews() != authReviewBurst {
+		t.Errorf("many callers' flood: %d refused, %d answered 429, %d TokenReviews in all", refused, tooMany, reviews())
+	}
+	if rec := get("good", "10.0.0.9"); rec.Code != 200 {
+		t.Errorf("the known token after the floods: %d", rec.Code)
+	}
+}
+
+// The cache of grants keys on everything the SubjectAccessReview is
+// asked about, a token's extra attributes included: a grant to a token
+// bound to one pod is not reused for a token of the same user bound to
+// another.
+func TestGrantKeyHoldsTheUsersExtra(t *testing.T) {
+	acc := access{verb: "get", resource: "volumes", name: "v"}
+	a := authenticationv1.UserInfo{Username: "system:serviceaccount:ns:sa", Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"p1"}}}
+	b := authenticationv1.UserInfo{Username: "system:serviceaccount:ns:sa", Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"p2"}}}
+	if grantKey(a, acc) == grantKey(b, acc) {
+		t.Error("two tokens of one user bound to different pods share a grant")
+	}
+	if grantKey(a, acc) != grantKey(a, acc) {
+		t.Error("the key is not stable")
 	}
 }

@@ -131,7 +131,8 @@ type longhornVolumeFields struct {
 }
 
 // VolumeKubernetesStatus is Longhorn's view of a volume's PV, PVC and
-// workloads; the project binds none, so it is empty.
+// workloads: the PV and claim as controller/pvc records them; no
+// workloads (the manager does not follow pods).
 type VolumeKubernetesStatus struct {
 	PVName          string `json:"pvName"`
 	PVStatus        string `json:"pvStatus"`
@@ -140,6 +141,11 @@ type VolumeKubernetesStatus struct {
 	LastPVCRefAt    string `json:"lastPVCRefAt"`
 	LastPodRefAt    string `json:"lastPodRefAt"`
 	WorkloadsStatus []any  `json:"workloadsStatus"`
+}
+
+func volumeKubernetesStatus(ks longhorn.KubernetesStatus) VolumeKubernetesStatus {
+	return VolumeKubernetesStatus{PVName: ks.PVName, PVStatus: ks.PVStatus, Namespace: ks.Namespace, PVCName: ks.PVCName,
+		LastPVCRefAt: ks.LastPVCRefAt, LastPodRefAt: ks.LastPodRefAt, WorkloadsStatus: []any{}}
 }
 
 // VolumeBackupStatus is one backup the volume's engine runs or ran.
@@ -396,7 +402,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
 			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
-			KubernetesStatus: VolumeKubernetesStatus{WorkloadsStatus: []any{}},
+			KubernetesStatus: volumeKubernetesStatus(v.Status.KubernetesStatus),
 			CloneStatus:      v.Status.CloneStatus,
 			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
 			VolumeAttachment: VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)},

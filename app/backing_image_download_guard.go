@@ -1,7 +1,11 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
+	"strings"
+	"time"
 
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -13,8 +17,13 @@ import (
 // --download-allowed-ranges.
 const EnvDownloadAllowedRanges = "BACKING_IMAGE_DOWNLOAD_ALLOWED_RANGES"
 
-// downloadGuardRunner passes the backing-image-download-allowed-ranges
-// setting to each data source it starts, read when it starts.
+// downloadGuardRunner passes each data source it starts the ranges its
+// downloads may and may not reach, read when it starts: the
+// backing-image-download-allowed-ranges setting, and as denied the
+// backing-image-download-denied-ranges setting with the cluster's own pod
+// and service ranges (denied whether public or private). A data source
+// whose denied ranges cannot be read is not started (the error is its
+// data source's, retried).
 type downloadGuardRunner struct {
 	runner.ServerRunner
 	ds *datastore.DataStore
@@ -31,11 +40,47 @@ func (r downloadGuardRunner) Start(key string, args []string, opts ...runner.Ser
 		if err != nil {
 			return fmt.Errorf("read the %s setting: %w", types.SettingNameBackingImageDownloadAllowedRanges, err)
 		}
+		args = append([]string(nil), args...)
 		if ranges != "" {
-			args = append(append([]string(nil), args...), "--download-allowed-ranges", ranges)
+			args = append(args, "--download-allowed-ranges", ranges)
+		}
+		denied, err := r.deniedRanges()
+		if err != nil {
+			return err
+		}
+		if denied != "" {
+			args = append(args, "--download-denied-ranges", denied)
 		}
 	}
 	return r.ServerRunner.Start(key, args, opts...)
+}
+
+// deniedRanges is the --download-denied-ranges of a data source: the
+// setting's ranges and the cluster's own, comma-separated.
+func (r downloadGuardRunner) deniedRanges() (string, error) {
+	setting, err := r.ds.GetSettingValue(types.SettingNameBackingImageDownloadDeniedRanges)
+	if err != nil {
+		return "", fmt.Errorf("read the %s setting: %w", types.SettingNameBackingImageDownloadDeniedRanges, err)
+	}
+	ranges, err := netguard.ParsePrefixes(setting)
+	if err != nil {
+		return "", fmt.Errorf("the %s setting: %w", types.SettingNameBackingImageDownloadDeniedRanges, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cluster, err := r.ds.ClusterNetworkRanges(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the cluster's pod and service ranges, which downloads may not reach: %w", err)
+	}
+	var out []string
+	seen := map[netip.Prefix]bool{}
+	for _, p := range append(ranges, cluster...) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p.String())
+		}
+	}
+	return strings.Join(out, ","), nil
 }
 
 // downloadGuard builds the data source's guard from its flags.

@@ -1,9 +1,13 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -36,4 +40,38 @@ func TestBackingImageDownloadGuard(t *testing.T) {
 	})
 	e.call(t, "POST", "/v1/backingimages", `{"name":"allowed","sourceType":"download","parameters":{"url":"`+byName+`"},"expectedChecksum":"`+sum+`","disks":["`+otherDisk+`"]}`).expect(t, 200)
 	waitReady(t, e.lh, e.ns, "allowed", map[string]string{otherDisk: disks[otherDisk]}, "")
+}
+
+// TestBackingImageDownloadDeniedRanges: the
+// backing-image-download-denied-ranges setting wins over an allowed
+// range, and a range the cluster's API gives as its pods' (a Node's
+// podCIDRs) is denied with no setting at all. The guard refuses before
+// any connection: no server listens at these addresses.
+func TestBackingImageDownloadDeniedRanges(t *testing.T) {
+	e, _, _, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) {
+		o.hooks.backingImageServerEnv = append(o.hooks.backingImageServerEnv, EnvDownloadAllowedRanges+"=")
+	})
+	setSetting := func(name types.SettingName, value string) {
+		t.Helper()
+		e.call(t, "PUT", "/v1/settings/"+string(name), `{"value":"`+value+`"}`).expect(t, 200)
+		eventually(t, 10*time.Second, "the setting in the cache", func() (bool, error) {
+			return strings.Contains(e.call(t, "GET", "/v1/settings/"+string(name), "").raw, `"value":"`+value+`"`), nil
+		})
+	}
+	setSetting(types.SettingNameBackingImageDownloadAllowedRanges, "127.0.0.0/8")
+	e.call(t, "PUT", "/v1/settings/"+string(types.SettingNameBackingImageDownloadDeniedRanges), `{"value":"127.0.0.300/32"}`).
+		expect(t, 400, "127.0.0.300/32", "CIDR")
+	setSetting(types.SettingNameBackingImageDownloadDeniedRanges, "127.0.0.3/32")
+	e.call(t, "POST", "/v1/backingimages", `{"name":"denied","sourceType":"download","parameters":{"url":"http://127.0.0.3:1/image.raw"},"disks":["`+otherDisk+`"]}`).expect(t, 200)
+	e.waitImageFile(t, "denied", longhorn.BackingImageStateFailed, "denied range 127.0.0.3/32")
+
+	// A pod range of the cluster: denied although 127.0.0.0/8 is allowed.
+	suffix := e.ns[strings.LastIndex(e.ns, "-")+1:]
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guard-" + suffix}, Spec: corev1.NodeSpec{PodCIDR: "127.0.0.4/32", PodCIDRs: []string{"127.0.0.4/32"}}}
+	if _, err := e.kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	e.call(t, "POST", "/v1/backingimages", `{"name":"pod-range","sourceType":"download","parameters":{"url":"http://127.0.0.4:1/image.raw"},"disks":["`+otherDisk+`"]}`).expect(t, 200)
+	e.waitImageFile(t, "pod-range", longhorn.BackingImageStateFailed, "denied range 127.0.0.4/32")
 }

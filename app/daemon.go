@@ -158,6 +158,10 @@ const (
 	DefaultKubeAPIBurst = 400
 )
 
+// authReviewQPS bounds the API's TokenReviews and SubjectAccessReviews
+// together, on a client of their own (--api-auth=kubernetes).
+const authReviewQPS = 50
+
 // ioBoundWorkers multiplies --workers for the volume, snapshot and
 // recurring job controllers.
 const ioBoundWorkers = 5
@@ -240,7 +244,16 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	apiServer.SetInternalTLS(internal.id)
 	if o.APIAuth == api.AuthKubernetes {
-		apiServer.EnableKubernetesAuth(kubeClient, o.Namespace)
+		// The reviews get a client of their own, with its own rate limit:
+		// a flood of tokens never delays the controllers' requests or the
+		// node's heartbeat.
+		authCfg := rest.CopyConfig(cfg)
+		authCfg.QPS, authCfg.Burst = authReviewQPS, 2*authReviewQPS
+		authClient, err := kubernetes.NewForConfig(authCfg)
+		if err != nil {
+			return fmt.Errorf("the API's authentication client: %w", err)
+		}
+		apiServer.EnableKubernetesAuth(authClient, o.Namespace)
 		o.apiToken = bearerTokenSource(cfg)
 	}
 	served, err := serveAPI(log, apiServer, o)

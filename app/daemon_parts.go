@@ -19,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/backup"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
+	"github.com/cadence-storage/longhorn-manager/controller/pvc"
 	"github.com/cadence-storage/longhorn-manager/controller/setting"
 	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
 	"github.com/cadence-storage/longhorn-manager/controller/volume"
@@ -107,6 +108,7 @@ type controllers struct {
 	recurringJob  *jobcontroller.Controller
 	runner        *jobcontroller.Runner // nil unless the manager runs jobs
 	volume        *volume.Controller
+	kubernetesPV  *pvc.Controller
 	snapshot      *snapshot.Controller
 	backupTarget  *backup.TargetController
 	backingImage  *bicontroller.ImageController
@@ -135,6 +137,9 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
 		stopProcesses: func() {},
+	}
+	if c.kubernetesPV, err = pvc.NewController(log, metrics, ds, inf, o.NodeName, o.Clock, recorder); err != nil {
+		return nil, err
 	}
 	engines.onChange = c.volume.EnqueueVolume
 	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
@@ -171,6 +176,7 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	ioWorkers := ioBoundWorkers * workers
 	run("recurring-job", func(ctx context.Context) error { return c.recurringJob.Run(ctx, ioWorkers) })
 	run("volume", func(ctx context.Context) error { return c.volume.Run(ctx, ioWorkers) })
+	run("kubernetes-pv", func(ctx context.Context) error { return c.kubernetesPV.Run(ctx, workers) })
 	run("backup-target", func(ctx context.Context) error { return c.backupTarget.Run(ctx, 1) })
 	run("snapshot", func(ctx context.Context) error { return c.snapshot.Run(ctx, ioWorkers) })
 	run("backing-image", func(ctx context.Context) error { return c.backingImage.Run(ctx, workers) })

@@ -13,7 +13,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
 	"time"
+
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Client calls the manager's /v1 API, retrying what may pass: a refused
@@ -199,16 +202,11 @@ type VolumeReplica struct {
 // ReplicasNode is the node that holds every replica of the volume, or ""
 // when it has none or they are on several nodes.
 func (v *Volume) ReplicasNode() string {
-	node := ""
-	for _, r := range v.Replicas {
-		switch {
-		case node == "":
-			node = r.HostID
-		case r.HostID != node:
-			return ""
-		}
+	nodes := make([]string, len(v.Replicas))
+	for i, r := range v.Replicas {
+		nodes[i] = r.HostID
 	}
-	return node
+	return types.ReplicasNode(nodes)
 }
 
 func (c *Client) action(ctx context.Context, kind, name, action string, in, out any) error {

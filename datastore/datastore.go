@@ -100,6 +100,10 @@ func byVolumeIndex[T any](indexer cache.Indexer, volume string) ([]T, error) {
 type Informers struct {
 	Longhorn lhinformers.SharedInformerFactory
 	Kube     informers.SharedInformerFactory
+	// Cluster watches every namespace, for the PersistentVolumes and
+	// claims of Longhorn volumes (controller/pvc); no informer of it
+	// starts unless one is asked for.
+	Cluster informers.SharedInformerFactory
 }
 
 // NewInformers makes factories scoped to the manager's namespace.
@@ -115,6 +119,7 @@ func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interfac
 			lhinformers.WithTransform(cacheTransform)),
 		Kube: informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithNamespace(namespace),
 			informers.WithTransform(cacheTransform)),
+		Cluster: informers.NewSharedInformerFactoryWithOptions(kubeClient, resync, informers.WithTransform(cacheTransform)),
 	}
 }
 
@@ -122,12 +127,14 @@ func NewInformers(lhClient lhclientset.Interface, kubeClient kubernetes.Interfac
 func (i Informers) Start(stop <-chan struct{}) {
 	i.Longhorn.Start(stop)
 	i.Kube.Start(stop)
+	i.Cluster.Start(stop)
 }
 
 // Shutdown stops the informers and waits for their goroutines.
 func (i Informers) Shutdown() {
 	i.Longhorn.Shutdown()
 	i.Kube.Shutdown()
+	i.Cluster.Shutdown()
 }
 
 // New wires a datastore to the informers' listers.

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // UpdateReplica writes a Replica's spec and metadata.
@@ -19,16 +20,11 @@ func (ds *DataStore) UpdateReplica(ctx context.Context, r *longhorn.Replica) (*l
 // ReplicasNode is the node that holds every one of replicas, or "" when
 // there are none or they are on several nodes.
 func ReplicasNode(replicas []*longhorn.Replica) string {
-	node := ""
-	for _, r := range replicas {
-		switch {
-		case node == "":
-			node = r.Spec.NodeID
-		case r.Spec.NodeID != node:
-			return ""
-		}
+	nodes := make([]string, len(replicas))
+	for i, r := range replicas {
+		nodes[i] = r.Spec.NodeID
 	}
-	return node
+	return types.ReplicasNode(nodes)
 }
 
 // AttachRefusal says why volume cannot be attached to node, or returns

@@ -60,7 +60,7 @@ func FixupRecurringJobLabels(labels map[string]string) (map[string]string, bool)
 func RecurringJobSelector(labels map[string]string) []RecurringJobSelectorItem {
 	var out []RecurringJobSelectorItem
 	for key, value := range labels {
-		if value != types.LabelValueEnabled {
+		if value != types.LabelValueEnabled || !types.IsRecurringJobSelectionLabel(key) {
 			continue
 		}
 		switch {

@@ -25,6 +25,8 @@ func TestFixupRecurringJobLabels(t *testing.T) {
 		{"a volume with a group label leaves the default group", map[string]string{groupGold: "enabled", defaultGroup: "enabled"}, map[string]string{groupGold: "enabled"}, true},
 		{"a volume in only the default group stays", map[string]string{defaultGroup: "enabled"}, map[string]string{defaultGroup: "enabled"}, false},
 		{"a volume with its own job needs no default", map[string]string{jobA: "enabled"}, map[string]string{jobA: "enabled"}, false},
+		{"the claim's source label selects nothing", map[string]string{"recurring-job.longhorn.io/source": "enabled"},
+			map[string]string{"recurring-job.longhorn.io/source": "enabled", defaultGroup: "enabled"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,7 +46,8 @@ func TestFixupRecurringJobLabels(t *testing.T) {
 }
 
 func TestRecurringJobSelector(t *testing.T) {
-	labels := map[string]string{groupGold: "enabled", jobA: "enabled", "recurring-job.longhorn.io/off": "disabled", "app": "x", "recurring-job-group.longhorn.io/a": "enabled"}
+	labels := map[string]string{groupGold: "enabled", jobA: "enabled", "recurring-job.longhorn.io/off": "disabled", "app": "x", "recurring-job-group.longhorn.io/a": "enabled",
+		"recurring-job.longhorn.io/source": "enabled"}
 	want := []RecurringJobSelectorItem{{Name: "a"}, {Name: "a", IsGroup: true}, {Name: "gold", IsGroup: true}}
 	if got := RecurringJobSelector(labels); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)

@@ -25,6 +25,10 @@ const (
 	// RecurringJobGroupLabelPrefix selects a group of jobs for a volume:
 	// recurring-job-group.longhorn.io/<group>: enabled.
 	RecurringJobGroupLabelPrefix = "recurring-job-group.longhorn.io/"
+	// RecurringJobSourceLabel, "enabled" on a PersistentVolumeClaim, makes
+	// the claim's job and group labels its volume's (Longhorn v1.5). It
+	// selects no job, on a claim or a volume.
+	RecurringJobSourceLabel = RecurringJobLabelPrefix + "source"
 	// RecurringJobGroupDefault is the group of volumes that select nothing.
 	RecurringJobGroupDefault = "default"
 	// LabelValueEnabled is the value of job and group selection labels.
@@ -84,7 +88,11 @@ func RecurringJobLabelKey(job string) string { return RecurringJobLabelPrefix + 
 // RecurringJobGroupLabelKey is the volume label that selects the group.
 func RecurringJobGroupLabelKey(group string) string { return RecurringJobGroupLabelPrefix + group }
 
-// IsRecurringJobSelectionLabel reports whether key selects a job or a group.
+// IsRecurringJobSelectionLabel reports whether key selects a job or a
+// group; the source label selects neither.
 func IsRecurringJobSelectionLabel(key string) bool {
+	if key == RecurringJobSourceLabel {
+		return false
+	}
 	return strings.HasPrefix(key, RecurringJobLabelPrefix) || strings.HasPrefix(key, RecurringJobGroupLabelPrefix)
 }

@@ -34,6 +34,13 @@ func (v backingImageView) expectedChecksum() string {
 func (v backingImageView) diskFile(disk, expected string) longhorn.BackingImageDiskFileStatus {
 	bi := v.image
 	bim := v.managers[disk]
+	ds := v.dataSource
+	firstFileHere := ds != nil && ds.Spec.UUID == bi.Status.UUID && !ds.Spec.FileTransferred && ds.Spec.DiskUUID == disk
+	// While the data source prepares the first file on this disk, the
+	// manager can hold no copy but a ready one: what else it says (a
+	// file waiting for the data source) would hide the data source's
+	// progress or failure.
+	preparing := firstFileHere && ds.Status.CurrentState != longhorn.BackingImageStateReadyForTransfer
 	var managerFile *longhorn.BackingImageDiskFileStatus
 	if bim != nil {
 		if f, ok := bim.Status.BackingImageFileMap[bi.Name]; ok && f.UUID == bi.Status.UUID {
@@ -45,13 +52,13 @@ func (v backingImageView) diskFile(disk, expected string) longhorn.BackingImageD
 				st.State = longhorn.BackingImageStateFailed
 				st.Message = fmt.Sprintf("checksum mismatch: the file hashes to %s, want %s", f.CurrentChecksum, expected)
 			}
-			if st.State != longhorn.BackingImageStateFailed {
+			if st.State == longhorn.BackingImageStateReady || (st.State != longhorn.BackingImageStateFailed && !preparing) {
 				return st
 			}
 			managerFile = &st
 		}
 	}
-	if ds := v.dataSource; ds != nil && ds.Spec.UUID == bi.Status.UUID && !ds.Spec.FileTransferred && ds.Spec.DiskUUID == disk {
+	if firstFileHere {
 		// A failed file being fetched again shows the new data source.
 		state := ds.Status.CurrentState
 		if state == "" {

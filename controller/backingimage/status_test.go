@@ -50,6 +50,20 @@ func TestBackingImageStatus(t *testing.T) {
 			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateInProgress, "d2": longhorn.BackingImageStatePending},
 		},
 		{
+			name: "a failed download shows on its disk even when its manager lists the file waiting for it",
+			view: backingImageView{image: image("", "d1"), dataSource: dataSource("d1", longhorn.BackingImageStateFailed, "", "dial tcp 127.0.0.1:1: connection refused", false),
+				managers: map[string]*longhorn.BackingImageManager{"d1": manager("d1", longhorn.BackingImageManagerStateRunning,
+					longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateStarting})}},
+			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateFailed}, wantInMsg: map[string]string{"d1": "127.0.0.1:1"},
+		},
+		{
+			name: "once the data source is ready for transfer, the manager's fetch shows",
+			view: backingImageView{image: image("", "d1"), dataSource: dataSource("d1", longhorn.BackingImageStateReadyForTransfer, sumA, "", false),
+				managers: map[string]*longhorn.BackingImageManager{"d1": manager("d1", longhorn.BackingImageManagerStateRunning,
+					longhorn.BackingImageFileInfo{Name: "img", UUID: "u1", State: longhorn.BackingImageStateInProgress, Progress: 40})}},
+			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateInProgress},
+		},
+		{
 			name: "a failed download fails its disk with the reason",
 			view: backingImageView{image: image(sumA, "d1"), dataSource: dataSource("d1", longhorn.BackingImageStateFailed, "", "checksum mismatch", false)},
 			want: map[string]longhorn.BackingImageState{"d1": longhorn.BackingImageStateFailed}, wantInMsg: map[string]string{"d1": "checksum mismatch"},

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -245,89 +242,75 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	run, hasEngine := c.instances.Get(v.Name)
 	info, running := engineSnapshot(run, hasEngine, e, snap.Name)
-
-	if snap.DeletionTimestamp != nil {
-		if info == nil && running {
-			return kit.Result{}, c.releaseFinalizer(ctx, snap)
-		}
-		if !hasEngine {
-			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.Name))
-		}
-		if !info.Removed {
-			err := run.Engine.DeleteSnapshot(snap.Name)
-			switch {
-			case errors.Is(err, volumeengine.ErrNotFound):
-				// Purged since the engine was read.
-				return kit.Result{}, c.releaseFinalizer(ctx, snap)
-			case errors.Is(err, volumeengine.ErrPrecondition):
-				if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
-					return kit.Result{}, serr
-				}
-				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
-			case err != nil:
-				return kit.Result{}, fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
-			}
-		}
-		// Marked removed in the engine: the status says so before the
-		// purge that frees the data (and ends the deletion) starts.
-		status := snapshotStatus(info, v, c.nodeID)
-		status.MarkRemoved, status.ReadyToUse = true, false
-		if len(info.Children) > 1 {
-			status.Error = fmt.Sprintf("the deletion waits until only one of the snapshot's %d children (%s) is left: its data is then merged into that one",
-				len(info.Children), strings.Join(slices.Sorted(maps.Keys(info.Children)), ", "))
-		}
-		if err := c.writeStatus(ctx, snap, status); err != nil {
-			return kit.Result{}, err
-		}
-		// StartPurge does nothing while a purge runs.
-		run.Engine.StartPurge()
-		if why := failedPurge(e); why != "" {
-			// The purge started again; the error brings this snapshot back
-			// after the queue's backoff, so a purge that keeps failing is
-			// retried ever more slowly, not in a loop.
-			return kit.Result{}, fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
-		}
-		return kit.Result{}, nil
+	vw := view{snap: snap, volume: v, info: info, running: running, hasEngine: hasEngine}
+	if hasEngine && info == nil {
+		vw.purged = run.Engine.WasPurged(snap.Name)
 	}
+	return kit.Result{}, c.apply(ctx, vw, decide(vw), run, e)
+}
 
-	if info == nil && snap.Spec.CreateSnapshot && snap.Status.CreationTime == "" && hasEngine {
+// apply does what decide decided. The engine's answer to a delete may
+// change the plan: a snapshot purged since the engine was read only has
+// its finalizer released.
+func (c *Controller) apply(ctx context.Context, vw view, p plan, run instance.Running, e *longhorn.Engine) error {
+	snap, v := vw.snap, vw.volume
+	switch p.action {
+	case nothing:
+		return nil
+	case releaseFinalizer:
+		return c.releaseFinalizer(ctx, snap)
+	case reportError:
+		return c.setError(ctx, snap, p.message)
+	case deleteObject:
+		if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	case writeStatus:
+		return c.writeStatus(ctx, snap, snapshotStatus(vw.info, v, c.nodeID))
+	case createInEngine:
 		// The engine itself refuses a second snapshot of the name, under
 		// its lock, so a retry never makes two.
 		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
 		switch {
 		case errors.Is(err, volumeengine.ErrExists):
 		case err != nil:
-			return kit.Result{}, c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
+			return c.setError(ctx, snap, "cannot create the snapshot: "+err.Error())
 		default:
 			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "snapshot": snap.Name}).Info("Created the engine snapshot of a Snapshot object")
 		}
 		// The snapshot is a change of the engine, whose round of status
 		// writes (statusPace) writes this status with the rest.
-		return kit.Result{}, nil
-	}
-	if info == nil && running && (snap.Status.CreationTime != "" || !snap.Spec.CreateSnapshot) {
-		// A delete and its purge may both land between two mirrors of
-		// the engine, so the object may never have seen the snapshot
-		// marked removed: the engine remembers what it purged. An
-		// object adopted from the engine (createSnapshot false) may not
-		// even have had its first status written.
-		if snap.Status.MarkRemoved || (hasEngine && run.Engine.WasPurged(snap.Name)) {
-			// Deleted and purged, by a recurring job or the API: the
-			// object goes too.
-			if err := c.ds.DeleteSnapshot(ctx, snap.Name); err != nil && !apierrors.IsNotFound(err) {
-				return kit.Result{}, err
+		return nil
+	case deleteInEngine:
+		err := run.Engine.DeleteSnapshot(snap.Name)
+		switch {
+		case errors.Is(err, volumeengine.ErrNotFound):
+			// Purged since the engine was read.
+			return c.releaseFinalizer(ctx, snap)
+		case errors.Is(err, volumeengine.ErrPrecondition):
+			if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
+				return serr
 			}
-			return kit.Result{}, nil
+			return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
+		case err != nil:
+			return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 		}
-		if snap.Status.CreationTime == "" {
-			return kit.Result{}, c.setError(ctx, snap, fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.Name))
-		}
-		return kit.Result{}, c.setError(ctx, snap, "the snapshot is gone from the engine")
 	}
-	if info == nil {
-		return kit.Result{}, nil
+	// deleteInEngine done, or markRemoved: the status says so before the
+	// purge that frees the data (and ends the deletion) starts.
+	if err := c.writeStatus(ctx, snap, removedStatus(vw.info, v, c.nodeID)); err != nil {
+		return err
 	}
-	return kit.Result{}, c.writeStatus(ctx, snap, snapshotStatus(info, v, c.nodeID))
+	// StartPurge does nothing while a purge runs.
+	run.Engine.StartPurge()
+	if why := failedPurge(e); why != "" {
+		// The purge started again; the error brings this snapshot back
+		// after the queue's backoff, so a purge that keeps failing is
+		// retried ever more slowly, not in a loop.
+		return fmt.Errorf("the last purge of volume %s failed (%s): purging again to delete snapshot %s", v.Name, why, snap.Name)
+	}
+	return nil
 }
 
 // snapshotStatus is the status of a Snapshot object as its engine

@@ -69,6 +69,9 @@ var refused = []struct {
 	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (100.64.0.0/10, carrier-grade NAT and some cluster networks)"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "reserved (IETF protocol assignments)"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "reserved (benchmarking)"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "reserved for documentation (TEST-NET-1)"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "reserved for documentation (TEST-NET-2)"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "reserved for documentation (TEST-NET-3)"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (240.0.0.0/4)"},
@@ -76,23 +79,36 @@ var refused = []struct {
 	{netip.MustParsePrefix("::1/128"), "loopback"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("fc00::/7"), "private (unique local, fc00::/7)"},
+	{netip.MustParsePrefix("fec0::/10"), "site-local (fec0::/10, deprecated but still routed by some networks)"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	// Tunnels and translators whose gateway would connect to an IPv4
+	// address this guard cannot see reliably: refused whole.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 (64:ff9b:1::/48), which a gateway turns into an IPv4 address of the local network"},
+	{netip.MustParsePrefix("2001::/32"), "a Teredo tunnel (2001::/32), whose relay connects to an IPv4 address it carries"},
+	{netip.MustParsePrefix("2001:db8::/32"), "reserved for documentation (2001:db8::/32)"},
+	{netip.MustParsePrefix("100::/64"), "discard-only (100::/64)"},
 }
 
 // Prefixes that carry an IPv4 address inside an IPv6 one, which a
-// gateway may turn into a connection to that IPv4 address.
+// gateway (or the kernel, for the IPv4-compatible form) may turn into a
+// connection to that IPv4 address.
 var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	compatible = netip.MustParsePrefix("::/96")
 )
 
-// embedded returns the IPv4 address an IPv6 address stands for, if any.
+// embedded returns the IPv4 address an IPv6 address stands for, if any:
+// IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d, deprecated;
+// :: and ::1 are not), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::).
 func embedded(ip netip.Addr) (netip.Addr, bool) {
 	if ip.Is4In6() {
 		return ip.Unmap(), true
 	}
 	b := ip.As16()
 	switch {
+	case compatible.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
 	case nat64.Contains(ip):
 		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
 	case sixToFour.Contains(ip):
@@ -105,6 +121,11 @@ func embedded(ip netip.Addr) (netip.Addr, bool) {
 // what kind of address it is.
 func (g *Guard) Check(ip netip.Addr) error {
 	ip = ip.WithZone("")
+	// A denied range is judged on the address as dialed first: a deny of
+	// 2002::/16 or 64:ff9b::/96 holds whatever IPv4 address is inside.
+	if err := g.denied(ip); err != nil {
+		return err
+	}
 	if v4, ok := embedded(ip); ok {
 		if err := g.Check(v4); err != nil {
 			var r *RefusedError
@@ -115,11 +136,6 @@ func (g *Guard) Check(ip netip.Addr) error {
 		}
 		return nil
 	}
-	for _, p := range g.o.Deny {
-		if p.Contains(ip) {
-			return &RefusedError{Addr: ip, Reason: "in a denied range " + p.String()}
-		}
-	}
 	for _, p := range g.o.Allow {
 		if p.Contains(ip) {
 			return nil
@@ -128,6 +144,16 @@ func (g *Guard) Check(ip netip.Addr) error {
 	for _, r := range refused {
 		if r.prefix.Contains(ip) {
 			return &RefusedError{Addr: ip, Reason: r.reason}
+		}
+	}
+	return nil
+}
+
+// denied refuses an address in one of the guard's denied ranges.
+func (g *Guard) denied(ip netip.Addr) error {
+	for _, p := range g.o.Deny {
+		if p.Contains(ip) {
+			return &RefusedError{Addr: ip, Reason: "in a denied range " + p.String()}
 		}
 	}
 	return nil

@@ -40,6 +40,20 @@ func TestCheckRefusesInternalAddresses(t *testing.T) {
 		{"::ffff:169.254.169.254", "link-local"},
 		{"64:ff9b::a9fe:a9fe", "link-local"},
 		{"2002:a9fe:a9fe::1", "link-local"},
+		// The deprecated IPv4-compatible form, which Linux still routes.
+		{"::127.0.0.1", "loopback"},
+		{"::a9fe:a9fe", "metadata"},
+		{"::10.0.0.1", "private"},
+		// Translators and tunnels refused whole, and other special ranges.
+		{"64:ff9b:1::a00:1", "local-use NAT64"},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"},
+		{"fec0::1", "site-local"},
+		{"2001:db8::1", "documentation"},
+		{"100::1", "discard-only"},
+		{"192.0.2.10", "TEST-NET-1"},
+		{"198.51.100.10", "TEST-NET-2"},
+		{"203.0.113.10", "TEST-NET-3"},
+		{"::ffff:203.0.113.10", "TEST-NET-3"},
 	} {
 		err := g.Check(netip.MustParseAddr(tc.ip))
 		var refused *RefusedError
@@ -68,6 +82,29 @@ func TestCheckAllowAndDenyRanges(t *testing.T) {
 		"127.0.0.2": "loopback", "192.168.1.1": "private", "169.254.169.254": "link-local"} {
 		if err := g.Check(netip.MustParseAddr(ip)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a refusal saying %q", ip, err, want)
+		}
+	}
+}
+
+// A denied range holds for the address as dialed, not only for the IPv4
+// address inside it: denying 2002::/16 or 64:ff9b::/96 refuses every 6to4
+// or NAT64 address, public IPv4 inside or not.
+func TestDeniedIPv6RangesHoldWhateverIPv4IsInside(t *testing.T) {
+	g := New(Options{Deny: []netip.Prefix{netip.MustParsePrefix("2002::/16"), netip.MustParsePrefix("64:ff9b::/96")}})
+	for _, ip := range []string{"2002:808:808::1", "64:ff9b::808:808"} {
+		if err := g.Check(netip.MustParseAddr(ip)); err == nil || !strings.Contains(err.Error(), "denied range") {
+			t.Errorf("%s: %v, want refused as in a denied range", ip, err)
+		}
+	}
+	// Without the deny, the public IPv4 inside is allowed, as 8.8.8.8 is.
+	if err := New(Options{}).Check(netip.MustParseAddr("2002:808:808::1")); err != nil {
+		t.Errorf("6to4 of a public address without a deny: %v", err)
+	}
+	// An IPv4 range denied holds for its IPv6 forms too.
+	g = New(Options{Deny: []netip.Prefix{netip.MustParsePrefix("8.8.8.0/24")}})
+	for _, ip := range []string{"8.8.8.8", "::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"} {
+		if err := g.Check(netip.MustParseAddr(ip)); err == nil || !strings.Contains(err.Error(), "denied range 8.8.8.0/24") {
+			t.Errorf("%s: %v, want refused as in 8.8.8.0/24", ip, err)
 		}
 	}
 }
