@@ -196,6 +196,8 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	}
 	b.checkConsole("bulk Clone Volume")
 	e.waitCloned(t, "bulk-copy")
+	// The clones' success messages go before the refusals below are read.
+	b.until("no success message shown", `![...document.querySelectorAll(".ant-message-success, .ant-message")].some(e => /success/i.test(e.innerText) || !!e.querySelector(".ant-message-success"))`, 30*time.Second)
 
 	// The bulk menu greys what the selected volumes' actions and state do
 	// not allow, and shows the rest whatever they offer.

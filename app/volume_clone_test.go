@@ -34,20 +34,20 @@ func (e *apiEnv) waitSnapshotReady(t *testing.T, name string) {
 func (e *apiEnv) waitCloned(t *testing.T, name string) map[string]any {
 	t.Helper()
 	var last map[string]any
+	done := false
 	defer func() {
-		if t.Failed() {
-			t.Logf("volume %s: cloneStatus %v, conditions %v", name, last["cloneStatus"], last["conditions"])
+		if !done {
+			t.Logf("volume %s: state %v, cloneStatus %v, conditions %v", name, last["state"], last["cloneStatus"], last["conditions"])
 		}
 	}()
-	var v map[string]any
 	eventually(t, 60*time.Second, "volume "+name+" cloned", func() (bool, error) {
 		r := e.call(t, "GET", "/v1/volumes/"+name, "")
 		last = r.body
 		cs, _ := r.body["cloneStatus"].(map[string]any)
-		v = r.body
 		return r.status == 200 && cs["state"] == "completed" && r.body["state"] == "detached", nil
 	})
-	return v
+	done = true
+	return last
 }
 
 // attachedContent attaches the volume on node-1 and reads it whole
