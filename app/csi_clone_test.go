@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cadence-storage/longhorn-manager/internal/testtime"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -133,4 +139,76 @@ func (e *apiEnv) volumeNames(t *testing.T) []string {
 		out = append(out, v.Name)
 	}
 	return out
+}
+
+// TestCSICreateVolumeWaitsUntilTheVolumeHoldsItsSource: a CreateVolume
+// whose volume cannot be filled yet (its backup's blocks are damaged in
+// the target, so the restore fails and is tried again) answers Aborted,
+// the spec's "operation pending", before its deadline, saying why or how
+// far; the
+// volume stays, not attachable, for the provisioner's next call. Once
+// the target holds the right blocks again, the next call answers the
+// volume, which reads the backup's bytes.
+func TestCSICreateVolumeWaitsUntilTheVolumeHoldsItsSource(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	cs := csiController(t, e)
+	target := t.TempDir()
+	e.setBackupTarget(t, "file://"+target)
+	e.call(t, "POST", "/v1/volumes", `{"name":"volb","size":"16Mi","numberOfReplicas":1}`).expect(t, 200)
+	endpoint := e.attachedContentEndpoint(t, "volb")
+	qemuIO(t, endpoint, "write -P 0x3e 0 3M", "flush")
+	e.call(t, "POST", "/v1/volumes/volb?action=snapshotCreate", `{"name":"s1"}`).expect(t, 200)
+	backup := e.call(t, "POST", "/v1/volumes/volb?action=snapshotBackup", `{"name":"s1"}`).expect(t, 200).body["name"].(string)
+	e.completedBackupURL(t, backup)
+
+	// Damage every block, keeping the originals to put back.
+	saved := map[string][]byte{}
+	err := filepath.WalkDir(target, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".blk") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		saved[path] = data
+		return os.WriteFile(path, bytes.Repeat([]byte{0xee}, len(data)), 0o644)
+	})
+	if err != nil || len(saved) == 0 {
+		t.Fatalf("the backup's blocks: %d, %v", len(saved), err)
+	}
+
+	req := createRequest("pvc-restoring", 16<<20, map[string]string{"numberOfReplicas": "1"})
+	req.VolumeContentSource = snapshotContent("bak://volb/" + backup)
+	call := func() (*csipb.CreateVolumeResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(8*time.Second))
+		defer cancel()
+		return cs.CreateVolume(ctx, req)
+	}
+	// Failed, or being tried again (the message then says how far).
+	wantCode(t, "a restore that fails", codes.Aborted, "restored from file://", func() error { _, err := call(); return err })
+	v := e.call(t, "GET", "/v1/volumes/pvc-restoring", "").expect(t, 200).body
+	if v["state"] == "attached" {
+		t.Fatalf("a volume whose restore failed is attached: %v", v)
+	}
+
+	for path, data := range saved {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var resp *csipb.CreateVolumeResponse
+	eventually(t, 2*time.Minute, "CreateVolume answers the restored volume", func() (bool, error) {
+		resp, err = call()
+		return err == nil, nil
+	})
+	if !proto.Equal(resp.GetVolume().GetContentSource(), req.VolumeContentSource) {
+		t.Errorf("answered %v", resp)
+	}
+	want := make([]byte, 16<<20)
+	fill(want, 0x3e, 0, 3<<20)
+	if got := e.attachedContent(t, "pvc-restoring"); !bytes.Equal(got, want) {
+		t.Error("the restored volume does not hold the backup's bytes")
+	}
 }
