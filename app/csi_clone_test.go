@@ -125,6 +125,18 @@ func TestCSICreateVolumeFromAContentSource(t *testing.T) {
 	if got := deviceContent(t, endpoint); !bytes.Equal(got, now) {
 		t.Error("the copies changed their source")
 	}
+
+	// A detached source, as a PVC's usually is: its snapshot is cloned.
+	e.call(t, "POST", "/v1/volumes/vola?action=detach", "").expect(t, 200)
+	e.waitVolume(t, "vola", "vola detached", func(v map[string]any) bool { return v["state"] == "detached" })
+	req = createRequest("pvc-from-detached", size, map[string]string{"numberOfReplicas": "1"})
+	req.VolumeContentSource = snapshotContent("snap://vola/s1")
+	if _, err := cs.CreateVolume(ctx, req); err != nil {
+		t.Fatalf("a clone of a detached volume's snapshot: %v", err)
+	}
+	if got := e.attachedContent(t, "pvc-from-detached"); !bytes.Equal(got, atSnapshot) {
+		t.Error("the clone of a detached volume's snapshot does not hold its bytes")
+	}
 }
 
 // volumeNames lists the Volume objects of the test's namespace, sorted.

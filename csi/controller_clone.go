@@ -115,16 +115,20 @@ func (s *controllerServer) snapshotSource(ctx context.Context, id string) (*cont
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := s.d.api.Snapshots(ctx, ds.Volume)
-	if err != nil {
-		return nil, apiStatus(err, "list the snapshots of volume "+ds.Volume)
-	}
-	found := false
-	for _, sn := range snaps {
-		found = found || (sn.Name == ds.Snapshot && !sn.Removed)
-	}
-	if !found {
+	// The Snapshot object: it is there whether the volume is attached or
+	// not, as a source usually is not.
+	snap, err := s.d.api.SnapshotObject(ctx, ds.Volume, ds.Snapshot)
+	switch {
+	case client.IsNotFound(err) || (err == nil && snap.MarkRemoved):
 		return nil, status.Errorf(codes.NotFound, "volume_content_source: volume %s has no snapshot %s", ds.Volume, ds.Snapshot)
+	case err != nil:
+		return nil, apiStatus(err, "read snapshot "+ds.Snapshot+" of volume "+ds.Volume)
+	case !snap.ReadyToUse:
+		msg := ""
+		if snap.Error != "" {
+			msg = ": " + snap.Error
+		}
+		return nil, status.Errorf(codes.Unavailable, "volume_content_source: snapshot %s of volume %s is not ready to use yet%s", ds.Snapshot, ds.Volume, msg)
 	}
 	size, _ := strconv.ParseInt(v.Size, 10, 64)
 	return &contentSource{dataSource: ds.String(), what: "snapshot " + id, size: size}, nil
