@@ -119,6 +119,14 @@ func TestAVolumeClonedFromASnapshotOrAVolumeHoldsItsBytes(t *testing.T) {
 	if got := e.attachedContent(t, "src"); !bytes.Equal(got, now) {
 		t.Error("a clone changed its detached source")
 	}
+
+	// A clone of a clone made at once waits until its source is complete.
+	e.call(t, "POST", "/v1/volumes", `{"name":"chain-1","size":"16Mi","numberOfReplicas":1,"dataSource":"snap://src/s1"}`).expect(t, 200)
+	e.call(t, "POST", "/v1/volumes", `{"name":"chain-2","size":"16Mi","numberOfReplicas":1,"dataSource":"vol://chain-1"}`).expect(t, 200)
+	e.waitCloned(t, "chain-2")
+	if got := e.attachedContent(t, "chain-2"); !bytes.Equal(got, atSnapshot) {
+		t.Error("the clone of a clone does not hold the first source's snapshot")
+	}
 }
 
 // TestAFailedCloneSaysWhyAndIsRetried: a clone whose source snapshot does
@@ -149,6 +157,16 @@ func TestAFailedCloneSaysWhyAndIsRetried(t *testing.T) {
 	if v := e.call(t, "GET", "/v1/volumes/clone", "").body; v["state"] == "attached" {
 		t.Fatal("a volume whose clone failed attached")
 	}
+
+	// A volume cannot be its own source.
+	self := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "self"}, Spec: longhorn.VolumeSpec{Size: 8 << 20, NumberOfReplicas: 1, DataSource: "vol://self"}}
+	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Create(context.Background(), self, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVolume(t, "self", "a volume that is its own source fails, saying so", func(v map[string]any) bool {
+		cond, _ := v["conditions"].(map[string]any)["Clone"].(map[string]any)
+		return cond["reason"] == "CloneFailed" && strings.Contains(fmt.Sprint(cond["message"]), "a volume cannot be its own source")
+	})
 
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"later"}`).expect(t, 200)
 	qemuIO(t, endpoint, "write -P 0x88 1M 1M", "flush")

@@ -123,6 +123,9 @@ func (c *Controller) cloneSource(v *longhorn.Volume) (types.DataSource, *longhor
 	if src.DeletionTimestamp != nil {
 		return ds, nil, fmt.Errorf("dataSource %s: source volume %s is being deleted", v.Spec.DataSource, ds.Volume)
 	}
+	if src.Name == v.Name {
+		return ds, nil, fmt.Errorf("dataSource %s: a volume cannot be its own source", v.Spec.DataSource)
+	}
 	if ds.Snapshot == "" {
 		ds.Snapshot = cloneSnapshotName(src, v)
 	}
@@ -242,7 +245,9 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 	}
 	c.clones.mu.Unlock()
 	srcRun, ok := c.instances.Get(ds.Volume)
-	if !ok {
+	// A source being restored or cloned itself runs an engine for that,
+	// which holds only part of its data: the clone waits until it is done.
+	if !ok || src.Status.RestoreRequired || cloneRequired(src) {
 		// The source's sync starts its engine for the clone.
 		c.EnqueueVolume(ds.Volume)
 		return true, st, nil
@@ -388,7 +393,7 @@ func (c *Controller) syncCloneStatus(ctx context.Context, v *longhorn.Volume, vs
 		}
 		return false, err
 	case running:
-		msg := fmt.Sprintf("waiting for the engine of source volume %s to start on node %s", st.SourceVolume, c.ownership.NodeID)
+		msg := fmt.Sprintf("waiting for source volume %s: its engine to start on node %s, or its own restore or clone to end", st.SourceVolume, c.ownership.NodeID)
 		if p, ok := c.cloneProgress(v.Name); ok {
 			msg = fmt.Sprintf("cloning snapshot %s of volume %s: %d%%", st.Snapshot, st.SourceVolume, p)
 		}

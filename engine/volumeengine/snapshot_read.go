@@ -94,9 +94,9 @@ func (e *Engine) heldReason(name string) string {
 	case h == nil:
 		return ""
 	case h.readers > 0:
-		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume); delete it once the export is done", h.readers)
+		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume, or a clone of it); delete it once the export is done", h.readers)
 	default:
-		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume) that read it less than %s ago; delete it after that",
+		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume, or a clone of it) that read it less than %s ago; delete it after that",
 			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)
 	}
 }
