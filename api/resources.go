@@ -423,13 +423,20 @@ func nonNil(l []string) []string {
 }
 
 // volumeReady is Longhorn's "ready": the volume can be used, which it
-// cannot while it is being created, is faulted or cannot be scheduled.
+// cannot while it is being created, restored or cloned, is faulted or
+// cannot be scheduled.
 func volumeReady(v *longhorn.Volume) (bool, string) {
 	switch {
 	case v.Status.State == longhorn.VolumeStateCreating || v.Status.State == "":
 		return false, "the volume is being created"
 	case v.Status.Robustness == longhorn.VolumeRobustnessFaulted:
 		return false, "the volume is faulted"
+	case v.Status.RestoreRequired:
+		return false, "the volume is being restored from " + v.Spec.FromBackup
+	case v.Spec.DataSource != "" && v.Status.CloneStatus.State == "failed":
+		return false, "the clone from " + v.Spec.DataSource + " failed; it is tried again"
+	case v.Spec.DataSource != "" && v.Status.CloneStatus.State != "completed":
+		return false, "the volume is being cloned from " + v.Spec.DataSource
 	}
 	for _, c := range v.Status.Conditions {
 		if c.Type == "Scheduled" && c.Status == longhorn.ConditionStatusFalse {

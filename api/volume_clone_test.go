@@ -60,3 +60,30 @@ func TestCreateVolumeChecksItsDataSource(t *testing.T) {
 		}
 	}
 }
+
+// A volume is not ready for workloads while it is restored or cloned,
+// as Longhorn's API says.
+func TestAVolumeIsNotReadyUntilItHoldsItsSource(t *testing.T) {
+	vol := func(spec longhorn.VolumeSpec, st longhorn.VolumeStatus) *longhorn.Volume {
+		st.State = longhorn.VolumeStateDetached
+		return &longhorn.Volume{Spec: spec, Status: st}
+	}
+	for _, c := range []struct {
+		name  string
+		v     *longhorn.Volume
+		ready bool
+		why   string
+	}{
+		{"plain", vol(longhorn.VolumeSpec{}, longhorn.VolumeStatus{}), true, ""},
+		{"being restored", vol(longhorn.VolumeSpec{FromBackup: "s3://b@r/?backup=x&volume=v"}, longhorn.VolumeStatus{RestoreRequired: true}), false, "being restored from s3://"},
+		{"being cloned", vol(longhorn.VolumeSpec{DataSource: "vol://src"}, longhorn.VolumeStatus{CloneStatus: longhorn.VolumeCloneStatus{State: "initiated"}}), false, "being cloned from vol://src"},
+		{"not cloned yet", vol(longhorn.VolumeSpec{DataSource: "vol://src"}, longhorn.VolumeStatus{}), false, "being cloned from vol://src"},
+		{"clone failed", vol(longhorn.VolumeSpec{DataSource: "snap://src/s"}, longhorn.VolumeStatus{CloneStatus: longhorn.VolumeCloneStatus{State: "failed"}}), false, "the clone from snap://src/s failed"},
+		{"cloned", vol(longhorn.VolumeSpec{DataSource: "vol://src"}, longhorn.VolumeStatus{CloneStatus: longhorn.VolumeCloneStatus{State: "completed"}}), true, ""},
+	} {
+		ready, why := volumeReady(c.v)
+		if ready != c.ready || !strings.Contains(why, c.why) || (c.ready && why != "") {
+			t.Errorf("%s: ready %v %q, want %v %q", c.name, ready, why, c.ready, c.why)
+		}
+	}
+}
