@@ -33,7 +33,13 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	// The engine opens replicas only from this node's own disks: a volume
 	// whose replicas are elsewhere neither restores nor attaches here.
 	notLocal := c.replicasNotLocal(v, existing)
+	// A detached volume's engine runs here, without a frontend, while a
+	// clone reads it.
+	forClone := v.Spec.NodeID == "" && c.cloneSourceWanted(v.Name)
 	attachTo := v.Spec.NodeID
+	if forClone {
+		attachTo = c.ownership.NodeID
+	}
 	if notLocal != nil {
 		attachTo = ""
 	}
@@ -156,9 +162,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
 	}
-	// A detached volume's engine runs, without a frontend, while a clone
-	// reads it.
-	wanted := v.Spec.NodeID == c.ownership.NodeID || (v.Spec.NodeID == "" && c.cloneSourceWanted(v.Name))
+	wanted := v.Spec.NodeID == c.ownership.NodeID || forClone
 	if wanted && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && !cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}) &&
 		ready && (!allFailed || running) {
 		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
