@@ -110,8 +110,13 @@ func cloneSnapshotName(source, clone *longhorn.Volume) string {
 // snapshot the clone copies.
 func (c *Controller) cloneSource(v *longhorn.Volume) (types.DataSource, *longhorn.Volume, error) {
 	ds, err := types.ParseDataSource(v.Spec.DataSource)
-	if err != nil {
+	switch {
+	case err != nil:
 		return ds, nil, fmt.Errorf("dataSource: %w", err)
+	case v.Spec.FromBackup != "":
+		return ds, nil, fmt.Errorf("dataSource %s: the volume is made from a backup (fromBackup) too; it cannot be both", v.Spec.DataSource)
+	case v.Spec.BackingImage != "":
+		return ds, nil, fmt.Errorf("dataSource %s: the volume is on backing image %s, whose bytes a clone would mix with its source's", v.Spec.DataSource, v.Spec.BackingImage)
 	}
 	src, err := c.ds.GetVolumeRO(ds.Volume)
 	if apierrors.IsNotFound(err) {

@@ -61,6 +61,9 @@ func (e *Engine) Clone(ctx context.Context, source string, view *replica.Snapsho
 // error, so the status never stays in progress.
 func (e *Engine) runClone(ctx context.Context, source string, view *replica.SnapshotView) (err error) {
 	defer panics.Recover(e.log.WithFields(logrus.Fields{"clone": source}), &err)
+	if err := e.zeroStale(ctx, view); err != nil {
+		return err
+	}
 	var total int64
 	view.DataRuns(0, view.Size(), func(start, end int64) { total += end - start })
 	buf := make([]byte, cloneChunk)
@@ -90,6 +93,51 @@ func (e *Engine) runClone(ctx context.Context, source string, view *replica.Snap
 		return err
 	}
 	return e.Sync()
+}
+
+// zeroStale writes zeros over the blocks the volume holds where the view
+// reads as zeros: a clone tried again after one that failed half way,
+// whose source was meanwhile replaced by another of the same name, must
+// not keep the first one's bytes. A new volume holds none, and writes
+// nothing here.
+func (e *Engine) zeroStale(ctx context.Context, view *replica.SnapshotView) error {
+	e.mu.RLock()
+	members := e.healthy()
+	e.mu.RUnlock()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	// Every replica got every write, so the first holds what they do.
+	written, err := members[0].r.Written()
+	if err != nil {
+		return err
+	}
+	data := make([]bool, len(written))
+	view.DataRuns(0, view.Size(), func(start, end int64) {
+		for b := start / replica.BlockSize; b*replica.BlockSize < end && b < int64(len(data)); b++ {
+			data[b] = true
+		}
+	})
+	zeros := make([]byte, cloneChunk)
+	for b := 0; b < len(written); {
+		if !written[b] || data[b] {
+			b++
+			continue
+		}
+		end := b
+		for end < len(written) && written[end] && !data[end] && (end-b)*replica.BlockSize < cloneChunk {
+			end++
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("clone stopped: %w", err)
+		}
+		off := int64(b) * replica.BlockSize
+		if _, err := e.WriteAt(zeros[:(end-b)*replica.BlockSize], off); err != nil {
+			return fmt.Errorf("write zeros into volume %s at %d: %w", e.name, off, err)
+		}
+		b = end
+	}
+	return nil
 }
 
 // startClone marks a clone of source in progress, unless a clone or a

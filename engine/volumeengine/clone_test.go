@@ -157,3 +157,42 @@ func TestACloneRefusesAVolumeThatMayHoldData(t *testing.T) {
 		t.Fatalf("a snapshot after the clone ended: %v", err)
 	}
 }
+
+// A clone tried again into a volume a failed attempt wrote into (from a
+// source since replaced by another of the same name) holds the new
+// snapshot's bytes alone: what the snapshot reads as zeros is zeros.
+func TestARetriedCloneKeepsNothingOfAnEarlierAttempt(t *testing.T) {
+	src := newNamedEngine(t, "src", 1, size)
+	if _, err := src.WriteAt(random(1, 8192), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.CreateSnapshot("snap", nil); err != nil {
+		t.Fatal(err)
+	}
+	view, release, err := src.OpenSnapshotForRead("snap", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	want := readAll(t, view, size)
+
+	dst := newNamedEngine(t, "dst", 2, size+(2<<20))
+	// What an earlier attempt left: over the snapshot's data, in its
+	// holes, and past its end.
+	for _, w := range []struct {
+		off  int64
+		seed int64
+		n    int
+	}{{1 << 20, 7, 4096}, {0, 8, 3 << 20 / 2}, {3 << 20, 9, 100}, {size + 4096, 10, 1 << 20}} {
+		if _, err := dst.WriteAt(random(w.seed, w.n), w.off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dst.Clone(context.Background(), "snap://src/snap", view); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, dst, size+(2<<20))
+	if !bytes.Equal(got[:size], want) || !bytes.Equal(got[size:], make([]byte, 2<<20)) {
+		t.Fatal("the clone kept bytes of an earlier attempt")
+	}
+}
