@@ -181,8 +181,9 @@ func (c *Controller) cloning(volume string) bool {
 // running: running while it does. st is what the volume's cloneStatus
 // becomes. A run that ended is taken out and its result returned once:
 // nil when the volume holds the snapshot; an error makes the sync back
-// off, and the next one starts the clone again (a retry writes the same
-// bytes at the same places, as the snapshot does not change).
+// off, and the next one starts the clone again (a retry writes the whole
+// snapshot again, and zeros over anything an attempt left where the
+// snapshot holds none: see volumeengine.Engine.Clone).
 func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (running bool, st longhorn.VolumeCloneStatus, err error) {
 	ds, src, err := c.cloneSource(v)
 	st = longhorn.VolumeCloneStatus{SourceVolume: ds.Volume, Snapshot: ds.Snapshot, State: CloneStateInitiated}

@@ -29,11 +29,12 @@ const cloneChunk = 1 << 20
 // OpenSnapshotForRead on that volume's engine, which holds it meanwhile)
 // into this volume, through every healthy replica; CloneStatus follows it.
 // source names the snapshot, for the status and logs. Only the ranges the
-// snapshot may hold data in are written: the rest of a new volume reads
-// as zeros already. So the volume must be new, as for a restore: one with
-// a frontend or snapshots is refused, and so is a view larger than the
-// volume. Cancelling ctx stops it before its next chunk, as an error. The
-// source is only read.
+// snapshot may hold data in are copied; the rest of a new volume reads as
+// zeros already, and blocks an earlier attempt wrote there are zeroed
+// first. The volume must be new, as for a restore: one with a frontend or
+// snapshots is refused, and so is a view larger than the volume.
+// Cancelling ctx stops it before its next chunk, as an error. The source
+// is only read.
 func (e *Engine) Clone(ctx context.Context, source string, view *replica.SnapshotView) error {
 	e.called("Clone")
 	if err := e.holdsNothing("a clone", "clone only into a new volume created with the data source"); err != nil {
