@@ -9,6 +9,7 @@ import (
 	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -178,5 +179,47 @@ func TestAFailedCloneSaysWhyAndIsRetried(t *testing.T) {
 	fill(want, 0x77, 1<<20, 2<<20)
 	if got := deviceContent(t, v2["endpoint"].(string)); !bytes.Equal(got, want) {
 		t.Error("the retried clone does not hold the snapshot's bytes")
+	}
+}
+
+// TestACloneIsMadeOnItsSourcesNode: with two managers, a clone asked of
+// either is made by the manager of the node that holds its source's
+// replicas, its own replicas there, where it reads the source's engine;
+// it then attaches there with the source's bytes.
+func TestACloneIsMadeOnItsSourcesNode(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	installRBAC(t, kube, ns)
+	cfg := cluster.ServiceAccountConfig(ns, serviceAccount)
+	lh := lhClient(t, cluster.Config)
+	ctx := context.Background()
+
+	// Only node-2 runs while the source is made: its replicas are there.
+	d2 := startDaemon(t, cfg, ns, "node-2", t.TempDir())
+	e2 := &apiEnv{managerEnv: &managerEnv{cluster: cluster, ns: ns, kube: kube, lh: lh}, base: "http://" + d2.apiAddress}
+	e2.call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).expect(t, 200)
+	e2.call(t, "POST", "/v1/volumes/src?action=attach", `{"hostId":"node-2"}`).expect(t, 200)
+	endpoint := e2.waitVolume(t, "src", "src attached on node-2", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })["endpoint"].(string)
+	qemuIO(t, endpoint, "write -P 0x2d 2M 2M", "flush")
+	e2.call(t, "POST", "/v1/volumes/src?action=detach", "").expect(t, 200)
+	e2.waitVolume(t, "src", "src detached", func(v map[string]any) bool { return v["state"] == "detached" })
+
+	d1 := startDaemon(t, cfg, ns, "node-1", t.TempDir())
+	e1 := &apiEnv{managerEnv: e2.managerEnv, base: "http://" + d1.apiAddress}
+	eventually(t, 20*time.Second, "node-1's API reads src", func() (bool, error) { return e1.call(t, "GET", "/v1/volumes/src", "").status == 200, nil })
+	e1.call(t, "POST", "/v1/volumes", `{"name":"copy","size":"8Mi","numberOfReplicas":1,"dataSource":"vol://src"}`).expect(t, 200)
+	e1.waitCloned(t, "copy")
+	list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=copy"})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Spec.NodeID != "node-2" {
+		t.Fatalf("the clone's replicas: %+v, %v; want one on node-2", list, err)
+	}
+	e1.call(t, "POST", "/v1/volumes/copy?action=attach", `{"hostId":"node-2"}`).expect(t, 200)
+	v := e1.waitVolume(t, "copy", "copy attached on node-2", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	want := make([]byte, 8<<20)
+	fill(want, 0x2d, 2<<20, 2<<20)
+	if got := deviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Error("the clone made on its source's node does not hold the source's bytes")
 	}
 }
