@@ -168,6 +168,11 @@ func TestAFailedCloneSaysWhyAndIsRetried(t *testing.T) {
 		cond, _ := v["conditions"].(map[string]any)["Clone"].(map[string]any)
 		return cond["reason"] == "CloneFailed" && strings.Contains(fmt.Sprint(cond["message"]), "a volume cannot be its own source")
 	})
+	// A failed clone is deleted as any volume, its data with it.
+	e.call(t, "DELETE", "/v1/volumes/self", "").expect(t, 204)
+	eventually(t, 30*time.Second, "the failed clone deleted", func() (bool, error) {
+		return e.call(t, "GET", "/v1/volumes/self", "").status == 404, nil
+	})
 
 	e.call(t, "POST", "/v1/volumes/src?action=snapshotCreate", `{"name":"later"}`).expect(t, 200)
 	qemuIO(t, endpoint, "write -P 0x88 1M 1M", "flush")
