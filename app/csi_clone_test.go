@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
 func snapshotContent(id string) *csipb.VolumeContentSource {
@@ -209,6 +210,13 @@ func TestCSICreateVolumeWaitsUntilTheVolumeHoldsItsSource(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The manager tries a failed restore again with a backoff that grows
+	// to minutes; a change of the volume (as a user's, once the target is
+	// mended) brings it back at once.
+	if _, err := e.lh.LonghornV1beta2().Volumes(e.ns).Patch(context.Background(), "pvc-restoring", k8stypes.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"test/target-mended":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	var resp *csipb.CreateVolumeResponse
 	eventually(t, 2*time.Minute, "CreateVolume answers the restored volume", func() (bool, error) {

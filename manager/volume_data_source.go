@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,7 @@ import (
 // snapshot that does not exist (ErrNotFound) or cannot be read, and a
 // volume smaller than its source. The volume controller checks again when
 // it clones: what is found here may change before.
-func (m *VolumeManager) checkDataSource(spec longhorn.VolumeSpec) error {
+func (m *VolumeManager) checkDataSource(ctx context.Context, spec longhorn.VolumeSpec) error {
 	if spec.DataSource == "" {
 		return nil
 	}
@@ -30,6 +31,11 @@ func (m *VolumeManager) checkDataSource(spec longhorn.VolumeSpec) error {
 		return invalid("dataSource: a clone holds its source's bytes, those of the source's backing image included; leave backingImage empty")
 	}
 	src, err := m.ds.GetVolumeRO(ds.Volume)
+	if apierrors.IsNotFound(err) {
+		// Made a moment ago, the cache may not have it yet (a client
+		// that creates a volume and clones it at once).
+		src, err = m.ds.GetVolumeFresh(ctx, ds.Volume)
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: dataSource %s: source volume %q does not exist", ErrNotFound, spec.DataSource, ds.Volume)
 	}
@@ -47,6 +53,10 @@ func (m *VolumeManager) checkDataSource(spec longhorn.VolumeSpec) error {
 		return nil
 	}
 	snap, err := m.ds.GetSnapshotRO(ds.Snapshot)
+	if apierrors.IsNotFound(err) || (err == nil && (snap.Spec.Volume != ds.Volume || !snap.Status.ReadyToUse)) {
+		// The cache may be behind the object, or its status.
+		snap, err = m.ds.GetSnapshotFresh(ctx, ds.Snapshot)
+	}
 	if apierrors.IsNotFound(err) || (err == nil && snap.Spec.Volume != ds.Volume) {
 		return fmt.Errorf("%w: dataSource %s: volume %q has no snapshot %q", ErrNotFound, spec.DataSource, ds.Volume, ds.Snapshot)
 	}

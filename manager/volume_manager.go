@@ -66,7 +66,7 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 	if err := m.checkBackingImageSize(spec); err != nil {
 		return nil, err
 	}
-	if err := m.checkDataSource(spec); err != nil {
+	if err := m.checkDataSource(ctx, spec); err != nil {
 		return nil, err
 	}
 	if err := m.checkCapacity(spec); err != nil {
