@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -53,44 +52,6 @@ const (
 // cloneProgressInterval is how often a volume being cloned syncs to show
 // its progress.
 const cloneProgressInterval = 3 * time.Second
-
-// clones holds this node's clone runs, by the clone's name.
-type clones struct {
-	mu   sync.Mutex
-	runs map[string]*cloneRun
-}
-
-type cloneRun struct {
-	dataSource string // the spec.dataSource cloned
-	source     string // the source volume
-	started    bool   // the copy runs (else it waits for the source's engine)
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when the copy ends, err then set
-	err        error
-	// A run that failed stays, with the error, until its retry is due:
-	// the next run starts at retryAt, after attempts failed ones.
-	failed   bool
-	attempts int
-	retryAt  time.Time
-	// completed: the copy is done; the run stays until the volume's
-	// status says so, so a status write that failed does not copy again.
-	completed bool
-}
-
-// cloneRetry is how long a clone waits after its first failure before it
-// tries again; each failure doubles it, up to cloneRetryMax.
-const (
-	cloneRetry    = 2 * time.Second
-	cloneRetryMax = 5 * time.Minute
-)
-
-func cloneBackoff(attempts int) time.Duration {
-	d := cloneRetry
-	for i := 1; i < attempts && d < cloneRetryMax; i++ {
-		d *= 2
-	}
-	return min(d, cloneRetryMax)
-}
 
 // cloneRequired reports whether v waits for its clone: it has a data
 // source and its clone has not completed.
@@ -154,36 +115,13 @@ func (c *Controller) cloneSourceNode(v *longhorn.Volume) string {
 	return datastore.ReplicasNode(replicas)
 }
 
-// cloneSourceWanted reports whether a clone on this node waits for, or
-// reads, volume's engine: the volume's sync keeps it running (without a
-// frontend when the volume is detached) meanwhile.
-func (c *Controller) cloneSourceWanted(volume string) bool {
-	c.clones.mu.Lock()
-	defer c.clones.mu.Unlock()
-	for _, r := range c.clones.runs {
-		if r.source == volume && !r.failed && !r.completed {
-			return true
-		}
-	}
-	return false
-}
-
-// cloning reports whether a clone of the volume waits, runs or waits to
-// be tried again here: its volume syncs meanwhile, to show its progress
-// and to start the retry when it is due.
-func (c *Controller) cloning(volume string) bool {
-	c.clones.mu.Lock()
-	defer c.clones.mu.Unlock()
-	return c.clones.runs[volume] != nil
-}
-
 // syncClone starts the clone of v, or tells of the one waiting or
 // running: running while it does. st is what the volume's cloneStatus
-// becomes. A run that ended is taken out and its result returned once:
-// nil when the volume holds the snapshot; an error makes the sync back
-// off, and the next one starts the clone again (a retry writes the whole
-// snapshot again, and zeros over anything an attempt left where the
-// snapshot holds none: see volumeengine.Engine.Clone).
+// becomes. A run that ended is reported once: nil when the volume holds
+// the snapshot; its error, after which the clone is tried again once its
+// backoff has passed (a retry writes the whole snapshot again, and zeros
+// over anything an attempt left where the snapshot holds none: see
+// volumeengine.Engine.Clone).
 func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (running bool, st longhorn.VolumeCloneStatus, err error) {
 	ds, src, err := c.cloneSource(v)
 	st = longhorn.VolumeCloneStatus{SourceVolume: ds.Volume, Snapshot: ds.Snapshot, State: CloneStateInitiated}
@@ -192,64 +130,23 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 		st.State = CloneStateFailed
 		return false, st, err
 	}
-	c.clones.mu.Lock()
-	if c.clones.runs == nil {
-		c.clones.runs = map[string]*cloneRun{}
-	}
-	r := c.clones.runs[v.Name]
-	if r != nil && r.completed && r.dataSource == v.Spec.DataSource {
-		c.clones.mu.Unlock()
+	r, step, runErr := c.clones.step(v, ds, c.clock.Now(), c.Logger)
+	switch step {
+	case stepRetryLater:
+		// Its error was reported once, when it failed.
+		st.State = CloneStateFailed
+		return false, st, nil
+	case stepFailed:
+		c.EnqueueVolume(ds.Volume) // the source's engine may stop
+		st.State = CloneStateFailed
+		return false, st, runErr
+	case stepCompleted:
+		c.EnqueueVolume(ds.Volume)
 		st.State = CloneStateCompleted
 		return false, st, nil
+	case stepRunning:
+		return true, st, nil
 	}
-	if r != nil && r.dataSource != v.Spec.DataSource {
-		// The volume was deleted and made again from another source before
-		// the old run was taken out: it is not this volume's.
-		r.cancel()
-		delete(c.clones.runs, v.Name)
-		r = nil
-	}
-	if r != nil && r.failed {
-		if c.clock.Now().Before(r.retryAt) {
-			// Its error was returned once, when it failed.
-			c.clones.mu.Unlock()
-			st.State = CloneStateFailed
-			return false, st, nil
-		}
-		r = &cloneRun{dataSource: v.Spec.DataSource, source: ds.Volume, cancel: func() {}, done: make(chan struct{}), attempts: r.attempts}
-		c.clones.runs[v.Name] = r
-		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "dataSource": v.Spec.DataSource, "attempt": r.attempts + 1}).Info("Trying the failed clone again")
-	}
-	if r == nil {
-		r = &cloneRun{dataSource: v.Spec.DataSource, source: ds.Volume, cancel: func() {}, done: make(chan struct{})}
-		c.clones.runs[v.Name] = r
-		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "dataSource": v.Spec.DataSource, "snapshot": ds.Snapshot}).Info("Clone waits for the engine of its source")
-	}
-	if r.started {
-		select {
-		case <-r.done:
-			c.clones.mu.Unlock()
-			c.EnqueueVolume(ds.Volume)
-			if r.err != nil {
-				c.clones.mu.Lock()
-				r.failed, r.started = true, false
-				r.attempts++
-				r.retryAt = c.clock.Now().Add(cloneBackoff(r.attempts))
-				c.clones.mu.Unlock()
-				st.State = CloneStateFailed
-				return false, st, r.err
-			}
-			c.clones.mu.Lock()
-			r.completed = true
-			c.clones.mu.Unlock()
-			st.State = CloneStateCompleted
-			return false, st, nil
-		default:
-			c.clones.mu.Unlock()
-			return true, st, nil
-		}
-	}
-	c.clones.mu.Unlock()
 	srcRun, ok := c.instances.Get(ds.Volume)
 	// A source being restored or cloned itself runs an engine for that,
 	// which holds only part of its data: the clone waits until it is done.
@@ -259,15 +156,10 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 		return true, st, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.clones.mu.Lock()
-	if c.clones.runs[v.Name] != r {
-		// Stopped meanwhile (the volume is being deleted).
-		c.clones.mu.Unlock()
+	if !c.clones.start(v.Name, r, cancel) {
 		cancel()
 		return false, st, errors.New("the clone was stopped")
 	}
-	r.started, r.cancel = true, cancel
-	c.clones.mu.Unlock()
 	v, dirs = v.DeepCopy(), slices.Clone(dirs)
 	log := c.Logger.WithFields(logrus.Fields{"volume": v.Name, "dataSource": v.Spec.DataSource, "snapshot": ds.Snapshot})
 	go func() {
@@ -342,29 +234,6 @@ func (c *Controller) cloneProgress(volume string) (int, bool) {
 	}
 	st := run.Engine.CloneStatus()
 	return st.Progress, st.IsCloning
-}
-
-// forgetClone drops the volume's completed clone run.
-func (c *Controller) forgetClone(volume string) {
-	c.clones.mu.Lock()
-	defer c.clones.mu.Unlock()
-	if r := c.clones.runs[volume]; r != nil && r.completed {
-		delete(c.clones.runs, volume)
-	}
-}
-
-// stopClone cancels the volume's clone, if one waits or runs, for a
-// deletion, and lets its source's engine stop when nothing else needs it.
-func (c *Controller) stopClone(volume string) {
-	c.clones.mu.Lock()
-	r := c.clones.runs[volume]
-	delete(c.clones.runs, volume)
-	c.clones.mu.Unlock()
-	if r != nil {
-		r.cancel()
-		c.EnqueueVolume(r.source)
-		c.Logger.WithFields(logrus.Fields{"volume": volume, "source": r.source}).Info("Stopped the volume's clone")
-	}
 }
 
 // syncCloneStatus runs v's clone while it is required and can run
