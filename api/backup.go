@@ -51,13 +51,17 @@ type Backup struct {
 	VolumeBackingImageName string `json:"volumeBackingImageName,omitempty"`
 	Error                  string `json:"error,omitempty"`
 	// Longhorn's fields its UI reads.
-	Messages          map[string]string `json:"messages"`
-	VolumeSize        string            `json:"volumeSize"`
-	VolumeCreated     string            `json:"volumeCreated"`
-	BackupMode        string            `json:"backupMode"`
-	CompressionMethod string            `json:"compressionMethod"`
-	BackupTargetName  string            `json:"backupTargetName"`
-	BlockSize         string            `json:"blockSize"`
+	Messages      map[string]string `json:"messages"`
+	VolumeSize    string            `json:"volumeSize"`
+	VolumeCreated string            `json:"volumeCreated"`
+	BackupMode    string            `json:"backupMode"`
+	// The bytes uploaded that the target lacked, and those a full backup
+	// uploaded again (Longhorn's keys).
+	NewlyUploadedDataSize string `json:"newlyUploadDataSize"`
+	ReUploadedDataSize    string `json:"reUploadedDataSize"`
+	CompressionMethod     string `json:"compressionMethod"`
+	BackupTargetName      string `json:"backupTargetName"`
+	BlockSize             string `json:"blockSize"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -86,7 +90,8 @@ func toBackup(b *longhorn.Backup) Backup {
 		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
 		VolumeBackingImageName: b.Status.VolumeBackingImageName,
 		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
-		BackupMode: "incremental", BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
+		BackupMode: b.Status.BackupMode, BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
+		NewlyUploadedDataSize: b.Status.NewlyUploadedDataSize, ReUploadedDataSize: b.Status.ReUploadedDataSize,
 	}
 }
 
@@ -183,6 +188,9 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if in.Name == "" {
 		return badRequest("name: required, the snapshot to back up")
 	}
+	if err := backupstore.CheckMode(in.BackupMode); err != nil {
+		return badRequest("%v", err)
+	}
 	target, err := s.ds.GetSettingValue(types.SettingNameBackupTarget)
 	if err != nil {
 		return err
@@ -217,7 +225,7 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 		return err
 	}
 	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target,
-		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency})
+		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency, Full: in.BackupMode == backupstore.ModeFull})
 	if err != nil {
 		return engineError(err)
 	}

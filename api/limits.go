@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"mime"
 	"net"
@@ -51,6 +52,19 @@ const (
 	// streams in all and from one client address.
 	DefaultMaxStreams          = 1000
 	DefaultMaxStreamsPerClient = 50
+)
+
+// DefaultMaxRequests and DefaultMaxRequestsPerClient cap the requests
+// being served at once, in all and from one client address (websocket
+// streams, capped on their own, and the open health checks not counted):
+// each holds up to a 1 MiB body and what answering it builds, so the
+// caps bound the memory a flood of requests can take.
+// A request past a cap waits up to DefaultRequestSlotWait for a slot
+// (its body not yet read), then is answered 429.
+const (
+	DefaultMaxRequests          = 256
+	DefaultMaxRequestsPerClient = 64
+	DefaultRequestSlotWait      = 5 * time.Second
 )
 
 // HTTPServer returns the server of handler with the timeouts t, the
@@ -117,18 +131,34 @@ func (s *Server) SetStreamLimits(total, perClient int) {
 	b.streams.mu.Unlock()
 }
 
+// SetRequestLimits caps the requests served at once in all and per
+// client address; a request past a cap waits up to wait for a slot.
+func (s *Server) SetRequestLimits(total, perClient int, wait time.Duration) {
+	b := s.bounds()
+	b.requests.mu.Lock()
+	b.requests.total, b.requests.perClient = total, perClient
+	b.requestWait = wait
+	b.requests.mu.Unlock()
+}
+
 // limits is the server's bounds on its inputs.
 type limits struct {
 	timeouts  Timeouts
 	checkHost bool
 	hosts     []string
 	streams   streamSlots
+	requests  streamSlots
+	// requestWait is how long a request past a cap waits for a slot.
+	requestWait time.Duration
 }
 
 func (s *Server) bounds() *limits {
 	s.limitsOnce.Do(func() {
-		s.limits = &limits{timeouts: DefaultTimeouts}
-		s.limits.streams = streamSlots{total: DefaultMaxStreams, perClient: DefaultMaxStreamsPerClient, byClient: map[string]int{}}
+		s.limits = &limits{timeouts: DefaultTimeouts, requestWait: DefaultRequestSlotWait}
+		s.limits.streams = streamSlots{total: DefaultMaxStreams, perClient: DefaultMaxStreamsPerClient, byClient: map[string]int{},
+			what: "websocket streams", code: "TooManyStreams"}
+		s.limits.requests = streamSlots{total: DefaultMaxRequests, perClient: DefaultMaxRequestsPerClient, byClient: map[string]int{},
+			what: "requests", code: "TooManyRequests"}
 	})
 	return s.limits
 }
@@ -184,6 +214,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				fmt.Sprintf("Host %q: not a name of this manager; use its IP address, localhost, or a name given to --api-allowed-hosts", r.Host)})
 			return
 		}
+		// Behind the UI's proxy (its nginx, or `longhorn-manager ui`) the
+		// browser's Host arrives as X-Forwarded-Host: a page of a rebound
+		// name reaching the manager through the proxy is refused too.
+		// As for the streams' origins (checkOrigin), a cluster-internal
+		// name (longhorn-frontend.longhorn-system.svc) is one no outside
+		// site can rebind.
+		if fwd := firstForwarded(r.Header.Get("X-Forwarded-Host")); fwd != "" && l.checkHost && !rebindSafe(fwd) && !l.named(fwd) {
+			writeError(w, &httpError{http.StatusMisdirectedRequest, "MisdirectedRequest",
+				fmt.Sprintf("X-Forwarded-Host %q (the browser's, through the UI's proxy): not a name of this manager or its UI; use an IP address, localhost, or add the name the UI is served under to --api-allowed-hosts", fwd)})
+			return
+		}
 		if unsafeMethod(r.Method) && s.crossSite(r) {
 			writeError(w, &httpError{http.StatusForbidden, "CrossSiteRequest",
 				fmt.Sprintf("Origin %q: %s from another site's page is refused", r.Header.Get("Origin"), r.Method)})
@@ -198,8 +239,25 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if counted(r) {
+			release, err := l.requests.acquireWait(r.Context(), r.RemoteAddr, l.waitFor())
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, err)
+				return
+			}
+			defer release()
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// counted reports a request the cap on requests at once counts: not a
+// websocket stream (capped on its own, and open for as long as it is
+// watched) and not a health check (the kubelet's probes must get
+// through a flood).
+func counted(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/v1/ws/") && r.URL.Path != "/healthz" && r.URL.Path != "/readyz"
 }
 
 // untypedNonBrowser reports a request with no Content-Type at all from a
@@ -241,12 +299,15 @@ func (l *limits) named(hostport string) bool {
 	return false
 }
 
-// streamSlots counts open websocket streams.
+// streamSlots counts what is open at once (websocket streams, or
+// requests being served) in all and per client address.
 type streamSlots struct {
 	mu               sync.Mutex
 	total, perClient int
 	open             int
 	byClient         map[string]int
+	// what they are and the error code past a cap, for the 429.
+	what, code string
 }
 
 // acquire takes a slot for the client at remoteAddr, or says which cap
@@ -259,10 +320,10 @@ func (c *streamSlots) acquire(remoteAddr string) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.perClient > 0 && c.byClient[client] >= c.perClient {
-		return nil, &httpError{http.StatusTooManyRequests, "TooManyStreams", fmt.Sprintf("at most %d websocket streams per client address (%s); close one first", c.perClient, client)}
+		return nil, &httpError{http.StatusTooManyRequests, c.code, fmt.Sprintf("at most %d %s at once per client address (%s); wait for one to end first", c.perClient, c.what, client)}
 	}
 	if c.total > 0 && c.open >= c.total {
-		return nil, &httpError{http.StatusTooManyRequests, "TooManyStreams", fmt.Sprintf("the manager serves at most %d websocket streams at once; try again later", c.total)}
+		return nil, &httpError{http.StatusTooManyRequests, c.code, fmt.Sprintf("the manager serves at most %d %s at once; try again later", c.total, c.what)}
 	}
 	c.open++
 	c.byClient[client]++
@@ -277,6 +338,31 @@ func (c *streamSlots) acquire(remoteAddr string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// acquireWait is acquire, trying again until a slot frees, ctx ends or
+// wait has passed; the error is the last refusal.
+func (c *streamSlots) acquireWait(ctx context.Context, remoteAddr string, wait time.Duration) (func(), error) {
+	deadline := time.Now().Add(wait)
+	pause := 5 * time.Millisecond
+	for {
+		release, err := c.acquire(remoteAddr)
+		if err == nil || !time.Now().Add(pause).Before(deadline) {
+			return release, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+func (l *limits) waitFor() time.Duration {
+	l.requests.mu.Lock()
+	defer l.requests.mu.Unlock()
+	return l.requestWait
 }
 
 // uploadDeadlines lifts the server's read and write timeouts from an

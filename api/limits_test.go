@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,7 +226,7 @@ func TestStreamCapsPerClientAndInTotal(t *testing.T) {
 			t.Errorf("429 %s does not say %q", body, want)
 		}
 	}
-	refused("127.0.0.1", "at most 2 websocket streams per client address (127.0.0.1)")
+	refused("127.0.0.1", "at most 2 websocket streams at once per client address (127.0.0.1)")
 	refused("127.0.0.2", "at most 3 websocket streams at once")
 	open[0].Close()
 	open = open[1:]
@@ -275,5 +277,118 @@ func TestServerTimeoutsSpareStreams(t *testing.T) {
 	_, msg, err := conn.ReadMessage()
 	if err != nil || !strings.Contains(string(msg), `"late"`) {
 		t.Fatalf("the stream past the server's timeouts: %q %v", msg, err)
+	}
+}
+
+// A 1 MiB body of 340,000 empty objects is refused (413, naming the rule)
+// before it is decoded: it costs the manager a few times its size, not
+// the 45 MB its decoding into structs took.
+func TestABodyOfManyValuesIsRefusedBeforeDecoding(t *testing.T) {
+	s := newTestServer(t)
+	var b strings.Builder
+	b.WriteString(`{"name":"v","size":"4Mi","recurringJobSelector":[`)
+	for b.Len() < maxBodyBytes-16 {
+		b.WriteString(`{},`)
+	}
+	b.WriteString(`{}]}`)
+	body := b.String()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	req := httptest.NewRequest("POST", "/v1/volumes", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	s.handler.ServeHTTP(rec, req)
+	runtime.ReadMemStats(&after)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "JSON values") {
+		t.Fatalf("%d %s, want 413 naming the rule", rec.Code, rec.Body.String())
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 8*maxBodyBytes {
+		t.Errorf("refusing a %d-byte body allocated %d bytes", len(body), allocated)
+	}
+	// A body within the bound is decoded as before.
+	if n := jsonValues([]byte(`{"a":[1,2,{"b":"x,y{["}],"c":"\"{"}`)); n != 6 {
+		t.Errorf("jsonValues counted %d, want 6 (strings' commas and brackets not counted)", n)
+	}
+}
+
+// Requests being served at once are capped in all and per client address
+// (429 with Retry-After past either, once the wait for a slot is over:
+// none here); the health checks are not counted, so the kubelet's probes
+// get through a flood.
+func TestRequestsAtOnceAreCapped(t *testing.T) {
+	s := newTestServer(t)
+	s.server.SetRequestLimits(3, 2, 0)
+	hold := make(chan struct{})
+	inside := make(chan struct{}, 10)
+	h := s.server.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside <- struct{}{}
+		<-hold
+	}))
+	send := func(from, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = from + ":40000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	for _, from := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.2"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(from, "/v1/volumes") }()
+		<-inside
+	}
+	for _, tc := range []struct{ from, want string }{
+		{"10.0.0.1", "at most 2 requests at once per client address (10.0.0.1)"},
+		{"10.0.0.3", "at most 3 requests at once"},
+	} {
+		rec := send(tc.from, "/v1/volumes")
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("from %s past the cap: %d %q, want 429 saying %q", tc.from, rec.Code, rec.Body.String(), tc.want)
+		}
+	}
+	// The probes are not counted: served (held here) though every slot is taken.
+	wg.Add(1)
+	go func() { defer wg.Done(); send("10.0.0.1", "/healthz") }()
+	<-inside
+	close(hold)
+	wg.Wait()
+	if rec := send("10.0.0.1", "/v1/volumes"); rec.Code != http.StatusOK {
+		t.Errorf("after the others ended: %d", rec.Code)
+	}
+}
+
+// A request past the cap waits for a slot rather than fail at once: it is
+// served when one frees within the wait.
+func TestARequestPastTheCapWaitsForASlot(t *testing.T) {
+	s := newTestServer(t)
+	s.server.SetRequestLimits(1, 1, time.Minute)
+	hold := make(chan struct{})
+	inside := make(chan struct{}, 2)
+	h := s.server.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside <- struct{}{}
+		<-hold
+	}))
+	done := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/volumes", nil))
+			done <- rec.Code
+		}()
+	}
+	<-inside // one is served, the other waits
+	select {
+	case <-inside:
+		t.Fatal("two requests inside a cap of one")
+	case code := <-done:
+		t.Fatalf("a request ended (%d) while the first held the slot", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(hold)
+	for i := 0; i < 2; i++ {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("request %d: %d, want both served", i, code)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,8 +96,38 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: msg})
 }
 
-// maxBodyBytes caps request bodies.
-const maxBodyBytes = 1 << 20
+// maxBodyBytes caps request bodies; maxBodyValues caps the objects, lists
+// and list items or fields in one (a 1 MiB body of empty objects would
+// otherwise decode into some 45 MB of structs).
+const (
+	maxBodyBytes  = 1 << 20
+	maxBodyValues = 10000
+)
+
+// jsonValues counts the objects and lists in data and the items and
+// fields after the first of each (each ',' and each '{' or '[' outside a
+// string), without allocating: a bound on what decoding it would make.
+func jsonValues(data []byte) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[' || c == ',':
+			n++
+		}
+	}
+	return n
+}
 
 // decodeBody reads a JSON body into v, refusing other content types,
 // malformed JSON, values of the wrong type for a known field, trailing
@@ -109,15 +140,23 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		return err
+	}
+	if err != nil {
+		return badRequest("request body: %v", err)
+	}
+	if n := jsonValues(data); n > maxBodyValues {
+		return &httpError{http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+			fmt.Sprintf("request body: more than %d JSON values (objects, lists and their items); no request of this API needs as many", maxBodyValues)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return err
-		}
 		return badRequest("request body: unexpected data after the JSON object")
 	}
 	return nil

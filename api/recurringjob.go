@@ -149,6 +149,12 @@ func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInpu
 			spec.Labels = nil
 		}
 	}
+	if in.Parameters != nil {
+		spec.Parameters = in.Parameters
+		if len(spec.Parameters) == 0 {
+			spec.Parameters = nil
+		}
+	}
 	if in.Suspend != nil {
 		spec.Suspend = *in.Suspend
 	}

@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
@@ -24,6 +25,7 @@ type RecurringJob struct {
 	Retain                  int                        `json:"retain"`
 	Concurrency             int                        `json:"concurrency"`
 	Labels                  map[string]string          `json:"labels"`
+	Parameters              map[string]string          `json:"parameters"`
 	Conditions              []longhorn.Condition       `json:"conditions"`
 	Suspend                 bool                       `json:"suspend"`
 	TimeZone                string                     `json:"timeZone"`
@@ -46,6 +48,7 @@ type RecurringJobInput struct {
 	Retain                  *int                      `json:"retain"`
 	Concurrency             *int                      `json:"concurrency"`
 	Labels                  map[string]string         `json:"labels"`
+	Parameters              map[string]string         `json:"parameters"`
 	Suspend                 *bool                     `json:"suspend"`
 	TimeZone                *string                   `json:"timeZone"`
 	StartingDeadlineSeconds *int64                    `json:"startingDeadlineSeconds"`
@@ -345,7 +348,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	return RecurringJob{
 		Resource: resource(base, "recurringJob", "recurringjobs", j.Name),
 		Name:     j.Name, Groups: groups, Task: j.Spec.Task, Cron: j.Spec.Cron,
-		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Conditions: conditions(j.Status.Conditions),
+		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Parameters: nonNilMap(j.Spec.Parameters), Conditions: conditions(j.Status.Conditions),
 		Suspend: j.Spec.Suspend, TimeZone: j.Spec.TimeZone, StartingDeadlineSeconds: j.Spec.StartingDeadlineSeconds,
 		SkipImmediately:  j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately,
 		LastScheduleTime: j.Status.LastScheduleTime, LastSkipped: j.Status.LastSkipped,

@@ -261,3 +261,21 @@ func hijack(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
 	}
 	return h.Hijack()
 }
+
+// MetricsOnly serves the metrics, GET /metrics, and nothing else: the
+// handler of --metrics-address, a port of its own that a NetworkPolicy
+// can open to the scraper without opening the API to it. The metrics are
+// read-only and hold no secret; whoever may reach the port reads them.
+func (s *Server) MetricsOnly() http.Handler {
+	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/metrics":
+			writeError(w, notFound("only /metrics is served on this port; the API is on its own"))
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			writeError(w, &httpError{http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method + " is not allowed on /metrics"})
+		default:
+			metrics.ServeHTTP(w, r)
+		}
+	})
+}

@@ -70,6 +70,7 @@ func schemas() []Schema {
 				"concurrency":             {Type: "int", Create: true, Update: true, Default: defaultConcurrency, Min: intPtr(1)},
 				"groups":                  {Type: "array[string]", Create: true, Update: true, Nullable: true},
 				"labels":                  {Type: "map[string]", Create: true, Update: true, Nullable: true},
+				"parameters":              {Type: "map[string]", Create: true, Update: true, Nullable: true},
 				"conditions":              {Type: "array[condition]"},
 				"suspend":                 {Type: "boolean", Create: true, Update: true, Default: false},
 				"timeZone":                {Type: "string", Create: true, Update: true},
@@ -174,8 +175,9 @@ func schemas() []Schema {
 		{
 			ID: "snapshotInput",
 			ResourceFields: map[string]Field{
-				"name":   {Type: "string", Create: true},
-				"labels": {Type: "map[string]", Create: true, Nullable: true},
+				"name":       {Type: "string", Create: true},
+				"labels":     {Type: "map[string]", Create: true, Nullable: true},
+				"backupMode": {Type: "enum", Options: []string{"full", "incremental"}, Create: true, Nullable: true},
 			},
 		},
 		{
@@ -345,6 +347,7 @@ func schemas() []Schema {
 				"labels": {Type: "map[string]"}, "volumeName": {Type: "string"}, "volumeBackingImageName": {Type: "string"}, "error": {Type: "string"},
 				"messages": {Type: "map[string]"}, "volumeSize": {Type: "string"}, "volumeCreated": {Type: "string"},
 				"backupMode": {Type: "string"}, "compressionMethod": {Type: "string"}, "backupTargetName": {Type: "string"},
+				"newlyUploadDataSize": {Type: "string"}, "reUploadedDataSize": {Type: "string"},
 			},
 		},
 		{

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -33,6 +35,47 @@ func TestUIProxyServesFilesToGETOnly(t *testing.T) {
 		}
 		if tc.code == 405 && rec.Header().Get("Allow") != "GET, HEAD" {
 			t.Errorf("%s %s: Allow %q", tc.method, tc.path, rec.Header().Get("Allow"))
+		}
+	}
+}
+
+// DNS rebinding through the UI: a page whose name was made to resolve to
+// the UI's address reaches the manager through the proxy with the
+// manager's Host, but its own name in X-Forwarded-Host; the manager's
+// Host check judges that name too. The UI reached by IP address,
+// localhost or a name given to --api-allowed-hosts is served.
+func TestRebindingThroughTheUIProxyIsRefused(t *testing.T) {
+	s := newTestServer(t)
+	s.server.SetAllowedHosts([]string{"longhorn.example.com"})
+	manager := s.live(t, Timeouts{})
+	managerURL, _ := url.Parse(manager.URL)
+	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL))
+	t.Cleanup(ui.Close)
+	for _, tc := range []struct {
+		host string
+		code int
+	}{
+		{"evil.example", http.StatusMisdirectedRequest},
+		{"evil.example:8000", http.StatusMisdirectedRequest},
+		{"longhorn.example.com", http.StatusOK},
+		{"localhost:8000", http.StatusOK},
+		{"longhorn-frontend", http.StatusOK},
+		{"longhorn-frontend.longhorn-system.svc:80", http.StatusOK},
+		{strings.TrimPrefix(ui.URL, "http://"), http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", ui.URL+"/v1/volumes", nil)
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("through the UI as %s: %d %s, want %d", tc.host, resp.StatusCode, body, tc.code)
+		}
+		if tc.code == http.StatusMisdirectedRequest && !strings.Contains(string(body), "X-Forwarded-Host") {
+			t.Errorf("the refusal does not say why: %s", body)
 		}
 	}
 }

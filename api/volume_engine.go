@@ -18,6 +18,9 @@ import (
 type SnapshotInput struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels"`
+	// BackupMode, for snapshotBackup, is "full" or "incremental" (the
+	// default), as in Longhorn.
+	BackupMode string `json:"backupMode"`
 }
 
 // Snapshot is the API view of one snapshot of a volume.

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,4 +114,39 @@ func TestATokenFloodLeavesTheHeartbeatAlone(t *testing.T) {
 		t.Errorf("%d flood requests, none limited", sent.Load())
 	}
 	t.Logf("%d flood requests, %d answered 429; the Lease renewed at %v", sent.Load(), limited.Load(), seen)
+}
+
+// TestMetricsOnTheirOwnPort: --metrics-address serves /metrics alone, with
+// no token even when the API needs one (the port is what a NetworkPolicy
+// opens to the scraper), and no API path: the API stays behind its own
+// port and authentication.
+func TestMetricsOnTheirOwnPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, d := kubernetesAuthAPIEnv(t, func(o *DaemonOptions) { o.MetricsAddress = addr })
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("http://" + addr + "/metrics"); code != http.StatusOK || !strings.Contains(body, "longhorn_") {
+		t.Errorf("metrics port /metrics: %d, %.200s", code, body)
+	}
+	for _, path := range []string{"/v1/volumes", "/v1", "/", "/healthz"} {
+		if code, _ := get("http://" + addr + path); code != http.StatusNotFound {
+			t.Errorf("metrics port %s: %d, want 404", path, code)
+		}
+	}
+	if code, _ := get("http://" + d.apiAddress + "/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("the API's /metrics without a token: %d, want 401", code)
+	}
 }

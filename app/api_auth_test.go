@@ -140,7 +140,7 @@ func kubernetesAuthAPIEnv(t *testing.T, opts ...func(*DaemonOptions)) (*apiEnv, 
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
-	installRBAC(t, kube, ns)
+	installRBACIn(t, cluster, kube, ns, "rbac-api-auth.yaml")
 	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", t.TempDir(), append([]func(*DaemonOptions){func(o *DaemonOptions) {
 		o.APIAuth = api.AuthKubernetes
 	}}, opts...)...)

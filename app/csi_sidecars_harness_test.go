@@ -22,8 +22,11 @@ import (
 // external-attacher, as processes against the test control plane and the
 // driver's socket. scripts/build-csi-sidecars.sh builds them into bin/.
 
-// csiSidecarBinaries are the sidecars' paths.
-type csiSidecarBinaries struct{ provisioner, attacher string }
+// csiSidecarBinaries are the sidecars' paths, and the folder of the
+// snapshot CRDs the script copies beside them.
+type csiSidecarBinaries struct {
+	provisioner, attacher, snapshotter, snapshotController, snapshotCRDs string
+}
 
 // sidecarBuild builds the sidecars once per test binary when they are
 // missing (a `go test` run without `make test`).
@@ -41,11 +44,14 @@ func csiSidecars(t testing.TB) csiSidecarBinaries {
 		t.Fatal(err)
 	}
 	bins := csiSidecarBinaries{
-		provisioner: filepath.Join(root, "bin", "csi-provisioner"),
-		attacher:    filepath.Join(root, "bin", "csi-attacher"),
+		provisioner:        filepath.Join(root, "bin", "csi-provisioner"),
+		attacher:           filepath.Join(root, "bin", "csi-attacher"),
+		snapshotter:        filepath.Join(root, "bin", "csi-snapshotter"),
+		snapshotController: filepath.Join(root, "bin", "snapshot-controller"),
+		snapshotCRDs:       filepath.Join(root, "bin", "snapshot-crds"),
 	}
 	missing := func() bool {
-		for _, p := range []string{bins.provisioner, bins.attacher} {
+		for _, p := range []string{bins.provisioner, bins.attacher, bins.snapshotter, bins.snapshotController, filepath.Join(bins.snapshotCRDs, "version")} {
 			if _, err := os.Stat(p); err != nil {
 				return true
 			}
@@ -65,7 +71,7 @@ func csiSidecars(t testing.TB) csiSidecarBinaries {
 		}
 	})
 	if sidecarBuild.err != nil || missing() {
-		t.Skipf("the CSI sidecars (bin/csi-provisioner, bin/csi-attacher) are missing and scripts/build-csi-sidecars.sh could not build them: %v", sidecarBuild.err)
+		t.Skipf("the CSI sidecars (bin/csi-provisioner, bin/csi-attacher, bin/csi-snapshotter, bin/snapshot-controller, bin/snapshot-crds) are missing and scripts/build-csi-sidecars.sh could not build them: %v", sidecarBuild.err)
 	}
 	return bins
 }

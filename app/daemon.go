@@ -49,6 +49,9 @@ type DaemonOptions struct {
 	DataDir string
 	// APIAddress is where the HTTP API listens, host:port.
 	APIAddress string
+	// MetricsAddress, when set, is where /metrics is served alone, for a
+	// NetworkPolicy to open to the scraper without the API.
+	MetricsAddress string
 	// ProfilerAddress, when set, is a loopback host:port where Go's
 	// runtime profiles are served (--profiler-address; see startProfiler).
 	ProfilerAddress string
@@ -261,6 +264,13 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 	defer served.shutdown()
+	if o.MetricsAddress != "" {
+		stopMetrics, err := serveMetrics(log, apiServer, o)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	var created []types.SettingName
 	if err := retryAtStart("create the default settings", func(ctx context.Context) error {

@@ -66,6 +66,23 @@ func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (*serve
 	}}, nil
 }
 
+// serveMetrics serves /metrics alone on --metrics-address, and returns
+// what stops it.
+func serveMetrics(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (func(), error) {
+	listener, err := net.Listen("tcp", o.MetricsAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address %s: %w", o.MetricsAddress, err)
+	}
+	server := api.HTTPServer(apiServer.MetricsOnly(), o.APITimeouts)
+	go func() { _ = server.Serve(listener) }()
+	log.WithField("address", listener.Addr().String()).Info("Metrics listening")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = server.Shutdown(ctx)
+	}, nil
+}
+
 // engineService is this node's engine gRPC service and the engines it
 // serves. The volume controller, made later, is told of engine changes
 // through onChange.

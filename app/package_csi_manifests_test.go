@@ -16,8 +16,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cadence-storage/longhorn-manager/csi"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -37,9 +41,10 @@ const (
 // TestPackageManifestsCSI: what package/ deploys for the CSI driver is
 // accepted by the apiserver (a server-side dry run) and is what the driver
 // and the sidecars need: the CSIDriver object as Longhorn's; the
-// external-provisioner and external-attacher (at the versions the
-// end-to-end tests run) each beside `longhorn-manager csi --controller` on
-// a socket in an emptyDir, with leader election; the Node service and
+// external-provisioner, external-attacher and csi-snapshotter (at the
+// versions the end-to-end tests run) each beside `longhorn-manager csi
+// --controller` on a socket in an emptyDir, with leader election; the
+// VolumeSnapshotClasses longhorn-snapshot and longhorn-backup; the Node service and
 // node-driver-registrar in the manager's pods (where the volumes' NBD
 // exports listen on 127.0.0.1) with the kubelet's directory Bidirectional,
 // the host's /dev and a host state directory; the `longhorn`
@@ -85,10 +90,11 @@ func TestPackageManifestsCSI(t *testing.T) {
 			t.Errorf("csi.yaml: %v", err)
 		}
 	}
-	if kinds["CSIDriver"] != 1 || kinds["StorageClass"] != 1 || len(controllerPods) != 2 ||
-		controllerPods["csi-provisioner"] == nil || controllerPods["csi-attacher"] == nil {
-		t.Errorf("csi.yaml holds %v, Deployments %v: want a CSIDriver, the csi-provisioner and csi-attacher Deployments and a StorageClass", kinds, controllerPods)
+	if kinds["CSIDriver"] != 1 || kinds["StorageClass"] != 1 || len(controllerPods) != 3 ||
+		controllerPods["csi-provisioner"] == nil || controllerPods["csi-attacher"] == nil || controllerPods["csi-snapshotter"] == nil {
+		t.Errorf("csi.yaml holds %v, Deployments %v: want a CSIDriver, the csi-provisioner, csi-attacher and csi-snapshotter Deployments and a StorageClass", kinds, controllerPods)
 	}
+	checkSnapshotClasses(t, cluster.Config)
 
 	for _, obj := range readManifests(t, "longhorn-manager.yaml") {
 		if ds, ok := obj.(*appsv1.DaemonSet); ok {
@@ -117,7 +123,7 @@ func TestPackageManifestsCSI(t *testing.T) {
 // (scripts/build-csi-sidecars.sh, when it is there) and so the image tags
 // package/ must use: the sidecars' images are tagged with their release.
 func sidecarVersions(t *testing.T) map[string]string {
-	versions := map[string]string{"csi-provisioner": "v6.4.0", "csi-attacher": "v4.13.0"}
+	versions := map[string]string{"csi-provisioner": "v6.4.0", "csi-attacher": "v4.13.0", "csi-snapshotter": "v8.7.0"}
 	root, err := testcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +238,58 @@ func checkStorageClass(t *testing.T, sc *storagev1.StorageClass) {
 	// csi/params_package_test.go checks the driver takes them.
 }
 
+// checkSnapshotClasses: package/csi-snapshot-classes.yaml holds
+// Longhorn's two VolumeSnapshotClasses of the driver, deletionPolicy
+// Delete, and the snapshot CRDs (those the end-to-end tests install,
+// when scripts/build-csi-sidecars.sh has copied them) accept them.
+func checkSnapshotClasses(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "package", "csi-snapshot-classes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"longhorn-snapshot": "snap", "longhorn-backup": "bak"}
+	var classes []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := sigsyaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatalf("package/csi-snapshot-classes.yaml: %v", err)
+		}
+		name := obj.GetName()
+		driver, _, _ := unstructured.NestedString(obj.Object, "driver")
+		policy, _, _ := unstructured.NestedString(obj.Object, "deletionPolicy")
+		kind, _, _ := unstructured.NestedString(obj.Object, "parameters", "type")
+		if obj.GetKind() != "VolumeSnapshotClass" || driver != csi.DriverName || policy != "Delete" || want[name] != kind || kind == "" {
+			t.Errorf("package/csi-snapshot-classes.yaml: %s %s of %q, deletionPolicy %q, type %q: want longhorn-snapshot (snap) and longhorn-backup (bak) of %s, Delete",
+				obj.GetKind(), name, driver, policy, kind, csi.DriverName)
+		}
+		delete(want, name)
+		classes = append(classes, obj)
+	}
+	if len(want) != 0 {
+		t.Errorf("package/csi-snapshot-classes.yaml lacks %v", want)
+	}
+	crds := filepath.Join(root, "bin", "snapshot-crds")
+	if _, err := os.Stat(filepath.Join(crds, "version")); err != nil {
+		t.Logf("no %s (scripts/build-csi-sidecars.sh copies them): the classes are not checked against the CRDs", crds)
+		return
+	}
+	installSnapshotCRDs(t, cfg, crds)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range classes {
+		if _, err := dyn.Resource(volumeSnapshotClasses).Create(context.Background(), c, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("VolumeSnapshotClass %s: %v", c.GetName(), err)
+		}
+	}
+}
+
 // checkNodePlugin: the Node service and node-driver-registrar in the
 // manager's pods.
 func checkNodePlugin(t *testing.T, ds *appsv1.DaemonSet) {
@@ -328,6 +386,10 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 	sanitize := func(s string) string { return regexp.MustCompile(`[^a-zA-Z0-9-]`).ReplaceAllString(s, "-") }
 	provisionerLease := sanitize(strings.ReplaceAll(csi.DriverName, "/", "-"))
 	attacherLease := sanitize("external-attacher-leader-" + csi.DriverName)
+	snapshotterLease := sanitize("external-snapshotter-leader-" + csi.DriverName)
+	snapshots := func(verb, resource string) attr {
+		return attr{Verb: verb, Group: "snapshot.storage.k8s.io", Resource: resource}
+	}
 	const claims = "a-users-namespace"
 
 	for _, c := range []struct {
@@ -384,6 +446,30 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("create", "events", claims), lease("get", provisionerLease),
 			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("list", "volumes", ""),
 			lh("update", "nodes", "node-1"), lh("list", "recurringjobs", ""),
+		},
+	}, {
+		account: "longhorn-csi-snapshotter",
+		allow: []attr{
+			snapshots("get", "volumesnapshotclasses"), snapshots("list", "volumesnapshotclasses"), snapshots("watch", "volumesnapshotclasses"),
+			snapshots("get", "volumesnapshotcontents"), snapshots("list", "volumesnapshotcontents"), snapshots("watch", "volumesnapshotcontents"),
+			snapshots("update", "volumesnapshotcontents"), snapshots("patch", "volumesnapshotcontents"),
+			{Verb: "patch", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents", Subresource: "status"},
+			{Verb: "update", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents", Subresource: "status"},
+			core("create", "events", "default"), core("patch", "events", "default"),
+			lease("create", ""), lease("get", snapshotterLease), lease("update", snapshotterLease),
+			lh("get", "settings", "backup-target"),
+			lh("get", "volumes", "pvc-1"), lh("list", "volumes", ""), lh("update", "volumes", "pvc-1"),
+			lh("get", "backupvolumes", "pvc-1"), lh("list", "backupvolumes", ""), lh("delete", "backups", ""),
+		},
+		never: []attr{
+			core("get", "secrets", ns), core("get", "persistentvolumeclaims", claims), core("list", "persistentvolumes", ""),
+			snapshots("create", "volumesnapshotcontents"), snapshots("delete", "volumesnapshotcontents"),
+			snapshots("update", "volumesnapshots"), snapshots("create", "volumesnapshotclasses"),
+			{Verb: "list", Group: "groupsnapshot.storage.k8s.io", Resource: "volumegroupsnapshotcontents"},
+			lease("get", attacherLease), lease("delete", snapshotterLease),
+			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("update", "settings", "backup-target"),
+			lh("get", "settings", "backup-target-credential-secret"), lh("create", "backups", ""),
+			lh("update", "backupvolumes", "pvc-1"), lh("delete", "backupvolumes", "pvc-1"),
 		},
 	}} {
 		user := "system:serviceaccount:" + ns + ":" + c.account

@@ -87,7 +87,7 @@ func TestPackageManifests(t *testing.T) {
 		}
 	}
 	for name, want := range map[string][]int32{
-		"longhorn-manager": {9500, 9501}, "longhorn-backing-image-manager": {8000}, "longhorn-backing-image-data-source": {8001},
+		"longhorn-manager": {9500, 9502, 9501}, "longhorn-backing-image-manager": {8000}, "longhorn-backing-image-data-source": {8001},
 	} {
 		if got := ports[name]; len(got) != len(want) || got[0] != want[0] {
 			t.Errorf("NetworkPolicy %s covers ports %v, want %v", name, got, want)

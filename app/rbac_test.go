@@ -64,11 +64,17 @@ func installRBAC(t testing.TB, client kubernetes.Interface, namespace string) {
 }
 
 // installRBACIn is installRBAC on a control plane other than the
-// package's: client is an admin client of cluster.
-func installRBACIn(t testing.TB, cluster *testcluster.Cluster, client kubernetes.Interface, namespace string) {
+// package's: client is an admin client of cluster. files are more RBAC
+// manifests of package/ to apply (rbac-api-auth.yaml for a daemon with
+// --api-auth=kubernetes).
+func installRBACIn(t testing.TB, cluster *testcluster.Cluster, client kubernetes.Interface, namespace string, files ...string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, obj := range readManifests(t, "rbac.yaml") {
+	var objs []runtime.Object
+	for _, f := range append([]string{"rbac.yaml"}, files...) {
+		objs = append(objs, readManifests(t, f)...)
+	}
+	for _, obj := range objs {
 		var err error
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:

@@ -135,8 +135,12 @@ type Backup struct {
 	Labels       map[string]string `json:"labels"`
 	Error        string            `json:"error"`
 	URL          string            `json:"url"`
-	// VolumeSize is the backed-up volume's size in bytes, in decimal.
-	VolumeSize string `json:"volumeSize"`
+	// VolumeName is the volume backed up; VolumeSize its size in bytes
+	// (decimal) then; SnapshotCreated when its snapshot was taken
+	// (RFC 3339).
+	VolumeName      string `json:"volumeName"`
+	VolumeSize      string `json:"volumeSize"`
+	SnapshotCreated string `json:"snapshotCreated"`
 }
 
 // Volume is a volume as the API shows it.
@@ -281,8 +285,18 @@ func (c *Client) Purge(ctx context.Context, volume string) error {
 
 // BackupSnapshot starts a backup and returns its name.
 func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, labels map[string]string) (string, error) {
+	return c.BackupSnapshotMode(ctx, volume, snapshot, labels, "")
+}
+
+// BackupSnapshotMode is BackupSnapshot with Longhorn's backupMode: "full"
+// (every block uploaded again), "incremental" or "" (incremental).
+func (c *Client) BackupSnapshotMode(ctx context.Context, volume, snapshot string, labels map[string]string, mode string) (string, error) {
 	var out struct{ Name string }
-	err := c.action(ctx, "volumes", volume, "snapshotBackup", map[string]any{"name": snapshot, "labels": labels}, &out)
+	in := map[string]any{"name": snapshot, "labels": labels}
+	if mode != "" {
+		in["backupMode"] = mode
+	}
+	err := c.action(ctx, "volumes", volume, "snapshotBackup", in, &out)
 	return out.Name, err
 }
 

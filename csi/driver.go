@@ -106,6 +106,12 @@ func (d *Driver) logCalls(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if v, ok := req.(interface{ GetName() string }); ok && v.GetName() != "" {
 		log = log.WithField("name", v.GetName())
 	}
+	if v, ok := req.(interface{ GetSourceVolumeId() string }); ok && v.GetSourceVolumeId() != "" {
+		log = log.WithField("volume", v.GetSourceVolumeId())
+	}
+	if v, ok := req.(interface{ GetSnapshotId() string }); ok && v.GetSnapshotId() != "" {
+		log = log.WithField("snapshotID", v.GetSnapshotId())
+	}
 	switch {
 	case err != nil:
 		log.WithError(err).Warn("CSI call failed")
@@ -120,7 +126,7 @@ func (d *Driver) logCalls(ctx context.Context, req any, info *grpc.UnaryServerIn
 var readOnlyCall = map[string]bool{
 	"Probe": true, "GetPluginInfo": true, "GetPluginCapabilities": true,
 	"ControllerGetCapabilities": true, "NodeGetCapabilities": true, "NodeGetInfo": true,
-	"ListVolumes": true, "GetCapacity": true, "ValidateVolumeCapabilities": true,
+	"ListVolumes": true, "ListSnapshots": true, "GetCapacity": true, "ValidateVolumeCapabilities": true,
 	"NodeGetVolumeStats": true, "ControllerGetVolume": true,
 }
 

@@ -213,11 +213,17 @@ const volumeNameMaxLength = 63
 // with what a volume name cannot hold replaced by '-', and, when longer
 // than a volume name may be, cut and ended with a hash of the whole name,
 // so that two names never meet and a retried call finds its volume.
-func volumeName(name string) string {
+func volumeName(name string) string { return objectName(name, "-_.") }
+
+// objectName is name made a Longhorn object's name: lowercase letters,
+// digits and the characters of extra; anything else becomes '-', and a
+// name changed so, or longer than volumeNameMaxLength, is cut and ended
+// with a hash of the whole name.
+func objectName(name, extra string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(name) {
 		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', strings.ContainsRune(extra, r):
 			b.WriteRune(r)
 		default:
 			b.WriteByte('-')

@@ -2,9 +2,11 @@ package datastore
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,6 +91,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 		}
 	}
 
+	errs = append(errs, validateParameters(specPath.Child("parameters"), spec)...)
+
 	for key, value := range spec.Labels {
 		p := specPath.Child("labels").Key(key)
 		for _, msg := range validation.IsQualifiedName(key) {
@@ -99,6 +103,30 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 		}
 	}
 	return errs.ToAggregate()
+}
+
+// validateParameters refuses a parameter the job's task does not take
+// and a value that is not what it must be: full-backup-interval, on a
+// backup task only, a whole number from 0 (no full backups) up.
+func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range slices.Sorted(maps.Keys(spec.Parameters)) {
+		value := spec.Parameters[key]
+		kp := p.Key(key)
+		switch key {
+		case types.RecurringJobParameterFullBackupInterval:
+			if spec.Task != longhorn.RecurringJobTypeBackup && spec.Task != longhorn.RecurringJobTypeBackupForceCreate {
+				errs = append(errs, field.Invalid(kp, value, fmt.Sprintf("applies to the backup and backup-force-create tasks only, not %s", spec.Task)))
+				continue
+			}
+			if n, err := strconv.Atoi(value); err != nil || n < 0 || strings.TrimSpace(value) != value {
+				errs = append(errs, field.Invalid(kp, value, "must be a whole number: every Nth run takes full backups, 0 none"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(kp, key, []string{types.RecurringJobParameterFullBackupInterval}))
+		}
+	}
+	return errs
 }
 
 // validateCron accepts what robfig/cron's ParseStandard accepts (five

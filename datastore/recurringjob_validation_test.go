@@ -58,6 +58,24 @@ func TestValidateRecurringJob(t *testing.T) {
 			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeBackup, -1
 		}, "spec.retain"},
 		{"concurrency 0 is refused", func(j *longhorn.RecurringJob) { j.Spec.Concurrency = 0 }, "spec.concurrency"},
+		{"full-backup-interval on a backup job is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-backup-interval": "7"}
+		}, ""},
+		{"full-backup-interval 0 (no full backups) is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackupForceCreate, map[string]string{"full-backup-interval": "0"}
+		}, ""},
+		{"full-backup-interval on a snapshot job is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Parameters = map[string]string{"full-backup-interval": "7"}
+		}, "spec.parameters[full-backup-interval]: Invalid value: \"7\": applies to the backup and backup-force-create tasks only"},
+		{"a full-backup-interval that is not a whole number is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-backup-interval": "weekly"}
+		}, "must be a whole number"},
+		{"a negative full-backup-interval is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-backup-interval": "-2"}
+		}, "must be a whole number"},
+		{"an unknown parameter is refused, naming the known ones", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"volume-backup-policy": "always"}
+		}, "spec.parameters[volume-backup-policy]: Unsupported value: \"volume-backup-policy\": supported values: \"full-backup-interval\""},
 		{"a name with capitals is refused", func(j *longhorn.RecurringJob) { j.Name, j.Spec.Name = "Daily", "Daily" }, "metadata.name"},
 		{"a 41-character name is refused", func(j *longhorn.RecurringJob) {
 			j.Name, j.Spec.Name = strings.Repeat("a", 41), ""

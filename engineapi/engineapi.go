@@ -72,4 +72,7 @@ type BackupRequest struct {
 	// backup-concurrent-limit settings (the engine's defaults when empty).
 	Compression string
 	Concurrency int
+	// Full asks for a full backup (Longhorn's backupMode full): every
+	// block uploaded again, nothing taken from the last backup.
+	Full bool
 }

@@ -172,7 +172,7 @@ func (c *GRPCClient) SnapshotBackup(ctx context.Context, req BackupRequest) (str
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.client.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: c.volume, Name: req.Name, Snapshot: req.Snapshot, Target: req.Target,
-		Labels: req.Labels, Credential: req.Credential, CompressionMethod: req.Compression, ConcurrentLimit: int32(req.Concurrency)})
+		Labels: req.Labels, Credential: req.Credential, CompressionMethod: req.Compression, ConcurrentLimit: int32(req.Concurrency), Full: req.Full})
 	if err != nil {
 		return "", c.wrap("backup of snapshot "+req.Snapshot, err)
 	}

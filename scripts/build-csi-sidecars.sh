@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds bin/csi-provisioner and bin/csi-attacher, the real Kubernetes CSI
-# sidecars (external-provisioner and external-attacher) that the CSI driver's
-# end-to-end test runs against the test control plane. They come from the Go
-# module proxy; no sidecar source lives here. `go install pkg@version`
+# Builds bin/csi-provisioner, bin/csi-attacher, bin/csi-snapshotter and
+# bin/snapshot-controller, the real Kubernetes CSI sidecars
+# (external-provisioner, external-attacher, external-snapshotter) that the
+# CSI driver's end-to-end tests run against the test control plane. They
+# come from the Go module proxy; no sidecar source lives here. `go install pkg@version`
 # refuses these modules (their go.mod has replace directives), so each module
 # is downloaded, copied out of the read-only module cache, and its cmd/ built
 # as the main module with -mod=mod. Like bin/controlplane, a binary is
@@ -16,9 +17,9 @@ work=""
 trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; fi' EXIT
 
 build() {
-	local out=$1 module=$2 version=$3 cmd=$4
+	local out=$1 module=$2 version=$3 cmd=$4 dropreplace=${5:-}
 	local hash
-	hash=$( (echo "$module@$version $cmd"; go version) | sha256sum | cut -d' ' -f1)
+	hash=$( (echo "$module@$version $cmd${dropreplace:+ -dropreplace $dropreplace}"; go version) | sha256sum | cut -d' ' -f1)
 	if [ -x "bin/$out" ] && [ "$(cat "bin/$out.hash" 2>/dev/null)" = "$hash" ]; then
 		return
 	fi
@@ -33,6 +34,12 @@ build() {
 	[ -n "$work" ] || work=$(mktemp -d)
 	cp -R "$dir" "$work/$out"
 	chmod -R u+w "$work/$out"
+	# A replace that points into the module's own repository (./client)
+	# names a directory the module zip does not hold: drop it so the
+	# version of that module served by the proxy is used instead.
+	if [ -n "$dropreplace" ]; then
+		(cd "$work/$out" && GOWORK=off go mod edit -dropreplace "$dropreplace")
+	fi
 	# The module's own go.mod and go.sum pin its dependencies; -mod=mod
 	# lets go add any go.sum line its module graph needs (there is no
 	# vendor/ in the module zip). No go.work may pull it into another build.
@@ -44,3 +51,34 @@ build() {
 
 build csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 cmd/csi-provisioner
 build csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0 cmd/csi-attacher
+# external-snapshotter gives two binaries: the csi-snapshotter sidecar, run
+# beside the driver, and the cluster-wide snapshot controller. Both come from
+# one module version; the snapshot CRDs they serve are in the client module
+# (github.com/kubernetes-csi/external-snapshotter/client/v8, config/crd).
+build csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/csi-snapshotter github.com/kubernetes-csi/external-snapshotter/client/v8
+build snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/snapshot-controller github.com/kubernetes-csi/external-snapshotter/client/v8
+
+# The snapshot CRDs the snapshot controller and the sidecar serve
+# (VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshot), from the
+# client module of the same release, copied out of the module cache into
+# bin/snapshot-crds/ for the tests and `make run` to install; a cluster
+# usually has them (docs/deploying.md).
+crds() {
+	local module=github.com/kubernetes-csi/external-snapshotter/client/v8 version=v8.7.0
+	local out=bin/snapshot-crds
+	if [ "$(cat "$out/version" 2>/dev/null)" = "$module@$version" ]; then
+		return
+	fi
+	local dir
+	dir=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" {print $4}')
+	if [ -z "$dir" ] || ! ls "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml >/dev/null 2>&1; then
+		echo "go mod download $module@$version gave no config/crd/snapshot.storage.k8s.io_*.yaml" >&2
+		exit 1
+	fi
+	rm -rf "$out"
+	mkdir -p "$out"
+	cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+	chmod u+w "$out"/*.yaml
+	echo "$module@$version" > "$out/version"
+}
+crds

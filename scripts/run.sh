@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What it makes (the control plane's data with the cluster's CA key, the
+# kubeconfig, the disk's replica files) is this user's alone.
+umask 077
 dev=.dev
 mkdir -p "$dev"
+chmod 700 "$dev"
 kubeconfig="$dev/kubeconfig"
 node=${NODE_NAME:-$(hostname)}
 api=${API_ADDRESS:-127.0.0.1:9500}
@@ -83,7 +87,16 @@ sock="$PWD/$dev/csi/csi.sock"
 ./bin/longhorn-manager csi --controller --endpoint "unix://$sock" --manager-url "http://$api/v1" > "$dev/csi/driver.log" 2>&1 &
 csi_pids+=($!)
 for _ in $(seq 1 40); do [ -S "$sock" ] && break; sleep 0.25; done
-for sidecar in csi-provisioner csi-attacher; do
+# The snapshot CRDs (bin/snapshot-crds, from external-snapshotter's client
+# module) and the snapshot controller, which a cluster usually runs, so a
+# VolumeSnapshot of a PVC reaches the csi-snapshotter below.
+./bin/kubectl --kubeconfig "$kubeconfig" apply -f bin/snapshot-crds/ >/dev/null
+./bin/kubectl --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
+	crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
+./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/csi-snapshot-classes.yaml >/dev/null
+./bin/snapshot-controller --kubeconfig="$kubeconfig" --leader-election=false > "$dev/csi/snapshot-controller.log" 2>&1 &
+csi_pids+=($!)
+for sidecar in csi-provisioner csi-attacher csi-snapshotter; do
 	# --immediate-topology=false: with no kubelet no CSINode says where
 	# the driver runs; the driver places a volume itself and answers its
 	# node as the PV's topology.
@@ -96,7 +109,9 @@ cat <<MSG
   ready
   kubectl:  export KUBECONFIG=$PWD/$kubeconfig; bin/kubectl get longhorn -n longhorn-system
   API:      http://$api   (try: curl http://$api/readyz)
-  CSI:      driver.longhorn.io with its provisioner and attacher (logs in $dev/csi/)
+  CSI:      driver.longhorn.io with its provisioner, attacher, snapshotter and the
+            snapshot controller; VolumeSnapshotClasses longhorn-snapshot and
+            longhorn-backup (logs in $dev/csi/)
 
 MSG
 

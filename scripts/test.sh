@@ -3,8 +3,9 @@
 # tests. Integration tests start the real local control plane
 # (bin/controlplane) themselves, one per test package, the backup tests
 # a real S3 server (bin/versitygw) on 127.0.0.1, and the CSI driver's
-# end-to-end test the real CSI sidecars (bin/csi-provisioner,
-# bin/csi-attacher).
+# end-to-end tests the real CSI sidecars (bin/csi-provisioner,
+# bin/csi-attacher, bin/csi-snapshotter) and snapshot controller
+# (bin/snapshot-controller, with the CRDs in bin/snapshot-crds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

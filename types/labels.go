@@ -96,3 +96,8 @@ func IsRecurringJobSelectionLabel(key string) bool {
 	}
 	return strings.HasPrefix(key, RecurringJobLabelPrefix) || strings.HasPrefix(key, RecurringJobGroupLabelPrefix)
 }
+
+// RecurringJobParameterFullBackupInterval is the RecurringJob parameter
+// that makes every Nth run of a backup job take full backups (Longhorn's
+// name).
+const RecurringJobParameterFullBackupInterval = "full-backup-interval"

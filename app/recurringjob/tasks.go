@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -230,7 +232,7 @@ func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume 
 				return fmt.Errorf("create snapshot: %w", err)
 			}
 		}
-		if name, err = r.API.BackupSnapshot(ctx, volume, snap, labels); err != nil {
+		if name, err = r.API.BackupSnapshotMode(ctx, volume, snap, labels, r.backupMode(job)); err != nil {
 			return fmt.Errorf("back up snapshot %s: %w", snap, err)
 		}
 	}
@@ -238,6 +240,31 @@ func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume 
 		return err
 	}
 	return r.backupRetention(ctx, job, volume)
+}
+
+// backupMode is the mode of this run's backups: full on every Nth run of
+// a job whose full-backup-interval parameter is N (N > 0), as Longhorn
+// counts (the job's runs, its executionCount), else incremental.
+func (r *Runner) backupMode(job *longhorn.RecurringJob) string {
+	n, err := strconv.Atoi(job.Spec.Parameters[types.RecurringJobParameterFullBackupInterval])
+	if err != nil || n <= 0 {
+		return backupstore.ModeIncremental
+	}
+	if runNumber(job, r.Tick)%int64(n) == 0 {
+		return backupstore.ModeFull
+	}
+	return backupstore.ModeIncremental
+}
+
+// runNumber is which run of the job the run for tick is, counting from 1:
+// the job's executionCount once its status has the tick (the manager
+// runner records it before the run; the CronJob runner's mirror may not
+// have yet), else the run after it.
+func runNumber(job *longhorn.RecurringJob, tick time.Time) int64 {
+	if last := job.Status.LastScheduleTime; last != nil && !last.Time.Before(tick) {
+		return job.Status.ExecutionCount
+	}
+	return job.Status.ExecutionCount + 1
 }
 
 func (r *Runner) waitBackup(ctx context.Context, volume, name string) error {

@@ -279,7 +279,8 @@ func (c *TargetController) desiredState(store *backupstore.Store) (desiredBackup
 				State: longhorn.BackupStateCompleted, Progress: 100, URL: store.URL(volume, b.Name),
 				SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
 				Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: volume, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
-				VolumeBackingImageName: b.BackingImageName,
+				VolumeBackingImageName: b.BackingImageName, BackupMode: backupMode(b.Mode),
+				NewlyUploadedDataSize: strconv.FormatInt(b.NewlyUploaded, 10), ReUploadedDataSize: strconv.FormatInt(b.ReUploaded, 10),
 			})
 		}
 	}
@@ -302,6 +303,16 @@ func (c *TargetController) desiredState(store *backupstore.Store) (desiredBackup
 }
 
 const backupStateCompleted = "Completed"
+
+// backupMode is a backup's mode as its record gives it; a record of an
+// older manager, which has none, was incremental (or a first backup,
+// which it did not tell apart).
+func backupMode(recorded string) string {
+	if recorded == "" {
+		return backupstore.ModeIncremental
+	}
+	return recorded
+}
 
 // markInterrupted puts a backup that no engine runs and the target lacks
 // in Error.

@@ -41,6 +41,11 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	if err != nil {
 		return nil, stats, err
 	}
+	info.Mode = ModeIncremental
+	if req.Full || vol.LastBackupName == "" {
+		info.Mode = ModeFull
+	}
+	info.NewlyUploaded, info.ReUploaded = stats.BytesUploaded-stats.BytesReUploaded, stats.BytesReUploaded
 	size := req.Source.Size()
 	for i, ref := range refs {
 		if ref != nil {
@@ -105,7 +110,7 @@ func (s *Store) backupBase(req BackupRequest, method string) (vol VolumeInfo, pr
 		return vol, nil, nil, fmt.Errorf("read volume %s in the backup target: %w", req.Volume, err)
 	}
 	vol.Size = size
-	incremental := (req.Changed != nil && req.ChangedSinceID != "") || req.ChangedSinceLast != nil
+	incremental := !req.Full && ((req.Changed != nil && req.ChangedSinceID != "") || req.ChangedSinceLast != nil)
 	if !incremental || vol.LastBackupName == "" {
 		return vol, nil, nil, nil
 	}
@@ -255,7 +260,7 @@ type blockJob struct {
 func (r *blockRun) work() {
 	var z bytes.Buffer
 	for j := range r.jobs {
-		checksum, uploaded, err := r.s.storeBlock(r.batch, r.present, r.req.Volume, r.method, j.data, &z)
+		checksum, uploaded, again, err := r.s.storeBlock(r.batch, r.present, r.req.Volume, r.method, j.data, &z, r.req.Full)
 		r.mu.Lock()
 		switch {
 		case err != nil && r.firstErr == nil:
@@ -263,6 +268,9 @@ func (r *blockRun) work() {
 		case err == nil && uploaded > 0:
 			r.stats.BytesUploaded += uploaded
 			r.stats.BlocksUploaded++
+			if again {
+				r.stats.BytesReUploaded += uploaded
+			}
 		case err == nil:
 			r.stats.BlocksReused++
 		}
@@ -354,44 +362,45 @@ func changedIn(changed []bool, off, n int64) bool {
 	return false
 }
 
-// storeBlock checksums a block and stores it unless the store has it. A
-// panic in it (a driver's, say) is the backup's error: the workers run
-// outside any caller that could recover it.
-func (s *Store) storeBlock(batch blockBatch, present map[string]bool, volume, method string, data []byte, z *bytes.Buffer) (checksum string, uploaded int64, err error) {
+// storeBlock checksums a block and stores it unless the store has it (or,
+// for a full backup, whether it has it or not). A panic in it (a
+// driver's, say) is the backup's error: the workers run outside any
+// caller that could recover it.
+func (s *Store) storeBlock(batch blockBatch, present map[string]bool, volume, method string, data []byte, z *bytes.Buffer, full bool) (checksum string, uploaded int64, again bool, err error) {
 	defer panics.Recover(logrus.WithField("volume", volume), &err)
 	sum := sha256.Sum256(data)
 	checksum = hex.EncodeToString(sum[:])
-	uploaded, err = s.putBlock(batch, present, volume, checksum, method, data, z)
-	return checksum, uploaded, err
+	uploaded, again, err = s.putBlock(batch, present, volume, checksum, method, data, z, full)
+	return checksum, uploaded, again, err
 }
 
 // putBlock stores a block unless the store has it, or another worker of
 // the backup stores it; it returns the bytes uploaded (0 when the block
-// was there). With present (see presentBlocks), a block not in it is
-// taken for missing without asking the target.
-func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, checksum, method string, data []byte, z *bytes.Buffer) (int64, error) {
+// was there). A full backup uploads the block even when the store has it
+// (again: it was there). With present (see presentBlocks), a block not in
+// it is taken for missing without asking the target.
+func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, checksum, method string, data []byte, z *bytes.Buffer, full bool) (uploaded int64, again bool, err error) {
 	key := blockKey(volume, checksum, method)
 	if !batch.claim(key) {
-		return 0, nil
+		return 0, false, nil
 	}
 	exists := present[key]
 	if present == nil {
-		var err error
 		if exists, err = s.driver.Exists(key); err != nil {
-			return 0, fmt.Errorf("check block %s: %w", checksum, err)
+			return 0, false, fmt.Errorf("check block %s: %w", checksum, err)
 		}
 	}
-	if exists {
+	if exists && !full {
 		batch.reused(key)
-		return 0, nil
+		return 0, false, nil
 	}
 	stored, err := compress(method, data, z)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	// An upload's error is the batch's, naming the block.
 	if err := batch.write(key, stored); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return int64(len(stored)), nil
+	return int64(len(stored)), exists, nil
 }

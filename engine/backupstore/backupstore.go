@@ -69,6 +69,32 @@ type BackupInfo struct {
 	// Size is the bytes of data the backup holds (stored blocks, before
 	// compression).
 	Size int64 `json:"size"`
+	// Mode is what the backup was: "full" when it stored every block it
+	// holds, present in the target or not (asked for, or the volume's
+	// first backup), "incremental" when it took what was there. Empty in
+	// older backups (read as incremental).
+	Mode string `json:"backupMode,omitempty"`
+	// NewlyUploaded and ReUploaded are the bytes (as stored) of the blocks
+	// the backup uploaded that the target did not hold, and of those it
+	// held and a full backup uploaded again.
+	NewlyUploaded int64 `json:"newlyUploadedDataSize,omitempty"`
+	ReUploaded    int64 `json:"reUploadedDataSize,omitempty"`
+}
+
+// The backup modes, as Longhorn names them.
+const (
+	ModeFull        = "full"
+	ModeIncremental = "incremental"
+)
+
+// CheckMode refuses a backup mode other than full, incremental or empty
+// (incremental).
+func CheckMode(mode string) error {
+	switch mode {
+	case "", ModeFull, ModeIncremental:
+		return nil
+	}
+	return fmt.Errorf("backupMode %q: must be %q or %q", mode, ModeFull, ModeIncremental)
 }
 
 // Source is the snapshot content a backup reads.
@@ -80,7 +106,12 @@ type Source interface {
 // BackupRequest says what to back up.
 type BackupRequest struct {
 	// Name of the backup; generated when empty.
-	Name              string
+	Name string
+	// Full stores every block the snapshot holds, uploading again those
+	// the target has (a block that rotted there is then whole again for
+	// this backup and every later one), and takes nothing from the
+	// volume's last backup.
+	Full              bool
 	Volume            string
 	Snapshot          string
 	SnapshotID        string
@@ -129,6 +160,9 @@ type Stats struct {
 	BytesUploaded  int64
 	BlocksUploaded int
 	BlocksReused   int
+	// BytesReUploaded are those of BytesUploaded a full backup uploaded
+	// again though the target had them.
+	BytesReUploaded int64
 }
 
 // Store is a backup target. Any number of Stores, in this process or in

@@ -279,8 +279,8 @@ func NewS3Driver(target string, cred map[string]string) (*S3Driver, error) {
 		creds = credentials.NewStaticV4(c.AccessKeyID, c.Secret, c.SessionToken)
 	} else {
 		// AWS without keys: the environment's, or the node's instance
-		// role, as the AWS tools do.
-		creds = credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.IAM{}})
+		// role, as the AWS tools do; never none (signedOnly).
+		creds = credentials.New(signedOnly{chain: &credentials.Chain{Providers: []credentials.Provider{&credentials.EnvAWS{}, &credentials.IAM{}}}})
 	}
 	lookup := minio.BucketLookupPath
 	if c.VirtualHostedStyle {

@@ -196,7 +196,11 @@ func (s *Server) BackupCreate(ctx context.Context, req *pb.BackupCreateRequest) 
 	if name == "" {
 		name = backupstore.NewBackupName()
 	}
-	if err := e.StartBackup(name, req.Snapshot, store, req.Labels); err != nil {
+	var opts []volumeengine.BackupOption
+	if req.Full {
+		opts = append(opts, volumeengine.FullBackup())
+	}
+	if err := e.StartBackup(name, req.Snapshot, store, req.Labels, opts...); err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.BackupCreateResponse{Name: name}, nil

@@ -39,11 +39,25 @@ type BackupStatus struct {
 // one backup at a time).
 const maxFinishedBackups = 8
 
+// BackupOption changes how StartBackup backs up.
+type BackupOption func(*backupOptions)
+
+type backupOptions struct{ full bool }
+
+// FullBackup makes the backup full: every block of the snapshot stored,
+// uploaded again where the target has it, nothing taken from the
+// volume's last backup.
+func FullBackup() BackupOption { return func(o *backupOptions) { o.full = true } }
+
 // StartBackup backs snapshot up to the store under name, in the
 // background; BackupStatus follows it. Only the blocks changed since the
 // snapshot of the volume's last backup are read when the replica still
 // has that snapshot.
-func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, labels map[string]string) error {
+func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, opts ...BackupOption) error {
+	var o backupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	e.called("StartBackup")
 	e.mu.RLock()
 	members := e.healthy()
@@ -68,7 +82,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 
 	go func() {
 		defer view.Close()
-		done, stats, err := e.runBackup(name, snapshot, store, labels, r, view)
+		done, stats, err := e.runBackup(name, snapshot, store, labels, r, view, o)
 		e.setBackup(name, func(st *BackupStatus) {
 			if err != nil {
 				st.State, st.Error = BackupStateError, err.Error()
@@ -77,7 +91,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 			st.State, st.Progress, st.URL = BackupStateCompleted, 100, store.URL(e.name, done.Name)
 		})
 		e.finishBackup(name)
-		log := e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot, "read": stats.BytesRead, "uploaded": stats.BytesUploaded})
+		log := e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot, "full": o.full, "read": stats.BytesRead, "uploaded": stats.BytesUploaded, "reUploaded": stats.BytesReUploaded})
 		if err != nil {
 			log.WithError(err).Error("Backup failed")
 		} else {
@@ -91,10 +105,11 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 
 // runBackup backs the snapshot view up; a panic in it (the target's
 // content is not trusted) is the backup's error, not the process's end.
-func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, r *replica.Replica, view *replica.SnapshotView) (done *backupstore.BackupInfo, stats backupstore.Stats, err error) {
+func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, r *replica.Replica, view *replica.SnapshotView,
+	o backupOptions) (done *backupstore.BackupInfo, stats backupstore.Stats, err error) {
 	defer panics.Recover(e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot}), &err)
 	req := backupstore.BackupRequest{
-		Name: name, Volume: e.name, Snapshot: snapshot, SnapshotID: view.ID(), SnapshotCreatedAt: view.Created(), Labels: labels, Source: view,
+		Name: name, Full: o.full, Volume: e.name, Snapshot: snapshot, SnapshotID: view.ID(), SnapshotCreatedAt: view.Created(), Labels: labels, Source: view,
 		Progress: func(p int) { e.setBackup(name, func(st *BackupStatus) { st.Progress = p }) },
 	}
 	if b := r.Backing(); b != nil {

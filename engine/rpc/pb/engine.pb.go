@@ -554,8 +554,11 @@ type BackupCreateRequest struct {
 	// backup-compression-method and backup-concurrent-limit settings.
 	CompressionMethod string `protobuf:"bytes,7,opt,name=compression_method,json=compressionMethod,proto3" json:"compression_method,omitempty"`
 	ConcurrentLimit   int32  `protobuf:"varint,8,opt,name=concurrent_limit,json=concurrentLimit,proto3" json:"concurrent_limit,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// full stores every block, uploading again those the target has, and
+	// takes nothing from the volume's last backup (backupMode full).
+	Full          bool `protobuf:"varint,9,opt,name=full,proto3" json:"full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackupCreateRequest) Reset() {
@@ -642,6 +645,13 @@ func (x *BackupCreateRequest) GetConcurrentLimit() int32 {
 		return x.ConcurrentLimit
 	}
 	return 0
+}
+
+func (x *BackupCreateRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
 }
 
 type BackupCreateResponse struct {
@@ -1129,7 +1139,7 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"is_purging\x18\x01 \x01(\bR\tisPurging\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xef\x03\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x83\x04\n" +
 	"\x13BackupCreateRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -1140,7 +1150,8 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"credential\x18\x06 \x03(\v27.longhorn.engine.v1.BackupCreateRequest.CredentialEntryR\n" +
 	"credential\x12-\n" +
 	"\x12compression_method\x18\a \x01(\tR\x11compressionMethod\x12)\n" +
-	"\x10concurrent_limit\x18\b \x01(\x05R\x0fconcurrentLimit\x1a9\n" +
+	"\x10concurrent_limit\x18\b \x01(\x05R\x0fconcurrentLimit\x12\x12\n" +
+	"\x04full\x18\t \x01(\bR\x04full\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +

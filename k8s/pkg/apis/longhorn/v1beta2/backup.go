@@ -68,6 +68,18 @@ type BackupStatus struct {
 	Error string `json:"error,omitempty"`
 	// +optional
 	ReplicaAddress string `json:"replicaAddress,omitempty"`
+	// BackupMode is what the backup was, as its record in the target says:
+	// "full" (every block stored, uploaded again where the target had it;
+	// also a volume's first backup) or "incremental".
+	// +optional
+	BackupMode string `json:"backupMode,omitempty"`
+	// NewlyUploadedDataSize is the bytes (as stored) the backup uploaded
+	// that the target did not hold; ReUploadedDataSize those a full backup
+	// uploaded again. Longhorn's names.
+	// +optional
+	NewlyUploadedDataSize string `json:"newlyUploadDataSize,omitempty"`
+	// +optional
+	ReUploadedDataSize string `json:"reUploadedDataSize,omitempty"`
 }
 
 // +genclient

@@ -39,6 +39,11 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="labels keys must be valid Kubernetes label keys"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+	// Parameters of the task (Longhorn v1.7): full-backup-interval, for a
+	// backup job, makes every Nth run's backups full (0 or unset: none).
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
 	// Suspend stops new runs; runs in progress go on.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`

@@ -1,0 +1,64 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// SnapshotObject is a volume's Snapshot object as the API shows it
+// (Longhorn's snapshotCR): it exists whether or not the volume is
+// attached.
+type SnapshotObject struct {
+	Name   string `json:"name"`
+	Volume string `json:"volume"`
+	// CreationTime is when the engine took the snapshot (RFC 3339), ""
+	// until it has.
+	CreationTime string `json:"creationTime"`
+	// RestoreSize is the size of a volume restored from it: the volume's.
+	RestoreSize int64  `json:"restoreSize"`
+	ReadyToUse  bool   `json:"readyToUse"`
+	MarkRemoved bool   `json:"markRemoved"`
+	Error       string `json:"error"`
+	// Labels are the snapshot's own (what it was created with).
+	Labels map[string]string `json:"labels"`
+}
+
+// SnapshotObject reads a volume's Snapshot object; 404 when the volume
+// has none of the name.
+func (c *Client) SnapshotObject(ctx context.Context, volume, name string) (*SnapshotObject, error) {
+	s := &SnapshotObject{}
+	return s, c.action(ctx, "volumes", volume, "snapshotCRGet", map[string]string{"name": name}, s)
+}
+
+// SnapshotObjects lists a volume's Snapshot objects.
+func (c *Client) SnapshotObjects(ctx context.Context, volume string) ([]SnapshotObject, error) {
+	var list struct{ Data []SnapshotObject }
+	return list.Data, c.action(ctx, "volumes", volume, "snapshotCRList", nil, &list)
+}
+
+// DeleteSnapshotObject deletes a volume's Snapshot object; the snapshot
+// controller then deletes the snapshot from the engine.
+func (c *Client) DeleteSnapshotObject(ctx context.Context, volume, name string) error {
+	return c.action(ctx, "volumes", volume, "snapshotCRDelete", map[string]string{"name": name}, nil)
+}
+
+// Backup reads a backup of a backup volume; 404 when the target has no
+// such backup volume or backup.
+func (c *Client) Backup(ctx context.Context, volume, name string) (*Backup, error) {
+	b := &Backup{}
+	return b, c.action(ctx, "backupvolumes", volume, "backupGet", map[string]string{"name": name}, b)
+}
+
+// BackupVolumes lists the names of the backup volumes, those the backup
+// target holds.
+func (c *Client) BackupVolumes(ctx context.Context) ([]string, error) {
+	var list struct{ Data []struct{ Name string } }
+	if err := c.do(ctx, http.MethodGet, "/v1/backupvolumes", nil, &list); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Data))
+	for _, bv := range list.Data {
+		names = append(names, bv.Name)
+	}
+	return names, nil
+}
