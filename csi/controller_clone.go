@@ -38,12 +38,6 @@ import (
 // that for a provisioning in progress and calls again, with the same
 // name, which finds the volume and waits again.
 
-// Snapshot handle prefixes, Longhorn's.
-const (
-	snapshotHandleSnap = types.DataSourceSnapshotPrefix
-	snapshotHandleBak  = "bak://"
-)
-
 // contentSource is what a request's volume_content_source makes the
 // volume from.
 type contentSource struct {
@@ -82,13 +76,19 @@ func (s *controllerServer) readContentSource(ctx context.Context, src *csi.Volum
 		return &contentSource{dataSource: ds.String(), what: "volume " + id, size: size}, nil
 	case src.GetSnapshot() != nil:
 		id := src.GetSnapshot().GetSnapshotId()
-		switch {
-		case strings.HasPrefix(id, snapshotHandleSnap):
-			return s.snapshotSource(ctx, id)
-		case strings.HasPrefix(id, snapshotHandleBak):
-			return s.backupSource(ctx, id)
+		if !strings.Contains(id, "://") {
+			// No handle of any kind: no snapshot this driver made, or
+			// could read (csi-sanity holds a driver to NotFound here).
+			return nil, status.Errorf(codes.NotFound, "volume_content_source: no snapshot has ID %q: the driver's are snap://<volume>/<snapshot> (a snapshot) and bak://<volume>/<backup> (a backup)", id)
 		}
-		return nil, status.Errorf(codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id: %q must be snap://<volume>/<snapshot> (a snapshot) or bak://<volume>/<backup> (a backup)", id)
+		h, err := parseSnapshotHandle(id)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id: %v", err)
+		}
+		if h.kind == snapshotTypeBak {
+			return s.backupSource(ctx, h)
+		}
+		return s.snapshotSource(ctx, h)
 	}
 	return nil, status.Error(codes.InvalidArgument, "volume_content_source: names neither a volume nor a snapshot")
 }
@@ -106,7 +106,8 @@ func (s *controllerServer) sourceVolume(ctx context.Context, name string) (*clie
 	return v, nil
 }
 
-func (s *controllerServer) snapshotSource(ctx context.Context, id string) (*contentSource, error) {
+func (s *controllerServer) snapshotSource(ctx context.Context, h snapshotHandle) (*contentSource, error) {
+	id := h.String()
 	ds, err := types.ParseDataSource(id)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id: %v", err)
@@ -134,11 +135,8 @@ func (s *controllerServer) snapshotSource(ctx context.Context, id string) (*cont
 	return &contentSource{dataSource: ds.String(), what: "snapshot " + id, size: size}, nil
 }
 
-func (s *controllerServer) backupSource(ctx context.Context, id string) (*contentSource, error) {
-	volume, backup, ok := strings.Cut(strings.TrimPrefix(id, snapshotHandleBak), "/")
-	if !ok || volume == "" || backup == "" || strings.Contains(backup, "/") {
-		return nil, status.Errorf(codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id: %q must be bak://<volume>/<backup>", id)
-	}
+func (s *controllerServer) backupSource(ctx context.Context, h snapshotHandle) (*contentSource, error) {
+	id, volume, backup := h.String(), h.volume, h.name
 	backups, err := s.d.api.Backups(ctx, volume)
 	if err != nil {
 		return nil, apiStatus(err, "list the backups of volume "+volume)
@@ -186,14 +184,16 @@ func sameContentSource(v *client.Volume, src *csi.VolumeContentSource, params cl
 	case src.GetVolume() != nil:
 		asked = "volume " + src.GetVolume().GetVolumeId()
 		same = v.DataSource == types.DataSourceVolumePrefix+src.GetVolume().GetVolumeId() && v.FromBackup == ""
-	case strings.HasPrefix(src.GetSnapshot().GetSnapshotId(), snapshotHandleBak):
+	case src.GetSnapshot() != nil:
 		id := src.GetSnapshot().GetSnapshotId()
 		asked = "snapshot " + id
-		_, volume, backup, err := backupstore.ParseURL(v.FromBackup)
-		same = v.DataSource == "" && err == nil && snapshotHandleBak+volume+"/"+backup == id
-	case src.GetSnapshot() != nil:
-		asked = "snapshot " + src.GetSnapshot().GetSnapshotId()
-		same = v.DataSource == src.GetSnapshot().GetSnapshotId() && v.FromBackup == ""
+		h, err := parseSnapshotHandle(id)
+		if err == nil && h.kind == snapshotTypeBak {
+			_, volume, backup, err := backupstore.ParseURL(v.FromBackup)
+			same = v.DataSource == "" && err == nil && volume == h.volume && backup == h.name
+		} else {
+			same = err == nil && v.DataSource == h.String() && v.FromBackup == ""
+		}
 	case params.FromBackup != "":
 		asked = "backup " + params.FromBackup
 		same = v.DataSource == "" && v.FromBackup == params.FromBackup
