@@ -201,7 +201,7 @@ func (c *Controller) clone(ctx context.Context, log *logrus.Entry, v *longhorn.V
 	case snap.Removed:
 		return fmt.Errorf("%s: snapshot %s of volume %s is deleted (marked removed), it cannot be read", what, ds.Snapshot, src.Name)
 	}
-	view, release, err := srcEngine.OpenSnapshotForRead(ds.Snapshot, 0, -1)
+	view, release, err := srcEngine.OpenSnapshotForClone(ds.Snapshot)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

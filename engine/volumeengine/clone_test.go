@@ -196,3 +196,23 @@ func TestARetriedCloneKeepsNothingOfAnEarlierAttempt(t *testing.T) {
 		t.Fatal("the clone kept bytes of an earlier attempt")
 	}
 }
+
+// A clone's hold of its snapshot lasts while it reads it, not after: the
+// snapshot may be deleted once the clone is done.
+func TestAClonesSnapshotMayBeDeletedOnceItIsDone(t *testing.T) {
+	src := newNamedEngine(t, "src", 1, size)
+	if _, err := src.CreateSnapshot("snap", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := src.OpenSnapshotForClone("snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.DeleteSnapshot("snap"); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("a delete while the clone reads: %v", err)
+	}
+	release()
+	if err := src.DeleteSnapshot("snap"); err != nil {
+		t.Fatalf("a delete once the clone is done: %v", err)
+	}
+}
