@@ -140,6 +140,13 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
 		}
 	}
+	if v.Spec.FromBackup != "" && !vstatus.RestoreRequired && kit.GetCondition(vstatus.Conditions, ConditionTypeRestore).Status != longhorn.ConditionStatusTrue {
+		// The Engine says the volume holds its backup: a volume status
+		// write lost after the restore (a conflict) must not leave it
+		// Restoring, which the CSI driver waits on.
+		vstatus.RestoreInitiated = true
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
+	}
 	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, ready && notLocal == nil && !allFailed)
 	if err != nil {
 		return err
