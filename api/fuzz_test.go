@@ -30,6 +30,7 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		`{"name":"up","sourceType":"upload","expectedChecksum":"00"}`,
 		`{"disks":["disk-a","disk-b"]}`, `{"disks":[""]}`, `{"disks":null}`,
 		`{"hostId":"node-1","disableFrontend":true,"attachedBy":"recurring-job/snap/20261122T010000Z"}`,
+		`{"size":"2Gi"}`, `{"size":"0.03125Gi"}`, `{"size":"-1"}`, `{"size":"9223372036854775807"}`, `{"size":1}`,
 		`{"hostId":"node-1"}`, `{"attachedBy":"recurring-job/snap/20261122T010000Z"}`, `{"attachedBy":"-"}`, ``,
 		`[]`, `null`, `{"name":`, `{"retain":1e400}`, "\x00", `{"labels":{"":""}}`,
 	} {
@@ -50,6 +51,7 @@ func FuzzCreateAndUpdateHandlers(f *testing.F) {
 		{http.MethodPost, "/v1/volumes/vol-0?action=recurringJobDelete"},
 		{http.MethodPost, "/v1/volumes/vol-0?action=attach"},
 		{http.MethodPost, "/v1/volumes/vol-0?action=detach"},
+		{http.MethodPost, "/v1/volumes/vol-0?action=expand"},
 		{http.MethodPut, "/v1/settings/recurring-job-max-retention"},
 		{http.MethodPost, "/v1/backingimages"},
 		{http.MethodPost, "/v1/backingimages/base?action=backingImageCleanup"},

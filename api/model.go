@@ -137,17 +137,41 @@ func jsonValues(data []byte) int {
 // Keys match fields in any case, as Longhorn's clients send them (Name,
 // Task).
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	data, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(data, v)
+}
+
+// checkJSONContentType refuses a body typed other than JSON (none is
+// taken for JSON).
+func checkJSONContentType(r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &httpError{http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
 	}
+	return nil
+}
+
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
-		return err
+		return nil, err
 	}
 	if err != nil {
-		return badRequest("request body: %v", err)
+		return nil, badRequest("request body: %v", err)
 	}
+	return data, nil
+}
+
+// decodeJSON decodes one JSON object of a body into v, after counting its
+// values (maxBodyValues).
+func decodeJSON(data []byte, v any) error {
 	if n := jsonValues(data); n > maxBodyValues {
 		return &httpError{http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
 			fmt.Sprintf("request body: more than %d JSON values (objects, lists and their items); no request of this API needs as many", maxBodyValues)}

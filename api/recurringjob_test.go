@@ -2,12 +2,17 @@ package api
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
 
 // TestRecurringJobCreateAndUpdateMapEveryField: a create and an update
@@ -48,5 +53,27 @@ func TestRecurringJobCreateAndUpdateMapEveryField(t *testing.T) {
 	if !mj.Spec.Suspend || mj.Spec.TimeZone != "Europe/Paris" || mj.Spec.StartingDeadlineSeconds == nil || *mj.Spec.StartingDeadlineSeconds != 120 ||
 		mj.Spec.SkipImmediately == nil || !*mj.Spec.SkipImmediately || mj.Spec.Concurrency != 3 || mj.Spec.Retain != 4 {
 		t.Fatalf("create lost a field: %+v", mj.Spec)
+	}
+}
+
+// A job the cache does not show yet (created a moment ago, elsewhere) is
+// read from the apiserver before GET answers 404: the CSI driver asks so
+// before it refuses a StorageClass naming the job.
+func TestGetRecurringJobReadsTheAPIOnACacheMiss(t *testing.T) {
+	job := &longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: testNamespace},
+		Spec: longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeSnapshot, Cron: "0 * * * *", Retain: 1, Concurrency: 1}}
+	// The informer's list finds nothing: the cache is behind.
+	s := newTestServerWith(t, func(lh *lhfake.Clientset) {
+		lh.PrependReactor("list", "recurringjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, &longhorn.RecurringJobList{}, nil
+		})
+	}, job)
+	h := s.handler
+	for path, want := range map[string]int{"/v1/recurringjobs/new": http.StatusOK, "/v1/recurringjobs/missing": http.StatusNotFound} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d, want %d", path, rec.Code, want)
+		}
 	}
 }

@@ -360,7 +360,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // volumeActions are offered in every volume state; snapshotActions while
 // the volume is attached.
 var (
-	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName"}
+	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "expand"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 )
 

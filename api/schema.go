@@ -130,6 +130,7 @@ func schemas() []Schema {
 				"recurringJobList":   {Output: "collection[volumeRecurringJob]"},
 				"attach":             {Input: "attachInput", Output: "volume"},
 				"detach":             {Input: "detachInput", Output: "volume"},
+				"expand":             {Input: "expandInput", Output: "volume"},
 				"snapshotCreate":     {Input: "snapshotInput", Output: "snapshot"},
 				"snapshotList":       {Output: "collection[snapshot]"},
 				"snapshotGet":        {Input: "snapshotInput", Output: "snapshot"},
@@ -167,6 +168,10 @@ func schemas() []Schema {
 				"disableFrontend": {Type: "boolean", Create: true, Default: false},
 				"attachedBy":      {Type: "string", Create: true},
 			},
+		},
+		{
+			ID:             "expandInput",
+			ResourceFields: map[string]Field{"size": {Type: "string", Required: true, Create: true}},
 		},
 		{
 			ID:             "detachInput",

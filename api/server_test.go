@@ -32,7 +32,17 @@ type testServer struct {
 
 func newTestServer(tb testing.TB, objects ...runtime.Object) *testServer {
 	tb.Helper()
+	return newTestServerWith(tb, nil, objects...)
+}
+
+// newTestServerWith is newTestServer with prepare run on the Longhorn
+// clientset before the informers start (to add reactors).
+func newTestServerWith(tb testing.TB, prepare func(*lhfake.Clientset), objects ...runtime.Object) *testServer {
+	tb.Helper()
 	lh := lhfake.NewSimpleClientset(objects...)
+	if prepare != nil {
+		prepare(lh)
+	}
 	kube := kubefake.NewSimpleClientset()
 	inf := datastore.NewInformers(lh, kube, testNamespace, 0)
 	ds := datastore.New(testNamespace, lh, kube, inf)

@@ -173,6 +173,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.attachVolume(w, r, name)
 	case "detach":
 		return s.detachVolume(w, r, name)
+	case "expand":
+		return s.expandVolume(w, r, name)
 	case "updateBackupTargetName":
 		return s.updateBackupTargetName(w, r, name)
 	case "snapshotBackup":

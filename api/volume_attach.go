@@ -3,8 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/http"
 	"regexp"
 
@@ -199,17 +197,12 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.Body == nil {
 		return nil
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	var maxBytes *http.MaxBytesError
-	if errors.As(err, &maxBytes) {
+	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	if err != nil {
-		return badRequest("request body: %v", err)
+	data, err := readBody(w, r)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	return decodeBody(w, r, v)
+	return decodeJSON(data, v)
 }

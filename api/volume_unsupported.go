@@ -16,8 +16,7 @@ import (
 var unsupportedVolumeActions = map[string]string{
 	"salvage":                               "the data plane keeps no failed replicas to salvage",
 	"activate":                              "there are no disaster recovery (standby) volumes to activate",
-	"expand":                                "the data plane cannot grow a volume; a volume keeps the size it was created with",
-	"cancelExpansion":                       "the data plane cannot grow a volume, so there is no expansion to cancel",
+	"cancelExpansion":                       "an expansion cannot be cancelled: the volume's spec.size is raised at once and its engine grows the replicas while it runs (or at its next start), with no pending expansion to undo",
 	"updateReplicaCount":                    "the data plane cannot rebuild a replica into a volume that has data, so a volume keeps the replica count it was created with",
 	"replicaRemove":                         "the data plane cannot rebuild a replica, so a removed replica could not be replaced",
 	"offlineReplicaRebuilding":              "the data plane does not rebuild replicas",

@@ -90,9 +90,9 @@ func TestPackageManifestsCSI(t *testing.T) {
 			t.Errorf("csi.yaml: %v", err)
 		}
 	}
-	if kinds["CSIDriver"] != 1 || kinds["StorageClass"] != 1 || len(controllerPods) != 3 ||
-		controllerPods["csi-provisioner"] == nil || controllerPods["csi-attacher"] == nil || controllerPods["csi-snapshotter"] == nil {
-		t.Errorf("csi.yaml holds %v, Deployments %v: want a CSIDriver, the csi-provisioner, csi-attacher and csi-snapshotter Deployments and a StorageClass", kinds, controllerPods)
+	if kinds["CSIDriver"] != 1 || kinds["StorageClass"] != 1 || len(controllerPods) != 4 ||
+		controllerPods["csi-provisioner"] == nil || controllerPods["csi-attacher"] == nil || controllerPods["csi-snapshotter"] == nil || controllerPods["csi-resizer"] == nil {
+		t.Errorf("csi.yaml holds %v, Deployments %v: want a CSIDriver, the csi-provisioner, csi-attacher, csi-snapshotter and csi-resizer Deployments and a StorageClass", kinds, controllerPods)
 	}
 	checkSnapshotClasses(t, cluster.Config)
 
@@ -123,7 +123,9 @@ func TestPackageManifestsCSI(t *testing.T) {
 // (scripts/build-csi-sidecars.sh, when it is there) and so the image tags
 // package/ must use: the sidecars' images are tagged with their release.
 func sidecarVersions(t *testing.T) map[string]string {
-	versions := map[string]string{"csi-provisioner": "v6.4.0", "csi-attacher": "v4.13.0", "csi-snapshotter": "v8.7.0"}
+	// The external-resizer's module is not served where the tests run: it
+	// is not built, and its version is the one docs/csi.md names.
+	versions := map[string]string{"csi-provisioner": "v6.4.0", "csi-attacher": "v4.13.0", "csi-snapshotter": "v8.7.0", "csi-resizer": "v2.3.0"}
 	root, err := testcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +188,12 @@ func checkControllerDeployment(t *testing.T, d *appsv1.Deployment, versions map[
 	}
 	args := expandArgs(sidecar.Args, sidecar.Env)
 	want := []string{"--csi-address=" + csiSocket, "--leader-election", "--leader-election-namespace=$(POD_NAMESPACE)"}
-	if d.Name == "csi-provisioner" {
+	switch d.Name {
+	case "csi-provisioner":
 		want = append(want, "--default-fstype=ext4", "--extra-create-metadata=true", "--immediate-topology=false")
+	case "csi-resizer":
+		// The driver grows volumes in use: no pods to check.
+		want = append(want, "--handle-volume-inuse-error=false")
 	}
 	for _, a := range want {
 		if !slices.Contains(args, a) {
@@ -221,8 +227,8 @@ func checkStorageClass(t *testing.T, sc *storagev1.StorageClass) {
 	if sc.Name != "longhorn" || sc.Provisioner != csi.DriverName {
 		t.Errorf("the StorageClass %s provisions with %q, want longhorn with %s", sc.Name, sc.Provisioner, csi.DriverName)
 	}
-	if sc.AllowVolumeExpansion == nil || *sc.AllowVolumeExpansion {
-		t.Error("the StorageClass allows expansion, which the driver cannot do")
+	if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+		t.Error("the StorageClass does not allow expansion, which the driver does (EXPAND_VOLUME)")
 	}
 	if sc.ReclaimPolicy == nil || *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("the StorageClass's reclaim policy is %v, want Delete", sc.ReclaimPolicy)
@@ -387,6 +393,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 	provisionerLease := sanitize(strings.ReplaceAll(csi.DriverName, "/", "-"))
 	attacherLease := sanitize("external-attacher-leader-" + csi.DriverName)
 	snapshotterLease := sanitize("external-snapshotter-leader-" + csi.DriverName)
+	resizerLease := sanitize("external-resizer-" + csi.DriverName)
 	snapshots := func(verb, resource string) attr {
 		return attr{Verb: verb, Group: "snapshot.storage.k8s.io", Resource: resource}
 	}
@@ -470,6 +477,26 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("update", "settings", "backup-target"),
 			lh("get", "settings", "backup-target-credential-secret"), lh("create", "backups", ""),
 			lh("update", "backupvolumes", "pvc-1"), lh("delete", "backupvolumes", "pvc-1"),
+		},
+	}, {
+		account: "longhorn-csi-resizer",
+		allow: []attr{
+			core("get", "persistentvolumes", ""), core("list", "persistentvolumes", ""), core("watch", "persistentvolumes", ""),
+			core("patch", "persistentvolumes", ""),
+			core("get", "persistentvolumeclaims", claims), core("list", "persistentvolumeclaims", ""), core("watch", "persistentvolumeclaims", ""),
+			{Verb: "patch", Resource: "persistentvolumeclaims", Subresource: "status", Namespace: claims},
+			core("create", "events", claims), core("patch", "events", claims),
+			storage("list", "volumeattributesclasses"), storage("watch", "volumeattributesclasses"),
+			lease("create", ""), lease("get", resizerLease), lease("update", resizerLease),
+			lh("get", "settings", "backup-target"), lh("get", "volumes", "pvc-1"), lh("update", "volumes", "pvc-1"),
+		},
+		never: []attr{
+			core("get", "secrets", claims), core("list", "pods", ""), core("create", "persistentvolumes", ""),
+			core("delete", "persistentvolumes", ""), core("update", "persistentvolumeclaims", claims),
+			storage("patch", "volumeattachments"), storage("update", "volumeattributesclasses"),
+			lease("get", attacherLease), lease("get", provisionerLease), lease("get", snapshotterLease),
+			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("list", "volumes", ""),
+			lh("get", "nodes", "node-1"), lh("list", "recurringjobs", ""),
 		},
 	}} {
 		user := "system:serviceaccount:" + ns + ":" + c.account

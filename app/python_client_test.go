@@ -47,7 +47,7 @@ func TestLonghornPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Longhorn's python client failed: %v", err)
 	}
-	for _, want := range []string{"ok: create_volume", "ok: attach", "ok: snapshotCRCreate", "ok: detach", "ok: delete", "ok: delete recurring jobs"} {
+	for _, want := range []string{"ok: create_volume", "ok: attach", "ok: snapshotCRCreate", "ok: expand", "ok: detach", "ok: delete", "ok: delete recurring jobs"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the client's run lacks %q", want)
 		}

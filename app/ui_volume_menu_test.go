@@ -148,8 +148,8 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	items := b.openRowMenu("menu-vol")
 	b.shot("volume-menu")
 	expectMenu(t, "the row's menu", items,
-		[]string{"Detach", "Backups", "Delete", "Clone Volume", "Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target"},
-		[]string{"Attach", "Expand Volume", "Create PV/PVC"})
+		[]string{"Detach", "Backups", "Delete", "Clone Volume", "Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target", "Expand Volume"},
+		[]string{"Attach", "Create PV/PVC"})
 	b.closeMenus()
 
 	// Shown whatever the volume offers, the manager refuses: the UI shows
@@ -168,6 +168,22 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		t.Errorf("Update Backup Target: %+v", w)
 	}
 	b.checkConsole("Update Backup Target")
+
+	// Expand Volume: the form's size (32 MiB as a fraction of a GiB, its
+	// default unit, which the form asks to be whole MiB) reaches the
+	// expand action, and the attached volume grows.
+	b.recordRequests()
+	b.rowItem("menu-vol", "Expand Volume")
+	b.typeText(".ant-modal #size", "0.03125")
+	b.shot("expand-form")
+	b.modalOK()
+	if w := b.waitWrites("Expand Volume", 1); len(w) != 1 || !strings.Contains(w[0].URL, "action=expand") || w[0].Status != 200 || !strings.Contains(w[0].Body, `"size":"0.03125Gi"`) {
+		t.Errorf("Expand Volume: %+v", w)
+	}
+	e.waitVolumeFor(t, 30*time.Second, "menu-vol", "menu-vol grown to 32 MiB", func(v map[string]any) bool {
+		return v["size"] == "33554432" && actualSize(v) == "33554432"
+	})
+	b.checkConsole("Expand Volume")
 
 	// Clone Volume: the clone is made, and holds the source's bytes once
 	// its cloneStatus says completed (see TestAVolumeClonedFromASnapshotOrAVolumeHoldsItsBytes).
@@ -207,8 +223,8 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	expectMenu(t, "the bulk menu", bulk,
 		[]string{"Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target", "Snapshot Data Integrity",
 			"Update Replica Soft Anti Affinity", "Update Replica Zone Soft Anti Affinity", "Update Replica Disk Soft Anti Affinity",
-			"Allow Snapshots Removal During Trim", "Update Freeze Filesystem For Snapshot"},
-		[]string{"Upgrade Engine", "Expand Volume", "Update Replicas Count", "Update Data Locality", "Update Access Mode",
+			"Allow Snapshots Removal During Trim", "Update Freeze Filesystem For Snapshot", "Expand Volume"},
+		[]string{"Upgrade Engine", "Update Replicas Count", "Update Data Locality", "Update Access Mode",
 			"Update Replicas Auto Balance", "Create PV/PVC", "Activate Disaster Recovery Volume", "Update Offline Replica Rebuilding",
 			"Update Replica Rebuilding Bandwidth Limit"})
 	bulkItem := func(item string) {

@@ -180,6 +180,9 @@ type Volume struct {
 	CloneStatus CloneStatus `json:"cloneStatus"`
 	// Conditions are keyed by type, as Longhorn's API has them.
 	Conditions map[string]Condition `json:"conditions"`
+	// Controllers is the volume's engine; its ActualSize is the size the
+	// data plane has (see ActualSize).
+	Controllers []VolumeController `json:"controllers"`
 }
 
 // CloneStatus is how far a volume made with a dataSource is.
@@ -195,6 +198,12 @@ type Condition struct {
 	Status  string `json:"status"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+}
+
+// VolumeController is a volume's engine as the API lists it.
+type VolumeController struct {
+	// ActualSize is the engine's size in bytes, as a decimal string.
+	ActualSize string `json:"actualSize"`
 }
 
 // VolumeReplica is a replica of a volume and the node that holds it.

@@ -77,6 +77,14 @@ func (c *Client) RecurringJobs(ctx context.Context) ([]RecurringJob, error) {
 	return list.Data, c.do(ctx, http.MethodGet, "/v1/recurringjobs", nil, &list)
 }
 
+// RecurringJob reads one recurring job; a job the API's cache does not
+// show yet is read from the apiserver, so NotFound means it does not
+// exist.
+func (c *Client) RecurringJob(ctx context.Context, name string) (RecurringJob, error) {
+	var job RecurringJob
+	return job, c.do(ctx, http.MethodGet, "/v1/recurringjobs/"+url.PathEscape(name), nil, &job)
+}
+
 // CreateRecurringJob creates a recurring job.
 func (c *Client) CreateRecurringJob(ctx context.Context, job RecurringJob) error {
 	return c.do(ctx, http.MethodPost, "/v1/recurringjobs", job, nil)

@@ -42,7 +42,16 @@ func (s *controllerServer) checkSelector(ctx context.Context, p *volumeParams) e
 		case item.IsGroup && !groups[item.Name]:
 			return status.Errorf(codes.InvalidArgument, "%s[%d]: no recurring job is in group %q", paramRecurringJobSelector, i, item.Name)
 		case !item.IsGroup && !exists[item.Name]:
-			return status.Errorf(codes.InvalidArgument, "%s[%d]: recurring job %q does not exist", paramRecurringJobSelector, i, item.Name)
+			// The list is the API's cache: a job created a moment ago
+			// may not be in it yet. Reading it by name asks the
+			// apiserver before the claim is refused.
+			_, err := s.d.api.RecurringJob(ctx, item.Name)
+			if client.IsNotFound(err) {
+				return status.Errorf(codes.InvalidArgument, "%s[%d]: recurring job %q does not exist", paramRecurringJobSelector, i, item.Name)
+			}
+			if err != nil {
+				return apiStatus(err, "read recurring job "+item.Name)
+			}
 		}
 	}
 	return nil

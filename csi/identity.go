@@ -26,6 +26,10 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 	caps := []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
 	if s.d.opts.Controller {
 		caps = append(caps, service(csi.PluginCapability_Service_CONTROLLER_SERVICE))
+		// A volume grows while attached and in use (its engine grows the
+		// replicas, NodeExpandVolume the device and the filesystem).
+		caps = append(caps, &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
+			VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

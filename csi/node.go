@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,8 +22,8 @@ const nodeTopologyKey = "kubernetes.io/hostname"
 
 // nodeServer is the Node service: it stages an attached volume (its NBD
 // export made a block device, then a filesystem made and mounted) and
-// publishes it into pods (bind mounts). It does not grow a filesystem:
-// the data plane cannot grow a volume (api/volume_unsupported.go).
+// publishes it into pods (bind mounts), and grows the device and its
+// filesystem when the volume grew (node_expand.go).
 type nodeServer struct {
 	csi.UnimplementedNodeServer
 	d *Driver
@@ -63,6 +64,7 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
 		rpc(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
 		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
+		rpc(csi.NodeServiceCapability_RPC_EXPAND_VOLUME),
 	}}, nil
 }
 
@@ -194,10 +196,22 @@ func (s *nodeServer) stageFilesystem(ctx context.Context, v *client.Volume, st *
 	if err := s.d.saveState(st); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
+	// The volume may have grown since its filesystem was last mounted; a
+	// volume staged read-only is not written to.
+	grow := !format && !nc.readOnly && !slices.Contains(nc.mountFlags, "ro")
+	if grow {
+		growFilesystemOffline(ctx, st.Device, nc.fsType, log)
+	}
 	if err := mount(ctx, st.Device, staging, nc.fsType, nc.mountFlags); err != nil {
 		return status.Errorf(codes.Internal, "mount volume %s at staging_target_path %s: %v", st.VolumeID, staging, err)
 	}
 	log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType, "flags": nc.mountFlags}).Info("Mounted the volume at its staging path")
+	if grow && nc.fsType == "xfs" {
+		// xfs grows only mounted.
+		if err := growFilesystem(ctx, st, log); err != nil {
+			log.WithError(err).Warn("Could not grow the volume's xfs filesystem to its device's size: it is mounted at its old size")
+		}
+	}
 	return nil
 }
 

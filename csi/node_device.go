@@ -15,6 +15,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/cadence-storage/longhorn-manager/engine/nbd"
 )
 
 // The device of a staged volume. Where the kernel has no nbd module, as
@@ -33,10 +35,15 @@ const nbdfuseReadyTimeout = 30 * time.Second
 // st (and st in its state file) as it is made, so that a failure part way
 // can be undone by disconnectDevice.
 func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logrus.Entry) error {
-	for _, tool := range []string{"nbdfuse", "losetup"} {
+	for _, tool := range []string{"nbdfuse", "nbdinfo", "losetup"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s is not installed on this node (nbdfuse: Debian's libnbd-bin; losetup: util-linux): %w", tool, err)
+			return fmt.Errorf("%s is not installed on this node (nbdfuse, nbdinfo: Debian's libnbd-bin; losetup: util-linux): %w", tool, err)
 		}
+	}
+	// The volume's size now; the device shows this much of the window.
+	size, err := exportSize(ctx, st.Endpoint)
+	if err != nil {
+		return err
 	}
 	dir := d.fuseDir(st.VolumeID)
 	// A FUSE mount left by an nbdfuse that died (after a reboot, a kill)
@@ -54,8 +61,10 @@ func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logru
 	if err != nil {
 		return err
 	}
-	// Not exec.CommandContext: nbdfuse must outlive the request.
-	cmd := exec.Command("nbdfuse", "-P", pidFile, file, st.Endpoint)
+	// Not exec.CommandContext: nbdfuse must outlive the request. It reads
+	// the export's window (engine/nbd), which covers any size the volume
+	// may grow to, so the loop device can grow with no reconnect.
+	cmd := exec.Command("nbdfuse", "-P", pidFile, file, st.Endpoint+nbd.WindowSuffix)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -70,7 +79,7 @@ func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logru
 		logf.Close()
 		close(exited)
 	}()
-	st.FuseDir, st.FuseFile, st.NbdfusePID = dir, file, cmd.Process.Pid
+	st.FuseDir, st.FuseFile, st.NbdfusePID, st.Window = dir, file, cmd.Process.Pid, true
 	if err := d.saveState(st); err != nil {
 		return err
 	}
@@ -96,7 +105,7 @@ func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logru
 		}
 	}
 
-	out, err := run(ctx, "losetup", "--find", "--show", file)
+	out, err := run(ctx, "losetup", "--find", "--show", "--sizelimit", strconv.FormatInt(size, 10), file)
 	if err != nil {
 		return err
 	}
@@ -104,7 +113,7 @@ func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logru
 	if err := d.saveState(st); err != nil {
 		return err
 	}
-	log.WithFields(logrus.Fields{"device": st.Device, "fuseFile": file}).Info("Made a loop device of the volume's export")
+	log.WithFields(logrus.Fields{"device": st.Device, "fuseFile": file, "size": size}).Info("Made a loop device of the volume's export")
 	return nil
 }
 

@@ -21,6 +21,11 @@ type stagedVolume struct {
 	FuseDir    string `json:"fuseDir,omitempty"`
 	FuseFile   string `json:"fuseFile,omitempty"`
 	NbdfusePID int    `json:"nbdfusePID,omitempty"`
+	// Window says nbdfuse reads the export's window (see engine/nbd),
+	// which the loop device limits to the volume's size: such a device
+	// grows (NodeExpandVolume). A stage made before has no window, and
+	// grows only once staged again.
+	Window bool `json:"window,omitempty"`
 	// Device is the block device over the export: a loop device over
 	// FuseFile.
 	Device string `json:"device,omitempty"`

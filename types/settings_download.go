@@ -21,10 +21,7 @@ func init() {
 		Category: "general",
 		Type:     SettingTypeString,
 		Default:  "",
-		Check: func(v string) error {
-			_, err := netguard.ParsePrefixes(v)
-			return err
-		},
+		Check:    checkRanges,
 	}
 	settingDefinitions[SettingNameBackingImageDownloadDeniedRanges] = SettingDefinition{
 		DisplayName: "Backing Image Download Denied Ranges",
@@ -34,9 +31,12 @@ func init() {
 		Category: "general",
 		Type:     SettingTypeString,
 		Default:  "",
-		Check: func(v string) error {
-			_, err := netguard.ParsePrefixes(v)
-			return err
-		},
+		Check:    checkRanges,
 	}
+}
+
+// checkRanges accepts a comma-separated list of CIDR ranges or addresses.
+func checkRanges(v string) error {
+	_, err := netguard.ParsePrefixes(v)
+	return err
 }

@@ -65,6 +65,20 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
+	c.setScheduledCondition(v, vstatus, replicas)
+	// size: what the volume is to have, spec.size unless the disk has no
+	// room for the growth, which stays refused (expansionRefused).
+	size, refused, err := c.expansionTarget(v, replicas)
+	if err != nil {
+		return err
+	}
+	if err := c.syncReplicaSizes(ctx, size, replicas); err != nil {
+		return err
+	}
+	if e, err = c.syncEngineSize(ctx, e, size); err != nil {
+		return err
+	}
+	c.recordExpansionRefusal(v, status, refused)
 	failed := map[string]bool{}
 	// failures: why the running engine does not use a replica.
 	var failures map[string]volumeengine.Failure
@@ -172,7 +186,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	wanted := v.Spec.NodeID == c.ownership.NodeID || forClone
 	if wanted && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && !cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}) &&
 		ready && (!allFailed || running) {
-		run, err := c.instances.Start(v.Name, v.Spec.Size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
+		run, err := c.instances.Start(v.Name, size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeEngineStatus(ctx, e, status)
@@ -203,7 +217,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		status.IP, status.StorageIP = host, host
 		status.Port, _ = strconv.Atoi(port)
 		status.Endpoint = run.Endpoint
-		status.CurrentSize = v.Spec.Size
+		c.expandEngine(v, size, run.Engine, status)
 		// Read the generation first: a change while mirroring moves it, so
 		// the next sync reads the engine again.
 		gen := run.Engine.Generation()

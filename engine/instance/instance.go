@@ -189,6 +189,15 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 		closeAll()
 		return Running{}, false, err
 	}
+	// A volume grown while detached grows as its engine starts.
+	if size > e.Size() {
+		from := e.Size()
+		if err := e.Expand(size); err != nil {
+			e.Close()
+			return Running{}, false, fmt.Errorf("volume %s: grow from %d to %d bytes: %w", volume, from, size, err)
+		}
+		m.log.WithFields(logrus.Fields{"volume": volume, "from": from, "to": size}).Info("Grew the volume as its engine started: it was expanded while detached")
+	}
 	onChange := m.onChange
 	e.OnChange(func() {
 		for _, f := range onChange {

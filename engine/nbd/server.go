@@ -181,14 +181,14 @@ func (s *Server) serveConn(nc net.Conn) (err error) {
 		return errors.New("client does not speak fixed newstyle")
 	}
 	noZeroes := clientFlags&clientFlagNoZeroes != 0
-	ok, err := s.negotiate(c, noZeroes)
+	ok, window, err := s.negotiate(c, noZeroes)
 	if err != nil || !ok {
 		return err
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return err
 	}
-	return s.transmit(c)
+	return s.transmit(c, window)
 }
 
 func (s *Server) transmissionFlags() uint16 {
@@ -196,101 +196,103 @@ func (s *Server) transmissionFlags() uint16 {
 }
 
 // negotiate runs option haggling; it reports true when the client chose
-// the export and transmission begins.
-func (s *Server) negotiate(c *conn, noZeroes bool) (bool, error) {
+// an export and transmission begins, and whether it is the window.
+func (s *Server) negotiate(c *conn, noZeroes bool) (bool, bool, error) {
 	for {
 		magic, err := c.u64()
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if magic != optMagic {
-			return false, fmt.Errorf("bad option magic %#x", magic)
+			return false, false, fmt.Errorf("bad option magic %#x", magic)
 		}
 		opt, err := c.u32()
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		length, err := c.u32()
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if length > maxOption {
-			return false, fmt.Errorf("option %d of %d bytes is too large", opt, length)
+			return false, false, fmt.Errorf("option %d of %d bytes is too large", opt, length)
 		}
 		data := make([]byte, length)
 		if _, err := io.ReadFull(c.r, data); err != nil {
-			return false, err
+			return false, false, err
 		}
 		switch opt {
 		case optExportName:
-			if string(data) != s.name && string(data) != "" {
-				return false, fmt.Errorf("client asked for unknown export %q", data)
+			window, known := s.export(string(data))
+			if !known {
+				return false, false, fmt.Errorf("client asked for unknown export %q", data)
 			}
-			if err := c.put(uint64(s.device.Size()), s.transmissionFlags()); err != nil {
-				return false, err
+			if err := c.put(uint64(s.exportSize(window)), s.transmissionFlags()); err != nil {
+				return false, false, err
 			}
 			if !noZeroes {
 				if _, err := c.w.Write(make([]byte, 124)); err != nil {
-					return false, err
+					return false, false, err
 				}
 			}
-			return true, c.w.Flush()
+			return true, window, c.w.Flush()
 		case optAbort:
 			if err := s.reply(c, opt, repAck, nil); err != nil {
-				return false, err
+				return false, false, err
 			}
-			return false, nil
+			return false, false, nil
 		case optList:
 			name := []byte(s.name)
 			payload := append(binary.BigEndian.AppendUint32(nil, uint32(len(name))), name...)
 			if err := s.reply(c, opt, repServer, payload); err != nil {
-				return false, err
+				return false, false, err
 			}
 			if err := s.reply(c, opt, repAck, nil); err != nil {
-				return false, err
+				return false, false, err
 			}
 		case optInfo, optGo:
-			done, err := s.infoOrGo(c, opt, data)
+			done, window, err := s.infoOrGo(c, opt, data)
 			if err != nil || done {
-				return done, err
+				return done, window, err
 			}
 		default:
 			if err := s.reply(c, opt, repErrUnsup, nil); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
 	}
 }
 
-func (s *Server) infoOrGo(c *conn, opt uint32, data []byte) (bool, error) {
+func (s *Server) infoOrGo(c *conn, opt uint32, data []byte) (bool, bool, error) {
 	if len(data) < 6 {
-		return false, s.reply(c, opt, repErrInvalid, nil)
+		return false, false, s.reply(c, opt, repErrInvalid, nil)
 	}
 	nameLen := binary.BigEndian.Uint32(data)
 	if uint64(nameLen)+6 > uint64(len(data)) {
-		return false, s.reply(c, opt, repErrInvalid, nil)
+		return false, false, s.reply(c, opt, repErrInvalid, nil)
 	}
 	name := string(data[4 : 4+nameLen])
-	if name != s.name && name != "" {
-		return false, s.reply(c, opt, repErrUnknown, []byte("no such export"))
+	window, known := s.export(name)
+	if !known {
+		return false, false, s.reply(c, opt, repErrUnknown, []byte("no such export"))
 	}
 	export := binary.BigEndian.AppendUint16(nil, infoExport)
-	export = binary.BigEndian.AppendUint64(export, uint64(s.device.Size()))
+	export = binary.BigEndian.AppendUint64(export, uint64(s.exportSize(window)))
 	export = binary.BigEndian.AppendUint16(export, s.transmissionFlags())
 	if err := s.reply(c, opt, repInfo, export); err != nil {
-		return false, err
+		return false, false, err
 	}
 	sizes := binary.BigEndian.AppendUint16(nil, infoBlockSize)
 	sizes = binary.BigEndian.AppendUint32(sizes, 1)
 	sizes = binary.BigEndian.AppendUint32(sizes, 4096)
 	sizes = binary.BigEndian.AppendUint32(sizes, maxRequest)
 	if err := s.reply(c, opt, repInfo, sizes); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := s.reply(c, opt, repAck, nil); err != nil {
-		return false, err
+		return false, false, err
 	}
-	return opt == optGo, nil
+	return opt == optGo, window, nil
 }
 
 func (s *Server) reply(c *conn, opt, typ uint32, data []byte) error {
@@ -303,8 +305,10 @@ func (s *Server) reply(c *conn, opt, typ uint32, data []byte) error {
 	return c.w.Flush()
 }
 
-// transmit serves requests until the client disconnects.
-func (s *Server) transmit(c *conn) error {
+// transmit serves requests until the client disconnects. On the window
+// export, the range past the device's end reads as zeros and refuses
+// writes (ENOSPC).
+func (s *Server) transmit(c *conn, window bool) error {
 	buf := make([]byte, 0, 1<<20)
 	for {
 		magic, err := c.u32()
@@ -337,7 +341,11 @@ func (s *Server) transmit(c *conn) error {
 		if typ == cmdDisc {
 			return nil
 		}
-		inRange := length <= maxRequest && offset <= uint64(s.device.Size()) && uint64(length) <= uint64(s.device.Size())-offset
+		size := uint64(s.exportSize(window))
+		inRange := length <= maxRequest && offset <= size && uint64(length) <= size-offset
+		// past: the request reaches past the device's end (the window's
+		// range the volume has not grown into).
+		past := offset+uint64(length) > uint64(s.device.Size())
 		if typ == cmdWrite && length > maxRequest {
 			// The data cannot be skipped safely: end the connection.
 			return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
@@ -354,7 +362,7 @@ func (s *Server) transmit(c *conn) error {
 				break
 			}
 			payload = buf[:length]
-			if _, err := s.device.ReadAt(payload, int64(offset)); err != nil {
+			if err := s.read(payload, int64(offset), past); err != nil {
 				errno, payload = ioErrno(err), nil
 			}
 		case cmdWrite:
@@ -366,10 +374,18 @@ func (s *Server) transmit(c *conn) error {
 				errno = errInvalid
 				break
 			}
+			if past {
+				errno = errNoSpace
+				break
+			}
 			errno = s.write(data, int64(offset), flags&cmdFlagFUA != 0)
 		case cmdWriteZeroes:
 			if !inRange {
 				errno = errInvalid
+				break
+			}
+			if past {
+				errno = errNoSpace
 				break
 			}
 			zero := buf[:length]

@@ -50,6 +50,9 @@ type layerMeta struct {
 	UserCreated bool              `json:"userCreated"`
 	Created     string            `json:"created"`
 	Labels      map[string]string `json:"labels"`
+	// Size is the volume's size when the snapshot was taken; 0 (a
+	// snapshot taken before the volume first grew) means the volume's.
+	Size int64 `json:"size,omitempty"`
 }
 
 func snapshotFile(name string) string { return snapPrefix + name + imgSuffix }

@@ -61,7 +61,7 @@ func create(dir string, size int64, backing *BackingFile) (*Replica, error) {
 	if _, err := os.Stat(filepath.Join(dir, volumeMetaFile)); err == nil {
 		return nil, fmt.Errorf("%s already holds a replica", dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	meta := volumeMeta{Size: size, BlockSize: BlockSize, HeadIndex: 0, Snapshots: map[string]*layerMeta{}, Backing: backing}
@@ -102,7 +102,7 @@ func Open(dir string) (*Replica, error) {
 }
 
 func createSparse(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -242,8 +242,12 @@ func (r *Replica) Written() ([]bool, error) {
 	return out, nil
 }
 
-// Size is the volume size in bytes.
-func (r *Replica) Size() int64 { return r.meta.Size }
+// Size is the volume size in bytes; Grow changes it.
+func (r *Replica) Size() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.meta.Size
+}
 
 // Close closes the layer files and the backing file.
 func (r *Replica) Close() error {

@@ -113,7 +113,7 @@ func (r *Replica) createSnapshot(name, id string, userCreated bool, created time
 		return err
 	}
 	next := r.cloneMeta()
-	next.Snapshots[name] = &layerMeta{ID: id, Parent: r.meta.HeadParent, UserCreated: userCreated, Created: created.UTC().Format(time.RFC3339Nano), Labels: labels}
+	next.Snapshots[name] = &layerMeta{ID: id, Parent: r.meta.HeadParent, UserCreated: userCreated, Created: created.UTC().Format(time.RFC3339Nano), Labels: labels, Size: r.meta.Size}
 	next.HeadParent = name
 	next.HeadIndex++
 	if err := r.commit(next); err != nil {

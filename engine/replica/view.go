@@ -55,7 +55,7 @@ func (r *Replica) OpenSnapshotRange(name string, off, end int64) (*SnapshotView,
 	if err != nil {
 		return nil, err
 	}
-	size := r.meta.Size
+	size := r.snapshotSize(meta)
 	if end < 0 {
 		end = size
 	}

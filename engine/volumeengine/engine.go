@@ -83,6 +83,9 @@ type Engine struct {
 	mu       sync.RWMutex
 	replicas []*member
 	frontend bool
+	// size is the volume's size: that of its RW replicas, which Expand
+	// grows together (an ERR replica may have another).
+	size atomic.Int64
 
 	// failMu orders replica failures: the epoch of the replicas that
 	// carry on is raised (see replica.Replica.Epoch) before a failed
@@ -140,14 +143,9 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var size int64 = -1
 	latest := ""
 	for _, n := range names {
 		r := replicas[n]
-		if size >= 0 && r.Size() != size {
-			return nil, fmt.Errorf("volume %s: replica %s has %d bytes, the others %d", name, n, r.Size(), size)
-		}
-		size = r.Size()
 		if _, behind := o.behind[n]; !behind && (latest == "" || r.Epoch() > e.epoch) {
 			e.epoch, latest = r.Epoch(), n
 		}
@@ -176,6 +174,11 @@ func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log
 			e.log.WithFields(logrus.Fields{"replica": n, "reason": why}).Warn("Replica is not used: it needs a rebuild from a healthy replica")
 		}
 		e.replicas = append(e.replicas, m)
+	}
+	if len(e.healthy()) > 0 {
+		if err := e.evenSizes(); err != nil {
+			return nil, err
+		}
 	}
 	if len(e.healthy()) == 0 {
 		why := make([]string, 0, len(e.replicas))
@@ -212,7 +215,7 @@ func (e *Engine) notify() {
 func (e *Engine) Name() string { return e.name }
 
 // Size is the volume size.
-func (e *Engine) Size() int64 { return e.replicas[0].r.Size() }
+func (e *Engine) Size() int64 { return e.size.Load() }
 
 // SetFrontend records whether a frontend serves the volume; revert is
 // refused while one does.

@@ -60,8 +60,9 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration) 
 	case removed:
 		return nil, nil, fmt.Errorf("%w: snapshot %s is deleted (marked removed), it cannot be read", ErrPrecondition, name)
 	}
-	if size := r.Size(); off < 0 || off > size || end > size || (end >= 0 && end < off) {
-		return nil, nil, fmt.Errorf("%w: range offset %d to %d: must lie within the volume's %d bytes", ErrInvalid, off, end, size)
+	// A snapshot taken before the volume grew has the size it had then.
+	if size, _ := r.SnapshotVolumeSize(name); off < 0 || off > size || end > size || (end >= 0 && end < off) {
+		return nil, nil, fmt.Errorf("%w: range offset %d to %d: must lie within the snapshot's %d bytes", ErrInvalid, off, end, size)
 	}
 	view, err := r.OpenSnapshotRange(name, off, end)
 	if err != nil {

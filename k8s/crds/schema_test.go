@@ -138,6 +138,19 @@ func TestVolumeAndSnapshotSchemas(t *testing.T) {
 	_, err = lh.Volumes(ns).Update(ctx, vol, metav1.UpdateOptions{})
 	wantRefused(t, err, "backingImage is immutable")
 
+	// spec.size grows, never shrinks.
+	vol, err = lh.Volumes(ns).Get(ctx, "vol", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol.Spec.Size = 1 << 29
+	_, err = lh.Volumes(ns).Update(ctx, vol, metav1.UpdateOptions{})
+	wantRefused(t, err, "size: a volume never shrinks")
+	vol.Spec.Size = 2 << 30
+	if _, err := lh.Volumes(ns).Update(ctx, vol, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("growing spec.size: %v", err)
+	}
+
 	snap, err := lh.Snapshots(ns).Create(ctx, &longhorn.Snapshot{
 		ObjectMeta: metav1.ObjectMeta{Name: "snap"},
 		Spec:       longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true, Labels: map[string]string{"a": "b"}},

@@ -2,7 +2,8 @@
 # here unmodified), against a manager, with the calls and arguments of
 # longhorn-tests' manager/integration/tests/common.py: create_volume,
 # wait_for_volume_detached, wait_for_volume_healthy, create_snapshot,
-# cleanup_volume, create_recurring_jobs and check_recurring_jobs.
+# expand_attached_volume, cleanup_volume, create_recurring_jobs and
+# check_recurring_jobs.
 #
 #   python3 drive.py http://127.0.0.1:9500/v1/schemas node-1
 #
@@ -15,6 +16,7 @@ import longhorn
 
 Mi = 1024 * 1024
 SIZE = str(32 * Mi)  # common.py's SIZE
+EXPAND_SIZE = str(64 * Mi)
 RETRIES = 120
 INTERVAL = 0.5
 
@@ -90,7 +92,17 @@ def main(url, node_id):
     assert snap2.name in [s.name for s in volume.snapshotList().data]
     step("snapshotCreate %s" % snap2.name)
 
+    # common.py's expand_attached_volume and wait_for_volume_expansion: the
+    # engine's size reaches the volume's.
+    volume = client.by_id_volume(name)
+    volume.expand(size=EXPAND_SIZE)
+    volume = wait_for("the engine grown to %s" % EXPAND_SIZE,
+                      lambda: (lambda v: v if v.size == EXPAND_SIZE and v.controllers[0].size == v.size
+                               and v.controllers[0].actualSize == v.size else None)(client.by_id_volume(name)))
+    step("expand to %s: the engine has %s" % (volume.size, volume.controllers[0].actualSize))
+
     # common.py's cleanup_volume.
+    volume = client.by_id_volume(name)
     volume.detach()
     volume = wait_for_volume_status(client, name, "state", "detached")
     step("detach")

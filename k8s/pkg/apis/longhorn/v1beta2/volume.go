@@ -95,10 +95,14 @@ type VolumeRecurringJobSpec struct {
 
 // VolumeSpec is the desired state of a volume.
 // +kubebuilder:validation:XValidation:rule="(has(self.backingImage) ? self.backingImage : \"\") == (has(oldSelf.backingImage) ? oldSelf.backingImage : \"\")",message="backingImage is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || (has(self.size) && int(self.size) >= int(oldSelf.size))",message="size: a volume never shrinks; it may only grow"
 type VolumeSpec struct {
-	// Size in bytes, as a decimal string.
+	// Size in bytes, as a decimal string. It may grow (the engine grows
+	// the replicas while the volume runs, or at its next start), never
+	// shrink.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^[0-9]+$`
+	// +kubebuilder:validation:MaxLength=19
 	// +optional
 	Size int64 `json:"size,string"`
 	// +optional

@@ -1,0 +1,33 @@
+package volume
+
+import (
+	"fmt"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// The volume's Scheduled condition, Longhorn's: True once every replica
+// numberOfReplicas asks for is placed on a disk, False while some are
+// not. Longhorn's UI offers Expand Volume only on a volume whose
+// Scheduled condition is True.
+const (
+	ConditionTypeScheduled         = "Scheduled"
+	ReasonReplicaSchedulingFailure = "ReplicaSchedulingFailure"
+	ReasonReplicasScheduled        = "ReplicasScheduled"
+)
+
+func (c *Controller) setScheduledCondition(v *longhorn.Volume, vstatus *longhorn.VolumeStatus, replicas []*longhorn.Replica) {
+	placed := 0
+	for _, r := range replicas {
+		if r.Spec.DiskID != "" && r.DeletionTimestamp == nil {
+			placed++
+		}
+	}
+	if placed >= v.Spec.NumberOfReplicas {
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeScheduled, longhorn.ConditionStatusTrue, ReasonReplicasScheduled, "", c.clock.Now())
+		return
+	}
+	vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeScheduled, longhorn.ConditionStatusFalse, ReasonReplicaSchedulingFailure,
+		fmt.Sprintf("%d of the %d replicas numberOfReplicas asks for are placed on a disk", placed, v.Spec.NumberOfReplicas), c.clock.Now())
+}
