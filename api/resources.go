@@ -66,6 +66,7 @@ type Volume struct {
 	Frontend             longhorn.VolumeFrontend              `json:"frontend"`
 	BackingImage         string                               `json:"backingImage"`
 	FromBackup           string                               `json:"fromBackup"`
+	DataSource           string                               `json:"dataSource"`
 	State                longhorn.VolumeState                 `json:"state"`
 	Robustness           longhorn.VolumeRobustness            `json:"robustness"`
 	CurrentNodeID        string                               `json:"currentNodeID"`
@@ -222,7 +223,8 @@ type VolumeInput struct {
 	// AccessMode is rwo (or empty): the project shares no volume.
 	AccessMode string `json:"accessMode"`
 	// DataSource is Longhorn's clone source (vol://<volume> or
-	// snap://<volume>/<snapshot>): refused, as the project cannot clone.
+	// snap://<volume>/<snapshot>): the volume is filled with the source's
+	// bytes before it attaches.
 	DataSource string `json:"dataSource"`
 }
 
@@ -387,7 +389,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	}
 	out := Volume{
 		Resource: r, Name: v.Name, Size: strconv.FormatInt(v.Spec.Size, 10), NumberOfReplicas: v.Spec.NumberOfReplicas,
-		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, State: state, Robustness: v.Status.Robustness,
+		Frontend: v.Spec.Frontend, BackingImage: v.Spec.BackingImage, FromBackup: v.Spec.FromBackup, DataSource: v.Spec.DataSource, State: state, Robustness: v.Status.Robustness,
 		CurrentNodeID: v.Status.CurrentNodeID, NodeID: v.Spec.NodeID, AttachedBy: attachedBy(v), LastAttachedBy: v.Spec.LastAttachedBy,
 		RecurringJobSelector: selector, Conditions: conditionMap(v.Status.Conditions),
 		FrontendDisabled: v.Status.FrontendDisabled, DisableFrontend: v.Spec.DisableFrontend, Endpoint: s.volumeEndpoint(v.Name),
@@ -424,13 +426,20 @@ func nonNil(l []string) []string {
 }
 
 // volumeReady is Longhorn's "ready": the volume can be used, which it
-// cannot while it is being created, is faulted or cannot be scheduled.
+// cannot while it is being created, restored or cloned, is faulted or
+// cannot be scheduled.
 func volumeReady(v *longhorn.Volume) (bool, string) {
 	switch {
 	case v.Status.State == longhorn.VolumeStateCreating || v.Status.State == "":
 		return false, "the volume is being created"
 	case v.Status.Robustness == longhorn.VolumeRobustnessFaulted:
 		return false, "the volume is faulted"
+	case v.Status.RestoreRequired:
+		return false, "the volume is being restored from " + v.Spec.FromBackup
+	case v.Spec.DataSource != "" && v.Status.CloneStatus.State == "failed":
+		return false, "the clone from " + v.Spec.DataSource + " failed; it is tried again"
+	case v.Spec.DataSource != "" && v.Status.CloneStatus.State != "completed":
+		return false, "the volume is being cloned from " + v.Spec.DataSource
 	}
 	for _, c := range v.Status.Conditions {
 		if c.Type == "Scheduled" && c.Status == longhorn.ConditionStatusFalse {

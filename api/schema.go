@@ -94,6 +94,7 @@ func schemas() []Schema {
 				"frontend":             {Type: "enum", Create: true, Options: []string{"blockdev", "iscsi", "nvmf", ""}, Default: ""},
 				"backingImage":         {Type: "string", Create: true},
 				"fromBackup":           {Type: "string", Create: true},
+				"dataSource":           {Type: "string", Create: true},
 				"recurringJobSelector": {Type: "array[volumeRecurringJobInput]", Create: true, Nullable: true},
 				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
 				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},

@@ -113,9 +113,6 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
 	}
-	if in.DataSource != "" {
-		return notSupported("dataSource (cloning a volume)", "the data plane cannot copy a volume or a snapshot into a new volume; got dataSource "+strconv.Quote(in.DataSource))
-	}
 	if in.FromBackup != "" {
 		if _, _, _, err := backupstore.ParseURL(in.FromBackup); err != nil {
 			return badRequest("fromBackup: %v", err)
@@ -125,7 +122,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("staleReplicaTimeout: must be 0 or more minutes, got %d", in.StaleReplicaTimeout)
 	}
 	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
-		StaleReplicaTimeout: in.StaleReplicaTimeout}
+		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector)
 	if err != nil {
 		return err

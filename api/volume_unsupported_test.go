@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,24 +36,6 @@ func TestUnsupportedVolumeActions(t *testing.T) {
 	}
 	if code, _, raw := s.do(t, "POST", "/v1/volumes/vol?action=fly", `{}`); code != http.StatusBadRequest || !strings.Contains(raw, `\"fly\" is not a volume action`) {
 		t.Errorf("an unknown action: %d %s", code, raw)
-	}
-}
-
-// Cloning (Longhorn's dataSource) is refused, not ignored: ignoring it
-// would create an empty volume the UI reports as the clone.
-func TestCreateVolumeRefusesDataSource(t *testing.T) {
-	s := newTestServer(t)
-	for _, src := range []string{"vol://src", "snap://src/snap-1"} {
-		code, out, raw := s.do(t, "POST", "/v1/volumes", `{"name":"clone","size":"1Gi","numberOfReplicas":1,"dataSource":"`+src+`"}`)
-		if code != http.StatusUnprocessableEntity || !strings.HasPrefix(out["message"].(string), "dataSource (cloning a volume) is not supported by this manager: ") || !strings.Contains(raw, src) {
-			t.Errorf("dataSource %s: %d %s", src, code, raw)
-		}
-	}
-	if _, err := s.lh.LonghornV1beta2().Volumes(testNamespace).Get(context.Background(), "clone", metav1.GetOptions{}); err == nil {
-		t.Error("a volume was created for a refused clone")
-	}
-	if code, _, raw := s.do(t, "POST", "/v1/volumes", `{"name":"plain","size":"1Gi","numberOfReplicas":1,"dataSource":""}`); code != http.StatusOK {
-		t.Errorf("an empty dataSource: %d %s", code, raw)
 	}
 }
 

@@ -44,9 +44,6 @@ func TestCSISanity(t *testing.T) {
 	sc := sanity.GinkgoTest(&cfg)
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	suite, reporter := ginkgo.GinkgoConfiguration()
-	// A volume made from a snapshot (volume_content_source) is not served
-	// on this branch yet: CreateVolume refuses it.
-	suite.SkipStrings = append(suite.SkipStrings, "should create volume from an existing source snapshot", "should fail when the volume source snapshot is not found")
 	ginkgo.RunSpecs(t, "CSI sanity", suite, reporter)
 	sc.Finalize()
 }

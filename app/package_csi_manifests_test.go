@@ -418,6 +418,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("list", "nodes", ""), storage("list", "csinodes"),
 			lh("list", "recurringjobs", ""), lh("create", "recurringjobs", ""), lh("delete", "recurringjobs", "snapshot-1-x-y"),
 			lh("get", "backingimages", "image"), lh("create", "backingimages", ""),
+			lh("get", "backupvolumes", "pvc-1"),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "secrets", ""), core("create", "pods", ns),
@@ -427,7 +428,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lease("get", attacherLease), lease("delete", provisionerLease),
 			lh("get", "settings", "backup-target-credential-secret"), lh("update", "settings", "backup-target"),
 			lh("update", "volumes", "pvc-1"), lh("update", "recurringjobs", "snapshot-1-x-y"),
-			lh("delete", "backingimages", "image"),
+			lh("delete", "backingimages", "image"), lh("delete", "backupvolumes", "pvc-1"), lh("delete", "backups", "b"),
 			// Its longhorn.io rights are in the manager's namespace only.
 			{Verb: "get", Group: "longhorn.io", Resource: "volumes", Namespace: claims, Name: "pvc-1"},
 		},

@@ -185,27 +185,35 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	})
 	b.checkConsole("Expand Volume")
 
-	// Clone Volume: refused, not an empty volume reported as the clone.
+	// Clone Volume: the clone is made, and holds the source's bytes once
+	// its cloneStatus says completed (see TestAVolumeClonedFromASnapshotOrAVolumeHoldsItsBytes).
 	b.recordRequests()
 	b.rowItem("menu-vol", "Clone Volume")
 	b.waitText("the clone form", "Clone Volume from menu-vol")
 	b.typeText(".ant-modal #name", "menu-clone")
 	b.shot("clone-form")
 	b.modalOK()
-	b.expectRefused("Clone Volume", "/v1/volumes", "dataSource (cloning a volume) is not supported by this manager: ")
-	if w := b.writes(); len(w) != 1 || !strings.Contains(w[0].Body, `"dataSource":"vol://menu-vol"`) {
+	if w := b.waitWrites("Clone Volume", 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].Body, `"dataSource":"vol://menu-vol"`) {
 		t.Errorf("Clone Volume sent %+v", w)
 	}
-	e.call(t, "GET", "/v1/volumes/menu-clone", "").expect(t, 404)
+	b.checkConsole("Clone Volume")
+	e.waitCloned(t, "menu-clone")
 
 	// The bulk Clone Volume button: the same.
 	b.recordRequests()
 	b.selectRow("menu-vol")
 	b.button("", "Clone Volume")
 	b.until("the bulk clone form", `(() => { const n = document.querySelector(".ant-modal #name"); return !!n && n.value === "cloned-menu-vol" })()`, 30*time.Second)
+	// A name the rows below do not match when they look for menu-vol's.
+	b.typeText(".ant-modal #name", "bulk-copy")
 	b.modalOK()
-	b.expectRefused("bulk Clone Volume", "/v1/volumes", "dataSource (cloning a volume) is not supported by this manager: ")
-	e.call(t, "GET", "/v1/volumes/cloned-menu-vol", "").expect(t, 404)
+	if w := b.waitWrites("bulk Clone Volume", 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].Body, `"dataSource":"vol://menu-vol"`) {
+		t.Errorf("bulk Clone Volume sent %+v", w)
+	}
+	b.checkConsole("bulk Clone Volume")
+	e.waitCloned(t, "bulk-copy")
+	// The clones' success messages go before the refusals below are read.
+	b.until("no success message shown", `![...document.querySelectorAll(".ant-message-success, .ant-message")].some(e => /success/i.test(e.innerText) || !!e.querySelector(".ant-message-success"))`, 30*time.Second)
 
 	// The bulk menu greys what the selected volumes' actions and state do
 	// not allow, and shows the rest whatever they offer.
@@ -252,8 +260,10 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		b.checkConsoleExcept("bulk "+item, "status of 405")
 	}
 
-	// Clone Volume from a snapshot of the volume's page: refused too.
+	// Clone Volume from a snapshot of the volume's page: made too, once
+	// the snapshot's object is ready to use (the API asks it).
 	e.call(t, "POST", "/v1/volumes/menu-vol?action=snapshotCreate", `{"name":"menu-snap"}`).expect(t, 200)
+	e.waitSnapshotReady(t, "menu-snap")
 	b.load("volume/menu-vol", "Take Snapshot")
 	b.until("the tree shows the snapshot", `[...document.querySelectorAll(".lh-tree-snapshot .ant-dropdown-trigger")].some(e => e.innerText.includes("menu-sna"))`, 30*time.Second)
 	b.recordRequests()
@@ -261,11 +271,11 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	b.waitText("the clone form", "snapshot menu-snap")
 	b.typeText(".ant-modal #name", "snap-clone")
 	b.modalOK()
-	b.expectRefused("Clone Volume from a snapshot", "/v1/volumes", "dataSource (cloning a volume) is not supported by this manager: ")
-	if w := b.writes(); len(w) != 1 || !strings.Contains(w[0].Body, `"dataSource":"snap://menu-vol/menu-snap"`) {
+	if w := b.waitWrites("Clone Volume from a snapshot", 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].Body, `"dataSource":"snap://menu-vol/menu-snap"`) {
 		t.Errorf("Clone Volume from a snapshot sent %+v", w)
 	}
-	e.call(t, "GET", "/v1/volumes/snap-clone", "").expect(t, 404)
+	b.checkConsole("Clone Volume from a snapshot")
+	e.waitCloned(t, "snap-clone")
 	b.shot("volume-menu-done")
 }
 

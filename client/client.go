@@ -172,9 +172,32 @@ type Volume struct {
 	// Endpoint is the NBD URI of the attached volume's frontend,
 	// nbd://HOST:PORT/NAME; "" while it has none.
 	Endpoint string `json:"endpoint"`
+	// FromBackup and DataSource say what the volume is made from: a
+	// backup's URL, or another volume (vol://, snap://); CloneStatus and
+	// the Restore and Clone conditions say whether it holds it yet.
+	FromBackup  string      `json:"fromBackup"`
+	DataSource  string      `json:"dataSource"`
+	CloneStatus CloneStatus `json:"cloneStatus"`
+	// Conditions are keyed by type, as Longhorn's API has them.
+	Conditions map[string]Condition `json:"conditions"`
 	// Controllers is the volume's engine; its ActualSize is the size the
 	// data plane has (see ActualSize).
 	Controllers []VolumeController `json:"controllers"`
+}
+
+// CloneStatus is how far a volume made with a dataSource is.
+type CloneStatus struct {
+	SourceVolume string `json:"sourceVolume"`
+	Snapshot     string `json:"snapshot"`
+	// State is initiated, completed or failed.
+	State string `json:"state"`
+}
+
+// Condition is one of a volume's conditions.
+type Condition struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // VolumeController is a volume's engine as the API lists it.

@@ -14,6 +14,7 @@ type VolumeCreate struct {
 	NumberOfReplicas     int                    `json:"numberOfReplicas,omitempty"`
 	StaleReplicaTimeout  int                    `json:"staleReplicaTimeout,omitempty"`
 	FromBackup           string                 `json:"fromBackup,omitempty"`
+	DataSource           string                 `json:"dataSource,omitempty"`
 	BackingImage         string                 `json:"backingImage,omitempty"`
 	DataEngine           string                 `json:"dataEngine,omitempty"`
 	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector,omitempty"`

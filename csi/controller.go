@@ -36,6 +36,7 @@ func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
@@ -119,30 +120,52 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, status.Error(codes.InvalidArgument, "volume_content_source: cloning and restoring from a VolumeSnapshot are not supported yet; use the fromBackup parameter to restore a backup")
-	}
 	params, err := parseParams(req.GetParameters())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	fsType := fsTypeOf(req.GetVolumeCapabilities(), params.fsType)
-	size, err := volumeSize(req.GetCapacityRange(), fsType)
-	if err != nil {
-		return nil, err
-	}
 	volCtx := volumeContext(req.GetParameters(), fsType)
+	contentSource := req.GetVolumeContentSource()
 
 	existing, err := s.d.api.Volume(ctx, name)
 	switch {
 	case err == nil:
+		capacity := req.GetCapacityRange()
+		if contentSource != nil && capacity.GetRequiredBytes() == 0 {
+			// A copy's size, when none is asked, is its source's: the
+			// volume's, as it was made.
+			capacity = &csi.CapacityRange{RequiredBytes: sizeOf(existing), LimitBytes: capacity.GetLimitBytes()}
+		}
+		size, err := volumeSize(capacity, fsType)
+		if err != nil {
+			return nil, err
+		}
 		have, _ := strconv.ParseInt(existing.Size, 10, 64)
 		if have != size {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, not the %d asked for", name, have, size)
 		}
-		return s.placedVolume(ctx, name, size, volCtx)
+		if err := sameContentSource(existing, contentSource, params.create); err != nil {
+			return nil, err
+		}
+		return s.readyVolume(ctx, name, size, volCtx, existing.DataSource, existing.FromBackup, contentSource)
 	case !client.IsNotFound(err):
 		return nil, apiStatus(err, "read volume "+name)
+	}
+	src, err := s.readContentSource(ctx, contentSource, params)
+	if err != nil {
+		return nil, err
+	}
+	capacity := req.GetCapacityRange()
+	if src != nil && capacity.GetRequiredBytes() == 0 {
+		capacity = &csi.CapacityRange{RequiredBytes: src.size, LimitBytes: capacity.GetLimitBytes()}
+	}
+	size, err := volumeSize(capacity, fsType)
+	if err != nil {
+		return nil, err
+	}
+	if err := src.checkSize(size); err != nil {
+		return nil, err
 	}
 
 	if err := s.checkSelector(ctx, params); err != nil {
@@ -157,11 +180,30 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	}
 	in := params.create
 	in.Name, in.Size = name, strconv.FormatInt(size, 10)
+	if src != nil {
+		in.DataSource, in.FromBackup = src.dataSource, src.fromBackup
+	}
 	if _, err := s.d.api.CreateVolume(ctx, in); err != nil {
 		s.undoJobs(made)
 		return nil, apiStatus(err, "create volume "+name)
 	}
-	return s.placedVolume(ctx, name, size, volCtx)
+	return s.readyVolume(ctx, name, size, volCtx, in.DataSource, in.FromBackup, contentSource)
+}
+
+// readyVolume answers a volume once it is placed and, when it is made
+// from a content source or a backup, once it holds it; the answer echoes
+// the content source.
+func (s *controllerServer) readyVolume(ctx context.Context, name string, size int64, volCtx map[string]string,
+	dataSource, fromBackup string, contentSource *csi.VolumeContentSource) (*csi.CreateVolumeResponse, error) {
+	resp, err := s.placedVolume(ctx, name, size, volCtx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitPopulated(ctx, name, dataSource, fromBackup); err != nil {
+		return nil, err
+	}
+	resp.Volume.ContentSource = contentSource
+	return resp, nil
 }
 
 // placedVolume waits until the volume is created and its replicas are

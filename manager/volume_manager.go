@@ -66,6 +66,9 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 	if err := m.checkBackingImageSize(spec); err != nil {
 		return nil, err
 	}
+	if err := m.checkDataSource(ctx, spec); err != nil {
+		return nil, err
+	}
 	if err := m.checkCapacity(spec); err != nil {
 		return nil, err
 	}

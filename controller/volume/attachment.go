@@ -33,9 +33,28 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	// The engine opens replicas only from this node's own disks: a volume
 	// whose replicas are elsewhere neither restores nor attaches here.
 	notLocal := c.replicasNotLocal(v, existing)
+	// A detached volume's engine runs here, without a frontend, while a
+	// clone reads it.
+	forClone := v.Spec.NodeID == "" && c.cloneSourceWanted(v.Name)
 	attachTo := v.Spec.NodeID
+	if forClone {
+		attachTo = c.ownership.NodeID
+	}
 	if notLocal != nil {
 		attachTo = ""
+	}
+	// A clone is made on the node that holds its source's replicas, where
+	// the source's engine runs: never elsewhere, where it could not read it.
+	if len(existing) == 0 && cloneRequired(v) {
+		if node := c.cloneSourceNode(v); node != "" && node != c.ownership.NodeID {
+			msg := fmt.Sprintf("the replicas of its source (dataSource %s) are on node %s, whose manager makes the clone; it is not up", v.Spec.DataSource, node)
+			vstatus := v.Status.DeepCopy()
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
+			if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
+				return err
+			}
+			return fmt.Errorf("volume %s: %s", v.Name, msg)
+		}
 	}
 	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
 	if err != nil {
@@ -135,6 +154,17 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
 		}
 	}
+	if v.Spec.FromBackup != "" && !vstatus.RestoreRequired && kit.GetCondition(vstatus.Conditions, ConditionTypeRestore).Status != longhorn.ConditionStatusTrue {
+		// The Engine says the volume holds its backup: a volume status
+		// write lost after the restore (a conflict) must not leave it
+		// Restoring, which the CSI driver waits on.
+		vstatus.RestoreInitiated = true
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
+	}
+	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, ready && notLocal == nil && !allFailed)
+	if err != nil {
+		return err
+	}
 	switch {
 	case v.Spec.NodeID == "":
 		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
@@ -153,8 +183,10 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
 	}
-	if v.Spec.NodeID == c.ownership.NodeID && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && ready && (!allFailed || running) {
-		run, err := c.instances.Start(v.Name, size, startDirs, !v.Spec.DisableFrontend)
+	wanted := v.Spec.NodeID == c.ownership.NodeID || forClone
+	if wanted && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && !cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}) &&
+		ready && (!allFailed || running) {
+		run, err := c.instances.Start(v.Name, size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
 		if err != nil {
 			status.CurrentState = longhorn.InstanceStateError
 			_, _ = c.writeEngineStatus(ctx, e, status)
@@ -252,8 +284,8 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 				return err
 			}
 		}
-		// An engine restoring the volume stops when its restore ends.
-		if !restoring {
+		// An engine restoring or cloning the volume stops when that ends.
+		if !restoring && !cloning {
 			if err := c.instances.Stop(v.Name); err != nil {
 				c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 			}

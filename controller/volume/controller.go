@@ -33,6 +33,7 @@ type Controller struct {
 	clock         clock.Clock
 	mirrors       engineMirrors
 	restores      restores
+	clones        clones
 }
 
 // NewController wires the controller to the Volume informer.
@@ -88,6 +89,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 		if n := datastore.ReplicasNode(replicas); n != "" {
 			preferred = n
+		} else if n := c.cloneSourceNode(v); n != "" {
+			// A new clone is made where its source's replicas are.
+			preferred = n
 		}
 	}
 	if !c.ownership.Responsible(v.Status.OwnerID, preferred) {
@@ -127,6 +131,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if c.restoring(name) {
 		// Show its progress; its end brings the volume back at once.
 		return kit.Result{RequeueAfter: restoreProgressInterval}, err
+	}
+	if c.cloning(name) {
+		return kit.Result{RequeueAfter: cloneProgressInterval}, err
 	}
 	return kit.Result{}, err
 }

@@ -38,6 +38,7 @@ func (c *Controller) cleanup(ctx context.Context, v *longhorn.Volume) (kit.Resul
 		return kit.Result{RequeueAfter: time.Second}, nil
 	}
 	c.stopRestore(v.Name)
+	c.stopClone(v.Name)
 	if err := c.instances.Stop(v.Name); err != nil {
 		c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 	}

@@ -226,6 +226,22 @@ func (r *Replica) closeBacking() {
 	}
 }
 
+// Written marks the blocks some layer of the replica holds (the backing
+// file's are not): those that may read other than zeros, or than the
+// backing file.
+func (r *Replica) Written() ([]bool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.chain == nil {
+		return nil, ErrClosed
+	}
+	out := make([]bool, len(r.location))
+	for b, l := range r.location {
+		out[b] = l != 0
+	}
+	return out, nil
+}
+
 // Size is the volume size in bytes; Grow changes it.
 func (r *Replica) Size() int64 {
 	r.mu.RLock()

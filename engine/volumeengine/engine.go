@@ -103,6 +103,7 @@ type Engine struct {
 	// finishedBackups counts the backups finished, to order them.
 	finishedBackups uint64
 	restore         RestoreStatus
+	clone           CloneStatus
 
 	// holds are the snapshots reads keep from deletion, by name.
 	holdMu sync.Mutex
@@ -328,6 +329,9 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	}
 	if url := e.restoring(); url != "" {
 		return "", fmt.Errorf("%w: volume %s is being restored from %s: a snapshot of it waits until the restore ends", ErrPrecondition, e.name, url)
+	}
+	if src := e.cloning(); src != "" {
+		return "", fmt.Errorf("%w: volume %s is being cloned from %s: a snapshot of it waits until the clone ends", ErrPrecondition, e.name, src)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

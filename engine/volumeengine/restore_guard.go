@@ -15,12 +15,19 @@ import (
 // is new: its engine runs without a frontend and it has no snapshot yet
 // (a retried restore of it still has none).
 func (e *Engine) restorable() error {
+	return e.holdsNothing("a restore", "restore only into a new volume created from the backup")
+}
+
+// holdsNothing refuses op (a restore, a clone) into a volume that may hold
+// data: one served by a frontend, or one with snapshots. hint says what
+// to do instead.
+func (e *Engine) holdsNothing(op, hint string) error {
 	e.mu.RLock()
 	frontend := e.frontend
 	members := e.healthy()
 	e.mu.RUnlock()
 	if frontend {
-		return fmt.Errorf("%w: volume %s is attached with a frontend: a restore would overwrite the data in use; restore only into a new volume created from the backup", ErrPrecondition, e.name)
+		return fmt.Errorf("%w: volume %s is attached with a frontend: %s would overwrite the data in use; %s", ErrPrecondition, e.name, op, hint)
 	}
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
@@ -40,7 +47,7 @@ func (e *Engine) restorable() error {
 		if len(names) > 3 {
 			names = append(names[:3], "...")
 		}
-		return fmt.Errorf("%w: volume %s has snapshots (%s): it holds data a restore would overwrite; restore only into a new volume created from the backup", ErrPrecondition, e.name, strings.Join(names, ", "))
+		return fmt.Errorf("%w: volume %s has snapshots (%s): it holds data %s would overwrite; %s", ErrPrecondition, e.name, strings.Join(names, ", "), op, hint)
 	}
 	return nil
 }

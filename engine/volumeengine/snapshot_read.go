@@ -29,6 +29,20 @@ type snapshotHold struct {
 // may be about to merge it away.
 func (e *Engine) OpenSnapshotForRead(name string, off, end int64) (*replica.SnapshotView, func(), error) {
 	e.called("OpenSnapshotForRead")
+	return e.openSnapshot(name, off, end, SnapshotHoldLease)
+}
+
+// OpenSnapshotForClone opens a read-only view of the whole of snapshot
+// name, held while the view is open and not after: a clone reads it in
+// one go, so its snapshot may be deleted as soon as the clone is done.
+func (e *Engine) OpenSnapshotForClone(name string) (*replica.SnapshotView, func(), error) {
+	e.called("OpenSnapshotForClone")
+	return e.openSnapshot(name, 0, -1, 0)
+}
+
+// openSnapshot opens the view and holds the snapshot while it is open
+// and for lease after.
+func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration) (*replica.SnapshotView, func(), error) {
 	if name == replica.HeadName {
 		return nil, nil, fmt.Errorf("%w: %s is not a snapshot: take one and read that", ErrInvalid, replica.HeadName)
 	}
@@ -72,7 +86,10 @@ func (e *Engine) OpenSnapshotForRead(name string, off, end int64) (*replica.Snap
 			view.Close()
 			e.holdMu.Lock()
 			h.readers--
-			h.until = e.clock.Now().Add(SnapshotHoldLease)
+			// A shorter lease never cuts another reader's.
+			if until := e.clock.Now().Add(lease); until.After(h.until) {
+				h.until = until
+			}
 			e.holdMu.Unlock()
 		})
 	}
@@ -95,9 +112,9 @@ func (e *Engine) heldReason(name string) string {
 	case h == nil:
 		return ""
 	case h.readers > 0:
-		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume); delete it once the export is done", h.readers)
+		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume, or a clone of it); delete it once the export is done", h.readers)
 	default:
-		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume) that read it less than %s ago; delete it after that",
+		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume, or a clone of it) that read it less than %s ago; delete it after that",
 			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)
 	}
 }

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestCSIClaimFromAVolumeSnapshot: through the real external-provisioner,
+// snapshot controller and csi-snapshotter, a PVC whose dataSource is a
+// VolumeSnapshot becomes Bound once its volume holds the snapshot's
+// bytes: of a snap VolumeSnapshot a clone of the Longhorn snapshot (the
+// source written since keeps its new bytes, the claim's volume has the
+// snapshot's), of a bak one a restore of the backup.
+func TestCSIClaimFromAVolumeSnapshot(t *testing.T) {
+	e := newSnapshotEnv(t)
+	sc := e.storageClass(t, "plain", map[string]string{})
+	e.claim(t, "data", sc)
+	volume := e.waitBound(t, "data").Spec.CSI.VolumeHandle
+	snapClass := e.snapshotClass(t, "snap", map[string]any{"type": "snap"})
+	bakClass := e.snapshotClass(t, "bak", map[string]any{"type": "bak"})
+	e.setBackupTarget(t, "file://"+t.TempDir())
+
+	endpoint := e.attachedContentEndpoint(t, volume)
+	qemuIO(t, endpoint, "write -P 0x51 0 1M", "write -P 0x52 7M 1M", "flush")
+	want := make([]byte, 16<<20)
+	fill(want, 0x51, 0, 1<<20)
+	fill(want, 0x52, 7<<20, 1<<20)
+	e.volumeSnapshot(t, "snap-1", snapClass, "data")
+	e.snapshotReady(t, "snap-1")
+	e.volumeSnapshot(t, "bak-1", bakClass, "data")
+	e.snapshotReady(t, "bak-1")
+	// Written after both: neither copy may have it.
+	qemuIO(t, endpoint, "write -P 0x53 0 512k", "flush")
+
+	for claim, snapshot := range map[string]string{"from-snap": "snap-1", "from-bak": "bak-1"} {
+		apiGroup := "snapshot.storage.k8s.io"
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: &sc,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+				DataSource:       &corev1.TypedLocalObjectReference{APIGroup: &apiGroup, Kind: "VolumeSnapshot", Name: snapshot},
+			},
+		}
+		if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(context.Background(), pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for claim := range map[string]bool{"from-snap": true, "from-bak": true} {
+		v := e.volume(t, e.waitBound(t, claim))
+		if got := e.attachedContent(t, v.Name); !bytes.Equal(got, want) {
+			t.Errorf("the volume of PVC %s (dataSource %q, fromBackup %q) does not hold the VolumeSnapshot's bytes", claim, v.Spec.DataSource, v.Spec.FromBackup)
+		}
+	}
+}
