@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ import (
 // VolumeSnapshot becomes Bound once its volume holds the snapshot's
 // bytes: of a snap VolumeSnapshot a clone of the Longhorn snapshot (the
 // source written since keeps its new bytes, the claim's volume has the
-// snapshot's), of a bak one a restore of the backup.
+// snapshot's), of a bak one a restore of the backup. A claim smaller than
+// its snapshot is refused on its events and made nothing for.
 func TestCSIClaimFromAVolumeSnapshot(t *testing.T) {
 	e := newSnapshotEnv(t)
 	sc := e.storageClass(t, "plain", map[string]string{})
@@ -37,14 +39,18 @@ func TestCSIClaimFromAVolumeSnapshot(t *testing.T) {
 	// Written after both: neither copy may have it.
 	qemuIO(t, endpoint, "write -P 0x53 0 512k", "flush")
 
-	for claim, snapshot := range map[string]string{"from-snap": "snap-1", "from-bak": "bak-1"} {
+	for claim, snapshot := range map[string]string{"from-snap": "snap-1", "from-bak": "bak-1", "too-small": "snap-1"} {
+		request := "16Mi"
+		if claim == "too-small" {
+			request = "8Mi"
+		}
 		apiGroup := "snapshot.storage.k8s.io"
 		pvc := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: claim},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: &sc,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(request)}},
 				DataSource:       &corev1.TypedLocalObjectReference{APIGroup: &apiGroup, Kind: "VolumeSnapshot", Name: snapshot},
 			},
 		}
@@ -57,5 +63,24 @@ func TestCSIClaimFromAVolumeSnapshot(t *testing.T) {
 		if got := e.attachedContent(t, v.Name); !bytes.Equal(got, want) {
 			t.Errorf("the volume of PVC %s (dataSource %q, fromBackup %q) does not hold the VolumeSnapshot's bytes", claim, v.Spec.DataSource, v.Spec.FromBackup)
 		}
+	}
+	// A claim smaller than its snapshot: refused, saying why on the
+	// claim's events, and left Pending with no volume made.
+	ctx := context.Background()
+	eventually(t, sidecarWait, "the refusal of too-small on its events", func() (bool, error) {
+		events, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=too-small"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range events.Items {
+			if ev.Reason == "ProvisioningFailed" && strings.Contains(ev.Message, "size") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	claim, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, "too-small", metav1.GetOptions{})
+	if err != nil || claim.Status.Phase != corev1.ClaimPending || claim.Spec.VolumeName != "" {
+		t.Errorf("the refused claim: phase %v, volume %q, %v; want Pending with none", claim.Status.Phase, claim.Spec.VolumeName, err)
 	}
 }

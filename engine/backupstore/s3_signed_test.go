@@ -15,8 +15,10 @@ type emptyProvider struct{}
 func (emptyProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
 	return credentials.Value{}, errors.New("none here")
 }
-func (emptyProvider) Retrieve() (credentials.Value, error) { return credentials.Value{}, errors.New("none here") }
-func (emptyProvider) IsExpired() bool                      { return true }
+func (emptyProvider) Retrieve() (credentials.Value, error) {
+	return credentials.Value{}, errors.New("none here")
+}
+func (emptyProvider) IsExpired() bool { return true }
 
 // A target with no keys from anywhere gets an error naming what to set,
 // never the anonymous credentials minio-go's chain falls back to (its
