@@ -20,7 +20,7 @@ import (
 func TestBackingImageDownloadGuard(t *testing.T) {
 	e, disks, _, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) {
 		// This daemon's data sources get no allowance from the environment.
-		o.hooks.backingImageServerEnv = append(o.hooks.backingImageServerEnv, EnvDownloadAllowedRanges+"=")
+		o.Hooks.BackingImageServerEnv = append(o.Hooks.BackingImageServerEnv, EnvDownloadAllowedRanges+"=")
 	})
 	_, sum, url := serveImage(t, 1<<20)
 	byName := strings.Replace(url, "127.0.0.1", "localhost", 1)
@@ -49,7 +49,7 @@ func TestBackingImageDownloadGuard(t *testing.T) {
 // any connection: no server listens at these addresses.
 func TestBackingImageDownloadDeniedRanges(t *testing.T) {
 	e, _, _, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) {
-		o.hooks.backingImageServerEnv = append(o.hooks.backingImageServerEnv, EnvDownloadAllowedRanges+"=")
+		o.Hooks.BackingImageServerEnv = append(o.Hooks.BackingImageServerEnv, EnvDownloadAllowedRanges+"=")
 	})
 	setSetting := func(name types.SettingName, value string) {
 		t.Helper()

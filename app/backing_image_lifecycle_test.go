@@ -259,7 +259,7 @@ func TestBackingImageManagerOfAnOldImageIsReplacedWithoutADownload(t *testing.T)
 // The daemon runs with the setting's unit at a second, so the interval of
 // 1 (a minute in production) takes a second here.
 func TestBackingImageCleanupAndDeletionFollowTheReplicas(t *testing.T) {
-	e, disks, replicaDisk, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) { o.hooks.backingImageCleanupWaitUnit = time.Second })
+	e, disks, replicaDisk, otherDisk := twoDiskAPIEnv(t, func(o *DaemonOptions) { o.Hooks.BackingImageCleanupWaitUnit = time.Second })
 	content, sum, url := serveImage(t, 1<<20)
 	createDownloadImage(t, e.lh, e.ns, "base", url, sum, disks)
 	bi := waitReady(t, e.lh, e.ns, "base", disks, "")

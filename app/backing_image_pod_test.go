@@ -364,7 +364,7 @@ func TestBackingImageServerPodsServeThroughASimulatedKubelet(t *testing.T) {
 	removePodsAtEnd(t, kube, ns)
 	startFakeKubelet(t, kube, ns)
 	d := startDaemon(t, cluster.ServiceAccountConfig(ns, serviceAccount), ns, "node-1", dataDir, withPodRunner,
-		func(o *DaemonOptions) { o.hooks.backingImagePodPorts = ports })
+		func(o *DaemonOptions) { o.Hooks.BackingImagePodPorts = ports })
 	lh := lhClient(t, cluster.Config)
 	var disks map[string]string
 	eventually(t, 30*time.Second, "the default disk has a UUID", func() (bool, error) {

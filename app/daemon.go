@@ -117,40 +117,41 @@ type DaemonOptions struct {
 	// apiToken is the bearer token the manager runner sends to this
 	// daemon's API under --api-auth=kubernetes.
 	apiToken func() string
-	// hooks are what tests change; the command line cannot set them.
-	hooks testHooks
+	// Hooks are what tests and benchmarks change; the command line cannot
+	// set them.
+	Hooks TestHooks
 }
 
-// testHooks let tests watch and steer a daemon. Production leaves them
+// TestHooks let tests watch and steer a daemon. Production leaves them
 // zero.
-type testHooks struct {
-	// onReady, when set, is called once with the API's address when the
+type TestHooks struct {
+	// OnReady, when set, is called once with the API's address when the
 	// daemon is ready.
-	onReady func(apiAddress string)
-	// recurringJobBeforeVolume, when set, is called by the manager runner
+	OnReady func(apiAddress string)
+	// RecurringJobBeforeVolume, when set, is called by the manager runner
 	// before each volume's work, to hold a run midway.
-	recurringJobBeforeVolume func(ctx context.Context, job, volume string)
-	// backingImageServerCommand runs the backing image servers as child
+	RecurringJobBeforeVolume func(ctx context.Context, job, volume string)
+	// BackingImageServerCommand runs the backing image servers as child
 	// processes: the binary and any leading arguments; the daemon's own
-	// executable when empty. backingImageServerEnv is added to their
+	// executable when empty. BackingImageServerEnv is added to their
 	// environment. Tests point these at the test binary.
-	backingImageServerCommand []string
-	backingImageServerEnv     []string
-	// backingImagePodPorts, when set, are the ports of the data source and
+	BackingImageServerCommand []string
+	BackingImageServerEnv     []string
+	// BackingImagePodPorts, when set, are the ports of the data source and
 	// manager pods' servers: the tests' fake kubelet runs every pod's
 	// server on 127.0.0.1, so the ports must differ.
-	backingImagePodPorts [2]int32
-	// backingImageCleanupWaitUnit is the unit of the
+	BackingImagePodPorts [2]int32
+	// BackingImageCleanupWaitUnit is the unit of the
 	// backing-image-cleanup-wait-interval setting, a minute when zero, so
 	// a cleanup test waits seconds rather than minutes.
-	backingImageCleanupWaitUnit time.Duration
-	// onRecurringJobFired, when set, is told by the manager runner of
+	BackingImageCleanupWaitUnit time.Duration
+	// OnRecurringJobFired, when set, is told by the manager runner of
 	// every run it fires and how late; benchmarks use it.
-	onRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
+	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
 }
 
-// recurringJobRunnerWorkers is the least number of manager-runner workers.
-const recurringJobRunnerWorkers = 16
+// RecurringJobRunnerWorkers is the least number of manager-runner workers.
+const RecurringJobRunnerWorkers = 16
 
 // The daemon's default request rate to the apiserver. client-go's own
 // default, 5 per second, would take hours over the four or so writes each
@@ -322,8 +323,8 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	served.ready.Store("")
 	log.Info("Manager ready")
-	if o.hooks.onReady != nil {
-		o.hooks.onReady(served.addr.String())
+	if o.Hooks.OnReady != nil {
+		o.Hooks.OnReady(served.addr.String())
 	}
 
 	var result error
@@ -436,7 +437,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		r := &recurringjob.Runner{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
 			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, LeaveRecord: true, Cache: ds,
-			BeforeVolume: o.hooks.recurringJobBeforeVolume, Recorder: recorder,
+			BeforeVolume: o.Hooks.RecurringJobBeforeVolume, Recorder: recorder,
 		}
 		res, err := r.Run(ctx, job)
 		if err != nil {
@@ -445,7 +446,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		return res.Record, res.Err()
 	}
 	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
-		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.hooks.onRecurringJobFired}, run)
+		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.Hooks.OnRecurringJobFired}, run)
 }
 
 // Where the backing image servers run (--backing-image-server-runner).
@@ -472,9 +473,9 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
 			Image: o.ManagerImage, ServiceAccount: o.ServiceAccount,
-			DataSourcePort: o.hooks.backingImagePodPorts[0], ManagerPort: o.hooks.backingImagePodPorts[1], Placement: placement}), nil
+			DataSourcePort: o.Hooks.BackingImagePodPorts[0], ManagerPort: o.Hooks.BackingImagePodPorts[1], Placement: placement}), nil
 	}
-	command := o.hooks.backingImageServerCommand
+	command := o.Hooks.BackingImageServerCommand
 	if len(command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -482,7 +483,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		}
 		command = []string{exe}
 	}
-	r := runner.NewProcessRunner(log, command, o.hooks.backingImageServerEnv)
+	r := runner.NewProcessRunner(log, command, o.Hooks.BackingImageServerEnv)
 	r.TLSDir = tlsDir
 	return r, nil
 }

@@ -147,7 +147,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		recurringJob: jobcontroller.NewController(log, metrics, ds, inf, o.NodeName, recorder, o.Clock, o.CronJob),
 		backingImage: bicontroller.NewImageController(log, metrics, ds, inf, bicontroller.ImageControllerConfig{
 			NodeID: o.NodeName, ManagerImage: o.BackingImageManagerImage, Clock: o.Clock, Recorder: recorder,
-			CleanupWaitUnit: o.hooks.backingImageCleanupWaitUnit}),
+			CleanupWaitUnit: o.Hooks.BackingImageCleanupWaitUnit}),
 		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder, internal.id),
 		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner, internal.id),
 		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),
@@ -203,7 +203,7 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 		// Firing is one status write, bound by the apiserver's latency, not
 		// by CPU: more workers than the other controllers keep ticks due in
 		// the same minute from queueing behind each other.
-		run("recurring-job-runner", func(ctx context.Context) error { return c.runner.Run(ctx, max(workers, recurringJobRunnerWorkers)) })
+		run("recurring-job-runner", func(ctx context.Context) error { return c.runner.Run(ctx, max(workers, RecurringJobRunnerWorkers)) })
 	}
 }
 

@@ -98,7 +98,7 @@ func launchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		APIAddress: "127.0.0.1:0",
 		CronJob:    testCronJobConfig,
 	}
-	o.hooks.onReady = func(addr string) { ready <- addr }
+	o.Hooks.OnReady = func(addr string) { ready <- addr }
 	for _, opt := range opts {
 		opt(&o)
 	}

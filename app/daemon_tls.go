@@ -10,9 +10,9 @@ import (
 	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
-// internalTLSFolder, under --data-dir, holds the identity the daemon's
+// InternalTLSFolder, under --data-dir, holds the identity the daemon's
 // child servers (--backing-image-server-runner=process) read.
-const internalTLSFolder = ".internal-tls"
+const InternalTLSFolder = ".internal-tls"
 
 // internalTLS is the daemon's identity for its internal calls, and where
 // its child servers read theirs ("" when they run as pods, which mount
@@ -31,7 +31,7 @@ func startInternalTLS(ctx context.Context, log *logrus.Entry, kube kubernetes.In
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
 		k.ServerSecret = true
 	} else {
-		k.ServerDir = filepath.Join(dataDir, internalTLSFolder)
+		k.ServerDir = filepath.Join(dataDir, InternalTLSFolder)
 	}
 	id, err := k.Start(ctx)
 	if err != nil {

@@ -212,7 +212,7 @@ func TestInternalCAIsMadeOnceAndKeptAcrossRestarts(t *testing.T) {
 	if ca.Labels[types.LabelManagedBy] != types.ManagedByValue {
 		t.Errorf("CA Secret labels %v", ca.Labels)
 	}
-	folder := filepath.Join(dataDir, internalTLSFolder)
+	folder := filepath.Join(dataDir, InternalTLSFolder)
 	leaf, err := os.ReadFile(filepath.Join(folder, mtls.CertFile))
 	if err != nil {
 		t.Fatalf("no leaf for the child servers: %v", err)

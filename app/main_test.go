@@ -36,6 +36,6 @@ func TestMain(m *testing.M) {
 
 // withTestServers runs the daemon's backing image servers from this test binary.
 func withTestServers(o *DaemonOptions) {
-	o.hooks.backingImageServerCommand = []string{os.Args[0]}
-	o.hooks.backingImageServerEnv = []string{envRunServer + "=1"}
+	o.Hooks.BackingImageServerCommand = []string{os.Args[0]}
+	o.Hooks.BackingImageServerEnv = []string{envRunServer + "=1"}
 }

@@ -17,7 +17,7 @@ import (
 
 // runnerBenchConcurrency is the concurrency of the runner benchmark's
 // clients and of its bare baseline: the manager runner's 16 workers.
-const runnerBenchConcurrency = recurringJobRunnerWorkers
+const runnerBenchConcurrency = RecurringJobRunnerWorkers
 
 // bareJobWrites is the runner benchmark's baseline: a plain client-go
 // loop making the writes the manager makes, on jobs of a namespace no

@@ -58,7 +58,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	)
 	options := func(o *DaemonOptions) {
 		o.KubeAPIQPS, o.KubeAPIBurst, o.Workers = 2000, 4000, 4
-		o.hooks.onRecurringJobFired = func(_ string, _ time.Time, late time.Duration) {
+		o.Hooks.OnRecurringJobFired = func(_ string, _ time.Time, late time.Duration) {
 			mu.Lock()
 			lateness = append(lateness, late)
 			mu.Unlock()

@@ -243,7 +243,7 @@ func TestManagerRunnerRestartMidRunNeitherLosesNorDoublesATick(t *testing.T) {
 	var once sync.Once
 	held := make(chan struct{})
 	hold := func(o *DaemonOptions) {
-		o.hooks.recurringJobBeforeVolume = func(ctx context.Context, job, volume string) {
+		o.Hooks.RecurringJobBeforeVolume = func(ctx context.Context, job, volume string) {
 			if volume == "vol-c" {
 				once.Do(func() { close(held) })
 				<-ctx.Done() // the manager stops in the middle of the run
