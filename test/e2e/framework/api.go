@@ -1,0 +1,150 @@
+package framework
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/cadence-storage/longhorn-manager/api"
+	"github.com/cadence-storage/longhorn-manager/app"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// KubernetesAuthAPIEnv runs a daemon as package/rbac.yaml's account with
+// --api-auth=kubernetes; opts change its options further. The env's own
+// calls carry no token.
+func KubernetesAuthAPIEnv(t *testing.T, opts ...func(*app.DaemonOptions)) (*APIEnv, *RunningDaemon) {
+	t.Helper()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	InstallRBACIn(t, cluster, kube, ns, "rbac-api-auth.yaml")
+	d := StartDaemon(t, cluster.ServiceAccountConfig(ns, ServiceAccount), ns, "node-1", t.TempDir(), append([]func(*app.DaemonOptions){func(o *app.DaemonOptions) {
+		o.APIAuth = api.AuthKubernetes
+	}}, opts...)...)
+	return &APIEnv{ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)}, Base: "http://" + d.APIAddress}, d
+}
+
+// APIEnv is a daemon running as its ServiceAccount with a client of its API.
+type APIEnv struct {
+	*ManagerEnv
+	Base string
+}
+
+func NewAPIEnv(t testing.TB, opts ...func(*app.DaemonOptions)) *APIEnv {
+	t.Helper()
+	return NewAPIEnvIn(t, testcluster.Get(t).NewNamespace(t), opts...)
+}
+
+// NewAPIEnvIn is newAPIEnv in a namespace of the test's own.
+func NewAPIEnvIn(t testing.TB, ns string, opts ...func(*app.DaemonOptions)) *APIEnv {
+	t.Helper()
+	cluster := testcluster.Get(t)
+	kube := cluster.KubeClient(t)
+	InstallRBAC(t, kube, ns)
+	d := StartDaemon(t, cluster.ServiceAccountConfig(ns, ServiceAccount), ns, "node-1", t.TempDir(), opts...)
+	return &APIEnv{
+		ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)},
+		Base:       "http://" + d.APIAddress,
+	}
+}
+
+type APIResponse struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    string
+}
+
+func (e *APIEnv) Call(t *testing.T, method, path, body string, header ...string) APIResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, e.Base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" || method == "POST" || method == "PUT" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := APIResponse{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
+	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &out.Body); err != nil {
+			t.Fatalf("%s %s answered non-JSON %q", method, path, raw)
+		}
+	}
+	return out
+}
+
+// Expect asserts the status and, for errors, that the message says each fragment.
+func (r APIResponse) Expect(t *testing.T, status int, fragments ...string) APIResponse {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Raw)
+	}
+	if status >= 400 {
+		if r.Body["type"] != "error" || int(r.Body["status"].(float64)) != status {
+			t.Errorf("error body %s", r.Raw)
+		}
+	}
+	for _, f := range fragments {
+		if !strings.Contains(r.Raw, f) {
+			t.Errorf("response %s does not say %q", r.Raw, f)
+		}
+	}
+	return r
+}
+
+func Names(r APIResponse) []string {
+	var out []string
+	for _, item := range r.Body["data"].([]any) {
+		out = append(out, item.(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+func (e *APIEnv) Dial(t *testing.T, path string) *websocket.Conn {
+	t.Helper()
+	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.Base, "http")+path, nil)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial %s: %v (status %d)", path, err, status)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// NextList reads stream messages until one satisfies cond.
+func NextList(t *testing.T, conn *websocket.Conn, what string, cond func(names []string, raw string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_ = conn.SetReadDeadline(deadline)
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var body map[string]any
+		if err := json.Unmarshal(data, &body); err != nil {
+			t.Fatal(err)
+		}
+		if cond(Names(APIResponse{Body: body}), string(data)) {
+			return
+		}
+	}
+}

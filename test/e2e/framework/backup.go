@@ -1,0 +1,89 @@
+package framework
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// SetBackupTarget sets the backup-target setting through the API and
+// waits until the API's cache holds it.
+func (e *APIEnv) SetBackupTarget(t *testing.T, target string) {
+	t.Helper()
+	e.Call(t, "PUT", "/v1/settings/backup-target", `{"value":"`+target+`"}`).Expect(t, 200)
+	Eventually(t, 10*time.Second, "backup target in the cache", func() (bool, error) {
+		return strings.Contains(e.Call(t, "GET", "/v1/settings/backup-target", "").Raw, target), nil
+	})
+}
+
+// CompletedBackupURL waits until the Backup object says Completed and
+// answers its URL.
+func (e *APIEnv) CompletedBackupURL(t *testing.T, backup string) string {
+	t.Helper()
+	var url string
+	Eventually(t, 30*time.Second, "backup "+backup+" Completed", func() (bool, error) {
+		b, err := e.LH.LonghornV1beta2().Backups(e.NS).Get(context.Background(), backup, metav1.GetOptions{})
+		if err == nil && b.Status.State == "Completed" {
+			url = b.Status.URL
+		}
+		return url != "", nil
+	})
+	return url
+}
+
+// BackupCount counts the namespace's Backup objects, and those Completed.
+func (e *APIEnv) BackupCount(t *testing.T) (all, completed int) {
+	t.Helper()
+	list, err := e.LH.LonghornV1beta2().Backups(e.NS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range list.Items {
+		if b.Status.State == "Completed" {
+			completed++
+		}
+	}
+	return len(list.Items), completed
+}
+
+// SettingWarning waits for a Warning event on a Setting that says every
+// fragment.
+func (e *APIEnv) SettingWarning(t *testing.T, setting types.SettingName, fragments ...string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, "a Warning event on "+string(setting)+" saying "+strings.Join(fragments, ", "), func() (bool, error) {
+		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+	next:
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Kind != "Setting" || ev.InvolvedObject.Name != string(setting) || ev.Type != corev1.EventTypeWarning {
+				continue
+			}
+			for _, f := range fragments {
+				if !strings.Contains(ev.Message, f) {
+					continue next
+				}
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+func (e *APIEnv) PutSecret(t *testing.T, name string, data map[string]string) {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+	secrets := e.Kube.CoreV1().Secrets(e.NS)
+	if _, err := secrets.Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		if _, err := secrets.Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

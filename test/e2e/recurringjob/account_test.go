@@ -1,0 +1,125 @@
+package recurringjob
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cadence-storage/longhorn-manager/app"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+)
+
+const recurringJobAccount = "longhorn-recurring-job"
+
+// tokenOf is a token of an existing ServiceAccount.
+func tokenOf(t *testing.T, kube kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s: %v", name, err)
+	}
+	return tr.Status.Token
+}
+
+// tokenKubeconfig is the cluster's kubeconfig with token as the only
+// credential, as a pod of that account has.
+func tokenKubeconfig(t *testing.T, cluster *testcluster.Cluster, token string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.AuthInfos {
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRecurringJobPodsRunAsTheirOwnAccount: package/rbac.yaml's
+// longhorn-recurring-job account is what the CronJob pods run as, it may
+// run a job end to end against an API that checks RBAC, and it may not
+// create pods, read Secrets, delete volumes or touch RBAC.
+func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
+	t.Parallel()
+	e, _ := framework.KubernetesAuthAPIEnv(t, func(o *app.DaemonOptions) {
+		o.ServiceAccount = framework.ServiceAccount
+		o.CronJob.ServiceAccount = recurringJobAccount
+	})
+	cluster, ns, kube := e.Cluster, e.NS, e.Kube
+	ctx := context.Background()
+	manager := []string{"Authorization", "Bearer " + tokenOf(t, kube, ns, framework.ServiceAccount)}
+
+	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"snap","task":"snapshot","cron":"@hourly","retain":2}`, manager...).Expect(t, 200)
+	framework.Eventually(t, 10*time.Second, "job cached", func() (bool, error) {
+		return e.Call(t, "GET", "/v1/recurringjobs/snap", "", manager...).Status == 200, nil
+	})
+	e.Call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":1,"recurringJobSelector":[{"name":"snap","isGroup":false}]}`, manager...).Expect(t, 200)
+	framework.Eventually(t, 30*time.Second, "volume detached", func() (bool, error) {
+		r := e.Call(t, "GET", "/v1/volumes/vol", "", manager...)
+		return r.Status == 200 && r.Body["state"] == "detached", nil
+	})
+	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`, manager...).Expect(t, 200)
+	framework.Eventually(t, 30*time.Second, "volume attached", func() (bool, error) {
+		r := e.Call(t, "GET", "/v1/volumes/vol", "", manager...)
+		return r.Status == 200 && r.Body["state"] == "attached", nil
+	})
+
+	framework.Eventually(t, 30*time.Second, "the job's CronJob runs its pods as "+recurringJobAccount, func() (bool, error) {
+		cj, err := kube.BatchV1().CronJobs(ns).Get(ctx, "snap", metav1.GetOptions{})
+		return err == nil && cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName == recurringJobAccount, nil
+	})
+
+	// A run as the pods would make it: the account's own token, for the
+	// Kubernetes API and for the manager's API alike.
+	out := e.RunJob(t, tokenKubeconfig(t, cluster, tokenOf(t, kube, ns, recurringJobAccount)), "snap", "2026-11-23T01:00:00Z")
+	if !strings.Contains(out, "succeeded=1 failed=0") {
+		t.Fatalf("a run as %s: %s", recurringJobAccount, out)
+	}
+	job, err := e.LH.LonghornV1beta2().RecurringJobs(ns).Get(ctx, "snap", metav1.GetOptions{})
+	if err != nil || !strings.Contains(job.Annotations["recurring-job.longhorn.io/last-run"], `"succeeded":1`) {
+		t.Fatalf("the run's record on the job (written as %s): %v, %v", recurringJobAccount, job.Annotations, err)
+	}
+	list := e.Call(t, "POST", "/v1/volumes/vol?action=snapshotList", "", manager...).Expect(t, 200)
+	if n := len(list.Body["data"].([]any)); n < 2 { // the job's snapshot and volume-head
+		t.Fatalf("the run made no snapshot: %d entries", n)
+	}
+
+	user := "system:serviceaccount:" + ns + ":" + recurringJobAccount
+	for _, attr := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "create", Resource: "pods"},
+		{Namespace: ns, Verb: "get", Resource: "secrets"},
+		{Namespace: ns, Verb: "delete", Group: "longhorn.io", Resource: "volumes"},
+		{Namespace: ns, Verb: "create", Group: "longhorn.io", Resource: "recurringjobs"},
+		{Namespace: ns, Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
+		{Namespace: ns, Verb: "create", Group: "batch", Resource: "jobs"},
+	} {
+		attr := attr
+		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &attr},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			t.Errorf("%s may %s %s.%s", recurringJobAccount, attr.Verb, attr.Resource, attr.Group)
+		}
+	}
+}
