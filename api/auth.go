@@ -356,6 +356,19 @@ func (s *Server) authorizeAccess(accesses func(*http.Request) []access, h handle
 	}
 }
 
+// requireAccess checks, when the API checks its callers, that the caller
+// may also do each of accesses: a request that reads an object besides the
+// one its route names (a volume made from a backup, another volume or a
+// backing image; a backing image exported from a volume) needs the
+// caller's right on that object too, or it would copy data the caller may
+// not read.
+func (s *Server) requireAccess(r *http.Request, accesses ...access) error {
+	if s.auth == nil || len(accesses) == 0 {
+		return nil
+	}
+	return s.auth.check(r.Context(), r, accesses)
+}
+
 // authorizePath guards a non-resource path such as /metrics with a
 // SubjectAccessReview of a get on it, as Kubernetes components do.
 func (s *Server) authorizePath(path string, h http.Handler) http.Handler {
