@@ -14,26 +14,31 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/app"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
 // TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant plays the doors of the
 // issue's review against a manager as package/ deploys it
-// (--api-auth=kubernetes, rbac-api-auth.yaml) and the UI's server as its
+// (--api-auth=kubernetes, --api-token-audience, rbac-api-auth.yaml) and
+// the UI's server as its
 // pods run it (`longhorn-manager ui --token-file`, the longhorn-ui account
 // of rbac-ui.yaml):
 //   - through the UI, a request with no credential (as the UI's pages send
 //     them) reads and writes as the UI's account, and one with a tenant's
 //     token still acts as the UI: a browser's token never passes through;
-//   - straight to the API, no token is a 401 and a tenant's token a 403,
-//     for reading volumes and for turning the download guard off;
+//   - straight to the API, no token is a 401, so is a tenant pod's default
+//     token (made for the apiserver), and a tenant's token for the API's
+//     audience is a 403, for reading volumes and for turning the download
+//     guard off;
 //   - the UI may do what the administrator grants its account and no
 //     more: with rbac-ui.yaml trimmed to its read rule, the UI reads and
 //     may not create;
 //   - the token file is read again on each request, as the kubelet
 //     rotates it.
 func TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant(t *testing.T) {
-	e, _ := framework.KubernetesAuthAPIEnv(t)
+	const audience = "longhorn-manager"
+	e, _ := framework.KubernetesAuthAPIEnv(t, func(o *app.DaemonOptions) { o.APITokenAudience = audience })
 	ctx := context.Background()
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -47,7 +52,7 @@ func TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeToken(framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui"))
+	writeToken(framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui", audience))
 	dist := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dist, "index.html"), []byte("<html>ui</html>"), 0o644); err != nil {
 		t.Fatal(err)
@@ -75,7 +80,8 @@ func TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant(t *testing.T) {
 	if _, err := e.Kube.CoreV1().ServiceAccounts(tenantNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tenant := framework.TokenOf(t, e.Kube, tenantNS, "tenant")
+	tenantDefault := framework.TokenOf(t, e.Kube, tenantNS, "tenant")
+	tenant := framework.TokenOf(t, e.Kube, tenantNS, "tenant", audience)
 	const disableGuard = `{"value":"0.0.0.0/0"}`
 	const guardPath = "/v1/settings/backing-image-download-allowed-ranges"
 
@@ -88,6 +94,8 @@ func TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant(t *testing.T) {
 	t.Run("straight to the API", func(t *testing.T) {
 		e.Call(t, "GET", "/v1/volumes", "").Expect(t, http.StatusUnauthorized, "bearer token")
 		e.Call(t, "PUT", guardPath, disableGuard).Expect(t, http.StatusUnauthorized)
+		e.Call(t, "GET", "/v1/volumes", "", "Authorization", "Bearer "+tenantDefault).Expect(t, http.StatusUnauthorized, "audience "+audience)
+		e.Call(t, "PUT", guardPath, disableGuard, "Authorization", "Bearer "+tenantDefault).Expect(t, http.StatusUnauthorized)
 		e.Call(t, "GET", "/v1/volumes", "", "Authorization", "Bearer "+tenant).Expect(t, http.StatusForbidden, "system:serviceaccount:"+tenantNS+":tenant", "list volumes.longhorn.io")
 		e.Call(t, "PUT", guardPath, disableGuard, "Authorization", "Bearer "+tenant).Expect(t, http.StatusForbidden, "update settings.longhorn.io")
 		e.Call(t, "DELETE", "/v1/volumes/by-the-ui", "", "Authorization", "Bearer "+tenant).Expect(t, http.StatusForbidden, "delete volumes.longhorn.io")
@@ -112,7 +120,7 @@ func TestTheAPIAsDeployedServesTheUIsUsersAndNoTenant(t *testing.T) {
 	t.Run("a rotated token is used at once", func(t *testing.T) {
 		writeToken("not-a-token")
 		uiEnv.Call(t, "GET", "/v1/volumes", "").Expect(t, http.StatusUnauthorized, "not valid")
-		writeToken(framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui"))
+		writeToken(framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui", audience))
 		uiEnv.Call(t, "GET", "/v1/volumes", "").Expect(t, http.StatusOK)
 	})
 }

@@ -35,12 +35,13 @@ func KubernetesAuthAPIEnv(t *testing.T, opts ...func(*app.DaemonOptions)) (*APIE
 }
 
 // TokenOf returns a new token (an hour long) of the ServiceAccount name in
-// ns, as the kubelet projects one into a pod.
-func TokenOf(t testing.TB, kube kubernetes.Interface, ns, name string) string {
+// ns, as the kubelet projects one into a pod: for audiences when given,
+// else for the apiserver.
+func TokenOf(t testing.TB, kube kubernetes.Interface, ns, name string, audiences ...string) string {
 	t.Helper()
 	expiry := int64(3600)
 	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry, Audiences: audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)

@@ -88,7 +88,7 @@ func TestPackageManifests(t *testing.T) {
 			}
 			cmd := spec.Containers[0].Command
 			if len(cmd) < 2 || cmd[0] != "longhorn-manager" || cmd[1] != "ui" ||
-				!slices.Contains(cmd, "--token-file=/var/run/secrets/kubernetes.io/serviceaccount/token") {
+				!slices.Contains(cmd, "--token-file=/var/run/secrets/longhorn/api/token") {
 				t.Errorf("the UI's server does not send the UI's token: %q", cmd)
 			}
 			if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
