@@ -38,6 +38,11 @@ const (
 type kubeAuth struct {
 	kube      kubernetes.Interface
 	namespace string
+	// audiences, when set, are the token audiences the API accepts: a
+	// token bound to none of them (a pod's default token, made for the
+	// apiserver) is refused, and a token made for the API is no
+	// credential at the apiserver.
+	audiences []string
 	now       func() time.Time
 
 	// Accepted tokens and granted accesses are remembered for
@@ -87,9 +92,11 @@ type cached[T any] struct {
 // subjectaccessreviews (package/rbac.yaml grants it). kube should be a
 // client of its own (with its own rate limit), not the one the
 // controllers and the node's heartbeat use: a flood of tokens then
-// waits on its own limit, not theirs.
-func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string) {
-	s.auth = &kubeAuth{kube: kube, namespace: namespace, now: time.Now,
+// waits on its own limit, not theirs. audiences, when given, are the
+// token audiences accepted (see kubeAuth.audiences); none accepts the
+// apiserver's own.
+func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string, audiences ...string) {
+	s.auth = &kubeAuth{kube: kube, namespace: namespace, audiences: audiences, now: time.Now,
 		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, refused: map[[32]byte]time.Time{}, granted: map[string]time.Time{},
 		reviews: rate.NewLimiter(authReviewRate, authReviewBurst), callers: map[string]*rate.Limiter{}}
 }
@@ -265,26 +272,30 @@ func (a *kubeAuth) authenticate(ctx context.Context, token, caller string) (auth
 		return c.value, nil
 	}
 	if wasRefused && now.Sub(refusedAt) < authRefusalTTL {
-		return authenticationv1.UserInfo{}, errTokenRefused
+		return authenticationv1.UserInfo{}, a.refusal()
 	}
 	if !a.mayReview(caller, now) {
 		return authenticationv1.UserInfo{}, &httpError{http.StatusTooManyRequests, "TooManyRequests",
 			"too many new bearer tokens to check from this address or in all: retry later"}
 	}
 	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token},
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return authenticationv1.UserInfo{}, &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the token cannot be checked now: " + err.Error()}
 	}
-	if !review.Status.Authenticated {
+	// An audience-aware apiserver answers which of the asked audiences the
+	// token holds; a review that names none of them is no acceptance.
+	if !review.Status.Authenticated || (len(a.audiences) > 0 && !slices.ContainsFunc(review.Status.Audiences, func(aud string) bool {
+		return slices.Contains(a.audiences, aud)
+	})) {
 		a.mu.Lock()
 		if len(a.refused) >= authCacheMax {
 			clear(a.refused)
 		}
 		a.refused[sum] = now
 		a.mu.Unlock()
-		return authenticationv1.UserInfo{}, errTokenRefused
+		return authenticationv1.UserInfo{}, a.refusal()
 	}
 	a.mu.Lock()
 	if len(a.tokens) >= authCacheMax {
@@ -295,10 +306,16 @@ func (a *kubeAuth) authenticate(ctx context.Context, token, caller string) (auth
 	return review.Status.User, nil
 }
 
-// errTokenRefused answers a token the TokenReview refused. The
-// apiserver's reason may describe the token; it says only that it was
-// refused.
-var errTokenRefused = authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+// refusal answers a token the TokenReview refused. The apiserver's reason
+// may describe the token; it says only that it was refused, and for which
+// audiences it was asked.
+func (a *kubeAuth) refusal() error {
+	if len(a.audiences) > 0 {
+		return authError("the bearer token is not valid for audience %s (refused by the Kubernetes TokenReview): send a ServiceAccount token projected with that audience",
+			strings.Join(a.audiences, ", "))
+	}
+	return authError("the bearer token is not valid (refused by the Kubernetes TokenReview)")
+}
 
 // grantKey names a user's access for the cache of grants: everything the
 // SubjectAccessReview was asked about, the user's extra attributes (a
@@ -354,6 +371,19 @@ func (s *Server) authorizeAccess(accesses func(*http.Request) []access, h handle
 		}
 		return h(w, r)
 	}
+}
+
+// requireAccess checks, when the API checks its callers, that the caller
+// may also do each of accesses: a request that reads an object besides the
+// one its route names (a volume made from a backup, another volume or a
+// backing image; a backing image exported from a volume) needs the
+// caller's right on that object too, or it would copy data the caller may
+// not read.
+func (s *Server) requireAccess(r *http.Request, accesses ...access) error {
+	if s.auth == nil || len(accesses) == 0 {
+		return nil
+	}
+	return s.auth.check(r.Context(), r, accesses)
 }
 
 // authorizePath guards a non-resource path such as /metrics with a

@@ -120,6 +120,13 @@ func (s *Server) createBackingImage(w http.ResponseWriter, r *http.Request) erro
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
+	// An image exported from a volume copies that volume's data: the
+	// caller must be allowed to read the volume.
+	if longhorn.BackingImageDataSourceType(in.SourceType) == longhorn.BackingImageDataSourceTypeExportFromVolume {
+		if err := s.requireAccess(r, access{verb: "get", resource: "volumes", name: in.Parameters[longhorn.DataSourceParameterVolumeName]}); err != nil {
+			return err
+		}
+	}
 	bi, err := s.vm.CreateBackingImage(r.Context(), manager.BackingImageCreate{
 		Name: in.Name, SourceType: longhorn.BackingImageDataSourceType(in.SourceType), Parameters: in.Parameters,
 		ExpectedChecksum: in.ExpectedChecksum, Disks: in.Disks, MinNumberOfCopies: in.MinNumberOfCopies,

@@ -15,12 +15,25 @@ import (
 // manager's, X-Forwarded-Host is the browser's, any other path that is
 // not a file of dist answers index.html, and a method other than GET or
 // HEAD outside /v1 is a 405.
-func UIProxy(dist string, managerURL *url.URL) http.Handler {
+//
+// token, when not nil, is the UI's own identity under the manager's
+// --api-auth=kubernetes: each request to the manager carries its bearer
+// token in place of any Authorization the browser sent, so what the UI's
+// users may do is what the administrator granted the UI's account, and a
+// caller cannot pass a token of its own through the UI. With token nil
+// the browser's Authorization passes unchanged, as through nginx.
+func UIProxy(dist string, managerURL *url.URL, token func() string) http.Handler {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(managerURL)
 			r.Out.Header.Set("X-Forwarded-Host", r.In.Host)
 			r.SetXForwarded()
+			if token != nil {
+				r.Out.Header.Del("Authorization")
+				if t := token(); t != "" {
+					r.Out.Header.Set("Authorization", "Bearer "+t)
+				}
+			}
 		},
 		// Streams send as they change: no buffering.
 		FlushInterval: -1,

@@ -20,7 +20,7 @@ func TestUIProxyServesFilesToGETOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	manager, _ := url.Parse("http://127.0.0.1:1")
-	h := UIProxy(dist, manager)
+	h := UIProxy(dist, manager, nil)
 	for _, tc := range []struct {
 		method, path string
 		code         int
@@ -49,7 +49,7 @@ func TestRebindingThroughTheUIProxyIsRefused(t *testing.T) {
 	s.server.SetAllowedHosts([]string{"longhorn.example.com"})
 	manager := s.live(t, Timeouts{})
 	managerURL, _ := url.Parse(manager.URL)
-	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL))
+	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, nil))
 	t.Cleanup(ui.Close)
 	for _, tc := range []struct {
 		host string
@@ -77,5 +77,44 @@ func TestRebindingThroughTheUIProxyIsRefused(t *testing.T) {
 		if tc.code == http.StatusMisdirectedRequest && !strings.Contains(string(body), "X-Forwarded-Host") {
 			t.Errorf("the refusal does not say why: %s", body)
 		}
+	}
+}
+
+// With the UI's identity set, every request the proxy passes on carries
+// the UI's token and never the browser's: a caller cannot pass a token of
+// its own (or a stolen one) through the UI, and a request with none still
+// reaches the manager as the UI. The token is asked for on each request,
+// so a rotated one is used at once.
+func TestUIProxySendsTheUIsOwnIdentity(t *testing.T) {
+	var got []string
+	manager := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(manager.Close)
+	managerURL, _ := url.Parse(manager.URL)
+	token := "ui-token-1"
+	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, func() string { return token }))
+	t.Cleanup(ui.Close)
+	send := func(auth string) {
+		req, _ := http.NewRequest("GET", ui.URL+"/v1/volumes", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send("")
+	send("Bearer tenant-token")
+	send("Basic dXNlcjpwYXNz")
+	token = "ui-token-2"
+	send("")
+	token = ""
+	send("Bearer tenant-token")
+	want := []string{"Bearer ui-token-1", "Bearer ui-token-1", "Bearer ui-token-1", "Bearer ui-token-2", ""}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("the manager saw %q, want %q", got, want)
 	}
 }

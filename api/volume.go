@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 const defaultNumberOfReplicas = 3
@@ -85,6 +86,32 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
+	// What the new volume's data is read from, which the caller must be
+	// allowed to read: get on the backup volume of fromBackup (as a
+	// backupList is), on the volume of dataSource and on the backing
+	// image. Checked before anything is looked up for them (a backup's
+	// size), so a refused caller learns nothing of them.
+	var reads []access
+	if in.FromBackup != "" {
+		_, backupVolume, _, err := backupstore.ParseURL(in.FromBackup)
+		if err != nil {
+			return badRequest("fromBackup: %v", err)
+		}
+		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: backupVolume})
+	}
+	if in.DataSource != "" {
+		src, err := types.ParseDataSource(in.DataSource)
+		if err != nil {
+			return badRequest("dataSource: %v", err)
+		}
+		reads = append(reads, access{verb: "get", resource: "volumes", name: src.Volume})
+	}
+	if in.BackingImage != "" {
+		reads = append(reads, access{verb: "get", resource: "backingimages", name: in.BackingImage})
+	}
+	if err := s.requireAccess(r, reads...); err != nil {
+		return err
+	}
 	if in.Size == "" && in.FromBackup != "" {
 		// Longhorn's clients restore without a size: the backup's.
 		in.Size = s.backupVolumeSize(in.FromBackup)
@@ -112,11 +139,6 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !volumeFrontends[in.Frontend] {
 		return badRequest("frontend: must be one of blockdev, iscsi, nvmf or empty, got %q", in.Frontend)
-	}
-	if in.FromBackup != "" {
-		if _, _, _, err := backupstore.ParseURL(in.FromBackup); err != nil {
-			return badRequest("fromBackup: %v", err)
-		}
 	}
 	if in.StaleReplicaTimeout < 0 {
 		return badRequest("staleReplicaTimeout: must be 0 or more minutes, got %d", in.StaleReplicaTimeout)

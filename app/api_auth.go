@@ -27,19 +27,25 @@ func checkAPIAuth(mode string) error {
 func bearerTokenSource(cfg *rest.Config) func() string {
 	switch {
 	case cfg.BearerTokenFile != "":
-		path := cfg.BearerTokenFile
-		return func() string {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return ""
-			}
-			return strings.TrimSpace(string(data))
-		}
+		return tokenFile(cfg.BearerTokenFile)
 	case cfg.BearerToken != "":
 		token := cfg.BearerToken
 		return func() string { return token }
 	}
 	return nil
+}
+
+// tokenFile returns a source of the bearer token in path, read again on
+// each call (the kubelet rotates projected tokens in place); an unreadable
+// file gives no token, which the API refuses.
+func tokenFile(path string) func() string {
+	return func() string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(data))
+	}
 }
 
 // apiAllowedHosts are the names the API answers to: --api-allowed-hosts,

@@ -25,6 +25,7 @@ func CSICmd() cli.Command {
 			cli.BoolFlag{Name: "controller", Usage: "serve the Controller service"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "the manager API"},
 			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig whose token is sent to a manager with --api-auth=kubernetes; the in-cluster config when empty, none outside a cluster", EnvVar: "KUBECONFIG"},
+			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience (read again on each call); the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
 			cli.StringFlag{Name: "state-dir", Value: "/var/lib/longhorn-csi", Usage: "where the Node service keeps what it made for each staged volume"},
 			cli.DurationFlag{Name: "retry-for", Value: 30 * time.Second, Usage: "how long one call retries an unreachable or busy manager"},
 		},
@@ -32,6 +33,9 @@ func CSICmd() cli.Command {
 			api := client.NewClient(c.String("manager-url"), c.Duration("retry-for"))
 			if cfg, err := restConfig(c.String("kubeconfig")); err == nil {
 				api.Token = bearerTokenSource(cfg)
+			}
+			if path := c.String("api-token-file"); path != "" {
+				api.Token = tokenFile(path)
 			}
 			d, err := csi.NewDriver(api, csi.Options{
 				NodeID: c.String("node-id"), Controller: c.Bool("controller"), Version: c.App.Version, StateDir: c.String("state-dir"),

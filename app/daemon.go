@@ -58,6 +58,16 @@ type DaemonOptions struct {
 	// APIAuth is --api-auth: api.AuthNone (the default) or
 	// api.AuthKubernetes (see api/auth.go).
 	APIAuth string
+	// APITokenAudience, under api.AuthKubernetes, is the one token
+	// audience the API accepts (--api-token-audience): its callers send
+	// tokens projected with it (types.APITokenPath), which are no
+	// credential at the apiserver; empty accepts the apiserver's own
+	// tokens. The CronJob pods get such a token.
+	APITokenAudience string
+	// APITokenFile is the token the manager sends to its own API (the
+	// manager runner, under api.AuthKubernetes), read again on each call;
+	// the kubeconfig's token when empty.
+	APITokenFile string
 	// APIAllowedHosts are the host names the API answers to besides IP
 	// addresses, localhost and the host of CronJob.ManagerURL
 	// (--api-allowed-hosts; see api.Server.SetAllowedHosts).
@@ -257,8 +267,15 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		if err != nil {
 			return fmt.Errorf("the API's authentication client: %w", err)
 		}
-		apiServer.EnableKubernetesAuth(authClient, o.Namespace)
+		var audiences []string
+		if o.APITokenAudience != "" {
+			audiences = []string{o.APITokenAudience}
+		}
+		apiServer.EnableKubernetesAuth(authClient, o.Namespace, audiences...)
 		o.apiToken = bearerTokenSource(cfg)
+		if o.APITokenFile != "" {
+			o.apiToken = tokenFile(o.APITokenFile)
+		}
 	}
 	served, err := serveAPI(log, apiServer, o)
 	if err != nil {
@@ -404,7 +421,14 @@ func (o *DaemonOptions) complete() error {
 	if o.BackingImageManagerImage == "" {
 		o.BackingImageManagerImage = o.ManagerImage
 	}
-	return checkAPIAuth(o.APIAuth)
+	if err := checkAPIAuth(o.APIAuth); err != nil {
+		return err
+	}
+	if o.APITokenAudience != "" && o.APIAuth != api.AuthKubernetes {
+		return fmt.Errorf("--api-token-audience %q needs --api-auth=%s: with --api-auth=%q the API checks no token", o.APITokenAudience, api.AuthKubernetes, o.APIAuth)
+	}
+	o.CronJob.APITokenAudience = o.APITokenAudience
+	return nil
 }
 
 // connect makes the clients and checks that the apiserver answers and

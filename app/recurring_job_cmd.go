@@ -31,6 +31,7 @@ func RecurringJobCmd() cli.Command {
 			cli.StringFlag{Name: "namespace", Value: "longhorn-system", Usage: "namespace of the job", EnvVar: "POD_NAMESPACE"},
 			cli.StringFlag{Name: "job-name", Usage: "the Kubernetes Job running this pod; its name carries the schedule tick", EnvVar: "JOB_NAME"},
 			cli.StringFlag{Name: "tick", Usage: "the schedule time this run is for (RFC 3339); from --job-name, else the current minute"},
+			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience; the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
 			cli.DurationFlag{Name: "retry-for", Value: 2 * time.Minute, Usage: "how long to retry an unreachable apiserver or manager"},
 			cli.DurationFlag{Name: "backup-timeout", Value: time.Hour, Usage: "how long to wait for one backup to complete"},
 		},
@@ -57,8 +58,12 @@ func RecurringJobCmd() cli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			client := client.NewClient(c.String("manager-url"), c.Duration("retry-for"))
-			// The pod's own token, for a manager with --api-auth=kubernetes.
+			// The pod's own token, for a manager with --api-auth=kubernetes:
+			// the one projected for the API's audience when there is one.
 			client.Token = bearerTokenSource(cfg)
+			if path := c.String("api-token-file"); path != "" {
+				client.Token = tokenFile(path)
+			}
 			runner := &recurringjob.Runner{
 				Namespace: c.String("namespace"), Longhorn: lh, Kube: kube,
 				API:      client,

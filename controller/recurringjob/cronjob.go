@@ -43,6 +43,10 @@ type CronJobConfig struct {
 	// ResyncPeriod is how often the jobs that are not settled are
 	// queued again (resync.go); 30 s when zero.
 	ResyncPeriod time.Duration
+	// APITokenAudience, when set, is the audience the manager's API
+	// accepts (--api-token-audience): the pods get a ServiceAccount token
+	// projected with it (types.APITokenPath) and send that one.
+	APITokenAudience string
 }
 
 // ManagerRuns reports whether the manager runner fires jobs.
@@ -107,6 +111,7 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, set cronJobSe
 							RestartPolicy:      corev1.RestartPolicyOnFailure,
 							ServiceAccountName: cfg.ServiceAccount,
 							Containers:         []corev1.Container{recurringJobContainer(job.Name, cfg)},
+							Volumes:            apiTokenVolumes(cfg),
 							Tolerations:        set.Placement.Tolerations,
 							NodeSelector:       set.Placement.NodeSelector,
 							PriorityClassName:  set.Placement.PriorityClassName,
@@ -119,12 +124,37 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, set cronJobSe
 	}
 }
 
+// apiTokenVolumes is the projected token of the API's audience, when the
+// API asks for one. The fields the apiserver would default are set, so the
+// live object equals the desired one.
+func apiTokenVolumes(cfg CronJobConfig) []corev1.Volume {
+	if cfg.APITokenAudience == "" {
+		return nil
+	}
+	return []corev1.Volume{{
+		Name: types.APITokenVolume,
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o644)),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: cfg.APITokenAudience, ExpirationSeconds: ptr.To(int64(types.APITokenExpirationSeconds)), Path: types.APITokenFile,
+			}}},
+		}},
+	}}
+}
+
 func recurringJobContainer(job string, cfg CronJobConfig) corev1.Container {
+	command := []string{"longhorn-manager", "-d", "recurring-job", job, "--manager-url", cfg.ManagerURL}
+	var mounts []corev1.VolumeMount
+	if cfg.APITokenAudience != "" {
+		command = append(command, "--api-token-file", types.APITokenPath)
+		mounts = []corev1.VolumeMount{{Name: types.APITokenVolume, MountPath: types.APITokenDir, ReadOnly: true}}
+	}
 	return corev1.Container{
 		Name:            "recurring-job",
 		Image:           cfg.ManagerImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"longhorn-manager", "-d", "recurring-job", job, "--manager-url", cfg.ManagerURL},
+		Command:         command,
+		VolumeMounts:    mounts,
 		// APIVersion is what the apiserver would default it to; setting it
 		// keeps the live object equal to the desired one.
 		Env: []corev1.EnvVar{{
@@ -179,6 +209,7 @@ func mergeCronJob(live, desired *batchv1.CronJob) (*batchv1.CronJob, bool) {
 	pod.Spec.NodeSelector = dpod.Spec.NodeSelector
 	pod.Spec.PriorityClassName = dpod.Spec.PriorityClassName
 	pod.Spec.ImagePullSecrets = dpod.Spec.ImagePullSecrets
+	pod.Spec.Volumes = dpod.Spec.Volumes
 	if pod.Spec.DeprecatedServiceAccount != "" {
 		pod.Spec.DeprecatedServiceAccount = dpod.Spec.ServiceAccountName
 	}
@@ -187,7 +218,7 @@ func mergeCronJob(live, desired *batchv1.CronJob) (*batchv1.CronJob, bool) {
 	} else {
 		c, dc := &pod.Spec.Containers[0], &dpod.Spec.Containers[0]
 		c.Name, c.Image, c.ImagePullPolicy = dc.Name, dc.Image, dc.ImagePullPolicy
-		c.Command, c.Args, c.Env = dc.Command, dc.Args, dc.Env
+		c.Command, c.Args, c.Env, c.VolumeMounts = dc.Command, dc.Args, dc.Env, dc.VolumeMounts
 	}
 	changed := !equality.Semantic.DeepEqual(out.ObjectMeta, live.ObjectMeta) || !equality.Semantic.DeepEqual(out.Spec, live.Spec)
 	return out, changed

@@ -1,6 +1,7 @@
 package recurringjob
 
 import (
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 var testCronJobConfig = CronJobConfig{ManagerImage: "img:1", ServiceAccount: "sa", ManagerURL: "http://m:9500/v1"}
@@ -31,6 +33,35 @@ func asStored(cj *batchv1.CronJob) *batchv1.CronJob {
 	c.TerminationMessagePath = "/dev/termination-log"
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	return out
+}
+
+// withAudience is the test job's CronJob for an API that accepts tokens of
+// the audience longhorn-manager only.
+func withAudience() *batchv1.CronJob {
+	cfg := testCronJobConfig
+	cfg.APITokenAudience = "longhorn-manager"
+	return desiredCronJob(testJob(), cfg, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
+}
+
+// The pods of an API that accepts one audience send a token projected
+// with it, and not their default one.
+func TestCronJobPodsSendATokenOfTheAPIsAudience(t *testing.T) {
+	pod := withAudience().Spec.JobTemplate.Spec.Template.Spec
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Projected == nil ||
+		pod.Volumes[0].Projected.Sources[0].ServiceAccountToken.Audience != "longhorn-manager" {
+		t.Fatalf("volumes %+v: no token projected for the API's audience", pod.Volumes)
+	}
+	c := pod.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != types.APITokenDir || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	if !slices.Contains(c.Command, "--api-token-file") || !slices.Contains(c.Command, types.APITokenPath) {
+		t.Errorf("command %q does not send the projected token", c.Command)
+	}
+	plain := desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{}).Spec.JobTemplate.Spec.Template.Spec
+	if len(plain.Volumes) != 0 || slices.Contains(plain.Containers[0].Command, "--api-token-file") {
+		t.Errorf("with no audience the pods get a token volume: %+v %q", plain.Volumes, plain.Containers[0].Command)
+	}
 }
 
 func TestMergeCronJob(t *testing.T) {
@@ -68,6 +99,9 @@ func TestMergeCronJob(t *testing.T) {
 			return l
 		}, desired, true},
 		{"a new history limit is applied", func() *batchv1.CronJob { return asStored(desired) }, desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 3, FailedHistory: 1}), true},
+		{"the API's token audience, once set, adds the projected token", func() *batchv1.CronJob { return asStored(desired) }, withAudience(), true},
+		{"a projected token as the apiserver stores it causes no write", func() *batchv1.CronJob { return asStored(withAudience()) }, withAudience(), false},
+		{"the projected token goes when the audience is unset", func() *batchv1.CronJob { return asStored(withAudience()) }, desired, true},
 		{"a new concurrency changes the recorded spec", func() *batchv1.CronJob { return asStored(desired) }, func() *batchv1.CronJob {
 			j := testJob()
 			j.Spec.Concurrency = 3

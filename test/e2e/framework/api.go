@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/app"
@@ -23,17 +27,35 @@ func KubernetesAuthAPIEnv(t *testing.T, opts ...func(*app.DaemonOptions)) (*APIE
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
-	InstallRBACIn(t, cluster, kube, ns, "rbac-api-auth.yaml")
+	InstallRBACIn(t, cluster, kube, ns, "rbac-api-auth.yaml", "rbac-ui.yaml")
 	d := StartDaemon(t, cluster.ServiceAccountConfig(ns, ServiceAccount), ns, "node-1", t.TempDir(), append([]func(*app.DaemonOptions){func(o *app.DaemonOptions) {
 		o.APIAuth = api.AuthKubernetes
 	}}, opts...)...)
 	return &APIEnv{ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)}, Base: "http://" + d.APIAddress}, d
 }
 
+// TokenOf returns a new token (an hour long) of the ServiceAccount name in
+// ns, as the kubelet projects one into a pod: for audiences when given,
+// else for the apiserver.
+func TokenOf(t testing.TB, kube kubernetes.Interface, ns, name string, audiences ...string) string {
+	t.Helper()
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry, Audiences: audiences},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token
+}
+
 // APIEnv is a daemon running as its ServiceAccount with a client of its API.
 type APIEnv struct {
 	*ManagerEnv
 	Base string
+	// Token, when set, is the bearer token Call and Dial send (a call that
+	// sets Authorization itself sends its own).
+	Token string
 }
 
 func NewAPIEnv(t testing.TB, opts ...func(*app.DaemonOptions)) *APIEnv {
@@ -69,6 +91,9 @@ func (e *APIEnv) Call(t *testing.T, method, path, body string, header ...string)
 	}
 	if body != "" || method == "POST" || method == "PUT" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if e.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.Token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -117,7 +142,11 @@ func Names(r APIResponse) []string {
 
 func (e *APIEnv) Dial(t *testing.T, path string) *websocket.Conn {
 	t.Helper()
-	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.Base, "http")+path, nil)
+	var header http.Header
+	if e.Token != "" {
+		header = http.Header{"Authorization": {"Bearer " + e.Token}}
+	}
+	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.Base, "http")+path, header)
 	if err != nil {
 		status := 0
 		if resp != nil {

@@ -93,10 +93,10 @@ func ServiceAccountKubeconfig(t *testing.T, cluster *testcluster.Cluster, ns str
 
 // RunJob runs `longhorn-manager recurring-job` as a process and returns
 // its summary line.
-func (e *APIEnv) RunJob(t *testing.T, kubeconfig, job, tick string) string {
+func (e *APIEnv) RunJob(t *testing.T, kubeconfig, job, tick string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(ManagerBinary(t), "recurring-job", job, "--manager-url", e.Base+"/v1", "--kubeconfig", kubeconfig,
-		"--namespace", e.NS, "--tick", tick, "--backup-timeout", "1m")
+	cmd := exec.Command(ManagerBinary(t), append([]string{"recurring-job", job, "--manager-url", e.Base + "/v1", "--kubeconfig", kubeconfig,
+		"--namespace", e.NS, "--tick", tick, "--backup-timeout", "1m"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("recurring-job %s: %v\n%s", job, err, out)

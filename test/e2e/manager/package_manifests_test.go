@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,8 +55,14 @@ func TestPackageManifests(t *testing.T) {
 			if u := o.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxUnavailable == nil || *u.MaxUnavailable != intstr.FromInt32(1) {
 				t.Errorf("the DaemonSet does not roll one node at a time: %+v", o.Spec.UpdateStrategy)
 			}
-			if args := strings.Join(o.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(args, "--recurring-job-service-account=longhorn-recurring-job") {
+			args := strings.Join(o.Spec.Template.Spec.Containers[0].Command, " ")
+			if !strings.Contains(args, "--recurring-job-service-account=longhorn-recurring-job") {
 				t.Errorf("the recurring-job pods do not run as their own account: %s", args)
+			}
+			// The API is closed as deployed: every caller needs a token and
+			// the RBAC right (issue: the default was --api-auth=none).
+			if !slices.Contains(o.Spec.Template.Spec.Containers[0].Command, "--api-auth=kubernetes") {
+				t.Errorf("the manager does not run --api-auth=kubernetes as deployed: %s", args)
 			}
 			_, err = kube.AppsV1().DaemonSets(ns).Create(ctx, o, dry)
 		case *corev1.Service:
@@ -66,6 +73,36 @@ func TestPackageManifests(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("longhorn-manager.yaml: %v", err)
+		}
+	}
+	// The UI: Longhorn's files served by `longhorn-manager ui`, which calls
+	// the API as the UI's own account with that account's token.
+	for _, obj := range framework.ReadManifests(t, "longhorn-ui.yaml") {
+		var err error
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			o.Namespace = ns
+			spec := o.Spec.Template.Spec
+			if spec.ServiceAccountName != "longhorn-ui" {
+				t.Errorf("the UI runs as %q, not its own account longhorn-ui", spec.ServiceAccountName)
+			}
+			cmd := spec.Containers[0].Command
+			if len(cmd) < 2 || cmd[0] != "longhorn-manager" || cmd[1] != "ui" ||
+				!slices.Contains(cmd, "--token-file=/var/run/secrets/longhorn/api/token") {
+				t.Errorf("the UI's server does not send the UI's token: %q", cmd)
+			}
+			if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+				t.Errorf("the UI's pods may run as root")
+			}
+			_, err = kube.AppsV1().Deployments(ns).Create(ctx, o, dry)
+		case *corev1.Service:
+			o.Namespace = ns
+			_, err = kube.CoreV1().Services(ns).Create(ctx, o, dry)
+		default:
+			t.Errorf("longhorn-ui.yaml holds an unexpected %T", obj)
+		}
+		if err != nil {
+			t.Errorf("longhorn-ui.yaml: %v", err)
 		}
 	}
 	ports := map[string][]int32{}
@@ -89,6 +126,7 @@ func TestPackageManifests(t *testing.T) {
 	}
 	for name, want := range map[string][]int32{
 		"longhorn-manager": {9500, 9502, 9501}, "longhorn-backing-image-manager": {8000}, "longhorn-backing-image-data-source": {8001},
+		"longhorn-ui": {8000},
 	} {
 		if got := ports[name]; len(got) != len(want) || got[0] != want[0] {
 			t.Errorf("NetworkPolicy %s covers ports %v, want %v", name, got, want)

@@ -79,4 +79,31 @@ func TestNetworkPolicyKeepsTenantsOffTheAPI(t *testing.T) {
 			t.Errorf("%s: admitted %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// The UI calls the API as itself, so whoever reaches the UI has its
+	// rights: only the ingress controller's namespace may.
+	var ui *networkingv1.NetworkPolicy
+	for _, obj := range framework.ReadManifests(t, "networkpolicy.yaml") {
+		if p, ok := obj.(*networkingv1.NetworkPolicy); ok && p.Name == "longhorn-ui" {
+			ui = p
+		}
+	}
+	if ui == nil {
+		t.Fatal("networkpolicy.yaml has no longhorn-ui policy: any pod reaches the UI, and through it the API as the UI")
+	}
+	controller := map[string]string{"app.kubernetes.io/name": "ingress-nginx"}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		pod       map[string]string
+		want      bool
+	}{
+		{"a tenant's pod, to the UI", "tenant", map[string]string{"app": "web"}, false},
+		{"a tenant's pod labelled as the ingress controller, to the UI", "tenant", controller, false},
+		{"a pod of the manager's namespace, to the UI", lh, map[string]string{"app": "longhorn-manager"}, false},
+		{"the ingress controller, to the UI", "ingress-nginx", controller, true},
+	} {
+		if got := policyAdmitsPeer(ui, lh, 8000, tc.namespace, ns(tc.namespace), tc.pod); got != tc.want {
+			t.Errorf("%s: admitted %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package recurringjob
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,17 +55,19 @@ func tokenKubeconfig(t *testing.T, cluster *testcluster.Cluster, token string) s
 
 // TestRecurringJobPodsRunAsTheirOwnAccount: package/rbac.yaml's
 // longhorn-recurring-job account is what the CronJob pods run as, it may
-// run a job end to end against an API that checks RBAC, and it may not
-// create pods, read Secrets, delete volumes or touch RBAC.
+// run a job end to end against an API that checks RBAC and takes only
+// tokens of its audience (as deployed: the pods get one projected), and
+// it may not create pods, read Secrets, delete volumes or touch RBAC.
 func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 	t.Parallel()
 	e, _ := framework.KubernetesAuthAPIEnv(t, func(o *app.DaemonOptions) {
 		o.ServiceAccount = framework.ServiceAccount
 		o.CronJob.ServiceAccount = recurringJobAccount
+		o.APITokenAudience = "longhorn-manager"
 	})
 	cluster, ns, kube := e.Cluster, e.NS, e.Kube
 	ctx := context.Background()
-	manager := []string{"Authorization", "Bearer " + tokenOf(t, kube, ns, framework.ServiceAccount)}
+	manager := []string{"Authorization", "Bearer " + framework.TokenOf(t, kube, ns, framework.ServiceAccount, "longhorn-manager")}
 
 	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"snap","task":"snapshot","cron":"@hourly","retain":2}`, manager...).Expect(t, 200)
 	framework.Eventually(t, 10*time.Second, "job cached", func() (bool, error) {
@@ -83,12 +86,19 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 
 	framework.Eventually(t, 30*time.Second, "the job's CronJob runs its pods as "+recurringJobAccount, func() (bool, error) {
 		cj, err := kube.BatchV1().CronJobs(ns).Get(ctx, "snap", metav1.GetOptions{})
-		return err == nil && cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName == recurringJobAccount, nil
+		return err == nil && cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName == recurringJobAccount &&
+			len(cj.Spec.JobTemplate.Spec.Template.Spec.Volumes) == 1 &&
+			cj.Spec.JobTemplate.Spec.Template.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.Audience == "longhorn-manager", nil
 	})
 
-	// A run as the pods would make it: the account's own token, for the
-	// Kubernetes API and for the manager's API alike.
-	out := e.RunJob(t, tokenKubeconfig(t, cluster, tokenOf(t, kube, ns, recurringJobAccount)), "snap", "2026-11-23T01:00:00Z")
+	// A run as the pods would make it: the account's default token for the
+	// Kubernetes API, and its token of the API's audience, in the file the
+	// CronJob projects it to, for the manager's API.
+	apiToken := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(apiToken, []byte(framework.TokenOf(t, kube, ns, recurringJobAccount, "longhorn-manager")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := e.RunJob(t, tokenKubeconfig(t, cluster, tokenOf(t, kube, ns, recurringJobAccount)), "snap", "2026-11-23T01:00:00Z", "--api-token-file", apiToken)
 	if !strings.Contains(out, "succeeded=1 failed=0") {
 		t.Fatalf("a run as %s: %s", recurringJobAccount, out)
 	}

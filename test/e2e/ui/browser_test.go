@@ -22,16 +22,22 @@ import (
 
 // TestLonghornUI walks Longhorn's own web UI, served behind a proxy that
 // behaves as the UI image's nginx, against a manager on the real control
-// plane, with the UI's own buttons and forms.
+// plane, with the UI's own buttons and forms. The manager runs as
+// package/ deploys it, --api-auth=kubernetes, and the proxy gives every
+// request the UI's identity (the longhorn-ui account of rbac-ui.yaml), so
+// every page, stream and action of the walk is one that account's Role
+// allows.
 func TestLonghornUI(t *testing.T) {
 	dist := uiDist(t)
 	// The backing image servers run from this test binary.
-	e := framework.NewAPIEnv(t, framework.WithTestServers)
+	e, _ := framework.KubernetesAuthAPIEnv(t, framework.WithTestServers)
+	token := framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui")
+	e.Token = token
 	manager, err := url.Parse(e.Base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager))
+	proxy := httptest.NewServer(api.UIProxy(dist, manager, func() string { return token }))
 	t.Cleanup(proxy.Close)
 	b := newUIBrowser(t, proxy.URL)
 	ctx := context.Background()

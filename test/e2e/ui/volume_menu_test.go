@@ -130,7 +130,7 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager))
+	proxy := httptest.NewServer(api.UIProxy(dist, manager, nil))
 	t.Cleanup(proxy.Close)
 	b := newUIBrowser(t, proxy.URL)
 
