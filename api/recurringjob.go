@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"time"
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,7 +67,9 @@ func (s *Server) createRecurringJob(w http.ResponseWriter, r *http.Request) erro
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name},
 		Spec:       longhorn.RecurringJobSpec{Name: in.Name, Task: in.Task, Concurrency: defaultConcurrency},
 	}
-	applyRecurringJobInput(&job.Spec, in)
+	if err := applyRecurringJobInput(&job.Spec, in); err != nil {
+		return err
+	}
 	if err := s.ds.ValidateRecurringJob(job, s.clock.Now()); err != nil {
 		return badRequest("%v", err)
 	}
@@ -109,7 +112,9 @@ func (s *Server) updateRecurringJob(w http.ResponseWriter, r *http.Request) erro
 			return badRequest("task: cannot change from %s to %s; create a new job instead", job.Spec.Task, in.Task)
 		}
 		updated := job.DeepCopy()
-		applyRecurringJobInput(&updated.Spec, in)
+		if err := applyRecurringJobInput(&updated.Spec, in); err != nil {
+			return err
+		}
 		if reflect.DeepEqual(updated.Spec, job.Spec) {
 			result = job
 			return nil
@@ -131,8 +136,24 @@ func (s *Server) updateRecurringJob(w http.ResponseWriter, r *http.Request) erro
 }
 
 // applyRecurringJobInput sets the updatable fields the input carries; a
-// field left out keeps its value.
-func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInput) {
+// field left out keeps its value. Only retainAge can be malformed past
+// decoding; the rest is ValidateRecurringJob's.
+func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInput) error {
+	if in.RetentionPolicy != nil {
+		spec.RetentionPolicy = longhorn.RecurringJobRetentionPolicy(*in.RetentionPolicy)
+	}
+	if in.RetainAge != nil {
+		spec.RetainAge = nil
+		if *in.RetainAge != "" {
+			d, err := time.ParseDuration(*in.RetainAge)
+			if err != nil {
+				return badRequest("retainAge: %q is not a Go duration such as 72h or 90m", *in.RetainAge)
+			}
+			if d != 0 {
+				spec.RetainAge = &metav1.Duration{Duration: d}
+			}
+		}
+	}
 	if in.Cron != "" {
 		spec.Cron = in.Cron
 	}
@@ -172,6 +193,7 @@ func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInpu
 	if in.SkipImmediately != nil {
 		spec.SkipImmediately = in.SkipImmediately
 	}
+	return nil
 }
 
 func (s *Server) deleteRecurringJob(w http.ResponseWriter, r *http.Request) error {

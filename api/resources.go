@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"net"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,14 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
+// retainAge shows a job's retainAge as Longhorn does, "0s" when unset.
+func retainAge(d *metav1.Duration) string {
+	if d == nil {
+		return "0s"
+	}
+	return d.Duration.String()
+}
+
 // RecurringJob is the API view of a RecurringJob.
 type RecurringJob struct {
 	Resource
@@ -23,6 +32,8 @@ type RecurringJob struct {
 	Task                    longhorn.RecurringJobType  `json:"task"`
 	Cron                    string                     `json:"cron"`
 	Retain                  int                        `json:"retain"`
+	RetentionPolicy         string                     `json:"retentionPolicy"`
+	RetainAge               string                     `json:"retainAge"`
 	Concurrency             int                        `json:"concurrency"`
 	Labels                  map[string]string          `json:"labels"`
 	Parameters              map[string]string          `json:"parameters"`
@@ -46,6 +57,8 @@ type RecurringJobInput struct {
 	Task                    longhorn.RecurringJobType `json:"task"`
 	Cron                    string                    `json:"cron"`
 	Retain                  *int                      `json:"retain"`
+	RetentionPolicy         *string                   `json:"retentionPolicy"`
+	RetainAge               *string                   `json:"retainAge"`
 	Concurrency             *int                      `json:"concurrency"`
 	Labels                  map[string]string         `json:"labels"`
 	Parameters              map[string]string         `json:"parameters"`
@@ -348,7 +361,8 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	return RecurringJob{
 		Resource: resource(base, "recurringJob", "recurringjobs", j.Name),
 		Name:     j.Name, Groups: groups, Task: j.Spec.Task, Cron: j.Spec.Cron,
-		Retain: j.Spec.Retain, Concurrency: j.Spec.Concurrency, Labels: labels, Parameters: nonNilMap(j.Spec.Parameters), Conditions: conditions(j.Status.Conditions),
+		Retain: j.Spec.Retain, RetentionPolicy: string(cmp.Or(j.Spec.RetentionPolicy, longhorn.RecurringJobRetentionPolicyCountBased)),
+		RetainAge: retainAge(j.Spec.RetainAge), Concurrency: j.Spec.Concurrency, Labels: labels, Parameters: nonNilMap(j.Spec.Parameters), Conditions: conditions(j.Status.Conditions),
 		Suspend: j.Spec.Suspend, TimeZone: j.Spec.TimeZone, StartingDeadlineSeconds: j.Spec.StartingDeadlineSeconds,
 		SkipImmediately:  j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately,
 		LastScheduleTime: j.Status.LastScheduleTime, LastSkipped: j.Status.LastSkipped,

@@ -67,6 +67,8 @@ func schemas() []Schema {
 				"task":                    {Type: "enum", Required: true, Create: true, Options: recurringJobTasks},
 				"cron":                    {Type: "string", Required: true, Create: true, Update: true},
 				"retain":                  {Type: "int", Required: true, Create: true, Update: true, Min: intPtr(0)},
+				"retentionPolicy":         {Type: "enum", Create: true, Update: true, Default: string(longhorn.RecurringJobRetentionPolicyCountBased), Options: []string{string(longhorn.RecurringJobRetentionPolicyCountBased), string(longhorn.RecurringJobRetentionPolicyAgeBased)}},
+				"retainAge":               {Type: "string", Create: true, Update: true, Default: "0s"},
 				"concurrency":             {Type: "int", Create: true, Update: true, Default: defaultConcurrency, Min: intPtr(1)},
 				"groups":                  {Type: "array[string]", Create: true, Update: true, Nullable: true},
 				"labels":                  {Type: "map[string]", Create: true, Update: true, Nullable: true},

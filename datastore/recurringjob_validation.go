@@ -26,6 +26,23 @@ const RecurringJobNameMaxLength = 40
 
 var recurringJobNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]+$`)
 
+// AgeRetentionTasks are the tasks the age-based retention policy applies
+// to: those that keep snapshots or backups of their own.
+var AgeRetentionTasks = map[longhorn.RecurringJobType]bool{
+	longhorn.RecurringJobTypeSnapshot: true, longhorn.RecurringJobTypeSnapshotForceCreate: true,
+	longhorn.RecurringJobTypeBackup: true, longhorn.RecurringJobTypeBackupForceCreate: true,
+}
+
+func ageRetentionTaskNames() []string {
+	var out []string
+	for _, t := range longhorn.RecurringJobTypes {
+		if AgeRetentionTasks[t] {
+			out = append(out, string(t))
+		}
+	}
+	return out
+}
+
 // ValidateRecurringJob checks every rule of a RecurringJob, including the
 // ones the apiserver cannot check: the cron expression and retain against
 // the recurring-job-max-retention setting. The API refuses a job that
@@ -68,6 +85,28 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 	minRetain := 1
 	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup {
 		minRetain = 0
+	}
+	switch spec.RetentionPolicy {
+	case "", longhorn.RecurringJobRetentionPolicyCountBased:
+	case longhorn.RecurringJobRetentionPolicyAgeBased:
+		policyPath := specPath.Child("retentionPolicy")
+		if !AgeRetentionTasks[spec.Task] {
+			errs = append(errs, field.Invalid(policyPath, spec.RetentionPolicy,
+				fmt.Sprintf("applies to the snapshot and backup tasks (%s), not %s", strings.Join(ageRetentionTaskNames(), ", "), spec.Task)))
+		}
+		if spec.RetainAge == nil || spec.RetainAge.Duration <= 0 {
+			errs = append(errs, field.Required(specPath.Child("retainAge"),
+				"age-based retention needs a positive duration such as 72h: how old a snapshot or backup may grow"))
+		}
+		// Age alone may decide: retain is then the newest kept whatever
+		// their age.
+		minRetain = 0
+	default:
+		errs = append(errs, field.NotSupported(specPath.Child("retentionPolicy"), spec.RetentionPolicy,
+			[]longhorn.RecurringJobRetentionPolicy{longhorn.RecurringJobRetentionPolicyCountBased, longhorn.RecurringJobRetentionPolicyAgeBased}))
+	}
+	if spec.RetainAge != nil && spec.RetainAge.Duration < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("retainAge"), spec.RetainAge.Duration.String(), "must not be negative"))
 	}
 	if spec.Retain < minRetain || spec.Retain > maxRetention {
 		errs = append(errs, field.Invalid(retainPath, spec.Retain,

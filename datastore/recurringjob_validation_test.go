@@ -79,6 +79,28 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"an unknown parameter is refused, naming the known ones", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"volume-backup-policy": "always"}
 		}, "spec.parameters[volume-backup-policy]: Unsupported value: \"volume-backup-policy\": supported values: \"full-backup-interval\""},
+		{"age-based retention with an age is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyAgeBased, &metav1.Duration{Duration: 72 * time.Hour}
+		}, ""},
+		{"age-based retention with retain 0 (age alone) is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeBackup, 0
+			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyAgeBased, &metav1.Duration{Duration: time.Hour}
+		}, ""},
+		{"age-based retention with no age is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.RetentionPolicy = longhorn.RecurringJobRetentionPolicyAgeBased
+		}, "spec.retainAge: Required value: age-based retention needs a positive duration"},
+		{"age-based retention with age 0s is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyAgeBased, &metav1.Duration{}
+		}, "spec.retainAge: Required value"},
+		{"age-based retention on snapshot-delete is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task = longhorn.RecurringJobTypeSnapshotDelete
+			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyAgeBased, &metav1.Duration{Duration: time.Hour}
+		}, "spec.retentionPolicy: Invalid value: \"age-based\": applies to the snapshot and backup tasks"},
+		{"an unknown retention policy is refused", func(j *longhorn.RecurringJob) { j.Spec.RetentionPolicy = "newest" }, "spec.retentionPolicy: Unsupported value"},
+		{"count-based with Longhorn's retainAge 0s is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyCountBased, &metav1.Duration{}
+		}, ""},
+		{"a negative retainAge is refused", func(j *longhorn.RecurringJob) { j.Spec.RetainAge = &metav1.Duration{Duration: -time.Hour} }, "spec.retainAge"},
 		{"a name with capitals is refused", func(j *longhorn.RecurringJob) { j.Name, j.Spec.Name = "Daily", "Daily" }, "metadata.name"},
 		{"a 41-character name is refused", func(j *longhorn.RecurringJob) {
 			j.Name, j.Spec.Name = strings.Repeat("a", 41), ""

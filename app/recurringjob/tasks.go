@@ -113,8 +113,18 @@ func compareCreated(a, b string) int {
 // deleteOldest deletes all but the newest keep snapshots of list, except
 // those in protect.
 func (r *Runner) deleteOldest(ctx context.Context, volume string, list []client.Snapshot, keep int, protect map[string]bool) error {
+	return r.deleteExpired(ctx, volume, list, retention{newest: keep}, protect)
+}
+
+// deleteExpired deletes the snapshots of list (oldest first) that p no
+// longer keeps, except those in protect.
+func (r *Runner) deleteExpired(ctx context.Context, volume string, list []client.Snapshot, p retention, protect map[string]bool) error {
+	created := make([]string, len(list))
+	for i, s := range list {
+		created[i] = s.Created
+	}
 	var errs []error
-	for i := 0; i < len(list)-keep; i++ {
+	for _, i := range p.expired(created) {
 		if protect[list[i].Name] {
 			continue
 		}
@@ -134,9 +144,10 @@ func hasTick(list []client.Snapshot, tick string) (string, bool) {
 	return "", false
 }
 
-// snapshot cleans up first (keeping retain-1 of the job's snapshots),
-// creates one unless cleanup failed (or force), keeps the newest retain,
-// and purges.
+// snapshot cleans up first (keeping retain-1 of the job's snapshots, and
+// under age-based those younger than retainAge), creates one unless
+// cleanup failed (or force), keeps the newest retain (and the young), and
+// purges.
 func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
 	all, err := r.API.Snapshots(ctx, volume)
 	if err != nil {
@@ -144,7 +155,7 @@ func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volum
 	}
 	mine := jobSnapshots(all, job.Name)
 	if _, done := hasTick(mine, labels[types.LabelRecurringJobTick]); !done {
-		cleanupErr := r.deleteOldest(ctx, volume, mine, job.Spec.Retain-1, nil)
+		cleanupErr := r.deleteExpired(ctx, volume, mine, jobRetention(job, job.Spec.Retain-1, time.Now()), nil)
 		if cleanupErr != nil && !force {
 			return fmt.Errorf("cleanup before the snapshot failed, so none was taken: %w", cleanupErr)
 		}
@@ -158,7 +169,7 @@ func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volum
 	if all, err = r.API.Snapshots(ctx, volume); err != nil {
 		return err
 	}
-	if err := r.deleteOldest(ctx, volume, jobSnapshots(all, job.Name), job.Spec.Retain, nil); err != nil {
+	if err := r.deleteExpired(ctx, volume, jobSnapshots(all, job.Name), jobRetention(job, job.Spec.Retain, time.Now()), nil); err != nil {
 		return err
 	}
 	return r.API.Purge(ctx, volume)
@@ -296,8 +307,10 @@ func (r *Runner) waitBackup(ctx context.Context, volume, name string) error {
 	}
 }
 
-// backupRetention deletes the job's completed backups beyond retain and
-// the job's snapshots but the newest, sparing any a running backup reads.
+// backupRetention deletes the job's completed backups its retention no
+// longer keeps (beyond retain, or under age-based both beyond retain and
+// older than retainAge) and the job's snapshots but the newest, sparing
+// any a running backup reads.
 func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
 	backups, err := r.API.Backups(ctx, volume)
 	if err != nil {
@@ -314,8 +327,14 @@ func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob
 		}
 	}
 	sort.Slice(done, func(i, j int) bool { return compareCreated(done[i].Created, done[j].Created) < 0 })
+	created := make([]string, len(done))
+	for i, b := range done {
+		created[i] = b.Created
+	}
+	// The job's newest completed backup is never deleted, whatever the
+	// policy says: an age-based job with retain 0 keeps it too.
 	var errs []error
-	for i := 0; i < len(done)-job.Spec.Retain; i++ {
+	for _, i := range jobRetention(job, max(job.Spec.Retain, 1), time.Now()).expired(created) {
 		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !client.IsNotFound(err) {
 			// Only logged: the backup itself succeeded.
 			r.Log.WithError(err).WithField("backup", done[i].Name).Warn("Cannot delete an old backup")

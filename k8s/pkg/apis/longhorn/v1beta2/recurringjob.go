@@ -25,10 +25,25 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Cron string `json:"cron"`
-	// How many snapshots or backups of this job each volume keeps.
+	// How many snapshots or backups of this job each volume keeps: the
+	// newest retain. Under the age-based retention policy, the newest
+	// retain are kept whatever their age (0: age alone decides).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Retain int `json:"retain"`
+	// RetentionPolicy (Longhorn v1.12) says what a snapshot or backup job
+	// keeps: count-based (the default) the newest retain; age-based also
+	// whatever is younger than retainAge.
+	// +optional
+	RetentionPolicy RecurringJobRetentionPolicy `json:"retentionPolicy,omitempty"`
+	// RetainAge (Longhorn v1.12), a Go duration such as 72h, is how old a
+	// snapshot or backup of the job may grow before an age-based job
+	// deletes it; read only under the age-based policy, which needs it
+	// positive.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="retainAge must be a Go duration such as 72h or 90m"
+	// +optional
+	RetainAge *metav1.Duration `json:"retainAge,omitempty"`
 	// How many volumes the job works on at once.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=10
@@ -121,6 +136,20 @@ type RecurringJobStatus struct {
 	// +optional
 	ObservedSuspend *bool `json:"observedSuspend,omitempty"`
 }
+
+// RecurringJobRetentionPolicy is what a snapshot or backup job keeps,
+// Longhorn's values.
+// +kubebuilder:validation:Enum=count-based;age-based
+type RecurringJobRetentionPolicy string
+
+const (
+	// RecurringJobRetentionPolicyCountBased keeps the newest retain; the
+	// policy of a job that names none.
+	RecurringJobRetentionPolicyCountBased RecurringJobRetentionPolicy = "count-based"
+	// RecurringJobRetentionPolicyAgeBased keeps what is younger than
+	// retainAge, and the newest retain whatever their age.
+	RecurringJobRetentionPolicyAgeBased RecurringJobRetentionPolicy = "age-based"
+)
 
 // RecurringJobRunner names what runs a recurring job's ticks.
 // +kubebuilder:validation:Enum=cronjob;manager

@@ -22,6 +22,7 @@ limitations under the License.
 package v1beta2
 
 import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -1229,6 +1230,11 @@ func (in *RecurringJobSpec) DeepCopyInto(out *RecurringJobSpec) {
 		in, out := &in.Groups, &out.Groups
 		*out = make([]string, len(*in))
 		copy(*out, *in)
+	}
+	if in.RetainAge != nil {
+		in, out := &in.RetainAge, &out.RetainAge
+		*out = new(v1.Duration)
+		**out = **in
 	}
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
