@@ -239,6 +239,10 @@ type VolumeInput struct {
 	// snap://<volume>/<snapshot>): the volume is filled with the source's
 	// bytes before it attaches.
 	DataSource string `json:"dataSource"`
+	// SelectedNode is the node whose disks take the replicas (the CSI
+	// driver's choice for a WaitForFirstConsumer claim); any node when
+	// empty. A clone is made where its source is, whatever it says.
+	SelectedNode string `json:"selectedNode"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.

@@ -98,6 +98,7 @@ func schemas() []Schema {
 				"fromBackup":           {Type: "string", Create: true},
 				"dataSource":           {Type: "string", Create: true},
 				"recurringJobSelector": {Type: "array[volumeRecurringJobInput]", Create: true, Nullable: true},
+				"selectedNode":         {Type: "string", Create: true},
 				"state":                {Type: "enum", Options: []string{"creating", "attached", "detached", "attaching", "detaching", "deleting"}},
 				"robustness":           {Type: "enum", Options: []string{"healthy", "degraded", "faulted", "unknown"}},
 				"currentNodeID":        {Type: "string"},

@@ -145,7 +145,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	}
 	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
 		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout}
-	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector)
+	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector, in.SelectedNode)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,9 @@ type VolumeCreate struct {
 	BackingImage         string                 `json:"backingImage,omitempty"`
 	DataEngine           string                 `json:"dataEngine,omitempty"`
 	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector,omitempty"`
+	// SelectedNode is the node whose disks take the replicas; any when
+	// empty.
+	SelectedNode string `json:"selectedNode,omitempty"`
 }
 
 // RecurringJobSelector is a job or a group a volume selects.

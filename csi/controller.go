@@ -183,11 +183,56 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if src != nil {
 		in.DataSource, in.FromBackup = src.dataSource, src.fromBackup
 	}
+	if in.DataSource == "" {
+		// A clone is made where its source is; any other volume on the
+		// node the topology asks for first.
+		node, err := s.selectedNode(ctx, req.GetAccessibilityRequirements())
+		if err != nil {
+			s.undoJobs(made)
+			return nil, err
+		}
+		in.SelectedNode = node
+	}
 	if _, err := s.d.api.CreateVolume(ctx, in); err != nil {
 		s.undoJobs(made)
 		return nil, apiStatus(err, "create volume "+name)
 	}
 	return s.readyVolume(ctx, name, size, volCtx, in.DataSource, in.FromBackup, contentSource)
+}
+
+// topologyNode is the node a volume's replicas should go to: the first
+// preferred topology's node (the node the scheduler chose, for a
+// WaitForFirstConsumer claim, which external-provisioner puts first),
+// else the requisite's when it names one node alone; "" when the request
+// names none.
+func topologyNode(req *csi.TopologyRequirement) string {
+	for _, t := range req.GetPreferred() {
+		if n := t.GetSegments()[nodeTopologyKey]; n != "" {
+			return n
+		}
+	}
+	if r := req.GetRequisite(); len(r) == 1 {
+		return r[0].GetSegments()[nodeTopologyKey]
+	}
+	return ""
+}
+
+// selectedNode is the Longhorn node the topology asks for, or "" (any
+// node) when it asks for none or for a node no manager runs on (a
+// Kubernetes node whose hostname label is not its name, say): the volume
+// is then placed anywhere and its PV's node affinity sends the pod there,
+// rather than the claim failing.
+func (s *controllerServer) selectedNode(ctx context.Context, req *csi.TopologyRequirement) (string, error) {
+	node := topologyNode(req)
+	if node == "" {
+		return "", nil
+	}
+	if _, err := s.d.api.Node(ctx, node); client.IsNotFound(err) {
+		return "", nil
+	} else if err != nil {
+		return "", apiStatus(err, "read node "+node)
+	}
+	return node, nil
 }
 
 // readyVolume answers a volume once it is placed and, when it is made

@@ -27,10 +27,10 @@ func TestVolumeManagerRefusesAVolumeSmallerThanItsBackingImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCached(t, "image cached", func() bool { _, err := m.ds.GetBackingImageRO("img"); return err == nil })
-	if _, err := m.CreateVolume(ctx, "unknown-size", longhorn.VolumeSpec{Size: 1 << 20, NumberOfReplicas: 1, BackingImage: "img"}, nil); err != nil {
+	if _, err := m.CreateVolume(ctx, "unknown-size", longhorn.VolumeSpec{Size: 1 << 20, NumberOfReplicas: 1, BackingImage: "img"}, nil, ""); err != nil {
 		t.Fatalf("an image of unknown size: %v", err)
 	}
-	if _, err := m.CreateVolume(ctx, "no-image", longhorn.VolumeSpec{Size: 1 << 20, NumberOfReplicas: 1, BackingImage: "later"}, nil); err != nil {
+	if _, err := m.CreateVolume(ctx, "no-image", longhorn.VolumeSpec{Size: 1 << 20, NumberOfReplicas: 1, BackingImage: "later"}, nil, ""); err != nil {
 		t.Fatalf("an image not created yet: %v", err)
 	}
 
@@ -42,11 +42,11 @@ func TestVolumeManagerRefusesAVolumeSmallerThanItsBackingImage(t *testing.T) {
 		bi, err := m.ds.GetBackingImageRO("img")
 		return err == nil && bi.Status.VirtualSize == 1<<30
 	})
-	_, err = m.CreateVolume(ctx, "small", longhorn.VolumeSpec{Size: 1<<30 - 512, NumberOfReplicas: 1, BackingImage: "img"}, nil)
+	_, err = m.CreateVolume(ctx, "small", longhorn.VolumeSpec{Size: 1<<30 - 512, NumberOfReplicas: 1, BackingImage: "img"}, nil, "")
 	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "size: 1073741312 is smaller than the virtual size 1073741824 of backing image img") {
 		t.Fatalf("a volume smaller than its image: %v", err)
 	}
-	if _, err := m.CreateVolume(ctx, "fits", longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1, BackingImage: "img"}, nil); err != nil {
+	if _, err := m.CreateVolume(ctx, "fits", longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1, BackingImage: "img"}, nil, ""); err != nil {
 		t.Fatalf("a volume as large as its image: %v", err)
 	}
 }

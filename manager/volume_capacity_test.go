@@ -63,10 +63,10 @@ func TestVolumeManagerBoundsAVolumeByWhatADiskHolds(t *testing.T) {
 	})
 
 	// node-1's disk holds 10 GiB - 1 GiB reserved - 2 GiB scheduled = 7 GiB.
-	if _, err := m.CreateVolume(ctx, "fits", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 2}, nil); err != nil {
+	if _, err := m.CreateVolume(ctx, "fits", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 2}, nil, ""); err != nil {
 		t.Fatalf("2 replicas of 3 GiB on a disk with 7 GiB free of replicas: %v", err)
 	}
-	_, err := m.CreateVolume(ctx, "too-big", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 3}, nil)
+	_, err := m.CreateVolume(ctx, "too-big", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 3}, nil, "")
 	if !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("3 replicas of 3 GiB: %v, want ErrInvalidInput", err)
 	}
@@ -80,7 +80,7 @@ func TestVolumeManagerBoundsAVolumeByWhatADiskHolds(t *testing.T) {
 	}
 	// No replica count (a caller other than the API, which defaults it):
 	// left to the CRD's rule, never a division by zero here.
-	if _, err := m.CreateVolume(ctx, "no-replicas", longhorn.VolumeSpec{Size: 3 * gi}, nil); err == nil || !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.CreateVolume(ctx, "no-replicas", longhorn.VolumeSpec{Size: 3 * gi}, nil, ""); err == nil || !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("a volume with no replica count: %v, want it refused as invalid", err)
 	}
 
@@ -94,7 +94,7 @@ func TestVolumeManagerBoundsAVolumeByWhatADiskHolds(t *testing.T) {
 	})
 	// With 200%: 18 GiB - 2 GiB scheduled (the volume "fits" has no
 	// replica yet) = 16 GiB.
-	if _, err := m.CreateVolume(ctx, "over-provisioned", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 3}, nil); err != nil {
+	if _, err := m.CreateVolume(ctx, "over-provisioned", longhorn.VolumeSpec{Size: 3 * gi, NumberOfReplicas: 3}, nil, ""); err != nil {
 		t.Fatalf("3 replicas of 3 GiB with 200%% over-provisioning: %v", err)
 	}
 }

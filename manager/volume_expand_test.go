@@ -31,7 +31,7 @@ func TestExpandVolume(t *testing.T) {
 	if _, err := lh.LonghornV1beta2().Nodes(ns).UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := m.CreateVolume(ctx, "grow", longhorn.VolumeSpec{Size: 2 * gi, NumberOfReplicas: 2}, nil)
+	v, err := m.CreateVolume(ctx, "grow", longhorn.VolumeSpec{Size: 2 * gi, NumberOfReplicas: 2}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

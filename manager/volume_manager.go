@@ -49,7 +49,9 @@ func NewVolumeManager(ds *datastore.DataStore) *VolumeManager {
 
 // CreateVolume creates a volume that runs the jobs and groups of selector.
 // A volume whose selector is empty joins the default group.
-func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec longhorn.VolumeSpec, selector []datastore.RecurringJobSelectorItem) (*longhorn.Volume, error) {
+// selectedNode, when set, is the node whose disks take the replicas
+// (types.AnnotationSelectedNode); it must be a Longhorn node.
+func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec longhorn.VolumeSpec, selector []datastore.RecurringJobSelectorItem, selectedNode string) (*longhorn.Volume, error) {
 	switch {
 	case name == "":
 		return nil, invalid("name: required")
@@ -75,6 +77,14 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 	v := &longhorn.Volume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: datastore.SelectorLabels(selector)},
 		Spec:       spec,
+	}
+	if selectedNode != "" {
+		if _, err := m.ds.GetNodeRO(selectedNode); apierrors.IsNotFound(err) {
+			return nil, invalid("selectedNode: %q is not a Longhorn node", selectedNode)
+		} else if err != nil {
+			return nil, err
+		}
+		v.Annotations = map[string]string{types.AnnotationSelectedNode: selectedNode}
 	}
 	created, err := m.ds.CreateVolume(ctx, v)
 	if apierrors.IsAlreadyExists(err) {

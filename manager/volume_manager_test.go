@@ -72,7 +72,7 @@ func TestVolumeManagerRecurringJobSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := m.CreateVolume(ctx, "db", spec, selector)
+	v, err := m.CreateVolume(ctx, "db", spec, selector, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestVolumeManagerRecurringJobSelection(t *testing.T) {
 		t.Fatalf("labels %v, want %v", v.Labels, want)
 	}
 
-	plain, err := m.CreateVolume(ctx, "scratch", spec, nil)
+	plain, err := m.CreateVolume(ctx, "scratch", spec, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +89,14 @@ func TestVolumeManagerRecurringJobSelection(t *testing.T) {
 		t.Fatalf("a volume created without a selector is not in the default group: %v", plain.Labels)
 	}
 
-	_, err = m.CreateVolume(ctx, "bad", spec, []datastore.RecurringJobSelectorItem{{Name: "no-such-job"}})
+	_, err = m.CreateVolume(ctx, "bad", spec, []datastore.RecurringJobSelectorItem{{Name: "no-such-job"}}, "")
 	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "recurringJobSelector[0]") {
 		t.Fatalf("selecting a missing job at create: %v", err)
 	}
-	if _, err := m.CreateVolume(ctx, "Bad_Name", spec, nil); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "name:") {
+	if _, err := m.CreateVolume(ctx, "Bad_Name", spec, nil, ""); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "name:") {
 		t.Fatalf("bad name: %v", err)
 	}
-	if _, err := m.CreateVolume(ctx, "db", spec, nil); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "already exists") {
+	if _, err := m.CreateVolume(ctx, "db", spec, nil, ""); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("duplicate name: %v", err)
 	}
 

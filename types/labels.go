@@ -9,6 +9,13 @@ const (
 	// LonghornFinalizer guards every Longhorn object the manager cleans up after.
 	LonghornFinalizer = "longhorn.io"
 
+	// AnnotationSelectedNode, on a Volume, is the node whose disks take
+	// its replicas when it is made (the node the scheduler chose for a
+	// WaitForFirstConsumer claim, which the CSI driver passes); any node
+	// when absent. Like Kubernetes' volume.kubernetes.io/selected-node on
+	// a claim.
+	AnnotationSelectedNode = "longhorn.io/selected-node"
+
 	// LabelManagedBy marks objects the manager creates for itself.
 	LabelManagedBy = "longhorn.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.

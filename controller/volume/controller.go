@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Controller reconciles Volumes: the recurring-job label rule (a
@@ -91,6 +92,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			preferred = n
 		} else if n := c.cloneSourceNode(v); n != "" {
 			// A new clone is made where its source's replicas are.
+			preferred = n
+		} else if n := v.Annotations[types.AnnotationSelectedNode]; n != "" {
+			// A new volume asked for a node (the CSI driver's topology):
+			// its manager makes the replicas, when it is up.
 			preferred = n
 		}
 	}
