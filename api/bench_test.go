@@ -70,13 +70,17 @@ func BenchmarkEncodeRecurringJobs1000(b *testing.B) {
 }
 
 // BenchmarkWebsocketFanout100 measures, for one change, the time until the
-// last of 100 websocket clients has the new list.
+// last of 100 websocket clients has the new list, and what the change
+// allocates (the clients' reads included).
 func BenchmarkWebsocketFanout100(b *testing.B) {
+	b.ReportAllocs()
 	s := newTestServer(b, testJobs(10)...)
+	const clients = 100
+	// The clients share one address here, past the per-address cap.
+	s.server.bounds().streams.perClient = clients
 	srv := httptest.NewServer(s.handler)
 	defer srv.Close()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/ws/recurringjobs"
-	const clients = 100
 	conns := make([]*websocket.Conn, clients)
 	for i := range conns {
 		c, _, err := websocket.DefaultDialer.Dial(url, nil)

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -34,6 +34,57 @@ type hub struct {
 	subs map[chan struct{}]struct{}
 	// list renders the current collection from the cache.
 	list func(base string) (any, error)
+	// gen counts the notices; encoded holds, per base URL, the newest
+	// encoding of the list made after a notice, so the streams a notice
+	// wakes share one encoding of the change instead of each making its
+	// own (guarded by encodeMu, so they wait for it rather than all
+	// encoding at once). A stream's first list is always encoded fresh:
+	// a list may show what no notice of this hub announces.
+	gen      uint64
+	encodeMu sync.Mutex
+	encoded  map[string]encodedList
+}
+
+// encodedList is a list encoded at notice gen, with its digest, which is
+// all a stream keeps of what it sent last.
+type encodedList struct {
+	gen  uint64
+	data []byte
+	sum  [sha256.Size]byte
+}
+
+// maxEncodedBases bounds the encodings a hub keeps: one per base URL the
+// clients reach the API by, which are few.
+const maxEncodedBases = 16
+
+// encode returns the list encoded for base: fresh, or after a notice the
+// encoding another stream made for the same notice.
+func (h *hub) encode(base string, fresh bool) (encodedList, error) {
+	h.encodeMu.Lock()
+	defer h.encodeMu.Unlock()
+	h.mu.Lock()
+	gen := h.gen
+	e, ok := h.encoded[base]
+	h.mu.Unlock()
+	if ok && e.gen == gen && !fresh {
+		return e, nil
+	}
+	list, err := h.list(base)
+	if err != nil {
+		return encodedList{}, err
+	}
+	data, err := json.Marshal(list)
+	if err != nil {
+		return encodedList{}, err
+	}
+	e = encodedList{gen: gen, data: data, sum: sha256.Sum256(data)}
+	h.mu.Lock()
+	if h.encoded == nil || (len(h.encoded) >= maxEncodedBases && h.encoded[base].data == nil) {
+		h.encoded = map[string]encodedList{}
+	}
+	h.encoded[base] = e
+	h.mu.Unlock()
+	return e, nil
 }
 
 func (h *hub) subscribe() chan struct{} {
@@ -53,6 +104,7 @@ func (h *hub) unsubscribe(ch chan struct{}) {
 func (h *hub) notify() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.gen++
 	for ch := range h.subs {
 		select {
 		case ch <- struct{}{}:
@@ -169,24 +221,23 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 	}()
 
 	base := baseURL(r)
-	var last []byte
-	send := func() error {
-		list, err := h.list(base)
+	// Of what it sent last the stream keeps the digest alone, not a copy
+	// of the list.
+	var last [sha256.Size]byte
+	sent := false
+	send := func(fresh bool) error {
+		e, err := h.encode(base, fresh)
 		if err != nil {
 			return err
 		}
-		data, err := json.Marshal(list)
-		if err != nil {
-			return err
-		}
-		if bytes.Equal(data, last) {
+		if sent && e.sum == last {
 			return nil
 		}
-		last = data
+		last, sent = e.sum, true
 		_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-		return conn.WriteMessage(websocket.TextMessage, data)
+		return conn.WriteMessage(websocket.TextMessage, e.data)
 	}
-	if err := send(); err != nil {
+	if err := send(true); err != nil {
 		log.WithError(err).Debug("Websocket client dropped")
 		return nil
 	}
@@ -211,7 +262,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 			lastSend = time.Now()
-			if err := send(); err != nil {
+			if err := send(false); err != nil {
 				log.WithError(err).Debug("Websocket client dropped")
 				return nil
 			}
