@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	"github.com/cadence-storage/longhorn-manager/manager"
@@ -93,7 +94,23 @@ func writeError(w http.ResponseWriter, err error) {
 		status, code = http.StatusServiceUnavailable, "Unavailable"
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(apiretry.RetryAfter(err).Seconds()))))
 	}
-	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: msg})
+	writeJSON(w, status, Error{Type: "error", Status: status, Code: code, Message: truncateMessage(msg)})
+}
+
+// maxErrorMessage bounds an error's message: one that echoes a huge value
+// of the request (a 1 MiB name) is cut, so refusing a request never costs
+// more than reading it.
+const maxErrorMessage = 4 << 10
+
+func truncateMessage(msg string) string {
+	if len(msg) <= maxErrorMessage {
+		return msg
+	}
+	cut := maxErrorMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", msg[:cut], len(msg)-cut)
 }
 
 // maxBodyBytes caps request bodies; maxBodyValues caps the objects, lists
@@ -140,11 +157,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	data, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
-	return decodeJSON(data, v)
+	return withBodyBudget(w, r, func() error {
+		data, err := readBody(w, r)
+		if err != nil {
+			return err
+		}
+		return decodeJSON(data, v)
+	})
 }
 
 // checkJSONContentType refuses a body typed other than JSON (none is
@@ -156,9 +175,15 @@ func checkJSONContentType(r *http.Request) error {
 	return nil
 }
 
-// readBody reads a request body of at most maxBodyBytes.
+// readBody reads a request body of at most maxBodyBytes, into one buffer
+// of its announced length when it announces one.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	buf := bytes.NewBuffer(nil)
+	if r.ContentLength > 0 && r.ContentLength <= maxBodyBytes {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	data := buf.Bytes()
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
 		return nil, err

@@ -200,9 +200,11 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	data, err := readBody(w, r)
-	if err != nil || len(bytes.TrimSpace(data)) == 0 {
-		return err
-	}
-	return decodeJSON(data, v)
+	return withBodyBudget(w, r, func() error {
+		data, err := readBody(w, r)
+		if err != nil || len(bytes.TrimSpace(data)) == 0 {
+			return err
+		}
+		return decodeJSON(data, v)
+	})
 }

@@ -91,7 +91,7 @@ func (m *VolumeManager) validateBackingImage(in BackingImageCreate) error {
 		return invalid("name: %q must be a lower-case DNS subdomain (a-z, 0-9, '-', '.', starting and ending with a letter or digit)", in.Name)
 	}
 	if len(in.Name) > backingImageNameMaxLength {
-		return invalid("name: %q is longer than %d characters (its files' folder <name>-<uuid> must fit a file name)", in.Name, backingImageNameMaxLength)
+		return invalid("name: %q... (%d characters) is longer than %d characters (its files' folder <name>-<uuid> must fit a file name)", in.Name[:backingImageNameMaxLength], len(in.Name), backingImageNameMaxLength)
 	}
 	allowed, ok := sourceParameterKeys[in.SourceType]
 	if !ok {

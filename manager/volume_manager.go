@@ -56,7 +56,7 @@ func (m *VolumeManager) CreateVolume(ctx context.Context, name string, spec long
 	case name == "":
 		return nil, invalid("name: required")
 	case len(name) > volumeNameMaxLength:
-		return nil, invalid("name: %q is longer than %d characters", name, volumeNameMaxLength)
+		return nil, invalid("name: %q... (%d characters) is longer than %d characters", name[:volumeNameMaxLength], len(name), volumeNameMaxLength)
 	case !volumeNamePattern.MatchString(name):
 		return nil, invalid("name: %q must be lowercase letters, digits, '-', '_' or '.', starting with a letter or digit", name)
 	}

@@ -38,7 +38,7 @@ type DaemonProcess struct {
 // StartDaemonProcess builds the manager binary, then runs its daemon in
 // namespace as cfg's user, with extra flags if any, and waits until it is
 // ready.
-func StartDaemonProcess(b *testing.B, cfg *rest.Config, namespace string, extra ...string) *DaemonProcess {
+func StartDaemonProcess(b testing.TB, cfg *rest.Config, namespace string, extra ...string) *DaemonProcess {
 	b.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -67,13 +67,13 @@ func StartDaemonProcess(b *testing.B, cfg *rest.Config, namespace string, extra 
 // directory, API and engine addresses (an engine's address is in its
 // Engine status, as a node's fixed port would be) and flags, and waits until it is ready. Its
 // /metrics counters start again from zero.
-func (d *DaemonProcess) Restart(b *testing.B) {
+func (d *DaemonProcess) Restart(b testing.TB) {
 	b.Helper()
 	d.Stop(b)
 	d.Launch(b, "daemon-restarted.log")
 }
 
-func (d *DaemonProcess) Launch(b *testing.B, logName string) {
+func (d *DaemonProcess) Launch(b testing.TB, logName string) {
 	b.Helper()
 	d.logPath = filepath.Join(d.dir, logName)
 	logFile, err := os.Create(d.logPath)
@@ -109,7 +109,7 @@ func (d *DaemonProcess) Launch(b *testing.B, logName string) {
 }
 
 // Stop sends SIGTERM and waits, killing the daemon after 60 seconds.
-func (d *DaemonProcess) Stop(b *testing.B) {
+func (d *DaemonProcess) Stop(b testing.TB) {
 	if d.cmd.ProcessState != nil {
 		return
 	}
@@ -125,7 +125,7 @@ func (d *DaemonProcess) Stop(b *testing.B) {
 
 // ProcStatus reads a field of the daemon's /proc status in KiB (VmHWM is
 // the peak resident set).
-func (d *DaemonProcess) ProcStatus(b *testing.B, field string) float64 {
+func (d *DaemonProcess) ProcStatus(b testing.TB, field string) float64 {
 	b.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
 	if err != nil {
@@ -156,7 +156,7 @@ func (d *DaemonProcess) OpenFiles() int {
 // samples whose labels contain every given fragment.
 type Scrape map[string]float64
 
-func (d *DaemonProcess) Metrics(b *testing.B) Scrape {
+func (d *DaemonProcess) Metrics(b testing.TB) Scrape {
 	b.Helper()
 	resp, err := http.Get("http://" + d.API + "/metrics")
 	if err != nil {
@@ -205,7 +205,7 @@ func (s Scrape) APIWrites(fragments ...string) float64 {
 	return all - s.Sum("longhorn_manager_kube_api_requests_total", append(fragments, `method="GET"`)...)
 }
 
-func writeKubeconfig(b *testing.B, path string, cfg *rest.Config) {
+func writeKubeconfig(b testing.TB, path string, cfg *rest.Config) {
 	b.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData,
@@ -233,7 +233,7 @@ func FreeAddress(b testing.TB) string {
 // file of 1,000 volumes × 30 snapshots open: the engine holds each layer
 // of a replica's chain open, 31 files for a 30-snapshot volume. Only root
 // may raise the hard limit; others keep theirs.
-func RaiseOpenFileLimit(b *testing.B, want uint64) {
+func RaiseOpenFileLimit(b testing.TB, want uint64) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= want {
 		return
@@ -244,7 +244,7 @@ func RaiseOpenFileLimit(b *testing.B, want uint64) {
 }
 
 // LogDelta logs how the daemon's API writes and engine calls grew.
-func LogDelta(b *testing.B, phase string, before, after Scrape) {
+func LogDelta(b testing.TB, phase string, before, after Scrape) {
 	var lines []string
 	for series, v := range after {
 		writes := strings.HasPrefix(series, "longhorn_manager_kube_api_requests_total") && !strings.Contains(series, `method="GET"`)
@@ -257,7 +257,7 @@ func LogDelta(b *testing.B, phase string, before, after Scrape) {
 }
 
 // Parallel runs f on every item with n workers and fails on the first error.
-func Parallel(b *testing.B, n int, items []string, f func(string) error) {
+func Parallel(b testing.TB, n int, items []string, f func(string) error) {
 	b.Helper()
 	work := make(chan string)
 	errs := make(chan error, n)
