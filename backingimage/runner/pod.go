@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +93,26 @@ func pendingf(format string, a ...any) error {
 // Start implements ServerRunner: it creates the pod when there is none,
 // replaces one that terminated or runs other arguments or another image,
 // adopts one that matches, and answers nil once it is running and ready.
+// makeDiskFolders creates the disk folders pod mounts, on a disk that is
+// there (the runner runs on the disk's node, which has the disk at the
+// same path): the kubelet mounts only a folder that exists. A disk that
+// is not there is left alone: the pod then fails to mount it, and says
+// so, rather than the disk being made again on the root filesystem.
+func makeDiskFolders(pod *corev1.Pod) error {
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Dir(v.HostPath.Path)); err != nil {
+			continue
+		}
+		if err := os.MkdirAll(v.HostPath.Path, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *PodRunner) Start(key string, args []string, opts ...ServerOption) error {
 	want, err := serverPod(r.cfg, key, args, serverOptions(opts))
 	if err != nil {
@@ -101,6 +123,9 @@ func (r *PodRunner) Start(key string, args []string, opts ...ServerOption) error
 	log := r.log.WithFields(logrus.Fields{"server": key, "pod": want.Name, "image": want.Spec.Containers[0].Image})
 	pod, err := r.pods().Get(ctx, want.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if err := makeDiskFolders(want); err != nil {
+			return fmt.Errorf("server %s: %w", key, err)
+		}
 		if _, err := r.pods().Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create pod %s for server %s: %w", want.Name, key, err)
 		}

@@ -17,13 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/backingimage"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // The pods of backing image servers: one per data source, one per disk's
-// manager, on the node of the disk, with the disk's folder mounted at its
-// own path so the server's flags are the same as a child process's.
+// manager, on the node of the disk, with the disk's folders they use
+// mounted at their own paths so the server's flags are the same as a
+// child process's.
 const (
 	// Each server listens on a fixed port of its pod's IP: the ports the
 	// servers default to.
@@ -37,7 +40,6 @@ const (
 	managerSubcommand            = "backing-image-manager"
 	serverPodNameMaxLen          = validation.DNS1123LabelMaxLength
 	serverPodNameHashLen         = 10
-	serverDiskVolume             = "disk"
 	serverTLSVolume              = "internal-tls"
 	// ServerTLSMountPath is where a server pod reads its leaf: the
 	// servers' Secret (mtls.ServerSecretName), which the kubelet keeps
@@ -73,6 +75,37 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// serverDiskFolders are the folders of the disk a server of subcommand
+// sees, each mounted at its own path so the server's flags are a child
+// process's: the backing images' files and their temporary folder,
+// read-write, and, for a disk's manager, the replicas' folder read-only
+// (it reads which replicas start from a file before deleting it). Never
+// the replicas' data writable, nor the rest of the disk: a data source
+// fetches untrusted URLs. The folders are of type Directory, never
+// DirectoryOrCreate: a disk that is gone is not made again on the root
+// filesystem (the runner creates them on a disk that is there).
+func serverDiskFolders(subcommand, diskPath string) ([]corev1.VolumeMount, []corev1.Volume) {
+	folders := []struct {
+		name, sub string
+		readOnly  bool
+	}{{"disk-images", backingimage.FilesFolder, false}, {"disk-tmp", backingimage.TempFolder, false}}
+	if subcommand == managerSubcommand {
+		folders = append(folders, struct {
+			name, sub string
+			readOnly  bool
+		}{"disk-replicas", replica.ReplicasFolder, true})
+	}
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	for _, f := range folders {
+		path := filepath.Join(diskPath, f.sub)
+		mounts = append(mounts, corev1.VolumeMount{Name: f.name, MountPath: path, ReadOnly: f.readOnly})
+		volumes = append(volumes, corev1.Volume{Name: f.name,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)}}})
+	}
+	return mounts, volumes
 }
 
 // serverPod is the pod that runs `longhorn-manager <args> --listen
@@ -121,10 +154,14 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 		}
 	}
 	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)), "--tls-dir", ServerTLSMountPath)
+	diskMounts, diskVolumes := serverDiskFolders(args[0], diskPath)
+	// The mounts are part of the spec: a pod of an older layout (the
+	// whole disk mounted) is replaced.
 	spec, _ := json.Marshal(struct {
-		Image string
-		Args  []string
-	}{image, fullArgs})
+		Image  string
+		Args   []string
+		Mounts []corev1.VolumeMount `json:",omitempty"`
+	}{image, fullArgs, diskMounts})
 	sum := sha256.Sum256(spec)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -153,21 +190,15 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 					PeriodSeconds: serverReadinessPeriodSeconds,
 				},
 				// Not privileged, unlike Longhorn's: the servers only read
-				// and write files under the disk's folder, as the image's
-				// user (root), and touch no device.
-				VolumeMounts: []corev1.VolumeMount{{Name: serverDiskVolume, MountPath: diskPath},
-					{Name: serverTLSVolume, MountPath: ServerTLSMountPath, ReadOnly: true}},
+				// and write files under the disk's folders they use, as the
+				// image's user (root), and touch no device.
+				VolumeMounts: append(diskMounts, corev1.VolumeMount{Name: serverTLSVolume, MountPath: ServerTLSMountPath, ReadOnly: true}),
 			}},
-			Volumes: []corev1.Volume{{
-				Name: serverDiskVolume,
-				// Directory, not DirectoryOrCreate: a disk that is gone is
-				// not made again on the root filesystem.
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: diskPath, Type: ptr.To(corev1.HostPathDirectory)}},
-			}, {
+			Volumes: append(diskVolumes, corev1.Volume{
 				Name: serverTLSVolume,
 				// The key is readable by the server's user only.
 				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: mtls.ServerSecretName, DefaultMode: ptr.To[int32](0o400)}},
-			}},
+			}),
 		},
 	}
 	if o.Owner != nil {

@@ -29,6 +29,28 @@ func newTestPodRunner() (*PodRunner, *fake.Clientset) {
 var dataSourceTestArgs = []string{"backing-image-data-source", "--name", "ubuntu", "--uuid", "u1", "--source-type", "download",
 	"--disk-path", "/var/lib/longhorn", "--disk-uuid", "disk-1", "--parameter", "url=http://x/y"}
 
+// diskMountsOf lists the host folders pod mounts, with their modes, each
+// checked to be mounted at its own path from a hostPath that must exist.
+func diskMountsOf(pod *corev1.Pod) string {
+	paths := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectory {
+			paths[v.Name] = v.HostPath.Path
+		}
+	}
+	var out []string
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if p, ok := paths[m.Name]; ok && p == m.MountPath {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			out = append(out, p+" "+mode)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func TestServerPodManifest(t *testing.T) {
 	bids := &longhorn.BackingImageDataSource{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", UID: "uid-1"}}
 	pod, err := serverPod(testPodRunnerConfig, "backing-image-data-source/ubuntu", dataSourceTestArgs, serverOptions([]ServerOption{WithOwner(bids, "BackingImageDataSource")}))
@@ -47,17 +69,19 @@ func TestServerPodManifest(t *testing.T) {
 	}
 	// The servers' leaf, not the CA's key: the servers' Secret, read-only,
 	// readable by the server's user only.
-	tlsVolume := pod.Spec.Volumes[1]
+	last := len(pod.Spec.Volumes) - 1
+	tlsVolume := pod.Spec.Volumes[last]
 	if tlsVolume.Secret == nil || tlsVolume.Secret.SecretName != mtls.ServerSecretName || *tlsVolume.Secret.DefaultMode != 0o400 ||
-		c.VolumeMounts[1].Name != tlsVolume.Name || c.VolumeMounts[1].MountPath != ServerTLSMountPath || !c.VolumeMounts[1].ReadOnly {
+		c.VolumeMounts[last].Name != tlsVolume.Name || c.VolumeMounts[last].MountPath != ServerTLSMountPath || !c.VolumeMounts[last].ReadOnly {
 		t.Errorf("TLS volume %+v mount %+v", tlsVolume, c.VolumeMounts)
 	}
 	if c.ReadinessProbe == nil || c.ReadinessProbe.TCPSocket == nil || c.ReadinessProbe.TCPSocket.Port.IntValue() != DataSourcePodPort {
 		t.Errorf("readiness probe %+v", c.ReadinessProbe)
 	}
-	v := pod.Spec.Volumes[0]
-	if v.HostPath == nil || v.HostPath.Path != "/var/lib/longhorn" || c.VolumeMounts[0].MountPath != "/var/lib/longhorn" || c.VolumeMounts[0].Name != v.Name {
-		t.Errorf("volume %+v mount %+v", v, c.VolumeMounts)
+	// A data source, which fetches untrusted URLs, sees the backing
+	// images' folders of its disk and nothing else of it: no replica.
+	if got := diskMountsOf(pod); got != "/var/lib/longhorn/backing-images rw, /var/lib/longhorn/tmp rw" {
+		t.Errorf("the data source's disk mounts: %s", got)
 	}
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.ServiceAccountName != "longhorn-service-account" {
 		t.Errorf("restart %s service account %s", pod.Spec.RestartPolicy, pod.Spec.ServiceAccountName)
@@ -76,8 +100,12 @@ func TestServerPodManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if mgr.Spec.Containers[0].Image != "longhorn-manager:v1" || mgr.Spec.RestartPolicy != corev1.RestartPolicyAlways ||
-		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000 --tls-dir "+ServerTLSMountPath) || mgr.Spec.Volumes[0].HostPath.Path != "/mnt/d2" {
+		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000 --tls-dir "+ServerTLSMountPath) {
 		t.Errorf("manager pod %+v", mgr.Spec)
+	}
+	// A disk's manager also reads the replicas' records, read-only.
+	if got := diskMountsOf(mgr); got != "/mnt/d2/backing-images rw, /mnt/d2/tmp rw, /mnt/d2/replicas ro" {
+		t.Errorf("the manager's disk mounts: %s", got)
 	}
 	if mgr.Annotations[types.AnnotationServerSpec] == pod.Annotations[types.AnnotationServerSpec] {
 		t.Error("two different servers have the same spec hash")
