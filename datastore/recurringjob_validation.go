@@ -66,7 +66,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 	retainPath := specPath.Child("retain")
 	minRetain := 1
-	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup {
+	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup || spec.Task == longhorn.RecurringJobTypeBackupVerify {
+		// Neither keeps anything: retain has no use.
 		minRetain = 0
 	}
 	if spec.Retain < minRetain || spec.Retain > maxRetention {
