@@ -111,7 +111,17 @@ func (r *VerifyResult) Problem() string {
 	case r.ConfigError != "":
 		return "the backup config is invalid: " + r.ConfigError
 	case len(r.BadBlocks) > 0:
-		s := fmt.Sprintf("%d of %d blocks are bad; the first: %s", len(r.BadBlocks), r.Blocks, r.BadBlocks[0])
+		s := fmt.Sprintf("%d of %d blocks are bad:", len(r.BadBlocks), r.Blocks)
+		for i, bad := range r.BadBlocks {
+			if i == maxBadBlocksSaid {
+				s += fmt.Sprintf(" and %d more", len(r.BadBlocks)-i)
+				break
+			}
+			if i > 0 {
+				s += ","
+			}
+			s += fmt.Sprintf(" offset %d %s", bad.Offset, bad.Reason)
+		}
 		if r.Digest == DigestMismatch {
 			s += "; and " + r.DigestError
 		}
@@ -123,6 +133,10 @@ func (r *VerifyResult) Problem() string {
 	}
 	return ""
 }
+
+// maxBadBlocksSaid bounds the bad blocks Problem names (a status
+// message, an event): the result holds them all.
+const maxBadBlocksSaid = 10
 
 // Verifier runs drills. One Verifier is one run: a block it has read is
 // not read again by a later Verify of the same Verifier (blocks are
