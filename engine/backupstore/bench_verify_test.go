@@ -45,6 +45,7 @@ func BenchmarkVerifyAgainstRestore(b *testing.B) {
 				restore += time.Since(start)
 				dst.Close()
 			}
+			b.Logf("%s (%s): verify %v, restore %v for %d runs", kind, tt.Target, verify, restore, b.N)
 			mb := float64(size) * float64(b.N) / 1e6
 			b.ReportMetric(mb/verify.Seconds(), "MB/s-verify")
 			b.ReportMetric(mb/restore.Seconds(), "MB/s-restore")
