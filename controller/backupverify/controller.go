@@ -144,11 +144,23 @@ func (c *Controller) drill(ctx context.Context, volume, backup string, log *logr
 }
 
 // writeBackup records the drill on the Backup; the verification is this
-// controller's field alone.
+// controller's field alone. A conflict (the target controller's poll
+// wrote meanwhile) is retried on a fresh read, never by drilling again.
 func (c *Controller) writeBackup(ctx context.Context, b *longhorn.Backup, rec longhorn.BackupVerification) error {
-	updated := b.DeepCopy()
-	updated.Status.Verification = &rec
-	if _, err := c.ds.UpdateBackupStatus(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+	err := datastore.RetryOnConflict(func() error {
+		live, err := c.ds.GetBackupFresh(ctx, b.Name)
+		if err != nil {
+			return err
+		}
+		if live.UID != b.UID {
+			return nil // deleted and made again meanwhile: not the backup drilled
+		}
+		updated := live.DeepCopy()
+		updated.Status.Verification = &rec
+		_, err = c.ds.UpdateBackupStatus(ctx, updated)
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record the drill of backup %s: %w", b.Name, err)
 	}
 	return nil
