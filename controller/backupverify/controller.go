@@ -35,6 +35,10 @@ type Controller struct {
 	nodeID   string
 	recorder record.EventRecorder
 	now      func() time.Time
+	// written keeps a sync retried before the informer brings back its
+	// own status write (a failed volume write after it) from drilling
+	// the backup again.
+	written kit.Written
 }
 
 // NewController wires the controller to the Backup informer (a drill is
@@ -92,7 +96,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, err
 	}
-	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || !c.leader() {
+	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.leader() {
 		return kit.Result{}, nil
 	}
 	volume := datastore.BackupVolumeName(b)
@@ -107,7 +111,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		rec = verification(res, err)
 	}
 	rec.RequestedAt, rec.VerifiedAt = b.Spec.VerifyRequestedAt, metav1.NewTime(c.now())
-	if err := c.writeBackup(ctx, b, rec); err != nil {
+	if err := c.writeBackup(ctx, key, b, rec); err != nil {
 		return kit.Result{}, err
 	}
 	full, err := c.writeVolume(ctx, volume, b.Name, rec)
@@ -146,7 +150,7 @@ func (c *Controller) drill(ctx context.Context, volume, backup string, log *logr
 // writeBackup records the drill on the Backup; the verification is this
 // controller's field alone. A conflict (the target controller's poll
 // wrote meanwhile) is retried on a fresh read, never by drilling again.
-func (c *Controller) writeBackup(ctx context.Context, b *longhorn.Backup, rec longhorn.BackupVerification) error {
+func (c *Controller) writeBackup(ctx context.Context, key string, b *longhorn.Backup, rec longhorn.BackupVerification) error {
 	err := datastore.RetryOnConflict(func() error {
 		live, err := c.ds.GetBackupFresh(ctx, b.Name)
 		if err != nil {
@@ -157,7 +161,10 @@ func (c *Controller) writeBackup(ctx context.Context, b *longhorn.Backup, rec lo
 		}
 		updated := live.DeepCopy()
 		updated.Status.Verification = &rec
-		_, err = c.ds.UpdateBackupStatus(ctx, updated)
+		stored, err := c.ds.UpdateBackupStatus(ctx, updated)
+		if err == nil {
+			c.written.Remember(key, stored.ResourceVersion)
+		}
 		return err
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
