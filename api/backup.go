@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,6 +63,12 @@ type Backup struct {
 	CompressionMethod     string `json:"compressionMethod"`
 	BackupTargetName      string `json:"backupTargetName"`
 	BlockSize             string `json:"blockSize"`
+	// Verification is what the last drill of the backup found
+	// (backupVerify, backup-verify).
+	Verification *longhorn.BackupVerification `json:"verification,omitempty"`
+	// VerifyRequestedAt is when a drill was last asked for; the drill
+	// that answers it has verification.requestedAt equal to it.
+	VerifyRequestedAt string `json:"verifyRequestedAt,omitempty"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -69,7 +76,7 @@ type BackupInput struct {
 	Name string `json:"name"`
 }
 
-var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete"}
+var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete", "backupVerify"}
 
 func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 	r := resource(base, "backupVolume", "backupvolumes", bv.Name)
@@ -83,7 +90,7 @@ func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 }
 
 func toBackup(b *longhorn.Backup) Backup {
-	return Backup{
+	out := Backup{
 		Resource: Resource{ID: b.Name, Type: "backup", Links: map[string]string{}, Actions: map[string]string{}},
 		Name:     b.Name, State: string(b.Status.State), Progress: b.Status.Progress, URL: b.Status.URL,
 		SnapshotName: b.Status.SnapshotName, SnapshotCreated: b.Status.SnapshotCreatedAt, Created: b.Status.BackupCreatedAt,
@@ -92,7 +99,12 @@ func toBackup(b *longhorn.Backup) Backup {
 		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
 		BackupMode: b.Status.BackupMode, BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
 		NewlyUploadedDataSize: b.Status.NewlyUploadedDataSize, ReUploadedDataSize: b.Status.ReUploadedDataSize,
+		Verification: b.Status.Verification,
 	}
+	if !b.Spec.VerifyRequestedAt.IsZero() {
+		out.VerifyRequestedAt = b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error {
@@ -138,6 +150,8 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		return notFound("backup volume %q not found", volume)
 	}
 	switch action {
+	case "backupVerify":
+		return s.backupVerify(w, r, volume)
 	case "backupList":
 		list, err := s.ds.ListBackupsRO(volume)
 		if err != nil {
@@ -175,7 +189,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, toBackup(b))
 		return nil
 	}
-	return badRequest("action: %q is not a backup volume action; use backupList, backupGet or backupDelete", action)
+	return badRequest("action: %q is not a backup volume action; use backupList, backupGet, backupDelete or backupVerify", action)
 }
 
 // snapshotBackup backs a snapshot of an attached volume up to the backup
@@ -190,6 +204,9 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	}
 	if err := backupstore.CheckMode(in.BackupMode); err != nil {
 		return badRequest("%v", err)
+	}
+	if err := s.fullAfterFailedDrill(name, &in); err != nil {
+		return err
 	}
 	target, err := s.ds.GetSettingValue(types.SettingNameBackupTarget)
 	if err != nil {

@@ -104,46 +104,49 @@ type Volume struct {
 // the project fills from what it has, or answers with Longhorn's value for
 // a volume that does not use the feature.
 type longhornVolumeFields struct {
-	Created                     string                     `json:"created"`
-	Image                       string                     `json:"image"`
-	CurrentImage                string                     `json:"currentImage"`
-	DataEngine                  longhorn.DataEngineType    `json:"dataEngine"`
-	Ready                       bool                       `json:"ready"`
-	NotReadyMessage             string                     `json:"notReadyMessage"`
-	AccessMode                  longhorn.AccessMode        `json:"accessMode"`
-	DataLocality                longhorn.DataLocality      `json:"dataLocality"`
-	StaleReplicaTimeout         int                        `json:"staleReplicaTimeout"`
-	Standby                     bool                       `json:"standby"`
-	RestoreRequired             bool                       `json:"restoreRequired"`
-	RestoreInitiated            bool                       `json:"restoreInitiated"`
-	RevisionCounterDisabled     bool                       `json:"revisionCounterDisabled"`
-	Migratable                  bool                       `json:"migratable"`
-	Encrypted                   bool                       `json:"encrypted"`
-	LastBackup                  string                     `json:"lastBackup"`
-	LastBackupAt                string                     `json:"lastBackupAt"`
-	ShareEndpoint               string                     `json:"shareEndpoint"`
-	ShareState                  string                     `json:"shareState"`
-	SnapshotDataIntegrity       string                     `json:"snapshotDataIntegrity"`
-	UnmapMarkSnapChainRemoved   string                     `json:"unmapMarkSnapChainRemoved"`
-	ReplicaAutoBalance          string                     `json:"replicaAutoBalance"`
-	ReplicaSoftAntiAffinity     string                     `json:"replicaSoftAntiAffinity"`
-	ReplicaZoneSoftAntiAffinity string                     `json:"replicaZoneSoftAntiAffinity"`
-	ReplicaDiskSoftAntiAffinity string                     `json:"replicaDiskSoftAntiAffinity"`
-	FreezeFilesystemForSnapshot string                     `json:"freezeFilesystemForSnapshot"`
-	BackupCompressionMethod     string                     `json:"backupCompressionMethod"`
-	BackupBlockSize             string                     `json:"backupBlockSize"`
-	BackupTargetName            string                     `json:"backupTargetName"`
-	SnapshotMaxCount            int                        `json:"snapshotMaxCount"`
-	SnapshotMaxSize             string                     `json:"snapshotMaxSize"`
-	DiskSelector                []string                   `json:"diskSelector"`
-	NodeSelector                []string                   `json:"nodeSelector"`
-	KubernetesStatus            VolumeKubernetesStatus     `json:"kubernetesStatus"`
-	CloneStatus                 longhorn.VolumeCloneStatus `json:"cloneStatus"`
-	BackupStatus                []VolumeBackupStatus       `json:"backupStatus"`
-	RestoreStatus               []struct{}                 `json:"restoreStatus"`
-	PurgeStatus                 []struct{}                 `json:"purgeStatus"`
-	RebuildStatus               []struct{}                 `json:"rebuildStatus"`
-	VolumeAttachment            VolumeAttachment           `json:"volumeAttachment"`
+	Created                 string                  `json:"created"`
+	Image                   string                  `json:"image"`
+	CurrentImage            string                  `json:"currentImage"`
+	DataEngine              longhorn.DataEngineType `json:"dataEngine"`
+	Ready                   bool                    `json:"ready"`
+	NotReadyMessage         string                  `json:"notReadyMessage"`
+	AccessMode              longhorn.AccessMode     `json:"accessMode"`
+	DataLocality            longhorn.DataLocality   `json:"dataLocality"`
+	StaleReplicaTimeout     int                     `json:"staleReplicaTimeout"`
+	Standby                 bool                    `json:"standby"`
+	RestoreRequired         bool                    `json:"restoreRequired"`
+	RestoreInitiated        bool                    `json:"restoreInitiated"`
+	RevisionCounterDisabled bool                    `json:"revisionCounterDisabled"`
+	Migratable              bool                    `json:"migratable"`
+	Encrypted               bool                    `json:"encrypted"`
+	LastBackup              string                  `json:"lastBackup"`
+	LastBackupAt            string                  `json:"lastBackupAt"`
+	// LastBackupVerification is the last drill of the volume's newest
+	// backup (backup-verify).
+	LastBackupVerification      *longhorn.BackupVerification `json:"lastBackupVerification,omitempty"`
+	ShareEndpoint               string                       `json:"shareEndpoint"`
+	ShareState                  string                       `json:"shareState"`
+	SnapshotDataIntegrity       string                       `json:"snapshotDataIntegrity"`
+	UnmapMarkSnapChainRemoved   string                       `json:"unmapMarkSnapChainRemoved"`
+	ReplicaAutoBalance          string                       `json:"replicaAutoBalance"`
+	ReplicaSoftAntiAffinity     string                       `json:"replicaSoftAntiAffinity"`
+	ReplicaZoneSoftAntiAffinity string                       `json:"replicaZoneSoftAntiAffinity"`
+	ReplicaDiskSoftAntiAffinity string                       `json:"replicaDiskSoftAntiAffinity"`
+	FreezeFilesystemForSnapshot string                       `json:"freezeFilesystemForSnapshot"`
+	BackupCompressionMethod     string                       `json:"backupCompressionMethod"`
+	BackupBlockSize             string                       `json:"backupBlockSize"`
+	BackupTargetName            string                       `json:"backupTargetName"`
+	SnapshotMaxCount            int                          `json:"snapshotMaxCount"`
+	SnapshotMaxSize             string                       `json:"snapshotMaxSize"`
+	DiskSelector                []string                     `json:"diskSelector"`
+	NodeSelector                []string                     `json:"nodeSelector"`
+	KubernetesStatus            VolumeKubernetesStatus       `json:"kubernetesStatus"`
+	CloneStatus                 longhorn.VolumeCloneStatus   `json:"cloneStatus"`
+	BackupStatus                []VolumeBackupStatus         `json:"backupStatus"`
+	RestoreStatus               []struct{}                   `json:"restoreStatus"`
+	PurgeStatus                 []struct{}                   `json:"purgeStatus"`
+	RebuildStatus               []struct{}                   `json:"rebuildStatus"`
+	VolumeAttachment            VolumeAttachment             `json:"volumeAttachment"`
 }
 
 // VolumeKubernetesStatus is Longhorn's view of a volume's PV, PVC and
@@ -423,9 +426,10 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
 			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
-			KubernetesStatus: volumeKubernetesStatus(v.Status.KubernetesStatus),
-			CloneStatus:      v.Status.CloneStatus,
-			BackupStatus:     volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
+			KubernetesStatus:       volumeKubernetesStatus(v.Status.KubernetesStatus),
+			CloneStatus:            v.Status.CloneStatus,
+			LastBackupVerification: v.Status.LastBackupVerification,
+			BackupStatus:           volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
 			VolumeAttachment: VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)},
 		},
 	}

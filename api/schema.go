@@ -116,7 +116,7 @@ func schemas() []Schema {
 				"lastAttachedBy": {Type: "string"}, "dataLocality": {Type: "string"}, "staleReplicaTimeout": {Type: "int"},
 				"standby": {Type: "boolean"}, "restoreRequired": {Type: "boolean"}, "restoreInitiated": {Type: "boolean"},
 				"revisionCounterDisabled": {Type: "boolean"}, "migratable": {Type: "boolean"}, "encrypted": {Type: "boolean"},
-				"lastBackup": {Type: "string"}, "lastBackupAt": {Type: "string"}, "shareEndpoint": {Type: "string"}, "shareState": {Type: "string"},
+				"lastBackup": {Type: "string"}, "lastBackupAt": {Type: "string"}, "lastBackupVerification": {Type: "backupVerification", Nullable: true}, "shareEndpoint": {Type: "string"}, "shareState": {Type: "string"},
 				"snapshotDataIntegrity": {Type: "string"}, "unmapMarkSnapChainRemoved": {Type: "string"}, "replicaAutoBalance": {Type: "string"},
 				"replicaSoftAntiAffinity": {Type: "string"}, "replicaZoneSoftAntiAffinity": {Type: "string"}, "replicaDiskSoftAntiAffinity": {Type: "string"},
 				"freezeFilesystemForSnapshot": {Type: "string"}, "backupCompressionMethod": {Type: "string"}, "backupBlockSize": {Type: "string"}, "backupTargetName": {Type: "string"},
@@ -340,6 +340,20 @@ func schemas() []Schema {
 				"backupList":   {Output: "collection[backup]"},
 				"backupGet":    {Input: "backupInput", Output: "backup"},
 				"backupDelete": {Input: "backupInput", Output: "backup"},
+				"backupVerify": {Input: "backupVerifyInput", Output: "backup"},
+			},
+		},
+		{
+			ID:             "backupVerifyInput",
+			ResourceFields: map[string]Field{"name": {Type: "string", Create: true}},
+		},
+		{
+			ID: "backupVerification",
+			ResourceFields: map[string]Field{
+				"backup": {Type: "string"}, "requestedAt": {Type: "string"}, "verifiedAt": {Type: "string"},
+				"result": {Type: "enum", Options: []string{"Passed", "Failed", "Error"}}, "message": {Type: "string"},
+				"badBlocks": {Type: "int"}, "firstBadBlockOffset": {Type: "int", Nullable: true}, "firstBadBlockReason": {Type: "string"},
+				"digest": {Type: "string"}, "blocksRead": {Type: "int"}, "durationSeconds": {Type: "string"},
 			},
 		},
 		{
@@ -356,6 +370,7 @@ func schemas() []Schema {
 				"messages": {Type: "map[string]"}, "volumeSize": {Type: "string"}, "volumeCreated": {Type: "string"},
 				"backupMode": {Type: "string"}, "compressionMethod": {Type: "string"}, "backupTargetName": {Type: "string"},
 				"newlyUploadDataSize": {Type: "string"}, "reUploadedDataSize": {Type: "string"},
+				"verification": {Type: "backupVerification", Nullable: true}, "verifyRequestedAt": {Type: "string"},
 			},
 		},
 		{

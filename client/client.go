@@ -141,6 +141,12 @@ type Backup struct {
 	VolumeName      string `json:"volumeName"`
 	VolumeSize      string `json:"volumeSize"`
 	SnapshotCreated string `json:"snapshotCreated"`
+	// BackupMode is full or incremental.
+	BackupMode string `json:"backupMode"`
+	// Verification is the backup's last drill; VerifyRequestedAt when
+	// one was last asked for (see backup_verify.go).
+	Verification      *BackupVerification `json:"verification"`
+	VerifyRequestedAt string              `json:"verifyRequestedAt"`
 }
 
 // Volume is a volume as the API shows it.

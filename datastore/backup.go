@@ -45,6 +45,11 @@ func (ds *DataStore) GetBackupRO(name string) (*longhorn.Backup, error) {
 	return ds.backupLister.Backups(ds.namespace).Get(name)
 }
 
+// GetBackupFresh reads a Backup from the apiserver, not the cache.
+func (ds *DataStore) GetBackupFresh(ctx context.Context, name string) (*longhorn.Backup, error) {
+	return ds.lhClient.LonghornV1beta2().Backups(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // CreateBackupVolume creates a BackupVolume.
 func (ds *DataStore) CreateBackupVolume(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
 	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Create(ctx, bv, metav1.CreateOptions{})

@@ -83,7 +83,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 	retainPath := specPath.Child("retain")
 	minRetain := 1
-	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup {
+	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup || spec.Task == longhorn.RecurringJobTypeBackupVerify {
+		// Neither keeps anything: retain has no use.
 		minRetain = 0
 	}
 	switch spec.RetentionPolicy {

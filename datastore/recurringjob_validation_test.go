@@ -52,6 +52,12 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"retain 0 is allowed for snapshot-cleanup", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeSnapshotCleanup, 0
 		}, ""},
+		{"a backup-verify job, which keeps nothing, is valid with retain 0", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain = longhorn.RecurringJobTypeBackupVerify, 0
+		}, ""},
+		{"full-backup-interval on a backup-verify job is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackupVerify, map[string]string{"full-backup-interval": "3"}
+		}, "spec.parameters[full-backup-interval]"},
 		{"retain above the setting is refused", func(j *longhorn.RecurringJob) { j.Spec.Retain = 51 }, "between 1 and 50"},
 		{"retain at the setting is allowed", func(j *longhorn.RecurringJob) { j.Spec.Retain = 50 }, ""},
 		{"negative retain is refused for backups", func(j *longhorn.RecurringJob) {

@@ -45,6 +45,7 @@ func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
 		c.log.WithError(err).Warn("Cannot list backups for the metrics")
 		return
 	}
+	c.collectVerification(ch, backups)
 	for _, b := range backups {
 		if b.Status.OwnerID != c.nodeID {
 			continue

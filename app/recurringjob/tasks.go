@@ -25,6 +25,11 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	if err != nil {
 		return "", err
 	}
+	if job.Spec.Task == longhorn.RecurringJobTypeBackupVerify {
+		// A drill reads the target alone: no attach, and a faulted
+		// volume's backups are the ones it matters most to know.
+		return r.backupVerify(ctx, v.Name)
+	}
 	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
 		return "the volume is faulted", nil
 	}

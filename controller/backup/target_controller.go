@@ -389,6 +389,9 @@ func (c *TargetController) syncBackup(ctx context.Context, live, want *longhorn.
 	status := want.Status
 	status.OwnerID = c.nodeID
 	status.LastSyncedAt = live.Status.LastSyncedAt
+	// The last drill's result is the backup verify controller's, not the
+	// target's: kept as it is.
+	status.Verification = live.Status.Verification
 	if !kit.StatusChanged(status, live.Status) {
 		return live, nil
 	}

@@ -53,6 +53,7 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 			info.Size += min(int64(BlockSize), size-int64(i)*BlockSize)
 		}
 	}
+	info.SnapshotDigest = snapshotDigest(info.VolumeSize, info.Blocks)
 	if err := s.publish(lock, info, vol); err != nil {
 		return nil, stats, err
 	}

@@ -79,6 +79,9 @@ type BackupInfo struct {
 	// held and a full backup uploaded again.
 	NewlyUploaded int64 `json:"newlyUploadedDataSize,omitempty"`
 	ReUploaded    int64 `json:"reUploadedDataSize,omitempty"`
+	// SnapshotDigest is the digest of the snapshot as backed up (see
+	// digest.go); empty in older backups.
+	SnapshotDigest string `json:"snapshotDigest,omitempty"`
 }
 
 // The backup modes, as Longhorn names them.

@@ -26,6 +26,11 @@ func (s *Store) Restore(volume, backup string, dst io.WriterAt, progress func(in
 	if err != nil {
 		return nil, err
 	}
+	// The block list must describe what was backed up before any of it
+	// is written; each block is then checked against its name.
+	if err := info.checkDigest(); err != nil {
+		return nil, err
+	}
 	if sized, ok := dst.(interface{ Size() int64 }); ok && sized.Size() < info.VolumeSize {
 		return nil, fmt.Errorf("backup %s of volume %s holds %d bytes, more than the %d of the volume restored into", backup, volume, info.VolumeSize, sized.Size())
 	}

@@ -85,6 +85,9 @@ func (b *BackupInfo) validate(volume, backup string) error {
 			}
 		}
 	}
+	if b.SnapshotDigest != "" && !digestPattern.MatchString(b.SnapshotDigest) {
+		return invalid("snapshotDigest", "%q must be \"sha256:\" and 64 lowercase hex digits", b.SnapshotDigest)
+	}
 	if !imageSumPattern.MatchString(b.BackingImageChecksum) {
 		return invalid("backingImageChecksum", "must be at most 128 lowercase hex digits")
 	}

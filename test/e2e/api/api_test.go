@@ -43,8 +43,12 @@ func TestAPIDiscovery(t *testing.T) {
 		t.Errorf("recurringJobAdd input %v", add)
 	}
 	task := ids["recurringJob"]["resourceFields"].(map[string]any)["task"].(map[string]any)
-	if task["type"] != "enum" || len(task["options"].([]any)) != 6 {
+	if task["type"] != "enum" || len(task["options"].([]any)) != 7 {
 		t.Errorf("task field %v", task)
+	}
+	verify := ids["backupVolume"]["resourceActions"].(map[string]any)["backupVerify"].(map[string]any)
+	if verify["input"] != "backupVerifyInput" || verify["output"] != "backup" || ids["backupVerification"] == nil {
+		t.Errorf("backupVerify action %v", verify)
 	}
 	e.Call(t, "GET", "/v1/schemas/nothing", "").Expect(t, 404, "nothing")
 	e.Call(t, "GET", "/v1/nowhere", "").Expect(t, 404)

@@ -27,6 +27,67 @@ type BackupSpec struct {
 	// +optional
 	// +nullable
 	Labels map[string]string `json:"labels"`
+	// VerifyRequestedAt asks for a drill of the backup (the backup volume's
+	// backupVerify action, a backup-verify recurring job): one runs when it
+	// is later than status.verification.requestedAt.
+	// +optional
+	// +nullable
+	VerifyRequestedAt metav1.Time `json:"verifyRequestedAt"`
+}
+
+// Results of a backup drill.
+const (
+	// BackupVerificationPassed: every block read back whole, the config,
+	// the volume record and the digest valid.
+	BackupVerificationPassed = "Passed"
+	// BackupVerificationFailed: the backup is damaged (a bad block, an
+	// invalid config or record, a digest that does not match).
+	BackupVerificationFailed = "Failed"
+	// BackupVerificationError: the drill could not be made (the target
+	// could not be read); nothing is known of the backup.
+	BackupVerificationError = "Error"
+)
+
+// BackupVerification is what the last drill of a backup found.
+type BackupVerification struct {
+	// Backup is the backup drilled (on a Volume's record; empty on the
+	// Backup's own).
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// RequestedAt is the spec.verifyRequestedAt the drill answered.
+	// +optional
+	// +nullable
+	RequestedAt metav1.Time `json:"requestedAt"`
+	// VerifiedAt is when the drill ended.
+	// +optional
+	// +nullable
+	VerifiedAt metav1.Time `json:"verifiedAt"`
+	// +kubebuilder:validation:Enum=Passed;Failed;Error;""
+	// +optional
+	Result string `json:"result"`
+	// Message says what was wrong, or why the drill could not be made.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// BadBlocks is how many blocks were bad; FirstBadBlockOffset and
+	// FirstBadBlockReason the one of lowest offset (missing, truncated,
+	// corrupt, checksumMismatch or unreadable).
+	// +optional
+	BadBlocks int `json:"badBlocks,omitempty"`
+	// +optional
+	FirstBadBlockOffset *int64 `json:"firstBadBlockOffset,omitempty"`
+	// +optional
+	FirstBadBlockReason string `json:"firstBadBlockReason,omitempty"`
+	// Digest is what the drill found of the snapshot digest: matched,
+	// absent (a backup made before digests) or mismatch.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// BlocksRead and DurationSeconds are the drill's cost: blocks read
+	// (blocks read before in the same run are not read again) and its
+	// time.
+	// +optional
+	BlocksRead int `json:"blocksRead,omitempty"`
+	// +optional
+	DurationSeconds string `json:"durationSeconds,omitempty"`
 }
 
 // BackupStatus is the observed state of a backup.
@@ -80,6 +141,10 @@ type BackupStatus struct {
 	NewlyUploadedDataSize string `json:"newlyUploadDataSize,omitempty"`
 	// +optional
 	ReUploadedDataSize string `json:"reUploadedDataSize,omitempty"`
+	// Verification is what the last drill of the backup found (written by
+	// the backup verify controller; the target controller keeps it).
+	// +optional
+	Verification *BackupVerification `json:"verification,omitempty"`
 }
 
 // +genclient
@@ -91,6 +156,7 @@ type BackupStatus struct {
 // +kubebuilder:printcolumn:name="SnapshotSize",type=string,JSONPath=`.status.size`,description="The size of the backed-up snapshot"
 // +kubebuilder:printcolumn:name="SnapshotCreatedAt",type=string,JSONPath=`.status.snapshotCreatedAt`,description="When the snapshot was taken"
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="The state of the backup"
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.verification.result`,description="The result of the last drill (backup-verify)"
 // +kubebuilder:printcolumn:name="LastSyncedAt",type=string,JSONPath=`.status.lastSyncedAt`,description="When the backup was last read from the target"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -57,7 +57,7 @@ const (
 )
 
 // RecurringJobType is the task a recurring job performs.
-// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create
+// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create;backup-verify
 type RecurringJobType string
 
 const (
@@ -67,13 +67,16 @@ const (
 	RecurringJobTypeSnapshotDelete      RecurringJobType = "snapshot-delete"
 	RecurringJobTypeBackup              RecurringJobType = "backup"
 	RecurringJobTypeBackupForceCreate   RecurringJobType = "backup-force-create"
+	// RecurringJobTypeBackupVerify drills the newest Completed backup of
+	// each volume: every block read back and checked (see backups.md).
+	RecurringJobTypeBackupVerify RecurringJobType = "backup-verify"
 )
 
 // RecurringJobTypes lists every task, in the order the API shows them (the
 // enum marker above holds the same list for the CRD).
 var RecurringJobTypes = []RecurringJobType{
 	RecurringJobTypeSnapshot, RecurringJobTypeSnapshotForceCreate, RecurringJobTypeSnapshotCleanup,
-	RecurringJobTypeSnapshotDelete, RecurringJobTypeBackup, RecurringJobTypeBackupForceCreate,
+	RecurringJobTypeSnapshotDelete, RecurringJobTypeBackup, RecurringJobTypeBackupForceCreate, RecurringJobTypeBackupVerify,
 }
 
 // VolumeRecurringJobSpec is one entry of the deprecated per-volume job list
@@ -228,6 +231,11 @@ type VolumeStatus struct {
 	LastBackup string `json:"lastBackup"`
 	// +optional
 	LastBackupAt string `json:"lastBackupAt"`
+	// LastBackupVerification is the last drill of the volume's newest
+	// backup (backup-verify): the backup, when and what it found.
+	// Written by the backup verify controller.
+	// +optional
+	LastBackupVerification *BackupVerification `json:"lastBackupVerification,omitempty"`
 	// +optional
 	PendingNodeID string `json:"pendingNodeID"`
 	// +optional

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+)
+
+// BackupVerifyInput names the backup to drill; empty for the backup
+// volume's newest Completed backup.
+type BackupVerifyInput struct {
+	Name string `json:"name"`
+}
+
+// backupVerify asks for a drill of a backup (backupVerify, a backup volume
+// action): it sets the Backup's spec.verifyRequestedAt, and the backup
+// verify controller makes the drill and records it in the Backup's
+// status.verification, which the answer's verification shows once it is
+// later than the request. A drill asked for while one is pending is the
+// same drill.
+func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume string) error {
+	var in BackupVerifyInput
+	if r.ContentLength != 0 {
+		if err := decodeBody(w, r, &in); err != nil {
+			return err
+		}
+	}
+	backups, err := s.ds.ListBackupsRO(volume)
+	if err != nil {
+		return err
+	}
+	name := in.Name
+	if name == "" {
+		newest := datastore.NewestCompletedBackup(backups)
+		if newest == nil {
+			return &httpError{http.StatusConflict, "Conflict", "backup volume " + volume + " has no Completed backup to verify"}
+		}
+		name = newest.Name
+	}
+	b, err := s.ds.GetBackupRO(name)
+	if apierrors.IsNotFound(err) || (err == nil && datastore.BackupVolumeName(b) != volume) {
+		return notFound("name: backup %q of volume %q not found", name, volume)
+	}
+	if err != nil {
+		return err
+	}
+	if b.Status.State != "Completed" {
+		return &httpError{http.StatusConflict, "Conflict", "name: backup " + name + " is " + string(b.Status.State) + "; only a Completed backup can be verified"}
+	}
+	if !datastore.VerifyDue(b) {
+		err = datastore.RetryOnConflict(func() error {
+			live, err := s.ds.GetBackupRO(name)
+			if err != nil {
+				return err
+			}
+			updated := live.DeepCopy()
+			// Whole seconds, as the API server keeps times: a request
+			// must compare later than the drill it follows.
+			at := time.Now().Truncate(time.Second).Add(time.Second)
+			if prev := live.Status.Verification; prev != nil && !at.After(prev.RequestedAt.Time) {
+				at = prev.RequestedAt.Add(time.Second)
+			}
+			updated.Spec.VerifyRequestedAt = metav1.NewTime(at)
+			b, err = s.ds.UpdateBackup(r.Context(), updated)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, toBackup(b))
+	return nil
+}
+
+// fullAfterFailedDrill makes a backup full when the volume's last drill
+// found its newest backup damaged and no full backup has completed
+// since, so the damaged blocks stop being shared.
+func (s *Server) fullAfterFailedDrill(volume string, in *SnapshotInput) error {
+	if in.BackupMode == backupstore.ModeFull {
+		return nil
+	}
+	v, err := s.ds.GetVolumeRO(volume)
+	if apierrors.IsNotFound(err) {
+		return nil // answered below, as before
+	}
+	if err != nil {
+		return err
+	}
+	backups, err := s.ds.ListBackupsRO(volume)
+	if err != nil {
+		return err
+	}
+	if full, why := datastore.NextBackupFull(v, backups); full {
+		logrus.WithFields(logrus.Fields{"volume": volume, "snapshot": in.Name, "reason": why}).Info("Making the backup full: the volume's last drill found its newest backup damaged")
+		in.BackupMode = backupstore.ModeFull
+	}
+	return nil
+}

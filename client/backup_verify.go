@@ -1,0 +1,40 @@
+package client
+
+import (
+	"context"
+	"time"
+)
+
+// BackupVerification is what a drill of a backup found (the API's
+// backupVerification).
+type BackupVerification struct {
+	RequestedAt         time.Time `json:"requestedAt"`
+	VerifiedAt          time.Time `json:"verifiedAt"`
+	Result              string    `json:"result"`
+	Message             string    `json:"message"`
+	BadBlocks           int       `json:"badBlocks"`
+	FirstBadBlockOffset *int64    `json:"firstBadBlockOffset"`
+	FirstBadBlockReason string    `json:"firstBadBlockReason"`
+	Digest              string    `json:"digest"`
+	BlocksRead          int       `json:"blocksRead"`
+	DurationSeconds     string    `json:"durationSeconds"`
+}
+
+// VerifyBackup asks for a drill of a backup of the volume (its newest
+// Completed backup when name is empty) and returns the backup, whose
+// VerifyRequestedAt names the drill.
+func (c *Client) VerifyBackup(ctx context.Context, volume, name string) (Backup, error) {
+	var b Backup
+	err := c.action(ctx, "backupvolumes", volume, "backupVerify", map[string]string{"name": name}, &b)
+	return b, err
+}
+
+// Answers tells whether the backup's verification is the drill its
+// VerifyRequestedAt asked for (or a later one).
+func (b Backup) Answers() bool {
+	if b.Verification == nil || b.VerifyRequestedAt == "" {
+		return false
+	}
+	asked, err := time.Parse(time.RFC3339, b.VerifyRequestedAt)
+	return err == nil && !b.Verification.RequestedAt.Before(asked)
+}

@@ -1,0 +1,243 @@
+package backupverify
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// Event reasons.
+const (
+	EventBackupVerified     = "BackupVerified"
+	EventBackupVerifyFailed = "BackupVerifyFailed"
+	EventBackupVerifyError  = "BackupVerifyError"
+)
+
+// Controller makes the drills Backup objects ask for.
+type Controller struct {
+	*kit.Base
+	ds       *datastore.DataStore
+	nodeID   string
+	recorder record.EventRecorder
+	now      func() time.Time
+	// written keeps a sync retried before the informer brings back its
+	// own status write (a failed volume write after it) from drilling
+	// the backup again.
+	written kit.Written
+}
+
+// NewController wires the controller to the Backup informer (a drill is
+// asked for in a Backup's spec) and the Node informer (the drilling node
+// changes with readiness).
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *Controller {
+	lh := inf.Longhorn.Longhorn().V1beta2()
+	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now}
+	c.Base = kit.NewBase("longhorn-backup-verify", logger, metrics, c.sync,
+		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced)
+	enqueue := func(obj any) {
+		if b, ok := obj.(*longhorn.Backup); ok && datastore.VerifyDue(b) {
+			if key, err := cache.MetaNamespaceKeyFunc(b); err == nil {
+				c.Queue.Add(key)
+			}
+		}
+	}
+	lh.Backups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }})
+	// A node that becomes the drilling one takes the drills asked for.
+	lh.Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) {
+		if list, err := ds.ListBackupsRO(""); err == nil {
+			for _, b := range list {
+				enqueue(b)
+			}
+		}
+	}})
+	return c
+}
+
+// leader reports whether this node drills: the first Ready node by name,
+// the one that polls the target.
+func (c *Controller) leader() bool {
+	nodes, err := c.ds.ListNodesRO()
+	if err != nil {
+		return false
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if datastore.IsNodeReady(n) {
+			return n.Name == c.nodeID
+		}
+	}
+	return false
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return kit.Result{}, nil
+	}
+	b, err := c.ds.GetBackupRO(name)
+	if apierrors.IsNotFound(err) {
+		return kit.Result{}, nil
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.leader() {
+		return kit.Result{}, nil
+	}
+	volume := datastore.BackupVolumeName(b)
+	log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": volume, "requestedAt": b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)})
+	var rec longhorn.BackupVerification
+	if b.Status.State != longhorn.BackupStateCompleted {
+		rec = longhorn.BackupVerification{Result: longhorn.BackupVerificationError,
+			Message: fmt.Sprintf("only a Completed backup can be drilled; this one is %q", b.Status.State)}
+	} else {
+		log.Info("Drilling the backup: reading every block back from the target")
+		res, err := c.drill(ctx, volume, b.Name, log)
+		rec = verification(res, err)
+	}
+	rec.RequestedAt, rec.VerifiedAt = b.Spec.VerifyRequestedAt, metav1.NewTime(c.now())
+	if err := c.writeBackup(ctx, key, b, rec); err != nil {
+		return kit.Result{}, err
+	}
+	full, err := c.writeVolume(ctx, volume, b.Name, rec)
+	if err != nil {
+		return kit.Result{}, err
+	}
+	c.report(b, volume, rec, full, log)
+	return kit.Result{}, nil
+}
+
+// drill reads the backup back from the target.
+func (c *Controller) drill(ctx context.Context, volume, backup string, log *logrus.Entry) (*backupstore.VerifyResult, error) {
+	target, cred, err := c.ds.GetBackupTarget(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := backupstore.OpenWithCredential(target, cred)
+	if err != nil {
+		return nil, err
+	}
+	concurrency, err := c.ds.GetSettingAsInt(types.SettingNameBackupConcurrentLimit)
+	if err != nil || concurrency <= 0 {
+		concurrency = backupstore.DefaultConcurrency
+	}
+	v := store.NewVerifier(concurrency)
+	next := 25
+	v.Progress = func(_, _ string, percent int) {
+		if percent >= next && percent < 100 {
+			log.WithField("progress", percent).Info("Drilling the backup")
+			next = percent/25*25 + 25
+		}
+	}
+	return v.Verify(ctx, volume, backup)
+}
+
+// writeBackup records the drill on the Backup; the verification is this
+// controller's field alone. A conflict (the target controller's poll
+// wrote meanwhile) is retried on a fresh read, never by drilling again.
+func (c *Controller) writeBackup(ctx context.Context, key string, b *longhorn.Backup, rec longhorn.BackupVerification) error {
+	err := datastore.RetryOnConflict(func() error {
+		live, err := c.ds.GetBackupFresh(ctx, b.Name)
+		if err != nil {
+			return err
+		}
+		if live.UID != b.UID {
+			return nil // deleted and made again meanwhile: not the backup drilled
+		}
+		updated := live.DeepCopy()
+		updated.Status.Verification = &rec
+		stored, err := c.ds.UpdateBackupStatus(ctx, updated)
+		if err == nil {
+			c.written.Remember(key, stored.ResourceVersion)
+		}
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("record the drill of backup %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// writeVolume records the drill on the volume when the backup is the
+// volume's newest Completed one (a drill of an older backup says nothing
+// of what the volume restores to now), and tells whether the volume's
+// next backup is now full. A backup of a volume no longer in the cluster
+// is recorded on the Backup alone.
+func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec longhorn.BackupVerification) (full bool, err error) {
+	err = datastore.RetryOnConflict(func() error {
+		v, err := c.ds.GetVolumeFresh(ctx, volume)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		backups, err := c.ds.ListBackupsRO(volume)
+		if err != nil {
+			return err
+		}
+		if newest := datastore.NewestCompletedBackup(backups); newest == nil || newest.Name != backup {
+			return nil
+		}
+		if rec.Result == longhorn.BackupVerificationError && v.Status.LastBackupVerification != nil && v.Status.LastBackupVerification.Backup == backup {
+			// A drill that could not be made leaves what was known.
+			return nil
+		}
+		updated := v.DeepCopy()
+		onVolume := rec
+		onVolume.Backup = backup
+		updated.Status.LastBackupVerification = &onVolume
+		if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
+			return err
+		}
+		full, _ = datastore.NextBackupFull(updated, backups)
+		return nil
+	})
+	return full, err
+}
+
+// report logs the drill and says it in an event on the volume (on the
+// Backup when the volume is gone).
+func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.BackupVerification, full bool, log *logrus.Entry) {
+	log = log.WithFields(logrus.Fields{"result": rec.Result, "badBlocks": rec.BadBlocks, "blocksRead": rec.BlocksRead, "digest": rec.Digest, "seconds": rec.DurationSeconds})
+	var obj runtime.Object = b
+	if v, err := c.ds.GetVolumeRO(volume); err == nil {
+		obj = v
+	}
+	switch rec.Result {
+	case longhorn.BackupVerificationPassed:
+		log.Info("Backup drill passed: every block read back whole")
+		c.event(obj, corev1.EventTypeNormal, EventBackupVerified, fmt.Sprintf("backup %s: every block read back whole (%d blocks read, digest %s)", b.Name, rec.BlocksRead, rec.Digest))
+	case longhorn.BackupVerificationFailed:
+		msg := fmt.Sprintf("backup %s is damaged: %s", b.Name, rec.Message)
+		if full {
+			msg += "; the volume's next backup will be full, so the damaged blocks stop being shared"
+		}
+		log.WithField("problem", rec.Message).Warn("Backup drill failed: the backup is damaged")
+		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyFailed, msg)
+	default:
+		log.WithField("reason", rec.Message).Warn("Backup drill could not be made")
+		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyError, fmt.Sprintf("backup %s: %s", b.Name, rec.Message))
+	}
+}
+
+func (c *Controller) event(obj runtime.Object, kind, reason, msg string) {
+	if c.recorder != nil {
+		c.recorder.Event(obj, kind, reason, msg)
+	}
+}

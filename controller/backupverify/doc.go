@@ -1,0 +1,16 @@
+// Package backupverify holds the backup verify controller: it makes the
+// drills that Backup objects ask for (spec.verifyRequestedAt, set by the
+// backup volume's backupVerify action, which a backup-verify recurring
+// job calls for each of its volumes' newest Completed backup). A drill
+// reads every block of the backup back from the target and checks it
+// (backupstore.Verifier); the controller records what it found in the
+// Backup's status.verification and the volume's
+// status.lastBackupVerification, and says so in an event on the volume.
+// A damaged backup makes the volume's next backup full
+// (datastore.NextBackupFull).
+//
+// One node makes the drills, the one that polls the target (the first
+// Ready node by name), one drill at a time, each reading
+// backup-concurrent-limit blocks at once: drills are throttled cluster
+// wide, and never write to the target but their lock.
+package backupverify

@@ -1,0 +1,61 @@
+package datastore
+
+import (
+	"fmt"
+	"time"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// Rules of backup drills (backup-verify) shared by the API, the recurring
+// job's run and the backup verify controller. Pure functions of objects.
+
+// NewestCompletedBackup is the Completed backup of list made last (by the
+// creation time its record gives, then name), nil when none is.
+func NewestCompletedBackup(list []*longhorn.Backup) *longhorn.Backup {
+	var newest *longhorn.Backup
+	var newestAt time.Time
+	for _, b := range list {
+		if b.Status.State != longhorn.BackupStateCompleted || b.DeletionTimestamp != nil {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, b.Status.BackupCreatedAt)
+		if newest == nil || at.After(newestAt) || (at.Equal(newestAt) && b.Name > newest.Name) {
+			newest, newestAt = b, at
+		}
+	}
+	return newest
+}
+
+// VerifyDue tells whether a backup's drill was asked for and not yet made.
+func VerifyDue(b *longhorn.Backup) bool {
+	asked := b.Spec.VerifyRequestedAt
+	if asked.IsZero() {
+		return false
+	}
+	v := b.Status.Verification
+	return v == nil || v.RequestedAt.Time.Before(asked.Time)
+}
+
+// NextBackupFull tells whether a volume's next backup must be full, and
+// why: its last drill found its newest backup damaged, and no full
+// backup of it has completed since. A damaged block is shared by every
+// incremental backup that finds it present; a full backup uploads every
+// block again, whole.
+func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, string) {
+	last := v.Status.LastBackupVerification
+	if last == nil || last.Result != longhorn.BackupVerificationFailed {
+		return false, ""
+	}
+	for _, b := range backups {
+		if b.Status.State != longhorn.BackupStateCompleted || b.Status.BackupMode != "full" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, b.Status.BackupCreatedAt)
+		if err == nil && at.After(last.VerifiedAt.Time) {
+			return false, ""
+		}
+	}
+	return true, fmt.Sprintf("the drill of backup %s at %s found it damaged (%s), and no full backup has completed since",
+		last.Backup, last.VerifiedAt.UTC().Format(time.RFC3339), last.Message)
+}

@@ -1,0 +1,84 @@
+package datastore
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+func backupAt(name string, state longhorn.BackupState, mode, created string) *longhorn.Backup {
+	return &longhorn.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: longhorn.BackupStatus{State: state, BackupMode: mode, BackupCreatedAt: created}}
+}
+
+func TestTheNewestCompletedBackupIsByItsRecordsTime(t *testing.T) {
+	list := []*longhorn.Backup{
+		backupAt("b-late-but-failed", longhorn.BackupStateError, "", "2026-11-26T12:00:00Z"),
+		backupAt("b2", longhorn.BackupStateCompleted, "incremental", "2026-11-26T10:00:00.5Z"),
+		backupAt("b1", longhorn.BackupStateCompleted, "full", "2026-11-26T10:00:00Z"),
+	}
+	if got := NewestCompletedBackup(list); got == nil || got.Name != "b2" {
+		t.Fatalf("newest: %v", got)
+	}
+	if NewestCompletedBackup(list[:1]) != nil {
+		t.Fatal("a failed backup counted as Completed")
+	}
+}
+
+func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.T) {
+	failedAt := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	vol := func(result string) *longhorn.Volume {
+		v := &longhorn.Volume{}
+		if result != "" {
+			v.Status.LastBackupVerification = &longhorn.BackupVerification{Backup: "b1", Result: result, VerifiedAt: metav1.NewTime(failedAt), Message: "1 of 4 blocks are bad"}
+		}
+		return v
+	}
+	before := backupAt("b1", longhorn.BackupStateCompleted, "full", "2026-11-26T09:00:00Z")
+	incrementalAfter := backupAt("b2", longhorn.BackupStateCompleted, "incremental", "2026-11-26T11:00:00Z")
+	fullAfter := backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
+	fullRunning := backupAt("b4", longhorn.BackupStateInProgress, "", "")
+	for _, tc := range []struct {
+		name    string
+		v       *longhorn.Volume
+		backups []*longhorn.Backup
+		full    bool
+	}{
+		{"never drilled: as asked", vol(""), []*longhorn.Backup{before}, false},
+		{"the drill passed: as asked", vol(longhorn.BackupVerificationPassed), []*longhorn.Backup{before}, false},
+		{"the drill could not be made: as asked", vol(longhorn.BackupVerificationError), []*longhorn.Backup{before}, false},
+		{"the drill failed: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullRunning}, true},
+		{"an incremental backup since does not heal it: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, incrementalAfter}, true},
+		{"a full backup completed since: as asked", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullAfter}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full, why := NextBackupFull(tc.v, tc.backups)
+			if full != tc.full || (full && why == "") {
+				t.Fatalf("full %v (%q), want %v", full, why, tc.full)
+			}
+		})
+	}
+}
+
+func TestADrillIsDueWhenAskedForAfterTheLastOne(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(int64(s), 0)) }
+	b := &longhorn.Backup{}
+	if VerifyDue(b) {
+		t.Fatal("due without a request")
+	}
+	b.Spec.VerifyRequestedAt = at(10)
+	if !VerifyDue(b) {
+		t.Fatal("not due, never drilled")
+	}
+	b.Status.Verification = &longhorn.BackupVerification{RequestedAt: at(10)}
+	if VerifyDue(b) {
+		t.Fatal("due after its drill")
+	}
+	b.Spec.VerifyRequestedAt = at(11)
+	if !VerifyDue(b) {
+		t.Fatal("a new request not due")
+	}
+}
