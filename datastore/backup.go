@@ -55,6 +55,11 @@ func (ds *DataStore) UpdateBackupVolumeStatus(ctx context.Context, bv *longhorn.
 	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).UpdateStatus(ctx, bv, metav1.UpdateOptions{})
 }
 
+// UpdateBackupVolume writes a BackupVolume's metadata and spec.
+func (ds *DataStore) UpdateBackupVolume(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Update(ctx, bv, metav1.UpdateOptions{})
+}
+
 // DeleteBackupVolume deletes a BackupVolume.
 func (ds *DataStore) DeleteBackupVolume(ctx context.Context, name string) error {
 	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
