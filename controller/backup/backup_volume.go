@@ -141,11 +141,9 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 	} else {
 		log = log.WithField("reason", "gone from the backup target")
 	}
-	for _, b := range w.backups {
-		if backupVolumeOf(b) == bv.Name {
-			if err := c.forget(ctx, b); err != nil {
-				return kit.Result{}, err
-			}
+	for _, b := range w.backupsOf(bv.Name) {
+		if err := c.forget(ctx, b); err != nil {
+			return kit.Result{}, err
 		}
 	}
 	updated := bv.DeepCopy()

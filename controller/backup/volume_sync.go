@@ -72,6 +72,18 @@ func (w *world) deleting(volume string, all bool) []*longhorn.Backup {
 	return out
 }
 
+// backupsOf are a volume's Backup objects, by name.
+func (w *world) backupsOf(volume string) []*longhorn.Backup {
+	var out []*longhorn.Backup
+	for _, b := range w.backups {
+		if backupVolumeOf(b) == volume {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // volumeDesired is what one volume's objects should say: the Backup
 // objects by name, and the BackupVolume (nil when the target holds
 // nothing of the volume).
@@ -143,8 +155,8 @@ func (c *TargetController) syncVolume(ctx context.Context, store *backupstore.St
 	if err != nil {
 		return err
 	}
-	for name, b := range w.backups {
-		if _, ok := d.backups[name]; ok || backupVolumeOf(b) != volume || b.DeletionTimestamp != nil {
+	for _, b := range w.backupsOf(volume) {
+		if _, ok := d.backups[b.Name]; ok || b.DeletionTimestamp != nil {
 			continue
 		}
 		switch b.Status.State {
