@@ -69,7 +69,7 @@ type BackupInput struct {
 	Name string `json:"name"`
 }
 
-var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete"}
+var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete", "backupVolumeSync"}
 
 func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 	r := resource(base, "backupVolume", "backupvolumes", bv.Name)
@@ -130,7 +130,25 @@ func (s *Server) getBackupVolume(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// backupVolumeAction runs backupList, backupGet and backupDelete.
+// deleteBackupVolume deletes a backup volume and every backup of it from
+// the backup target (Longhorn's backupVolumeDelete): the backup target
+// controller deletes them, under the lock a backup's deletion takes, then
+// the objects; what stops it is said in the BackupVolume's messages.
+func (s *Server) deleteBackupVolume(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	err := s.ds.DeleteBackupVolumeAndBackups(r.Context(), name)
+	if apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// backupVolumeAction runs backupList, backupGet, backupDelete and
+// backupVolumeSync.
 func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) error {
 	volume := mux.Vars(r)["name"]
 	action := r.URL.Query().Get("action")
@@ -138,6 +156,17 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		return notFound("backup volume %q not found", volume)
 	}
 	switch action {
+	case "backupVolumeSync":
+		// Read this volume from the target now, not at the next poll.
+		bv, err := s.ds.RequestBackupVolumeSync(r.Context(), volume)
+		if apierrors.IsNotFound(err) {
+			return notFound("backup volume %q not found", volume)
+		}
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, toBackupVolume(baseURL(r), bv))
+		return nil
 	case "backupList":
 		list, err := s.ds.ListBackupsRO(volume)
 		if err != nil {
@@ -175,7 +204,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, toBackup(b))
 		return nil
 	}
-	return badRequest("action: %q is not a backup volume action; use backupList, backupGet or backupDelete", action)
+	return badRequest("action: %q is not a backup volume action; use backupList, backupGet, backupDelete or backupVolumeSync", action)
 }
 
 // snapshotBackup backs a snapshot of an attached volume up to the backup

@@ -326,7 +326,7 @@ func schemas() []Schema {
 		},
 		{
 			ID: "backupVolume", PluralName: "backupVolumes", collectionPath: "backupvolumes",
-			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET"},
+			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET", "DELETE"},
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
 				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
@@ -334,9 +334,10 @@ func schemas() []Schema {
 				"backingImageName": {Type: "string"}, "backupTargetName": {Type: "string"}, "volumeName": {Type: "string"},
 			},
 			ResourceActions: map[string]Action{
-				"backupList":   {Output: "collection[backup]"},
-				"backupGet":    {Input: "backupInput", Output: "backup"},
-				"backupDelete": {Input: "backupInput", Output: "backup"},
+				"backupList":       {Output: "collection[backup]"},
+				"backupGet":        {Input: "backupInput", Output: "backup"},
+				"backupDelete":     {Input: "backupInput", Output: "backup"},
+				"backupVolumeSync": {Output: "backupVolume"},
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -58,6 +59,35 @@ func (ds *DataStore) UpdateBackupVolumeStatus(ctx context.Context, bv *longhorn.
 // UpdateBackupVolume writes a BackupVolume's metadata and spec.
 func (ds *DataStore) UpdateBackupVolume(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
 	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Update(ctx, bv, metav1.UpdateOptions{})
+}
+
+// DeleteBackupVolumeAndBackups is a user's deletion of a BackupVolume:
+// the backup target controller deletes every backup of the volume from
+// the target (its finalizer, added here first to an object made before
+// BackupVolumes had one), then its Backup objects, then the object.
+func (ds *DataStore) DeleteBackupVolumeAndBackups(ctx context.Context, name string) error {
+	bv, err := ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(bv.Finalizers, types.LonghornFinalizer) && bv.DeletionTimestamp == nil {
+		bv.Finalizers = append(bv.Finalizers, types.LonghornFinalizer)
+		if _, err := ds.UpdateBackupVolume(ctx, bv); err != nil {
+			return err
+		}
+	}
+	return ds.DeleteBackupVolume(ctx, name)
+}
+
+// RequestBackupVolumeSync asks the backup target controller to read the
+// volume from the target again (spec.syncRequestedAt, Longhorn's).
+func (ds *DataStore) RequestBackupVolumeSync(ctx context.Context, name string) (*longhorn.BackupVolume, error) {
+	bv, err := ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bv.Spec.SyncRequestedAt = metav1.Now()
+	return ds.UpdateBackupVolume(ctx, bv)
 }
 
 // DeleteBackupVolume deletes a BackupVolume.
