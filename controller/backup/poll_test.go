@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -100,11 +99,7 @@ func TestPollTiming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range f.lh.Actions() {
-			if obj, ok := a.(interface{ GetObject() runtime.Object }); ok {
-				f.cache(t, obj.GetObject())
-			}
-		}
+		f.cacheWrites(t)
 		if res.RequeueAfter != 300*time.Second && res.RequeueAfter != 200*time.Second {
 			t.Errorf("requeue after %v", res.RequeueAfter)
 		}
