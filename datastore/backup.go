@@ -3,6 +3,7 @@ package datastore
 import (
 	"context"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -86,7 +87,13 @@ func (ds *DataStore) RequestBackupVolumeSync(ctx context.Context, name string) (
 	if err != nil {
 		return nil, err
 	}
-	bv.Spec.SyncRequestedAt = metav1.Now()
+	// Times are kept to the second: a request in the second of the last
+	// sync is dated the next, so that it is after it.
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	if !at.After(bv.Status.LastSyncedAt.Time) {
+		at = metav1.NewTime(bv.Status.LastSyncedAt.Truncate(time.Second).Add(time.Second))
+	}
+	bv.Spec.SyncRequestedAt = at
 	return ds.UpdateBackupVolume(ctx, bv)
 }
 

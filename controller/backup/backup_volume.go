@@ -36,6 +36,11 @@ func (c *TargetController) syncRefresh(ctx context.Context, volume string) (kit.
 	if bv := w.backupVolumes[volume]; bv != nil && bv.DeletionTimestamp != nil && kit.HasFinalizer(bv) {
 		return c.deleteBackupVolume(ctx, store, w, bv)
 	}
+	if bv := w.backupVolumes[volume]; bv != nil && syncRequested(bv) {
+		// Asked for: the volume's record is read too, though its
+		// backups are the same (it may have been changed by hand).
+		store.ForgetRecord(volume)
+	}
 	listing, err := store.ScanVolume(volume)
 	if err != nil {
 		return kit.Result{}, c.reportIfUnavailable(ctx, &targetError{fmt.Errorf("read volume %s in the backup target: %w", volume, err)})
@@ -88,6 +93,11 @@ func (c *TargetController) syncBackupVolume(ctx context.Context, bv *longhorn.Ba
 		return nil
 	}
 	status.LastSyncedAt = metav1.Now()
+	if !bv.Spec.SyncRequestedAt.Before(&status.LastSyncedAt) {
+		// A request dated ahead (see RequestBackupVolumeSync) is
+		// served.
+		status.LastSyncedAt = bv.Spec.SyncRequestedAt
+	}
 	updated := bv.DeepCopy()
 	updated.Status = status
 	_, err := c.ds.UpdateBackupVolumeStatus(ctx, updated)

@@ -130,11 +130,15 @@ func (s *Store) ScanVolume(name string) (*VolumeListing, error) {
 	return l, nil
 }
 
+// ForgetRecord makes the next scan of a volume read its record, as a
+// refresh a user asks for does: a record changed by hand is seen at once.
+func (s *Store) ForgetRecord(volume string) { summaries.forgetRecord(s.target, volume) }
+
 // scanVolume reads one volume's backups listing, the configs of backups
 // it has not read before, and the volume's record when the backups
 // listed are not those it last read the record with (a backup or a
-// deletion writes the record). A poll of a volume where nothing changed
-// is then one request. A missing record does not hide the backups: a
+// deletion writes the record), or read more than recordMaxAge ago. A
+// poll of a volume where nothing changed is then one request. A missing record does not hide the backups: a
 // listing that left them out would have them taken for deleted.
 func (s *Store) scanVolume(name string) *volumeScan {
 	if checkName("volume", name) != nil {
@@ -161,7 +165,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 	sortBackups(r.backups)
 
 	listed := listedKey(names)
-	v, cached := summaries.record(s.target, name, listed)
+	v, cached := summaries.record(s.target, name, listed, s.now())
 	if !cached {
 		v, err = s.Volume(name)
 		switch {
@@ -173,7 +177,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 		case err != nil:
 			return &volumeScan{err: err}
 		case recordCurrent(v, r.backups):
-			summaries.putRecord(s.target, name, listed, v)
+			summaries.putRecord(s.target, name, listed, v, s.now())
 		}
 	}
 	r.volume = v

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // summaries remember the backups Scan read, without their block lists, by
@@ -95,33 +96,47 @@ func listedKey(names []string) string {
 	return strings.Join(sorted, "\n")
 }
 
+// recordMaxAge is how long a volume record read is used while the
+// volume's backups listing stays the same. Only a backup or a deletion
+// writes the record, and each changes the listing, so the record is read
+// again then; a record changed or removed by hand with no backup added
+// or deleted is seen within this time (or at once by ForgetRecord). At
+// the default poll interval (300 s) it adds a twelfth of a request per
+// volume to a poll.
+const recordMaxAge = time.Hour
+
 // record returns the volume record read when the volume's backups
-// listing was listed, and whether there is one. Only a backup or a
-// deletion writes the record, and each changes the listing: the record
-// is read again when the listing changes. (A record changed by hand with
-// no backup added or deleted is seen at the next backup or deletion.)
-func (c *summaryCache) record(target, volume, listed string) (*VolumeInfo, bool) {
+// listing was listed, and whether there is one not older than
+// recordMaxAge at now.
+func (c *summaryCache) record(target, volume, listed string, now time.Time) (*VolumeInfo, bool) {
 	c.Lock()
 	defer c.Unlock()
 	r, ok := c.records[target][volume]
-	if !ok || r.listed != listed {
+	if !ok || r.listed != listed || now.Sub(r.at) > recordMaxAge {
 		return nil, false
 	}
 	return r.info, true
 }
 
-func (c *summaryCache) putRecord(target, volume, listed string, info *VolumeInfo) {
+func (c *summaryCache) putRecord(target, volume, listed string, info *VolumeInfo, at time.Time) {
 	c.Lock()
 	defer c.Unlock()
 	if c.records[target] == nil {
 		c.records[target] = map[string]volumeRecord{}
 	}
-	c.records[target][volume] = volumeRecord{listed: listed, info: info}
+	c.records[target][volume] = volumeRecord{listed: listed, info: info, at: at}
 }
 
-// volumeRecord is a volume record and the backups listing it was read
-// with.
+func (c *summaryCache) forgetRecord(target, volume string) {
+	c.Lock()
+	defer c.Unlock()
+	delete(c.records[target], volume)
+}
+
+// volumeRecord is a volume record, the backups listing it was read with,
+// and when it was read.
 type volumeRecord struct {
 	listed string
 	info   *VolumeInfo
+	at     time.Time
 }

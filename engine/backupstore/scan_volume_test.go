@@ -3,6 +3,7 @@ package backupstore
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestAPollOfAnUnchangedVolumeIsOneRequest: a volume whose backups
@@ -33,6 +34,18 @@ func TestAPollOfAnUnchangedVolumeIsOneRequest(t *testing.T) {
 	}
 	if l := scan(); d.calls.Load() != 1 || l.Volume.LastBackupName != "b1" || l.Volume.Size != BlockSize {
 		t.Fatalf("unchanged poll: %d requests, %+v; want 1 (the listing)", d.calls.Load(), l.Volume)
+	}
+	s.ForgetRecord("vol")
+	if l := scan(); d.calls.Load() != 2 || l.Volume.LastBackupName != "b1" {
+		t.Fatalf("poll after ForgetRecord: %d requests, %+v; want 2 (listing, record)", d.calls.Load(), l.Volume)
+	}
+	later := time.Now().Add(recordMaxAge + time.Minute)
+	s.now = func() time.Time { return later }
+	if scan(); d.calls.Load() != 2 {
+		t.Fatalf("poll with the record older than %v: %d requests; want 2 (listing, record)", recordMaxAge, d.calls.Load())
+	}
+	if scan(); d.calls.Load() != 1 {
+		t.Fatalf("the poll after: %d requests; want 1", d.calls.Load())
 	}
 	backup("b2")
 	if l := scan(); d.calls.Load() != 3 || len(l.Backups) != 2 || l.Volume.LastBackupName != "b2" {
