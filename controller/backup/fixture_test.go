@@ -28,6 +28,7 @@ type fixture struct {
 	lh    *lhfake.Clientset
 	inf   datastore.Informers
 	root  string // of a file:// target
+	path  string // in the bucket, of an s3:// target
 	store *backupstore.Store
 	now   time.Time
 }

@@ -65,7 +65,7 @@ func TestTargetRequestsAtARealS3Server(t *testing.T) {
 	for _, r := range counter.Requests() {
 		got = append(got, r.Kind+" "+r.Key)
 	}
-	prefix := "requests-4/backupstore/volumes/vol-001/"
+	prefix := f.path + "/backupstore/volumes/vol-001/"
 	want := []string{"LIST " + prefix + "backups/", "GET " + prefix + "backups/backup_backup-new.cfg", "GET " + prefix + "volume.cfg"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("a finished backup sent %v, want %v", got, want)
