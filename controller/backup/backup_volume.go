@@ -21,13 +21,13 @@ import (
 // (spec.syncRequestedAt). The empty volume runs the deletions of Backup
 // objects that name no volume, which read nothing.
 func (c *TargetController) syncRefresh(ctx context.Context, volume string) (kit.Result, error) {
-	store, err := c.openTarget(ctx)
-	if err != nil || store == nil {
-		return kit.Result{}, c.reportIfUnavailable(ctx, err)
-	}
 	w, err := c.loadWorld()
 	if err != nil {
 		return kit.Result{}, err
+	}
+	store, err := c.openTarget(ctx)
+	if err != nil || store == nil {
+		return c.refreshFailed(ctx, w, volume, err)
 	}
 	deleteErr := c.finishDeletions(ctx, store, w.deleting(volume, false))
 	if volume == "" {
@@ -43,13 +43,32 @@ func (c *TargetController) syncRefresh(ctx context.Context, volume string) (kit.
 	}
 	listing, err := store.ScanVolume(volume)
 	if err != nil {
-		return kit.Result{}, c.reportIfUnavailable(ctx, &targetError{fmt.Errorf("read volume %s in the backup target: %w", volume, err)})
+		return c.refreshFailed(ctx, w, volume, &targetError{fmt.Errorf("read volume %s in the backup target: %w", volume, err)})
 	}
 	if err := c.syncVolume(ctx, store, w, volume, listing); err != nil {
 		return kit.Result{}, err
 	}
 	c.Logger.WithFields(logrus.Fields{"backupVolume": volume, "listed": listing != nil}).Debug("Refreshed the backup volume from the target")
 	return kit.Result{}, deleteErr
+}
+
+// refreshFailed ends a refresh that could not read the target: what the
+// volume's engines report is mirrored (a backup that failed for that
+// reason shows its error), the failure is said as a poll says it, and
+// not retried (a backoff of retries would read the target far more often
+// than polls do); the next poll reads the volume.
+func (c *TargetController) refreshFailed(ctx context.Context, w *world, volume string, err error) (kit.Result, error) {
+	if volume != "" {
+		if mirrorErr := c.mirrorEngines(ctx, w, volume); mirrorErr != nil {
+			return kit.Result{}, errors.Join(err, mirrorErr)
+		}
+	}
+	if !isTargetError(err) {
+		return kit.Result{}, err
+	}
+	c.reportIfUnavailable(ctx, err)
+	c.Logger.WithError(err).WithField("backupVolume", volume).Warn("Backup volume refresh could not read the backup target; the next poll reads it")
+	return kit.Result{}, nil
 }
 
 // syncBackupVolume creates, updates or forgets a volume's BackupVolume:

@@ -27,8 +27,8 @@ const (
 // engineWork is what an engine's change asks: old is nil for an engine
 // just seen, cur nil for one deleted.
 //
-// An engine just seen with a backup that completed asks nothing: the
-// poll at start reads the target, and engines are all "just seen" then.
+// An engine just seen with a backup that finished asks nothing: the poll
+// at start reads the target, and engines are all "just seen" then.
 func engineWork(old, cur *longhorn.Engine) work {
 	var before, after map[string]*longhorn.EngineBackupStatus
 	if old != nil {
@@ -42,9 +42,12 @@ func engineWork(old, cur *longhorn.Engine) work {
 		prev := before[name]
 		switch {
 		case st == nil:
-		case st.State == backupStateCompleted:
-			if old != nil && (prev == nil || prev.State != backupStateCompleted) {
-				return workRefresh // finished: the target now lists it
+		case !running(st.State):
+			if old != nil && (prev == nil || prev.State != st.State) {
+				// Finished: the target now lists it, or it failed, maybe
+				// because the target cannot be read, which a read of
+				// its volume says.
+				return workRefresh
 			}
 		case prev == nil || *prev != *st:
 			w = workMirror

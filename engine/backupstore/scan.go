@@ -78,7 +78,7 @@ func (s *Store) Scan() (*Listing, error) {
 	}
 	sort.Slice(l.Volumes, func(i, j int) bool { return l.Volumes[i].Name < l.Volumes[j].Name })
 	sort.Strings(l.RecordMissing)
-	summaries.keepVolumes(s.target, keys)
+	summaries.keepVolumes(s.readsKey, keys)
 	return l, nil
 }
 
@@ -132,7 +132,7 @@ func (s *Store) ScanVolume(name string) (*VolumeListing, error) {
 
 // ForgetRecord makes the next scan of a volume read its record, as a
 // refresh a user asks for does: a record changed by hand is seen at once.
-func (s *Store) ForgetRecord(volume string) { summaries.forgetRecord(s.target, volume) }
+func (s *Store) ForgetRecord(volume string) { summaries.forgetRecord(s.readsKey, volume) }
 
 // scanVolume reads one volume's backups listing, the configs of backups
 // it has not read before, and the volume's record when the backups
@@ -149,7 +149,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 	if err != nil {
 		return &volumeScan{err: err}
 	}
-	summaries.prune(s.target, name, names)
+	summaries.prune(s.readsKey, name, names)
 	for _, b := range names {
 		info, err := s.summary(name, b)
 		switch {
@@ -165,7 +165,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 	sortBackups(r.backups)
 
 	listed := listedKey(names)
-	v, cached := summaries.record(s.target, name, listed, s.now())
+	v, cached := summaries.record(s.readsKey, name, listed, s.now())
 	if !cached {
 		v, err = s.Volume(name)
 		switch {
@@ -177,7 +177,7 @@ func (s *Store) scanVolume(name string) *volumeScan {
 		case err != nil:
 			return &volumeScan{err: err}
 		case recordCurrent(v, r.backups):
-			summaries.putRecord(s.target, name, listed, v, s.now())
+			summaries.putRecord(s.readsKey, name, listed, v, s.now())
 		}
 	}
 	r.volume = v

@@ -76,7 +76,7 @@ func (c *summaryCache) keepVolumes(target string, keys []string) {
 
 // summary is a backup without its block list, from the cache or read.
 func (s *Store) summary(volume, backup string) (*BackupInfo, error) {
-	if info := summaries.get(s.target, volume, backup); info != nil {
+	if info := summaries.get(s.readsKey, volume, backup); info != nil {
 		return info, nil
 	}
 	info, err := s.Get(volume, backup)
@@ -85,7 +85,7 @@ func (s *Store) summary(volume, backup string) (*BackupInfo, error) {
 	}
 	sum := *info
 	sum.Blocks = nil
-	summaries.put(s.target, volume, backup, &sum)
+	summaries.put(s.readsKey, volume, backup, &sum)
 	return &sum, nil
 }
 

@@ -17,9 +17,9 @@ import (
 
 // The daemon's requests to an S3 target, counted at versitygw: snapshots
 // send none; a backup reads its own volume only, never the whole target;
-// a refresh asked for one volume is its backups' listing; deleting a
-// BackupVolume through the API deletes every backup of it from the
-// bucket and leaves the other volume's.
+// a refresh asked for one volume is its backups' listing and record;
+// deleting a BackupVolume through the API deletes every backup of it
+// from the bucket and leaves the other volume's.
 func TestTargetRequestsFromTheDaemon(t *testing.T) {
 	t.Parallel()
 	srv := s3test.Start(t)
@@ -71,8 +71,12 @@ func TestTargetRequestsFromTheDaemon(t *testing.T) {
 		return n == 6, nil
 	})
 	e.Call(t, "POST", "/v1/backupvolumes/pa?action=backupVolumeSync", "").Expect(t, 200)
-	framework.Eventually(t, 30*time.Second, "the refresh of pa", func() (bool, error) { return counter.Count() > 0, nil })
-	want := []s3test.Request{{Kind: "LIST", Key: "backupstore/volumes/pa/backups/"}}
+	framework.Eventually(t, 30*time.Second, "the refresh of pa", func() (bool, error) {
+		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "pa", metav1.GetOptions{})
+		return err == nil && !bv.Status.LastSyncedAt.Before(&bv.Spec.SyncRequestedAt), nil
+	})
+	// A refresh asked for reads the volume's record too.
+	want := []s3test.Request{{Kind: "LIST", Key: "backupstore/volumes/pa/backups/"}, {Kind: "GET", Key: "backupstore/volumes/pa/volume.cfg"}}
 	if got := counter.Requests(); !slices.Equal(got, want) {
 		t.Fatalf("snapshots and a refresh of pa sent %v, want %v", got, want)
 	}
