@@ -120,7 +120,11 @@ func (c *TargetController) pollTarget(ctx context.Context, target string) error 
 	byVolume := splitListing(listing)
 	for _, vol := range w.volumes(byVolume) {
 		if err := c.syncVolume(ctx, store, w, vol, byVolume[vol]); err != nil {
-			return err
+			// A write refused (a conflict with the cache behind): that
+			// volume is refreshed again alone, with backoff, rather than
+			// the whole target read again.
+			c.Logger.WithError(err).WithField("backupVolume", vol).Warn("Could not bring the backup volume's objects in line with the poll; refreshing it again")
+			c.Queue.AddRateLimited(c.refreshKey(vol))
 		}
 	}
 	c.Logger.WithFields(logrus.Fields{"target": target, "volumes": len(byVolume)}).Debug("Polled the backup target")
