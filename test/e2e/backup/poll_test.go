@@ -30,6 +30,7 @@ func TestTargetRequestsFromTheDaemon(t *testing.T) {
 		e.Call(t, "POST", "/v1/volumes/"+vol+"?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 		e.WaitVolume(t, vol, "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	}
+	e.Call(t, "PUT", "/v1/settings/backupstore-poll-interval", `{"value":"5m"}`).Expect(t, 400, `setting backupstore-poll-interval: value \"5m\" must be a whole number`)
 	e.PutSecret(t, "s3-secret", counter.Credential())
 	e.Call(t, "PUT", "/v1/settings/backup-target-credential-secret", `{"value":"s3-secret"}`).Expect(t, 200)
 	e.SetBackupTarget(t, srv.Target(""))
