@@ -130,7 +130,8 @@ var readOnlyActions = map[string]bool{
 // it touches: a list or create on the collection, get, update (PUT and
 // the actions that change something) and delete on the object, get for
 // the actions that only read, list and watch for a websocket stream.
-// backupDelete deletes a backup, so it needs delete on backups.
+// backupDelete deletes a backup, so it needs delete on backups, as does
+// deleting a backup volume (all its backups).
 func routeAccess(route string, r *http.Request) []access {
 	vars := mux.Vars(r)
 	if route == "ws" {
@@ -147,6 +148,10 @@ func routeAccess(route string, r *http.Request) []access {
 	case "list", "create":
 		return []access{{verb: op, resource: resource}}
 	case "get", "update", "delete":
+		if op == "delete" && resource == "backupvolumes" {
+			// Deleting a backup volume deletes every backup of it.
+			return []access{{verb: op, resource: resource, name: name}, {verb: "delete", resource: "backups"}}
+		}
 		return []access{{verb: op, resource: resource, name: name}}
 	case "action":
 		action := r.URL.Query().Get("action")

@@ -88,6 +88,8 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 		{"GET", "/v1/backupvolumes/b", "get longhorn.io/backupvolumes" + ns + " b"},
 		{"POST", "/v1/backupvolumes/b?action=backupList", "get longhorn.io/backupvolumes" + ns + " b"},
 		{"POST", "/v1/backupvolumes/b?action=backupDelete", "delete longhorn.io/backups" + ns},
+		{"DELETE", "/v1/backupvolumes/b", "delete longhorn.io/backupvolumes" + ns + " b"},
+		{"POST", "/v1/backupvolumes/b?action=backupVolumeSync", "update longhorn.io/backupvolumes" + ns + " b"},
 		{"GET", "/v1/nodes", "list longhorn.io/nodes" + ns},
 		{"GET", "/v1/nodes/n", "get longhorn.io/nodes" + ns + " n"},
 		{"GET", "/v1/backingimages", "list longhorn.io/backingimages" + ns},

@@ -76,7 +76,7 @@ type BackupInput struct {
 	Name string `json:"name"`
 }
 
-var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete", "backupVerify"}
+var backupVolumeActions = []string{"backupList", "backupGet", "backupDelete", "backupVerify", "backupVolumeSync"}
 
 func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 	r := resource(base, "backupVolume", "backupvolumes", bv.Name)
@@ -142,7 +142,25 @@ func (s *Server) getBackupVolume(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// backupVolumeAction runs backupList, backupGet and backupDelete.
+// deleteBackupVolume deletes a backup volume and every backup of it from
+// the backup target (Longhorn's backupVolumeDelete): the backup target
+// controller deletes them, under the lock a backup's deletion takes, then
+// the objects; what stops it is said in the BackupVolume's messages.
+func (s *Server) deleteBackupVolume(w http.ResponseWriter, r *http.Request) error {
+	name := mux.Vars(r)["name"]
+	err := s.ds.DeleteBackupVolumeAndBackups(r.Context(), name)
+	if apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// backupVolumeAction runs backupList, backupGet, backupDelete and
+// backupVolumeSync.
 func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) error {
 	volume := mux.Vars(r)["name"]
 	action := r.URL.Query().Get("action")
@@ -152,6 +170,17 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 	switch action {
 	case "backupVerify":
 		return s.backupVerify(w, r, volume)
+	case "backupVolumeSync":
+		// Read this volume from the target now, not at the next poll.
+		bv, err := s.ds.RequestBackupVolumeSync(r.Context(), volume)
+		if apierrors.IsNotFound(err) {
+			return notFound("backup volume %q not found", volume)
+		}
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, toBackupVolume(baseURL(r), bv))
+		return nil
 	case "backupList":
 		list, err := s.ds.ListBackupsRO(volume)
 		if err != nil {
@@ -189,7 +218,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, toBackup(b))
 		return nil
 	}
-	return badRequest("action: %q is not a backup volume action; use backupList, backupGet, backupDelete or backupVerify", action)
+	return badRequest("action: %q is not a backup volume action; use backupList, backupGet, backupDelete, backupVerify or backupVolumeSync", action)
 }
 
 // snapshotBackup backs a snapshot of an attached volume up to the backup

@@ -125,6 +125,7 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/backupvolumes", http.MethodGet, "backupvolumes.list", s.listBackupVolumes)
 	handle("/v1/backupvolumes/{name}", http.MethodGet, "backupvolumes.get", s.getBackupVolume)
 	handle("/v1/backupvolumes/{name}", http.MethodPost, "backupvolumes.action", s.backupVolumeAction)
+	handle("/v1/backupvolumes/{name}", http.MethodDelete, "backupvolumes.delete", s.deleteBackupVolume)
 
 	handle("/v1/nodes", http.MethodGet, "nodes.list", s.listNodes)
 	handle("/v1/nodes/{name}", http.MethodGet, "nodes.get", s.getNode)

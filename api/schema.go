@@ -329,7 +329,7 @@ func schemas() []Schema {
 		},
 		{
 			ID: "backupVolume", PluralName: "backupVolumes", collectionPath: "backupvolumes",
-			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET"},
+			CollectionMethods: []string{"GET"}, ResourceMethods: []string{"GET", "DELETE"},
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "size": {Type: "string"}, "created": {Type: "string"},
 				"lastBackupName": {Type: "string"}, "lastBackupAt": {Type: "string"},
@@ -337,10 +337,11 @@ func schemas() []Schema {
 				"backingImageName": {Type: "string"}, "backupTargetName": {Type: "string"}, "volumeName": {Type: "string"},
 			},
 			ResourceActions: map[string]Action{
-				"backupList":   {Output: "collection[backup]"},
-				"backupGet":    {Input: "backupInput", Output: "backup"},
-				"backupDelete": {Input: "backupInput", Output: "backup"},
-				"backupVerify": {Input: "backupVerifyInput", Output: "backup"},
+				"backupList":       {Output: "collection[backup]"},
+				"backupGet":        {Input: "backupInput", Output: "backup"},
+				"backupDelete":     {Input: "backupInput", Output: "backup"},
+				"backupVerify":     {Input: "backupVerifyInput", Output: "backup"},
+				"backupVolumeSync": {Output: "backupVolume"},
 			},
 		},
 		{

@@ -2,6 +2,8 @@ package datastore
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -58,6 +60,46 @@ func (ds *DataStore) CreateBackupVolume(ctx context.Context, bv *longhorn.Backup
 // UpdateBackupVolumeStatus writes a BackupVolume's status.
 func (ds *DataStore) UpdateBackupVolumeStatus(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
 	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).UpdateStatus(ctx, bv, metav1.UpdateOptions{})
+}
+
+// UpdateBackupVolume writes a BackupVolume's metadata and spec.
+func (ds *DataStore) UpdateBackupVolume(ctx context.Context, bv *longhorn.BackupVolume) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Update(ctx, bv, metav1.UpdateOptions{})
+}
+
+// DeleteBackupVolumeAndBackups is a user's deletion of a BackupVolume:
+// the backup target controller deletes every backup of the volume from
+// the target (its finalizer, added here first to an object made before
+// BackupVolumes had one), then its Backup objects, then the object.
+func (ds *DataStore) DeleteBackupVolumeAndBackups(ctx context.Context, name string) error {
+	bv, err := ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(bv.Finalizers, types.LonghornFinalizer) && bv.DeletionTimestamp == nil {
+		bv.Finalizers = append(bv.Finalizers, types.LonghornFinalizer)
+		if _, err := ds.UpdateBackupVolume(ctx, bv); err != nil {
+			return err
+		}
+	}
+	return ds.DeleteBackupVolume(ctx, name)
+}
+
+// RequestBackupVolumeSync asks the backup target controller to read the
+// volume from the target again (spec.syncRequestedAt, Longhorn's).
+func (ds *DataStore) RequestBackupVolumeSync(ctx context.Context, name string) (*longhorn.BackupVolume, error) {
+	bv, err := ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	// Times are kept to the second: a request in the second of the last
+	// sync is dated the next, so that it is after it.
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	if !at.After(bv.Status.LastSyncedAt.Time) {
+		at = metav1.NewTime(bv.Status.LastSyncedAt.Truncate(time.Second).Add(time.Second))
+	}
+	bv.Spec.SyncRequestedAt = at
+	return ds.UpdateBackupVolume(ctx, bv)
 }
 
 // DeleteBackupVolume deletes a BackupVolume.

@@ -2,6 +2,7 @@ package types
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ const (
 	SettingNameBackupTargetCredentialSecret         SettingName = "backup-target-credential-secret"
 	SettingNameBackupCompressionMethod              SettingName = "backup-compression-method"
 	SettingNameBackupConcurrentLimit                SettingName = "backup-concurrent-limit"
+	SettingNameBackupstorePollInterval              SettingName = "backupstore-poll-interval"
 	SettingNameBackingImageCleanupWaitInterval      SettingName = "backing-image-cleanup-wait-interval"
 	SettingNameTaintToleration                      SettingName = "taint-toleration"
 	SettingNameSystemManagedComponentsNodeSelector  SettingName = "system-managed-components-node-selector"
@@ -123,6 +125,15 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Default:     "2",
 		Min:         1,
 		Max:         64,
+	},
+	SettingNameBackupstorePollInterval: {
+		DisplayName: "Backupstore Poll Interval",
+		Description: "Seconds between two reads of the whole backup target, which bring in what other clusters or hands wrote to it. 0 turns polling off. Backups and deletions this manager runs refresh their own volume whatever the value.",
+		Category:    "backup",
+		Type:        SettingTypeInt,
+		Default:     "300",
+		Min:         0,
+		Max:         math.MaxInt32,
 	},
 	SettingNameBackingImageCleanupWaitInterval: {
 		DisplayName: "Backing Image Cleanup Wait Interval",

@@ -31,6 +31,10 @@ func TestValidateSetting(t *testing.T) {
 		{"cleanup wait interval accepts a minute", SettingNameBackingImageCleanupWaitInterval, "1", true},
 		{"cleanup wait interval refuses zero minutes", SettingNameBackingImageCleanupWaitInterval, "0", false},
 		{"cleanup wait interval refuses more than 30 days", SettingNameBackingImageCleanupWaitInterval, "43201", false},
+		{"poll interval 0 turns polling off", SettingNameBackupstorePollInterval, "0", true},
+		{"poll interval in seconds", SettingNameBackupstorePollInterval, "300", true},
+		{"poll interval refuses negatives", SettingNameBackupstorePollInterval, "-1", false},
+		{"poll interval refuses a duration", SettingNameBackupstorePollInterval, "5m", false},
 		{"unknown setting", SettingName("no-such-setting"), "x", false},
 	}
 	for _, c := range cases {
@@ -51,6 +55,19 @@ func TestEveryDefaultIsValid(t *testing.T) {
 		def, _ := GetSettingDefinition(name)
 		if err := ValidateSetting(name, def.Default); err != nil {
 			t.Errorf("default of %s is invalid: %v", name, err)
+		}
+	}
+}
+
+// TestABadPollIntervalNamesTheSetting: the error says which setting and
+// which rule.
+func TestABadPollIntervalNamesTheSetting(t *testing.T) {
+	for value, want := range map[string]string{
+		"5m": `setting backupstore-poll-interval: value "5m" must be a whole number`,
+		"-1": "setting backupstore-poll-interval: value -1 must be between 0 and 2147483647",
+	} {
+		if err := ValidateSetting(SettingNameBackupstorePollInterval, value); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", value, err, want)
 		}
 	}
 }

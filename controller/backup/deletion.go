@@ -25,8 +25,8 @@ import (
 // finishDeletions deletes from the target the backups of Backup objects a
 // user deleted, then releases the objects. A deletion that cannot run now
 // (a backup or restore of the volume is in progress, here or on another
-// manager) waits for the next poll; it does not hold up the mirror. It
-// returns the first failure to delete.
+// manager) is tried again soon (deletionRetryPeriod); it does not hold up
+// the mirror. It returns the first failure to delete.
 func (c *TargetController) finishDeletions(ctx context.Context, store *backupstore.Store, backups []*longhorn.Backup) error {
 	var deleteErr error
 	for _, b := range backups {
@@ -46,6 +46,7 @@ func (c *TargetController) finishDeletions(ctx context.Context, store *backupsto
 			err := store.Delete(vol, b.Name)
 			if errors.Is(err, backupstore.ErrLocked) {
 				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
+				c.Queue.AddAfter(c.refreshKey(vol), deletionRetryPeriod)
 				continue
 			}
 			if err != nil && !errors.Is(err, backupstore.ErrNotExist) {

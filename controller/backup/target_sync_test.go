@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,15 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 
-	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -102,8 +96,8 @@ func TestTargetSync(t *testing.T) {
 		name:    "two volumes' backups of one name: the object keeps its volume, the other is said",
 		target:  []string{"vol-a/b-same", "vol-b/b-same"},
 		objects: []*longhorn.Backup{syncBackup("vol-b", "b-same")},
-		writes: []string{"update backups/status b-same", "create backupvolumes", "update backupvolumes/status vol-a",
-			"create backupvolumes", "update backupvolumes/status vol-b"},
+		writes: []string{"create backupvolumes", "update backupvolumes/status vol-a",
+			"update backups/status b-same", "create backupvolumes", "update backupvolumes/status vol-b"},
 		left: []string{"vol-a/b-same", "vol-b/b-same"},
 		check: func(t *testing.T, lh *lhfake.Clientset) {
 			b, err := lh.LonghornV1beta2().Backups("ns").Get(context.Background(), "b-same", metav1.GetOptions{})
@@ -134,50 +128,15 @@ func TestTargetSync(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			store, err := backupstore.Open("file://" + root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, vb := range tc.target {
-				vol, name, _ := strings.Cut(vb, "/")
-				if _, _, err := store.Backup(backupstore.BackupRequest{Name: name, Volume: vol, Snapshot: "s-" + name, Source: bytes.NewReader([]byte(vb))}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if tc.prepare != nil {
-				tc.prepare(t, root)
-			}
-			objects := []runtime.Object{
-				&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(types.SettingNameBackupTarget), Namespace: "ns"}, Value: "file://" + root},
-				&longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "ns"},
-					Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue}}}},
-			}
+			objects := make([]runtime.Object, 0, len(tc.objects))
 			for _, b := range tc.objects {
 				objects = append(objects, b)
 			}
-			lh := lhfake.NewSimpleClientset(objects...)
-			kube := kubefake.NewSimpleClientset()
-			inf := datastore.NewInformers(lh, kube, "ns", 0)
-			lhi := inf.Longhorn.Longhorn().V1beta2()
-			for _, obj := range objects {
-				var err error
-				switch o := obj.(type) {
-				case *longhorn.Backup:
-					err = lhi.Backups().Informer().GetIndexer().Add(o)
-				case *longhorn.Setting:
-					err = lhi.Settings().Informer().GetIndexer().Add(o)
-				case *longhorn.Node:
-					err = lhi.Nodes().Informer().GetIndexer().Add(o)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+			f := newFixture(t, tc.target, objects...)
+			if tc.prepare != nil {
+				tc.prepare(t, f.root)
 			}
-			log := logrus.New()
-			log.SetLevel(logrus.PanicLevel)
-			c := NewTargetController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", record.NewFakeRecorder(10))
-			t.Cleanup(c.Queue.ShutDown)
+			c, lh, root := f.c, f.lh, f.root
 			lh.ClearActions()
 
 			if _, err := c.sync(context.Background(), c.key()); err != nil {

@@ -175,6 +175,10 @@ type Store struct {
 	target string
 	driver Driver
 	now    func() time.Time
+	// readsKey names the store in what Scan remembers (scan_cache.go):
+	// the target, and the server an s3:// target's credential names, as
+	// two servers may have the same bucket and path.
+	readsKey string
 
 	// compression and concurrency are what a backup request that leaves
 	// them empty uses (SetBackupDefaults).
@@ -219,12 +223,16 @@ func OpenWithCredential(target string, cred map[string]string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewStore(target, d), nil
+	s := NewStore(target, d)
+	if endpoint := cred["AWS_ENDPOINTS"]; endpoint != "" {
+		s.readsKey = target + " at " + endpoint
+	}
+	return s, nil
 }
 
 // NewStore returns a store on a driver.
 func NewStore(target string, d Driver) *Store {
-	return &Store{target: target, driver: d, now: time.Now, compression: DefaultCompression, concurrency: DefaultConcurrency,
+	return &Store{target: target, readsKey: target, driver: d, now: time.Now, compression: DefaultCompression, concurrency: DefaultConcurrency,
 		lockRefresh: defaultLockRefresh, lockExpiry: defaultLockExpiry, lockPoll: defaultLockPoll}
 }
 

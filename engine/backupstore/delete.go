@@ -45,6 +45,46 @@ func (s *Store) Delete(volume, backup string) error {
 	return s.removeStaging(volume, lock)
 }
 
+// DeleteVolume removes every backup of a volume, its blocks and its
+// record, under the one deletion lock a backup's deletion takes: it gives
+// up (ErrLocked) while a backup or restore of the volume runs anywhere.
+// It returns how many backups it deleted; one that fails stops it, and
+// what it did not reach stays whole (configs go first, then the blocks
+// none of the remaining configs uses, then the record).
+func (s *Store) DeleteVolume(volume string) (deleted int, err error) {
+	if err := checkName("volume", volume); err != nil {
+		return 0, err
+	}
+	lock, err := s.lock(volume, lockDelete)
+	if err != nil {
+		return 0, err
+	}
+	defer lock.release()
+	names, err := s.backupNames(volume)
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range names {
+		if err := lock.check(); err != nil {
+			return deleted, err
+		}
+		if err := s.driver.Delete(backupCfgKey(volume, name)); err != nil {
+			return deleted, fmt.Errorf("delete backup %s: %w", name, err)
+		}
+		deleted++
+	}
+	if err := s.collectBlocks(volume, nil, lock); err != nil {
+		return deleted, err
+	}
+	if err := lock.check(); err != nil {
+		return deleted, err
+	}
+	if err := s.driver.Delete(volumeCfgKey(volume)); err != nil {
+		return deleted, fmt.Errorf("delete the record of volume %s: %w", volume, err)
+	}
+	return deleted, s.removeStaging(volume, lock)
+}
+
 // stagingRemover is a Driver that keeps the blocks of running backups in a
 // staging area (FileDriver).
 type stagingRemover interface {

@@ -18,9 +18,19 @@ import (
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
-// A poll of the target comes at most every 30 s; a wait for one allows
-// two.
-const pollWait = 75 * time.Second
+// These tests change the target by hand, which only a poll brings in:
+// they poll every pollInterval, and a wait for a poll allows a few.
+const (
+	pollInterval = "3"
+	pollWait     = 45 * time.Second
+)
+
+// pollOften sets backupstore-poll-interval to pollInterval through the
+// API.
+func pollOften(t *testing.T, e *framework.APIEnv) {
+	t.Helper()
+	e.Call(t, "PUT", "/v1/settings/backupstore-poll-interval", `{"value":"`+pollInterval+`"}`).Expect(t, 200)
+}
 
 // backupInTarget writes a real backup of the given bytes into a file://
 // target, as another manager's engine would.
@@ -84,6 +94,7 @@ func TestOnlyAUsersDeleteDeletesFromTheTarget(t *testing.T) {
 	backupInTarget(t, root, "vol", "backup-one", bytes.Repeat([]byte{'a'}, 3<<20))
 	backupInTarget(t, root, "vol", "backup-two", bytes.Repeat([]byte{'b'}, 3<<20))
 	before := targetFiles(t, root)
+	pollOften(t, e)
 	e.SetBackupTarget(t, "file://"+root)
 	e.CompletedBackupURL(t, "backup-one")
 	e.CompletedBackupURL(t, "backup-two")
@@ -98,6 +109,9 @@ func TestOnlyAUsersDeleteDeletesFromTheTarget(t *testing.T) {
 	if err := os.Remove(cfg); err != nil {
 		t.Fatal(err)
 	}
+	// A poll reads a volume's record again when its backups change, or
+	// an hour on; a refresh asked for reads it at once.
+	e.Call(t, "POST", "/v1/backupvolumes/vol?action=backupVolumeSync", "").Expect(t, 200)
 	framework.Eventually(t, pollWait, "the BackupVolume saying its record is missing", func() (bool, error) {
 		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "vol", metav1.GetOptions{})
 		return err == nil && strings.Contains(bv.Status.Messages[backup.BackupVolumeMessageRecordMissing], "volume.cfg"), nil
@@ -109,6 +123,7 @@ func TestOnlyAUsersDeleteDeletesFromTheTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFiles(t, "after volume.cfg went missing", targetFiles(t, root), before)
+	e.Call(t, "POST", "/v1/backupvolumes/vol?action=backupVolumeSync", "").Expect(t, 200)
 	framework.Eventually(t, pollWait, "the record-missing message cleared", func() (bool, error) {
 		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "vol", metav1.GetOptions{})
 		return err == nil && bv.Status.Messages[backup.BackupVolumeMessageRecordMissing] == "", nil
@@ -172,6 +187,7 @@ func TestTwoVolumesBackupsOfOneNameAreKeptApart(t *testing.T) {
 	root := t.TempDir()
 	backupInTarget(t, root, "vol-a", "backup-same", bytes.Repeat([]byte{'a'}, 1<<20))
 	backupInTarget(t, root, "vol-b", "backup-same", bytes.Repeat([]byte{'b'}, 1<<20))
+	pollOften(t, e)
 	e.SetBackupTarget(t, "file://"+root)
 	framework.Eventually(t, 30*time.Second, "vol-b's BackupVolume saying its backup's name is taken", func() (bool, error) {
 		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "vol-b", metav1.GetOptions{})

@@ -1,0 +1,90 @@
+package backup
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// TestBackupVolumeSync: what a refresh of one volume writes to its
+// BackupVolume.
+func TestBackupVolumeSync(t *testing.T) {
+	synced := metav1.NewTime(time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name   string
+		target []string
+		bv     *longhorn.BackupVolume
+		writes []string
+		// labelled: every update of the BackupVolume labels it
+		// delete-custom-resource-only.
+		labelled bool
+		check    func(t *testing.T, bv *longhorn.BackupVolume, err error)
+	}{{
+		name:   "one made before BackupVolumes had a finalizer gets one, so that its deletion reaches the target",
+		target: []string{"vol/b-1"},
+		bv:     &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"}},
+		writes: []string{"create backups", "update backups/status b-1", "update backupvolumes vol", "update backupvolumes/status vol"},
+		check: func(t *testing.T, bv *longhorn.BackupVolume, err error) {
+			if err != nil || !slices.Contains(bv.Finalizers, types.LonghornFinalizer) {
+				t.Errorf("the BackupVolume: %+v, %v; want the finalizer", bv, err)
+			}
+		},
+	}, {
+		name:   "one the target no longer holds is labelled, then deleted: its finalizer deletes nothing",
+		target: []string{"other/b-1"},
+		bv:     &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer}}},
+		writes: []string{"update backupvolumes vol", "delete backupvolumes vol"},
+		check:  func(t *testing.T, _ *longhorn.BackupVolume, _ error) {}, // the label: below
+	}, {
+		name:   "one deleted after the target lost it (labelled) is released, deleting nothing",
+		target: []string{"other/b-1"},
+		bv: &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer},
+			Labels: map[string]string{types.LabelDeleteCustomResourceOnly: "true"}, DeletionTimestamp: &synced}},
+		writes: []string{"update backupvolumes vol"},
+		check: func(t *testing.T, bv *longhorn.BackupVolume, err error) {
+			if err != nil || len(bv.Finalizers) != 0 {
+				t.Errorf("the BackupVolume: %+v, %v; want it released", bv, err)
+			}
+		},
+	}, {
+		name:   "a refresh asked for is answered by a sync time, though nothing changed",
+		target: []string{"vol/b-1"},
+		bv: &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer}},
+			Spec: longhorn.BackupVolumeSpec{SyncRequestedAt: metav1.NewTime(synced.Add(time.Hour))}, Status: longhorn.BackupVolumeStatus{LastSyncedAt: synced}},
+		writes: []string{"create backups", "update backups/status b-1", "update backupvolumes/status vol"},
+		check: func(t *testing.T, bv *longhorn.BackupVolume, err error) {
+			if err != nil || syncRequested(bv) {
+				t.Errorf("the BackupVolume: %+v, %v; want the request answered", bv.Status, err)
+			}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.target, tc.bv)
+			f.lh.ClearActions()
+			if _, err := f.c.sync(context.Background(), f.c.refreshKey("vol")); err != nil {
+				t.Fatal(err)
+			}
+			if got := lhWrites(f.lh.Actions()); !slices.Equal(got, tc.writes) {
+				t.Errorf("writes %v, want %v", got, tc.writes)
+			}
+			for _, a := range f.lh.Actions() {
+				u, ok := a.(k8stesting.UpdateAction)
+				if !ok || a.GetSubresource() != "" {
+					continue
+				}
+				if bv, ok := u.GetObject().(*longhorn.BackupVolume); ok && tc.labelled && bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
+					t.Errorf("forgotten without the label: %+v", bv.ObjectMeta)
+				}
+			}
+			bv, err := f.lh.LonghornV1beta2().BackupVolumes("ns").Get(context.Background(), "vol", metav1.GetOptions{})
+			tc.check(t, bv, err)
+		})
+	}
+}
