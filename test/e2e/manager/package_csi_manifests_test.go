@@ -420,9 +420,12 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("list", "recurringjobs", ""), lh("create", "recurringjobs", ""), lh("delete", "recurringjobs", "snapshot-1-x-y"),
 			lh("get", "backingimages", "image"), lh("create", "backingimages", ""),
 			lh("get", "backupvolumes", "pvc-1"),
+			// A topology's node, read before a volume is placed on it.
+			lh("get", "nodes", "node-1"),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "secrets", ""), core("create", "pods", ns),
+			lh("update", "nodes", "node-1"),
 			storage("patch", "volumeattachments"),
 			{Verb: "list", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"},
 			core("update", "persistentvolumes", ""), core("delete", "persistentvolumeclaims", claims),

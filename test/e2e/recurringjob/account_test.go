@@ -132,4 +132,23 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 			t.Errorf("%s may %s %s.%s", recurringJobAccount, attr.Verb, attr.Resource, attr.Group)
 		}
 	}
+	// What the API asks of the tasks it runs besides a snapshot's: a
+	// backup's listing and deletion, and the backup-verify task's drill
+	// (update on the backup volume).
+	for _, attr := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "get", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
+		{Namespace: ns, Verb: "delete", Group: "longhorn.io", Resource: "backups"},
+	} {
+		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &attr},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sar.Status.Allowed {
+			t.Errorf("%s may not %s %s.%s, which its tasks ask of the API", recurringJobAccount, attr.Verb, attr.Resource, attr.Group)
+		}
+	}
 }
