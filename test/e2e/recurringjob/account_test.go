@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/app"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 const recurringJobAccount = "longhorn-recurring-job"
@@ -90,6 +92,14 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 			len(cj.Spec.JobTemplate.Spec.Template.Spec.Volumes) == 1 &&
 			cj.Spec.JobTemplate.Spec.Template.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.Audience == "longhorn-manager", nil
 	})
+	// The projected token as the apiserver stores it causes no write, even
+	// when every job is re-enqueued by a settings change.
+	before := e.WaitCronJob(t, "snap", "CronJob", func(*batchv1.CronJob) bool { return true }).ResourceVersion
+	e.SetSetting(t, types.SettingNameBackupTarget, "nfs://server:/backups")
+	time.Sleep(2 * time.Second)
+	if after := e.WaitCronJob(t, "snap", "CronJob", func(*batchv1.CronJob) bool { return true }).ResourceVersion; after != before {
+		t.Errorf("an unchanged job with a projected token rewrote its CronJob (resourceVersion %s -> %s)", before, after)
+	}
 
 	// A run as the pods would make it: the account's default token for the
 	// Kubernetes API, and its token of the API's audience, in the file the
