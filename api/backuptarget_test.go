@@ -74,9 +74,11 @@ func TestBackupTargetWrites(t *testing.T) {
 		t.Errorf("create twice: %d %s", code, raw)
 	}
 
-	// The UI sends back what it listed: pollInterval as a duration.
+	// Longhorn's UI sends back what it listed, with the edited fields:
+	// the resource's links and actions, pollInterval as a duration.
 	code, _, raw = s.do(t, "POST", "/v1/backuptargets/default?action=backupTargetUpdate",
-		`{"name":"default","backupTargetURL":"s3://other@eu-west-1/","credentialSecret":"s3-secret","pollInterval":"5m0s"}`)
+		`{"id":"default","type":"backupTarget","links":{"self":"x"},"actions":{"backupTargetUpdate":"x"},"available":false,"message":"",`+
+			`"name":"default","backupTargetURL":"s3://other@eu-west-1/","credentialSecret":"s3-secret","pollInterval":"5m0s"}`)
 	if code != http.StatusOK {
 		t.Fatalf("backupTargetUpdate: %d %s", code, raw)
 	}

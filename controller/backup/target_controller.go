@@ -91,7 +91,8 @@ func NewTargetController(logger *logrus.Entry, metrics *kit.Metrics, ds *datasto
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &TargetController{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now}
 	c.Base = kit.NewBase("longhorn-backup-target", logger, metrics, c.sync,
-		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
+		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced,
+		lh.BackupTargets().Informer().HasSynced)
 	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueEngine(nil, asEngine(obj)) },
 		UpdateFunc: func(old, cur any) { c.enqueueEngine(asEngine(old), asEngine(cur)) },
