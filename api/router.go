@@ -139,9 +139,13 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	// What Longhorn's UI reads besides the project's resources.
 	handle("/v1/events", http.MethodGet, "events.list", s.listEvents)
 	handle("/v1/backuptargets", http.MethodGet, "backuptargets.list", s.listBackupTargets)
+	handle("/v1/backuptargets", http.MethodPost, "backuptargets.create", s.createBackupTarget)
 	handle("/v1/volumeattachments", http.MethodGet, "volumeattachments.list", s.listVolumeAttachments)
 	handle("/v1/volumeattachments/{name}", http.MethodGet, "volumeattachments.get", s.getVolumeAttachment)
 	handle("/v1/backuptargets/{name}", http.MethodGet, "backuptargets.get", s.getBackupTarget)
+	handle("/v1/backuptargets/{name}", http.MethodPut, "backuptargets.update", s.updateBackupTarget)
+	handle("/v1/backuptargets/{name}", http.MethodPost, "backuptargets.action", s.backupTargetAction)
+	handle("/v1/backuptargets/{name}", http.MethodDelete, "backuptargets.delete", s.deleteBackupTarget)
 	handle("/v1/nodetags", http.MethodGet, "tags.list", s.listTags)
 	handle("/v1/disktags", http.MethodGet, "tags.list", s.listTags)
 	for path := range emptyKinds {

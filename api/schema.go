@@ -276,7 +276,8 @@ func schemas() []Schema {
 		},
 		{
 			ID: "backupTarget", PluralName: "backupTargets", collectionPath: "backuptargets",
-			CollectionMethods: []string{"GET"},
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "PUT", "DELETE"},
+			ResourceActions: map[string]Action{"backupTargetUpdate": {Input: "backupTarget", Output: "backupTarget"}},
 			ResourceFields: map[string]Field{
 				"name": {Type: "string"}, "backupTargetURL": {Type: "string"}, "credentialSecret": {Type: "string"},
 				"pollInterval": {Type: "string"}, "available": {Type: "boolean"}, "message": {Type: "string"},

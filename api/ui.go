@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Event is a Kubernetes event of the manager's namespace, as Longhorn's
@@ -27,17 +26,6 @@ type Event struct {
 	Resource
 	Event     corev1.Event `json:"event"`
 	EventType string       `json:"eventType"`
-}
-
-// BackupTarget is the one backup target, from the backup-target setting.
-type BackupTarget struct {
-	Resource
-	Name             string `json:"name"`
-	BackupTargetURL  string `json:"backupTargetURL"`
-	CredentialSecret string `json:"credentialSecret"`
-	PollInterval     string `json:"pollInterval"`
-	Available        bool   `json:"available"`
-	Message          string `json:"message"`
 }
 
 // VolumeAttachment lists who attaches a volume, as Longhorn's tickets.
@@ -57,9 +45,6 @@ type Attachment struct {
 	Satisfied      bool                 `json:"satisfied"`
 	Conditions     []longhorn.Condition `json:"conditions"`
 }
-
-// defaultBackupTargetName is the name Longhorn gives its default target.
-const defaultBackupTargetName = "default"
 
 // volumeAttachments renders the volume's one attacher as a ticket.
 func volumeAttachments(v *longhorn.Volume) map[string]Attachment {
@@ -116,32 +101,6 @@ func eventTime(e *corev1.Event) time.Time {
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.eventCollection(baseURL(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, c)
-	return nil
-}
-
-// backupTargetCollection is the one target the backup-target setting
-// names, or none while it is empty.
-func (s *Server) backupTargetCollection(base string) (Collection, error) {
-	data := []BackupTarget{}
-	url, err := s.ds.GetSettingValue(types.SettingNameBackupTarget)
-	if err != nil {
-		return Collection{}, err
-	}
-	if url != "" {
-		secret, _ := s.ds.GetSettingValue(types.SettingNameBackupTargetCredentialSecret)
-		r := resource(base, "backupTarget", "backuptargets", defaultBackupTargetName)
-		data = append(data, BackupTarget{Resource: r, Name: defaultBackupTargetName, BackupTargetURL: url, CredentialSecret: secret,
-			Available: true})
-	}
-	return collection(base, "backupTarget", "backuptargets", data), nil
-}
-
-func (s *Server) listBackupTargets(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.backupTargetCollection(baseURL(r))
 	if err != nil {
 		return err
 	}
@@ -234,19 +193,4 @@ func (s *Server) getVolumeAttachment(w http.ResponseWriter, r *http.Request) err
 	base := baseURL(r)
 	writeJSON(w, http.StatusOK, VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)})
 	return nil
-}
-
-func (s *Server) getBackupTarget(w http.ResponseWriter, r *http.Request) error {
-	name := mux.Vars(r)["name"]
-	c, err := s.backupTargetCollection(baseURL(r))
-	if err != nil {
-		return err
-	}
-	for _, t := range c.Data.([]BackupTarget) {
-		if t.Name == name {
-			writeJSON(w, http.StatusOK, t)
-			return nil
-		}
-	}
-	return notFound("backup target %q not found: the one target is %q, while the backup-target setting is set", name, defaultBackupTargetName)
 }

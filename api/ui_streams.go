@@ -22,7 +22,7 @@ func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[s
 	st.hubs["events"] = &hub{list: func(base string) (any, error) { return s.eventCollection(base) }}
 	informers["events"] = []cache.SharedIndexInformer{st.events.Informer()}
 	st.hubs["backuptargets"] = &hub{list: func(base string) (any, error) { return s.backupTargetCollection(base) }}
-	informers["backuptargets"] = []cache.SharedIndexInformer{lh.Settings().Informer()}
+	informers["backuptargets"] = []cache.SharedIndexInformer{lh.BackupTargets().Informer()}
 	st.hubs["volumeattachments"] = &hub{list: func(base string) (any, error) { return s.volumeAttachmentCollection(base) }}
 	informers["volumeattachments"] = []cache.SharedIndexInformer{lh.Volumes().Informer()}
 	st.hubs["backupvolumes"] = &hub{list: func(base string) (any, error) { return s.backupVolumeCollection(base) }}

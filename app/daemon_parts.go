@@ -17,6 +17,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	"github.com/cadence-storage/longhorn-manager/controller/backup"
+	"github.com/cadence-storage/longhorn-manager/controller/backuptarget"
 	"github.com/cadence-storage/longhorn-manager/controller/backupverify"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
@@ -129,6 +130,7 @@ type controllers struct {
 	kubernetesPV  *pvc.Controller
 	snapshot      *snapshot.Controller
 	backupTarget  *backup.TargetController
+	targetSync    *backuptarget.Controller
 	backupVerify  *backupverify.Controller
 	backingImage  *bicontroller.ImageController
 	dataSource    *bicontroller.DataSourceController
@@ -153,6 +155,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		dataSource:    bicontroller.NewDataSourceController(log, metrics, ds, inf, o.NodeName, guardDownloads(serverRunner, ds), o.Clock, recorder, internal.id),
 		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner, internal.id),
 		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),
+		targetSync:    backuptarget.NewController(log, metrics, ds, inf, o.NodeName, recorder),
 		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
@@ -198,6 +201,7 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	run("volume", func(ctx context.Context) error { return c.volume.Run(ctx, ioWorkers) })
 	run("kubernetes-pv", func(ctx context.Context) error { return c.kubernetesPV.Run(ctx, workers) })
 	run("backup-target", func(ctx context.Context) error { return c.backupTarget.Run(ctx, 1) })
+	run("backup-target-settings", func(ctx context.Context) error { return c.targetSync.Run(ctx, 1) })
 	// One drill at a time, each reading backup-concurrent-limit blocks at
 	// once: a drill reads a whole backup, and must not crowd out backups
 	// and restores.

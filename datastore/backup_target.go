@@ -8,6 +8,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -68,4 +71,46 @@ func (ds *DataStore) GetBackupTargetCredential(ctx context.Context) (map[string]
 func IsCredentialError(err error) bool {
 	var ce *CredentialError
 	return errors.As(err, &ce)
+}
+
+// DefaultBackupTargetName is the BackupTarget kept in step with the
+// backup-target, backup-target-credential-secret and
+// backupstore-poll-interval settings, as Longhorn's.
+const DefaultBackupTargetName = "default"
+
+// ListBackupTargetsRO returns every cached BackupTarget.
+func (ds *DataStore) ListBackupTargetsRO() ([]*longhorn.BackupTarget, error) {
+	return ds.backupTargetLister.BackupTargets(ds.namespace).List(labels.Everything())
+}
+
+// GetBackupTargetRO returns the cached BackupTarget; the caller must not
+// modify it.
+func (ds *DataStore) GetBackupTargetRO(name string) (*longhorn.BackupTarget, error) {
+	return ds.backupTargetLister.BackupTargets(ds.namespace).Get(name)
+}
+
+// GetBackupTargetFresh reads a BackupTarget from the API, for a
+// read-modify-write.
+func (ds *DataStore) GetBackupTargetFresh(ctx context.Context, name string) (*longhorn.BackupTarget, error) {
+	return ds.lhClient.LonghornV1beta2().BackupTargets(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CreateBackupTarget creates a BackupTarget.
+func (ds *DataStore) CreateBackupTarget(ctx context.Context, bt *longhorn.BackupTarget) (*longhorn.BackupTarget, error) {
+	return ds.lhClient.LonghornV1beta2().BackupTargets(ds.namespace).Create(ctx, bt, metav1.CreateOptions{})
+}
+
+// UpdateBackupTarget writes a BackupTarget's metadata and spec.
+func (ds *DataStore) UpdateBackupTarget(ctx context.Context, bt *longhorn.BackupTarget) (*longhorn.BackupTarget, error) {
+	return ds.lhClient.LonghornV1beta2().BackupTargets(ds.namespace).Update(ctx, bt, metav1.UpdateOptions{})
+}
+
+// UpdateBackupTargetStatus writes a BackupTarget's status.
+func (ds *DataStore) UpdateBackupTargetStatus(ctx context.Context, bt *longhorn.BackupTarget) (*longhorn.BackupTarget, error) {
+	return ds.lhClient.LonghornV1beta2().BackupTargets(ds.namespace).UpdateStatus(ctx, bt, metav1.UpdateOptions{})
+}
+
+// DeleteBackupTarget deletes a BackupTarget.
+func (ds *DataStore) DeleteBackupTarget(ctx context.Context, name string) error {
+	return ds.lhClient.LonghornV1beta2().BackupTargets(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }

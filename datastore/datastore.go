@@ -39,6 +39,7 @@ type DataStore struct {
 	snapshotLister     lhlisters.SnapshotLister
 	backupLister       lhlisters.BackupLister
 	backupVolumeLister lhlisters.BackupVolumeLister
+	backupTargetLister lhlisters.BackupTargetLister
 	recurringJobLister lhlisters.RecurringJobLister
 
 	backingImageLister           lhlisters.BackingImageLister
@@ -152,6 +153,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		snapshotLister:     lh.Snapshots().Lister(),
 		backupLister:       lh.Backups().Lister(),
 		backupVolumeLister: lh.BackupVolumes().Lister(),
+		backupTargetLister: lh.BackupTargets().Lister(),
 		recurringJobLister: lh.RecurringJobs().Lister(),
 
 		backingImageLister:           lh.BackingImages().Lister(),
@@ -176,6 +178,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.Snapshots().Informer().HasSynced,
 		lh.Backups().Informer().HasSynced,
 		lh.BackupVolumes().Informer().HasSynced,
+		lh.BackupTargets().Informer().HasSynced,
 		lh.RecurringJobs().Informer().HasSynced,
 		lh.BackingImages().Informer().HasSynced,
 		lh.BackingImageDataSources().Informer().HasSynced,

@@ -25,6 +25,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
 	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
+	"github.com/cadence-storage/longhorn-manager/upgrade/v120to180"
 )
 
 const (
@@ -50,6 +51,7 @@ type Migrator struct {
 // Migrators are every migration, oldest first.
 var Migrators = []Migrator{
 	{Version: "v1.2.0", Name: "v110to120: per-volume recurring jobs become RecurringJobs and labels", Migrate: v110to120.Migrate},
+	{Version: "v1.8.0", Name: "v120to180: the default BackupTarget from the backup settings", Migrate: v120to180.Migrate},
 }
 
 // Run migrates under the upgrade Lease. identity names this manager in the

@@ -103,6 +103,8 @@ func (f *fixture) cache(t testing.TB, obj runtime.Object) {
 		indexer = lhi.Nodes().Informer().GetIndexer()
 	case *longhorn.Engine:
 		indexer = lhi.Engines().Informer().GetIndexer()
+	case *longhorn.BackupTarget:
+		indexer = lhi.BackupTargets().Informer().GetIndexer()
 	default:
 		t.Fatalf("no cache for %T", obj)
 	}

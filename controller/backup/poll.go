@@ -76,6 +76,9 @@ func (c *TargetController) syncPoll(ctx context.Context) (kit.Result, error) {
 		if target == "" || interval <= 0 {
 			c.notPolling()
 		}
+		if target == "" {
+			c.recordOnDefaultTarget(ctx, target, nil, now)
+		}
 		return kit.Result{RequeueAfter: d.next}, nil
 	}
 	c.mu.Lock()
@@ -84,6 +87,11 @@ func (c *TargetController) syncPoll(ctx context.Context) (kit.Result, error) {
 
 	err = c.pollTarget(ctx, target)
 	c.polled(target, !isTargetError(err), now)
+	var targetErr error
+	if isTargetError(err) {
+		targetErr = err
+	}
+	c.recordOnDefaultTarget(ctx, target, targetErr, now)
 	if isTargetError(err) {
 		// Said on the BackupVolumes and in an event; the next poll
 		// tries again, not a backoff of retries that would read the

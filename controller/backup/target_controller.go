@@ -50,9 +50,14 @@ const deletionRetryPeriod = 30 * time.Second
 // backup-target-credential-secret when the credential is at fault,
 // backup-target otherwise.
 //
+// What a poll finds is also written into the "default" BackupTarget's
+// status (target_status.go); the settings it reads are kept in step with
+// default's spec by controller/backuptarget.
+//
 // Ownership: the first Ready node by name. It differs from kit.Ownership
-// because the target has no object of its own to record an owner in (it
-// is a setting), and every node can compute this from the Node objects.
+// because the target was a setting with no object to record an owner in
+// when this was written, and every node can compute this from the Node
+// objects.
 type TargetController struct {
 	*kit.Base
 	ds       *datastore.DataStore
@@ -86,7 +91,8 @@ func NewTargetController(logger *logrus.Entry, metrics *kit.Metrics, ds *datasto
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &TargetController{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now}
 	c.Base = kit.NewBase("longhorn-backup-target", logger, metrics, c.sync,
-		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced)
+		lh.Backups().Informer().HasSynced, lh.BackupVolumes().Informer().HasSynced, lh.Engines().Informer().HasSynced, lh.Settings().Informer().HasSynced,
+		lh.BackupTargets().Informer().HasSynced)
 	lh.Engines().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueEngine(nil, asEngine(obj)) },
 		UpdateFunc: func(old, cur any) { c.enqueueEngine(asEngine(old), asEngine(cur)) },

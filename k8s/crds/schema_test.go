@@ -172,7 +172,7 @@ func TestVolumeAndSnapshotSchemas(t *testing.T) {
 func TestEveryResourceHasItsShortNameAndTheLonghornCategory(t *testing.T) {
 	want := map[string]string{
 		"settings": "lhs", "nodes": "lhn", "volumes": "lhv", "engines": "lhe", "replicas": "lhr",
-		"snapshots": "lhsnap", "backups": "lhb", "backupvolumes": "lhbv", "recurringjobs": "lhrj",
+		"snapshots": "lhsnap", "backups": "lhb", "backupvolumes": "lhbv", "backuptargets": "lhbt", "recurringjobs": "lhrj",
 		"backingimages": "lhbi", "backingimagedatasources": "lhbids", "backingimagemanagers": "lhbim",
 	}
 	all, err := crds.All()

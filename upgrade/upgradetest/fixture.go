@@ -8,9 +8,11 @@ package upgradetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +24,7 @@ import (
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
 )
 
@@ -111,8 +114,21 @@ func Create(t testing.TB, kube kubernetes.Interface, lh lhclientset.Interface, n
 	cron("vol-b-snap2-c", "vol-b")
 	cron("vol-gone-old-c", "vol-gone")
 	cron("keep-me", "")
+
+	// The backup settings of a cluster from before BackupTarget objects.
+	for name, value := range map[types.SettingName]string{
+		types.SettingNameBackupTarget:                 BackupTargetURL,
+		types.SettingNameBackupTargetCredentialSecret: "s3-secret",
+		types.SettingNameBackupstorePollInterval:      "600",
+	} {
+		_, err := lh.LonghornV1beta2().Settings(namespace).Create(ctx, &longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(name)}, Value: value}, metav1.CreateOptions{})
+		must(t, err)
+	}
 	return f
 }
+
+// BackupTargetURL is the fixture's backup-target setting.
+const BackupTargetURL = "s3://backups@us-east-1/cluster-a"
 
 func name(t testing.TB, entry longhorn.VolumeRecurringJobSpec) string {
 	t.Helper()
@@ -209,7 +225,12 @@ func (f *Fixture) AssertMigrated(t testing.TB) {
 	}
 	version, err := f.kube.CoreV1().ConfigMaps(ns).Get(ctx, "longhorn-manager-data-version", metav1.GetOptions{})
 	must(t, err)
-	if version.Data["version"] != "v1.2.0" {
+	bt, err := f.lh.LonghornV1beta2().BackupTargets(ns).Get(ctx, "default", metav1.GetOptions{})
+	must(t, err)
+	if want := (longhorn.BackupTargetSpec{BackupTargetURL: BackupTargetURL, CredentialSecret: "s3-secret", PollInterval: metav1.Duration{Duration: 10 * time.Minute}}); bt.Spec != want {
+		t.Errorf("default BackupTarget spec %+v, want %+v from the settings", bt.Spec, want)
+	}
+	if version.Data["version"] != "v1.8.0" {
 		t.Errorf("recorded data version %v", version.Data)
 	}
 	leftovers, err := f.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
@@ -240,6 +261,11 @@ func (f *Fixture) Versions(t testing.TB) map[string]string {
 	sc, err := f.kube.StorageV1().StorageClasses().Get(ctx, f.StorageClass, metav1.GetOptions{})
 	must(t, err)
 	out["storageclass"] = sc.ResourceVersion
+	if bt, err := f.lh.LonghornV1beta2().BackupTargets(f.Namespace).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		// Its status follows the target's polls: the object and its
+		// spec are what a migration or a start must leave alone.
+		out["backuptarget/default"] = fmt.Sprintf("%s/%d", bt.UID, bt.Generation)
+	}
 	cms, err := f.kube.CoreV1().ConfigMaps(f.Namespace).List(ctx, metav1.ListOptions{})
 	must(t, err)
 	for _, c := range cms.Items {

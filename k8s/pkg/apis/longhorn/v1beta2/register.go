@@ -33,6 +33,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Snapshot{}, &SnapshotList{},
 		&Backup{}, &BackupList{},
 		&BackupVolume{}, &BackupVolumeList{},
+		&BackupTarget{}, &BackupTargetList{},
 		&RecurringJob{}, &RecurringJobList{},
 		&BackingImage{}, &BackingImageList{},
 		&BackingImageDataSource{}, &BackingImageDataSourceList{},

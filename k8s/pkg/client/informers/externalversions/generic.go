@@ -61,6 +61,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackingImageManagers().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("backups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().Backups().Informer()}, nil
+	case v1beta2.SchemeGroupVersion.WithResource("backuptargets"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackupTargets().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("backupvolumes"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Longhorn().V1beta2().BackupVolumes().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("engines"):

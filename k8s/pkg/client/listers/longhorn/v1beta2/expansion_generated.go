@@ -50,6 +50,14 @@ type BackupListerExpansion interface{}
 // BackupNamespaceLister.
 type BackupNamespaceListerExpansion interface{}
 
+// BackupTargetListerExpansion allows custom methods to be added to
+// BackupTargetLister.
+type BackupTargetListerExpansion interface{}
+
+// BackupTargetNamespaceListerExpansion allows custom methods to be added to
+// BackupTargetNamespaceLister.
+type BackupTargetNamespaceListerExpansion interface{}
+
 // BackupVolumeListerExpansion allows custom methods to be added to
 // BackupVolumeLister.
 type BackupVolumeListerExpansion interface{}

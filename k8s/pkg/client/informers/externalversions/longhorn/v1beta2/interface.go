@@ -32,6 +32,8 @@ type Interface interface {
 	BackingImageManagers() TypedBackingImageManagerInformer
 	// Backups returns a BackupInformer.
 	Backups() TypedBackupInformer
+	// BackupTargets returns a BackupTargetInformer.
+	BackupTargets() TypedBackupTargetInformer
 	// BackupVolumes returns a BackupVolumeInformer.
 	BackupVolumes() TypedBackupVolumeInformer
 	// Engines returns a EngineInformer.
@@ -79,6 +81,11 @@ func (v *version) BackingImageManagers() TypedBackingImageManagerInformer {
 // Backups returns a TypedBackupInformer.
 func (v *version) Backups() TypedBackupInformer {
 	return &backupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// BackupTargets returns a TypedBackupTargetInformer.
+func (v *version) BackupTargets() TypedBackupTargetInformer {
+	return &backupTargetInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // BackupVolumes returns a TypedBackupVolumeInformer.

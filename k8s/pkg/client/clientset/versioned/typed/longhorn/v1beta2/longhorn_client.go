@@ -32,6 +32,7 @@ type LonghornV1beta2Interface interface {
 	BackingImageDataSourcesGetter
 	BackingImageManagersGetter
 	BackupsGetter
+	BackupTargetsGetter
 	BackupVolumesGetter
 	EnginesGetter
 	NodesGetter
@@ -61,6 +62,10 @@ func (c *LonghornV1beta2Client) BackingImageManagers(namespace string) BackingIm
 
 func (c *LonghornV1beta2Client) Backups(namespace string) BackupInterface {
 	return newBackups(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) BackupTargets(namespace string) BackupTargetInterface {
+	return newBackupTargets(c, namespace)
 }
 
 func (c *LonghornV1beta2Client) BackupVolumes(namespace string) BackupVolumeInterface {

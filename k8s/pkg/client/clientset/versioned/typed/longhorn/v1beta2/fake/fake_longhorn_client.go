@@ -44,6 +44,10 @@ func (c *FakeLonghornV1beta2) Backups(namespace string) v1beta2.BackupInterface 
 	return newFakeBackups(c, namespace)
 }
 
+func (c *FakeLonghornV1beta2) BackupTargets(namespace string) v1beta2.BackupTargetInterface {
+	return newFakeBackupTargets(c, namespace)
+}
+
 func (c *FakeLonghornV1beta2) BackupVolumes(namespace string) v1beta2.BackupVolumeInterface {
 	return newFakeBackupVolumes(c, namespace)
 }
