@@ -105,7 +105,7 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 	}
 	c := ds.Spec.Containers[0]
 	if ds.Spec.NodeName != "node-1" || c.Image != framework.TestCronJobConfig.ManagerImage || ds.Spec.RestartPolicy != corev1.RestartPolicyNever ||
-		ds.Spec.ServiceAccountName != framework.ServiceAccount || ds.Spec.Volumes[0].HostPath.Path != bids.Spec.DiskPath ||
+		ds.Spec.ServiceAccountName != framework.ServiceAccount || ds.Spec.Volumes[0].HostPath.Path != filepath.Join(bids.Spec.DiskPath, "backing-images") ||
 		!slices.Contains(c.Args, "--source-type") || !slices.Contains(c.Args, bids.Spec.UUID) || !slices.Contains(c.Args, "0.0.0.0:8001") || !slices.Contains(c.Args, runner.ServerTLSMountPath) {
 		t.Errorf("data source pod: node %s image %s restart %s sa %s volumes %+v args %v", ds.Spec.NodeName, c.Image, ds.Spec.RestartPolicy,
 			ds.Spec.ServiceAccountName, ds.Spec.Volumes, c.Args)
@@ -119,7 +119,7 @@ func TestBackingImageServerPodsAreCreatedAndWaitedFor(t *testing.T) {
 			t.Fatalf("no pod for manager %s", bim.Name)
 		}
 		if p.Spec.NodeName != "node-1" || p.Spec.Containers[0].Image != testBackingImageManagerImage || bim.Spec.Image != testBackingImageManagerImage ||
-			p.Spec.Volumes[0].HostPath.Path != disks[bim.Spec.DiskUUID] || !slices.Contains(p.Spec.Containers[0].Args, bim.Spec.DiskUUID) ||
+			p.Spec.Volumes[0].HostPath.Path != filepath.Join(disks[bim.Spec.DiskUUID], "backing-images") || !slices.Contains(p.Spec.Containers[0].Args, bim.Spec.DiskUUID) ||
 			p.Labels[types.LabelDiskUUID] != bim.Spec.DiskUUID || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 			t.Errorf("manager %s pod: %+v", bim.Name, p.Spec)
 		}
