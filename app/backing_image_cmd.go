@@ -160,7 +160,7 @@ func BackingImageDataSourceCmd() cli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			// Only a caller with a certificate of the cluster CA is answered.
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: id.ServerConfig()}
+			hs := &http.Server{Handler: mtls.ComponentsOnly(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, TLSConfig: id.ServerConfig()}
 			go func() {
 				<-ctx.Done()
 				shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

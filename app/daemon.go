@@ -485,7 +485,7 @@ func backingImageServerRunnerError(got string) error {
 
 // newBackingImageServerRunner runs the backing image servers as pods on
 // this node, or as child processes of this binary on 127.0.0.1.
-func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore, tlsDir string) (runner.ServerRunner, error) {
+func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore, tls internalTLS) (runner.ServerRunner, error) {
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
 		placement := func() types.PodPlacement {
@@ -508,7 +508,7 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 		command = []string{exe}
 	}
 	r := runner.NewProcessRunner(log, command, o.Hooks.BackingImageServerEnv)
-	r.TLSDir = tlsDir
+	r.TLSDir, r.DataSourceTLSDir = tls.serverDir, tls.dataSourceDir
 	return r, nil
 }
 

@@ -141,7 +141,7 @@ type controllers struct {
 func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, internal internalTLS, o DaemonOptions) (*controllers, error) {
 	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
-	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds, internal.serverDir)
+	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds, internal)
 	if err != nil {
 		return nil, err
 	}

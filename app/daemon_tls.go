@@ -11,15 +11,20 @@ import (
 )
 
 // InternalTLSFolder, under --data-dir, holds the identity the daemon's
-// child servers (--backing-image-server-runner=process) read.
-const InternalTLSFolder = ".internal-tls"
+// child backing image managers (--backing-image-server-runner=process)
+// read; InternalTLSDataSourceFolder its child data sources', of their
+// narrow role.
+const (
+	InternalTLSFolder           = ".internal-tls"
+	InternalTLSDataSourceFolder = ".internal-tls-data-source"
+)
 
 // internalTLS is the daemon's identity for its internal calls, and where
 // its child servers read theirs ("" when they run as pods, which mount
 // the servers' Secret).
 type internalTLS struct {
-	id        *mtls.Identity
-	serverDir string
+	id                       *mtls.Identity
+	serverDir, dataSourceDir string
 }
 
 // startInternalTLS makes the cluster's internal CA on first start (or
@@ -32,10 +37,11 @@ func startInternalTLS(ctx context.Context, log *logrus.Entry, kube kubernetes.In
 		k.ServerSecret = true
 	} else {
 		k.ServerDir = filepath.Join(dataDir, InternalTLSFolder)
+		k.DataSourceDir = filepath.Join(dataDir, InternalTLSDataSourceFolder)
 	}
 	id, err := k.Start(ctx)
 	if err != nil {
 		return internalTLS{}, err
 	}
-	return internalTLS{id: id, serverDir: k.ServerDir}, nil
+	return internalTLS{id: id, serverDir: k.ServerDir, dataSourceDir: k.DataSourceDir}, nil
 }

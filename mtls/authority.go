@@ -147,8 +147,14 @@ func (a *Authority) Pool() *x509.CertPool {
 }
 
 // Issue signs a leaf for ServerName, good for serving and calling, valid
-// for LeafLifetime or until its signer expires.
+// for LeafLifetime or until its signer expires: a Longhorn component's.
 func (a *Authority) Issue(now time.Time) (tls.Certificate, error) {
+	return a.IssueFor(now, RoleComponent)
+}
+
+// IssueFor is Issue for a leaf of role (see RoleOf), which the servers
+// that answer it judge.
+func (a *Authority) IssueFor(now time.Time, role string) (tls.Certificate, error) {
 	signer, err := a.Signer(now)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -167,7 +173,7 @@ func (a *Authority) Issue(now time.Time) (tls.Certificate, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: ServerName},
+		Subject:      pkix.Name{CommonName: ServerName, OrganizationalUnit: roleUnits(role)},
 		DNSNames:     []string{ServerName},
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     notAfter,

@@ -26,9 +26,13 @@ const (
 	// CASecretName holds the CA bundle and its keys (ca.crt, ca.key).
 	// Only the managers read it; no pod mounts it.
 	CASecretName = "longhorn-internal-ca"
-	// ServerSecretName holds the backing image servers' leaf (ca.crt,
+	// ServerSecretName holds the backing image managers' leaf (ca.crt,
 	// tls.crt, tls.key; kubernetes.io/tls), mounted into their pods.
 	ServerSecretName = "longhorn-internal-tls"
+	// DataSourceSecretName holds the backing image data sources' leaf, of
+	// RoleDataSource, mounted into their pods: a data source fetches
+	// untrusted URLs, so its leaf reaches only what an export needs.
+	DataSourceSecretName = "longhorn-internal-tls-data-source"
 	// CAKeyFile is the key of the CA Secret that holds the CAs' keys.
 	CAKeyFile = "ca.key"
 )
@@ -49,10 +53,13 @@ type Keeper struct {
 	Namespace string
 	Log       *logrus.Entry
 	Clock     clock.Clock
-	// ServerDir is the folder the manager's child servers read their
-	// leaf from ("" when they run as pods).
-	ServerDir string
-	// ServerSecret keeps ServerSecretName, for servers that run as pods.
+	// ServerDir is the folder the manager's child backing image managers
+	// read their leaf from, DataSourceDir its child data sources' ("" when
+	// they run as pods).
+	ServerDir     string
+	DataSourceDir string
+	// ServerSecret keeps ServerSecretName and DataSourceSecretName, for
+	// servers that run as pods.
 	ServerSecret bool
 
 	mu    sync.Mutex
@@ -115,14 +122,19 @@ func (k *Keeper) Sync(ctx context.Context) error {
 		k.caPEM = caPEM
 		k.Log.WithField("notAfter", cert.Leaf.NotAfter).Info("Signed this manager's internal TLS certificate")
 	}
-	if k.ServerDir != "" {
-		if err := k.syncDir(auth, caPEM, now); err != nil {
-			return fmt.Errorf("internal TLS: the servers' folder %s: %w", k.ServerDir, err)
+	for _, d := range []struct{ dir, role string }{{k.ServerDir, RoleComponent}, {k.DataSourceDir, RoleDataSource}} {
+		if d.dir == "" {
+			continue
+		}
+		if err := k.syncDir(auth, caPEM, now, d.dir, d.role); err != nil {
+			return fmt.Errorf("internal TLS: the servers' folder %s: %w", d.dir, err)
 		}
 	}
 	if k.ServerSecret {
-		if err := k.syncServerSecret(ctx, auth, caPEM, now); err != nil {
-			return fmt.Errorf("internal TLS: Secret %s/%s: %w", k.Namespace, ServerSecretName, err)
+		for _, sec := range []struct{ name, role string }{{ServerSecretName, RoleComponent}, {DataSourceSecretName, RoleDataSource}} {
+			if err := k.syncServerSecret(ctx, auth, caPEM, now, sec.name, sec.role); err != nil {
+				return fmt.Errorf("internal TLS: Secret %s/%s: %w", k.Namespace, sec.name, err)
+			}
 		}
 	}
 	return nil
@@ -202,33 +214,39 @@ func leafOf(certPEM []byte) *x509.Certificate {
 	return certs[0]
 }
 
-func (k *Keeper) syncDir(auth *Authority, caPEM []byte, now time.Time) error {
-	ca, _ := os.ReadFile(filepath.Join(k.ServerDir, CAFile))
-	cert, _ := os.ReadFile(filepath.Join(k.ServerDir, CertFile))
-	if bytes.Equal(ca, caPEM) && !auth.NeedsRenewal(leafOf(cert), now) {
+// current says whether a leaf (PEM) is of role and good for now.
+func current(auth *Authority, certPEM []byte, role string, now time.Time) bool {
+	leaf := leafOf(certPEM)
+	return leaf != nil && RoleOf(leaf) == role && !auth.NeedsRenewal(leaf, now)
+}
+
+func (k *Keeper) syncDir(auth *Authority, caPEM []byte, now time.Time, dir, role string) error {
+	ca, _ := os.ReadFile(filepath.Join(dir, CAFile))
+	cert, _ := os.ReadFile(filepath.Join(dir, CertFile))
+	if bytes.Equal(ca, caPEM) && current(auth, cert, role, now) {
 		return nil
 	}
-	leaf, err := auth.Issue(now)
+	leaf, err := auth.IssueFor(now, role)
 	if err != nil {
 		return err
 	}
-	if err := WriteDir(k.ServerDir, caPEM, leaf); err != nil {
+	if err := WriteDir(dir, caPEM, leaf); err != nil {
 		return err
 	}
-	k.Log.WithFields(logrus.Fields{"dir": k.ServerDir, "notAfter": leaf.Leaf.NotAfter}).Info("Signed the backing image servers' internal TLS certificate")
+	k.Log.WithFields(logrus.Fields{"dir": dir, "role": role, "notAfter": leaf.Leaf.NotAfter}).Info("Signed the backing image servers' internal TLS certificate")
 	return nil
 }
 
-func (k *Keeper) syncServerSecret(ctx context.Context, auth *Authority, caPEM []byte, now time.Time) error {
+func (k *Keeper) syncServerSecret(ctx context.Context, auth *Authority, caPEM []byte, now time.Time, name, role string) error {
 	secrets := k.Kube.CoreV1().Secrets(k.Namespace)
-	s, err := secrets.Get(ctx, ServerSecretName, metav1.GetOptions{})
+	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil && bytes.Equal(s.Data[CAFile], caPEM) && !auth.NeedsRenewal(leafOf(s.Data[CertFile]), now) {
+	if err == nil && bytes.Equal(s.Data[CAFile], caPEM) && current(auth, s.Data[CertFile], role, now) {
 		return nil
 	}
-	leaf, err2 := auth.Issue(now)
+	leaf, err2 := auth.IssueFor(now, role)
 	if err2 != nil {
 		return err2
 	}
@@ -238,7 +256,7 @@ func (k *Keeper) syncServerSecret(ctx context.Context, auth *Authority, caPEM []
 	}
 	if apierrors.IsNotFound(err) {
 		_, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: ServerSecretName, Namespace: k.Namespace,
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.Namespace,
 				Labels: map[string]string{types.LabelManagedBy: types.ManagedByValue}},
 			Type: corev1.SecretTypeTLS,
 			Data: data,
@@ -256,7 +274,7 @@ func (k *Keeper) syncServerSecret(ctx context.Context, auth *Authority, caPEM []
 	if err != nil {
 		return err
 	}
-	k.Log.WithFields(logrus.Fields{"secret": ServerSecretName, "notAfter": leaf.Leaf.NotAfter}).Info("Signed the backing image servers' internal TLS certificate")
+	k.Log.WithFields(logrus.Fields{"secret": name, "role": role, "notAfter": leaf.Leaf.NotAfter}).Info("Signed the backing image servers' internal TLS certificate")
 	return nil
 }
 

@@ -33,15 +33,15 @@ func TestKeeperMakesTheCAOnceAndEveryManagerSharesIt(t *testing.T) {
 	if err := first.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Created: the CA Secret and the servers' Secret.
-	if n := writes(kube); n != 2 {
-		t.Fatalf("%d writes on first start, want 2", n)
+	// Created: the CA Secret and the servers' two Secrets.
+	if n := writes(kube); n != 3 {
+		t.Fatalf("%d writes on first start, want 3", n)
 	}
 	if err := second.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := writes(kube); n != 2 {
-		t.Fatalf("a second manager wrote %d times", n-2)
+	if n := writes(kube); n != 3 {
+		t.Fatalf("a second manager wrote %d times", n-3)
 	}
 	// Each manager's leaf verifies with the other's bundle.
 	a, _ := kube.CoreV1().Secrets("longhorn-system").Get(ctx, CASecretName, metav1.GetOptions{})
@@ -88,8 +88,8 @@ func TestKeeperRenewsLeavesAndRotatesTheCABeforeTheyExpire(t *testing.T) {
 	if k.Identity().Leaf().Equal(firstLeaf) {
 		t.Error("the manager's leaf is not renewed")
 	}
-	if n := writes(kube); n != 1 {
-		t.Errorf("%d writes to renew the leaves, want 1 (the servers' Secret)", n)
+	if n := writes(kube); n != 2 {
+		t.Errorf("%d writes to renew the leaves, want 2 (the servers' Secrets)", n)
 	}
 	// Near the CA's end a new CA joins; the leaves follow the new bundle.
 	clk.SetTime(t0.Add(CALifetime - CARotateBefore + time.Hour))
@@ -124,5 +124,44 @@ func TestKeeperRefusesABrokenCASecretRatherThanReplaceIt(t *testing.T) {
 	}
 	if n := writes(kube); n != 0 {
 		t.Errorf("a broken CA Secret was written %d times", n)
+	}
+}
+
+// The data sources' leaf is of their narrow role, the managers' of none;
+// a leaf of the wrong role where a role is wanted (a component's put in
+// the data sources' Secret by hand, say) is replaced at the next sync.
+func TestKeeperSignsTheDataSourcesLeafOfItsRole(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	k := newKeeper(kube, clk, "", true)
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	role := func(name string) string {
+		s, err := kube.CoreV1().Secrets("longhorn-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RoleOf(leafOf(s.Data[CertFile]))
+	}
+	if got := role(DataSourceSecretName); got != RoleDataSource {
+		t.Errorf("the data sources' leaf is of role %q", got)
+	}
+	if got := role(ServerSecretName); got != RoleComponent {
+		t.Errorf("the managers' leaf is of role %q", got)
+	}
+	// A component's leaf in the data sources' Secret.
+	comp, _ := kube.CoreV1().Secrets("longhorn-system").Get(ctx, ServerSecretName, metav1.GetOptions{})
+	ds, _ := kube.CoreV1().Secrets("longhorn-system").Get(ctx, DataSourceSecretName, metav1.GetOptions{})
+	ds.Data = comp.Data
+	if _, err := kube.CoreV1().Secrets("longhorn-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := role(DataSourceSecretName); got != RoleDataSource {
+		t.Errorf("a component's leaf in the data sources' Secret was kept: role %q", got)
 	}
 }

@@ -158,7 +158,8 @@ func (s *Server) load() error {
 // It requires mutual TLS with the server's identity.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{s.cfg.TLS.GRPCServerOption()}, opts...)
-	g := grpc.NewServer(append(grpcrecover.ServerOptions(s.log), opts...)...)
+	// A data source's leaf calls no backing image manager.
+	g := grpc.NewServer(append(append(grpcrecover.ServerOptions(s.log), mtls.RoleGuard(nil)...), opts...)...)
 	pb.RegisterBackingImageManagerServer(g, s)
 	return g
 }

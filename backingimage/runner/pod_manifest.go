@@ -155,13 +155,20 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 	}
 	fullArgs := append(append([]string{}, args...), "--listen", "0.0.0.0:"+strconv.Itoa(int(port)), "--tls-dir", ServerTLSMountPath)
 	diskMounts, diskVolumes := serverDiskFolders(args[0], diskPath)
+	// A data source holds a leaf of its narrow role, which the engines
+	// answer only an export's reads.
+	tlsSecret := mtls.ServerSecretName
+	if args[0] == dataSourceSubcommand {
+		tlsSecret = mtls.DataSourceSecretName
+	}
 	// The mounts are part of the spec: a pod of an older layout (the
 	// whole disk mounted) is replaced.
 	spec, _ := json.Marshal(struct {
-		Image  string
-		Args   []string
-		Mounts []corev1.VolumeMount `json:",omitempty"`
-	}{image, fullArgs, diskMounts})
+		Image     string
+		Args      []string
+		Mounts    []corev1.VolumeMount `json:",omitempty"`
+		TLSSecret string               `json:",omitempty"`
+	}{image, fullArgs, diskMounts, tlsSecret})
 	sum := sha256.Sum256(spec)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -197,7 +204,7 @@ func serverPod(cfg PodRunnerConfig, key string, args []string, o ServerOptions) 
 			Volumes: append(diskVolumes, corev1.Volume{
 				Name: serverTLSVolume,
 				// The key is readable by the server's user only.
-				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: mtls.ServerSecretName, DefaultMode: ptr.To[int32](0o400)}},
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: tlsSecret, DefaultMode: ptr.To[int32](0o400)}},
 			}),
 		},
 	}

@@ -67,11 +67,11 @@ func TestServerPodManifest(t *testing.T) {
 	if got := strings.Join(c.Args, " "); got != strings.Join(dataSourceTestArgs, " ")+" --listen 0.0.0.0:8001 --tls-dir "+ServerTLSMountPath {
 		t.Errorf("args %s", got)
 	}
-	// The servers' leaf, not the CA's key: the servers' Secret, read-only,
-	// readable by the server's user only.
+	// The servers' leaf, not the CA's key: for a data source the Secret of
+	// its narrow role, read-only, readable by the server's user only.
 	last := len(pod.Spec.Volumes) - 1
 	tlsVolume := pod.Spec.Volumes[last]
-	if tlsVolume.Secret == nil || tlsVolume.Secret.SecretName != mtls.ServerSecretName || *tlsVolume.Secret.DefaultMode != 0o400 ||
+	if tlsVolume.Secret == nil || tlsVolume.Secret.SecretName != mtls.DataSourceSecretName || *tlsVolume.Secret.DefaultMode != 0o400 ||
 		c.VolumeMounts[last].Name != tlsVolume.Name || c.VolumeMounts[last].MountPath != ServerTLSMountPath || !c.VolumeMounts[last].ReadOnly {
 		t.Errorf("TLS volume %+v mount %+v", tlsVolume, c.VolumeMounts)
 	}
@@ -102,6 +102,9 @@ func TestServerPodManifest(t *testing.T) {
 	if mgr.Spec.Containers[0].Image != "longhorn-manager:v1" || mgr.Spec.RestartPolicy != corev1.RestartPolicyAlways ||
 		!strings.HasSuffix(strings.Join(mgr.Spec.Containers[0].Args, " "), "--listen 0.0.0.0:8000 --tls-dir "+ServerTLSMountPath) {
 		t.Errorf("manager pod %+v", mgr.Spec)
+	}
+	if v := mgr.Spec.Volumes[len(mgr.Spec.Volumes)-1]; v.Secret == nil || v.Secret.SecretName != mtls.ServerSecretName {
+		t.Errorf("the manager's TLS volume %+v, want the component leaf's Secret", v)
 	}
 	// A disk's manager also reads the replicas' records, read-only.
 	if got := diskMountsOf(mgr); got != "/mnt/d2/backing-images rw, /mnt/d2/tmp rw, /mnt/d2/replicas ro" {

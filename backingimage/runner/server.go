@@ -91,9 +91,12 @@ type ProcessRunner struct {
 	// Env is added to the children's environment.
 	Env []string
 	Log *logrus.Entry
-	// TLSDir is the folder of the servers' internal TLS identity, passed
-	// as --tls-dir (the daemon's mtls.Keeper writes it).
-	TLSDir string
+	// TLSDir is the folder of the backing image managers' internal TLS
+	// identity, DataSourceTLSDir the data sources' (of their narrow role),
+	// passed as --tls-dir (the daemon's mtls.Keeper writes them); a data
+	// source is given TLSDir when DataSourceTLSDir is empty.
+	TLSDir           string
+	DataSourceTLSDir string
 
 	mu    sync.Mutex
 	procs map[string]*serverProcess
@@ -140,8 +143,11 @@ func (r *ProcessRunner) Start(key string, args []string, _ ...ServerOption) erro
 		return errors.New("no command to run backing image servers with")
 	}
 	full := append(append(append([]string{}, r.Command[1:]...), args...), "--listen", "127.0.0.1:0")
-	if r.TLSDir != "" {
-		full = append(full, "--tls-dir", r.TLSDir)
+	if dir := r.TLSDir; dir != "" {
+		if args[0] == dataSourceSubcommand && r.DataSourceTLSDir != "" {
+			dir = r.DataSourceTLSDir
+		}
+		full = append(full, "--tls-dir", dir)
 	}
 	cmd := exec.Command(r.Command[0], full...)
 	cmd.Env = append(cmd.Environ(), r.Env...)

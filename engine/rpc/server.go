@@ -17,6 +17,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // Server holds the engines this node runs, by volume name.
@@ -45,12 +46,21 @@ func (s *Server) Unregister(volume string) {
 	s.mu.Unlock()
 }
 
+// callableByRole are the calls a leaf of a narrower role than a
+// component's may make: a backing image data source exports a volume's
+// snapshot, so it reads the volume's size, the snapshot's record and its
+// data, and nothing else (no snapshot made, deleted or reverted, no
+// backup, no restore).
+var callableByRole = map[string]map[string]bool{
+	mtls.RoleDataSource: {pb.Engine_VolumeGet_FullMethodName: true, pb.Engine_SnapshotGet_FullMethodName: true, pb.Engine_SnapshotRead_FullMethodName: true},
+}
+
 // GRPCServer returns a gRPC server with the engine service on it. A panic
 // in a handler answers codes.Internal and is logged: the node's other
 // engines keep being served.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	recovery := grpcrecover.ServerOptions(logrus.WithField("component", "engine-rpc"))
-	g := grpc.NewServer(append(recovery, opts...)...)
+	g := grpc.NewServer(append(append(recovery, mtls.RoleGuard(callableByRole)...), opts...)...)
 	pb.RegisterEngineServer(g, s)
 	return g
 }

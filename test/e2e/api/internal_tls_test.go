@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -136,6 +138,39 @@ func TestInternalCallsNeedACertificateOfTheClustersCA(t *testing.T) {
 	framework.RefusedOverGRPC(t, "the backing image manager", bimAddr, list)
 	answeredOverGRPC(t, "the backing image manager", bimAddr, id, list)
 
+	// A data source's leaf, of its narrow role (a data source fetches
+	// untrusted URLs): the engine answers it what an export reads, and
+	// nothing that changes a volume; the backing image managers and the
+	// data sources answer it nothing.
+	ds := framework.ClusterIdentityOf(t, e.Kube, e.NS, mtls.RoleDataSource)
+	answeredOverGRPC(t, "the engine service", engineAddr, ds, volumeGet)
+	deniedOverGRPC(t, "the engine service", engineAddr, ds, func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := enginepb.NewEngineClient(conn).SnapshotCreate(ctx, &enginepb.SnapshotCreateRequest{Volume: "tls", Name: "by-a-data-source"})
+		return err
+	})
+	deniedOverGRPC(t, "the backing image manager", bimAddr, ds, list)
+	if resp, err := ds.HTTPClient().Get("https://" + dsAddr + "/v1/file"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a data source answered another data source's leaf %d, want 403", resp.StatusCode)
+		}
+	}
+}
+
+// deniedOverGRPC calls a gRPC service at addr as id and expects
+// PermissionDenied.
+func deniedOverGRPC(t *testing.T, service, addr string, id *mtls.Identity, call func(ctx context.Context, conn *grpc.ClientConn) error) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, id.GRPCDialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := call(ctx, conn); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("%s at %s answered a data source's leaf: %v, want PermissionDenied", service, addr, err)
+	}
 }
 
 // TestInternalCAIsMadeOnceAndKeptAcrossRestarts: the first start makes

@@ -31,6 +31,24 @@ func ClusterIdentity(t *testing.T, kube kubernetes.Interface, ns string) *mtls.I
 	return mtlstest.IdentityOf(t, a)
 }
 
+// ClusterIdentityOf is ClusterIdentity for a leaf of role (mtls.RoleOf).
+func ClusterIdentityOf(t *testing.T, kube kubernetes.Interface, ns, role string) *mtls.Identity {
+	t.Helper()
+	s, err := kube.CoreV1().Secrets(ns).Get(context.Background(), mtls.CASecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the internal CA: %v", err)
+	}
+	a, err := mtls.DecodeBundle(s.Data[mtls.CAFile], s.Data[mtls.CAKeyFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := a.IssueFor(time.Now(), role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mtls.NewIdentity(leaf, a.Pool())
+}
+
 // HostileTransports are how a pod that reaches an internal port but holds
 // no certificate of the cluster's CA may try to call it.
 func HostileTransports(t *testing.T) map[string]*tls.Config {
