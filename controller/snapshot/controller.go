@@ -84,11 +84,25 @@ func (c *Controller) localEngineChanged(volume string) {
 	if err != nil || v.Status.OwnerID != c.nodeID {
 		return
 	}
+	var keys []string
+	// A snapshot being deleted waits for its engine (decide: the deletion
+	// waits for the volume to be attached): an engine that starts, or
+	// starts again, brings it back whatever it can read yet. Its Engine
+	// object may not change at all when the engine stopped and started
+	// again between two of its mirrors.
+	objects, _ := c.ds.ListVolumeSnapshotsRO(volume)
+	for _, snap := range objects {
+		if snap.DeletionTimestamp != nil {
+			keys = append(keys, c.ds.Namespace()+"/"+snap.Name)
+		}
+	}
 	st := run.Engine.Status()
 	if st.SnapshotsError != nil {
+		for _, key := range keys {
+			c.Queue.Add(key)
+		}
 		return
 	}
-	var keys []string
 	inEngine := make(map[string]bool, len(st.Snapshots))
 	for _, s := range st.Snapshots {
 		if s.Name == replica.HeadName {
@@ -100,9 +114,8 @@ func (c *Controller) localEngineChanged(volume string) {
 			keys = append(keys, c.ds.Namespace()+"/"+s.Name)
 		}
 	}
-	objects, _ := c.ds.ListVolumeSnapshotsRO(volume)
 	for _, snap := range objects {
-		if !inEngine[snap.Name] {
+		if !inEngine[snap.Name] && snap.DeletionTimestamp == nil {
 			keys = append(keys, c.ds.Namespace()+"/"+snap.Name)
 		}
 	}
@@ -246,8 +259,19 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if hasEngine && info == nil {
 		vw.purged = run.Engine.WasPurged(snap.Name)
 	}
-	return kit.Result{}, c.apply(ctx, vw, decide(vw), run, e)
+	p := decide(vw)
+	var res kit.Result
+	if snap.DeletionTimestamp != nil && !hasEngine {
+		// Its engine's start brings the deletion back; this is the
+		// safety net should no event come.
+		res.RequeueAfter = deletionRecheck
+	}
+	return res, c.apply(ctx, vw, p, run, e)
 }
+
+// deletionRecheck is how often a deletion that waits for its volume's
+// engine looks again without an event.
+const deletionRecheck = 30 * time.Second
 
 // apply does what decide decided. The engine's answer to a delete may
 // change the plan: a snapshot purged since the engine was read only has

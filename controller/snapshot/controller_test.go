@@ -203,3 +203,56 @@ func waitQueued(t *testing.T, c *Controller, want string) {
 		t.Fatalf("the engine's change queued %v, want %s", key, want)
 	}
 }
+
+// A snapshot whose deletion waits for its volume's engine comes back when
+// an engine starts, whatever the engine can read yet, and looks again
+// after deletionRecheck should no event come (the CSI driver deleted a
+// snapshot while the engine of its volume stopped and started again
+// between two mirrors of the Engine object, and the deletion waited for
+// ever).
+func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)),
+		logrus.NewEntry(log), func(string) {}, func(string) {})
+	t.Cleanup(instances.StopAll)
+	lh := lhfake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	now := metav1.Now()
+	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns", DeletionTimestamp: &now,
+		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec: longhorn.SnapshotSpec{Volume: "vol"}, Status: longhorn.SnapshotStatus{CreationTime: "2026-11-26T00:00:00Z"}}
+	for _, add := range []error{
+		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
+			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
+		lhi.Snapshots().Informer().GetIndexer().Add(snap),
+	} {
+		if add != nil {
+			t.Fatal(add)
+		}
+	}
+	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	t.Cleanup(c.Queue.ShutDown)
+
+	res, err := c.sync(context.Background(), "ns/going")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != deletionRecheck {
+		t.Errorf("a deletion waiting for its engine looks again after %v, want %v", res.RequeueAfter, deletionRecheck)
+	}
+	if _, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Queue.Len(); n != 1 {
+		t.Fatalf("the engine's start queued %d keys, want the snapshot being deleted", n)
+	}
+	if key, _ := c.Queue.Get(); key != "ns/going" {
+		t.Fatalf("the engine's start queued %v", key)
+	}
+}
