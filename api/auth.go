@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -61,6 +62,8 @@ type kubeAuth struct {
 	// so one caller's flood does not lock the others out.
 	reviews *rate.Limiter
 	callers map[string]*rate.Limiter
+	// inflight joins the reviews of one token asked at once.
+	inflight singleflight.Group
 }
 
 // authCacheTTL bounds how long a token or a grant is trusted without
@@ -279,6 +282,25 @@ func (a *kubeAuth) authenticate(ctx context.Context, token, caller string) (auth
 	if wasRefused && now.Sub(refusedAt) < authRefusalTTL {
 		return authenticationv1.UserInfo{}, a.refusal()
 	}
+	// Requests that miss the cache with the same token at once (a UI's
+	// burst when its token's entry expires) share one review, and spend
+	// one review of the budget, not one each.
+	v, err, _ := a.inflight.Do(string(sum[:]), func() (any, error) {
+		// Not the first request's cancellation: the others wait on it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), authReviewTimeout)
+		defer cancel()
+		return a.review(ctx, token, sum, caller, now)
+	})
+	user, _ := v.(authenticationv1.UserInfo)
+	return user, err
+}
+
+// authReviewTimeout bounds one TokenReview.
+const authReviewTimeout = 10 * time.Second
+
+// review asks the apiserver who token is (within the caller's budget) and
+// remembers the answer.
+func (a *kubeAuth) review(ctx context.Context, token string, sum [32]byte, caller string, now time.Time) (authenticationv1.UserInfo, error) {
 	if !a.mayReview(caller, now) {
 		return authenticationv1.UserInfo{}, &httpError{http.StatusTooManyRequests, "TooManyRequests",
 			"too many new bearer tokens to check from this address or in all: retry later"}

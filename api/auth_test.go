@@ -24,6 +24,8 @@ type fakeReviews struct {
 	tokens  int
 	reviews []string
 	allow   func(a *authorizationv1.ResourceAttributes) bool
+	// delay, when set, is how long a TokenReview takes.
+	delay time.Duration
 }
 
 func (f *fakeReviews) client() *kubefake.Clientset {
@@ -33,6 +35,7 @@ func (f *fakeReviews) client() *kubefake.Clientset {
 		f.mu.Lock()
 		f.tokens++
 		f.mu.Unlock()
+		time.Sleep(f.delay)
 		if tr.Spec.Token == "good" {
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"ops"}}}
 		}
@@ -252,5 +255,43 @@ func TestGrantKeyHoldsTheUsersExtra(t *testing.T) {
 	}
 	if grantKey(a, acc) != grantKey(a, acc) {
 		t.Error("the key is not stable")
+	}
+}
+
+// Requests that miss the cache with the same token at once (a UI's burst
+// when its token's entry has just expired) share one TokenReview: none is
+// refused for the caller's budget of new tokens.
+func TestConcurrentRequestsWithOneNewTokenShareOneReview(t *testing.T) {
+	s := newTestServer(t)
+	// A review that takes a while, so the burst's requests overlap it.
+	f := &fakeReviews{allow: func(*authorizationv1.ResourceAttributes) bool { return true }, delay: 200 * time.Millisecond}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	now := time.Now()
+	s.server.auth.now = func() time.Time { return now }
+	var wg sync.WaitGroup
+	codes := make(chan int, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest("GET", "/v1/volumes", nil)
+			req.RemoteAddr = "10.0.0.7:40000"
+			req.Header.Set("Authorization", "Bearer good")
+			rec := httptest.NewRecorder()
+			s.handler.ServeHTTP(rec, req)
+			codes <- rec.Code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("a request of the burst answered %d", c)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tokens > authCallerReviewBurst {
+		t.Errorf("%d TokenReviews for one token asked 50 times at once", f.tokens)
 	}
 }
