@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,14 +24,7 @@ func serviceAccountToken(t *testing.T, kube kubernetes.Interface, ns, name strin
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expiry := int64(3600)
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s: %v", name, err)
-	}
-	return tr.Status.Token
+	return framework.TokenOf(t, kube, ns, name)
 }
 
 // TestAPIKubernetesAuth runs the daemon with --api-auth=kubernetes and

@@ -20,15 +20,7 @@ import (
 // made: what a Longhorn component holds, and a hostile pod does not.
 func ClusterIdentity(t *testing.T, kube kubernetes.Interface, ns string) *mtls.Identity {
 	t.Helper()
-	s, err := kube.CoreV1().Secrets(ns).Get(context.Background(), mtls.CASecretName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the internal CA: %v", err)
-	}
-	a, err := mtls.DecodeBundle(s.Data[mtls.CAFile], s.Data[mtls.CAKeyFile])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mtlstest.IdentityOf(t, a)
+	return ClusterIdentityOf(t, kube, ns, mtls.RoleComponent)
 }
 
 // ClusterIdentityOf is ClusterIdentity for a leaf of role (mtls.RoleOf).

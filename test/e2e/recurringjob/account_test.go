@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -23,19 +21,6 @@ import (
 )
 
 const recurringJobAccount = "longhorn-recurring-job"
-
-// tokenOf is a token of an existing ServiceAccount.
-func tokenOf(t *testing.T, kube kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	expiry := int64(3600)
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s: %v", name, err)
-	}
-	return tr.Status.Token
-}
 
 // tokenKubeconfig is the cluster's kubeconfig with token as the only
 // credential, as a pod of that account has.
@@ -108,7 +93,7 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 	if err := os.WriteFile(apiToken, []byte(framework.TokenOf(t, kube, ns, recurringJobAccount, "longhorn-manager")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := e.RunJob(t, tokenKubeconfig(t, cluster, tokenOf(t, kube, ns, recurringJobAccount)), "snap", "2026-11-23T01:00:00Z", "--api-token-file", apiToken)
+	out := e.RunJob(t, tokenKubeconfig(t, cluster, framework.TokenOf(t, kube, ns, recurringJobAccount)), "snap", "2026-11-23T01:00:00Z", "--api-token-file", apiToken)
 	if !strings.Contains(out, "succeeded=1 failed=0") {
 		t.Fatalf("a run as %s: %s", recurringJobAccount, out)
 	}
