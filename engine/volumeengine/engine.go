@@ -407,9 +407,9 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
 	}
-	if why := e.heldReason(name); why != "" {
-		e.logHeldDelete(name, why)
-		return fmt.Errorf("%w: snapshot %s %s", ErrPrecondition, name, why)
+	if held := e.held(name); held != nil {
+		e.logHeldDelete(name, held.Why)
+		return held
 	}
 	for i, m := range members {
 		if err := m.r.MarkRemoved(name); err != nil {
