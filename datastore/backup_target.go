@@ -54,8 +54,9 @@ func (ds *DataStore) GetBackupTargetCredential(ctx context.Context) (map[string]
 		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which does not exist in namespace %s",
 			types.SettingNameBackupTargetCredentialSecret, name, ds.namespace)}
 	case apierrors.IsForbidden(err):
-		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which the manager may not read (its Role needs get on secrets in namespace %s): %w",
-			types.SettingNameBackupTargetCredentialSecret, name, ds.namespace, err)}
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which the manager may not read: "+
+			"name the Secret %s (Role %s), or grant get on it by name to the manager's account in a Role of your own (docs/deploying.md, \"Backup credentials\"): %w",
+			types.SettingNameBackupTargetCredentialSecret, name, types.BackupCredentialSecretName, types.BackupCredentialsRole, err)}
 	case err != nil:
 		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("read Secret %q named by the %s setting: %w", name, types.SettingNameBackupTargetCredentialSecret, err)}
 	}
