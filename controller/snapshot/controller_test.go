@@ -22,6 +22,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
+	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -218,28 +219,11 @@ func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
-	lh := lhfake.NewSimpleClientset()
-	kube := kubefake.NewSimpleClientset()
-	inf := datastore.NewInformers(lh, kube, "ns", 0)
-	lhi := inf.Longhorn.Longhorn().V1beta2()
 	now := metav1.Now()
 	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns", DeletionTimestamp: &now,
 		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
 		Spec: longhorn.SnapshotSpec{Volume: "vol"}, Status: longhorn.SnapshotStatus{CreationTime: "2026-11-26T00:00:00Z"}}
-	for _, add := range []error{
-		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
-			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
-		lhi.Snapshots().Informer().GetIndexer().Add(snap),
-	} {
-		if add != nil {
-			t.Fatal(add)
-		}
-	}
-	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
-	t.Cleanup(c.Queue.ShutDown)
+	c, _, _ := deletionEnv(t, log, instances, snap)
 
 	res, err := c.sync(context.Background(), "ns/going")
 	if err != nil {
@@ -283,28 +267,11 @@ func TestADeletionAnExportHoldsComesBackWhenTheHoldEnds(t *testing.T) {
 	}
 	release() // the export's last read: the hold's lease runs from now
 
-	lh := lhfake.NewSimpleClientset()
-	kube := kubefake.NewSimpleClientset()
-	inf := datastore.NewInformers(lh, kube, "ns", 0)
-	lhi := inf.Longhorn.Longhorn().V1beta2()
 	now := metav1.Now()
 	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "ns", DeletionTimestamp: &now,
 		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
 		Spec: longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true}, Status: longhorn.SnapshotStatus{CreationTime: "2026-11-26T00:00:00Z"}}
-	for _, add := range []error{
-		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
-			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
-		lhi.Snapshots().Informer().GetIndexer().Add(snap),
-	} {
-		if add != nil {
-			t.Fatal(add)
-		}
-	}
-	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
-	t.Cleanup(c.Queue.ShutDown)
+	c, lh, lhi := deletionEnv(t, log, instances, snap)
 
 	res, err := c.sync(context.Background(), "ns/held")
 	if err != nil {
@@ -354,4 +321,30 @@ func TestHeldRecheck(t *testing.T) {
 			t.Errorf("until %v: %v, want %v", c.until, got, c.want)
 		}
 	}
+}
+
+// deletionEnv is a snapshot controller of node-1 over fake clientsets
+// holding volume "vol" (owned by node-1) and snap, in its informers' caches
+// and the clientset.
+func deletionEnv(t *testing.T, log *logrus.Logger, instances *instance.Engines, snap *longhorn.Snapshot) (*Controller, *lhfake.Clientset, lhinformers.Interface) {
+	t.Helper()
+	lh := lhfake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	for _, add := range []error{
+		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
+			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
+		lhi.Snapshots().Informer().GetIndexer().Add(snap),
+	} {
+		if add != nil {
+			t.Fatal(add)
+		}
+	}
+	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	t.Cleanup(c.Queue.ShutDown)
+	return c, lh, lhi
 }

@@ -269,21 +269,31 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > e.Size() {
 		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
 	}
+	if err := e.onWritable(func(r *replica.Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// onWritable does op on every replica that takes writes, failing each
+// whose op fails; it is ErrNoHealthyReplica when none did it. The caller
+// holds e.mu.
+func (e *Engine) onWritable(op func(*replica.Replica) error) error {
 	ok := 0
 	for _, m := range e.replicas {
 		if !m.rw() {
 			continue
 		}
-		if _, err := m.r.WriteAt(p, off); err != nil {
+		if err := op(m.r); err != nil {
 			e.fail(m, err)
 			continue
 		}
 		ok++
 	}
 	if ok == 0 {
-		return 0, ErrNoHealthyReplica
+		return ErrNoHealthyReplica
 	}
-	return len(p), nil
+	return nil
 }
 
 // Trim gives back the space of [off, off+length) on every replica that
@@ -295,42 +305,14 @@ func (e *Engine) Trim(off, length int64) error {
 	if off < 0 || length < 0 || off+length > e.Size() {
 		return fmt.Errorf("%w: trim of %d+%d is outside the volume", ErrInvalid, off, length)
 	}
-	ok := 0
-	for _, m := range e.replicas {
-		if !m.rw() {
-			continue
-		}
-		if err := m.r.Trim(off, length); err != nil {
-			e.fail(m, err)
-			continue
-		}
-		ok++
-	}
-	if ok == 0 {
-		return ErrNoHealthyReplica
-	}
-	return nil
+	return e.onWritable(func(r *replica.Replica) error { return r.Trim(off, length) })
 }
 
 // Sync makes every healthy replica's data durable.
 func (e *Engine) Sync() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	ok := 0
-	for _, m := range e.replicas {
-		if !m.rw() {
-			continue
-		}
-		if err := m.r.Sync(); err != nil {
-			e.fail(m, err)
-			continue
-		}
-		ok++
-	}
-	if ok == 0 {
-		return ErrNoHealthyReplica
-	}
-	return nil
+	return e.onWritable((*replica.Replica).Sync)
 }
 
 func (e *Engine) healthy() []*member {

@@ -2,8 +2,6 @@ package ui
 
 import (
 	"context"
-	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cadence-storage/longhorn-manager/api"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
@@ -23,15 +20,7 @@ import (
 // cannot be deleted from its menu, and the browser logs no uncaught
 // error.
 func TestLonghornUIBackupTargetPage(t *testing.T) {
-	dist := uiDist(t)
-	e := framework.NewAPIEnv(t)
-	manager, err := url.Parse(e.Base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager, nil))
-	t.Cleanup(proxy.Close)
-	b := newUIBrowser(t, proxy.URL)
+	e, b := newUIEnv(t)
 	targets := e.LH.LonghornV1beta2().BackupTargets(e.NS)
 	ctx := context.Background()
 

@@ -116,14 +116,10 @@ next:
 	}
 }
 
-// TestLonghornUIVolumeMenu walks every item of Longhorn's UI's volume menu
-// (the row's menu and the bulk menu of the volume list) against the
-// manager on the real control plane: an item for what the manager does
-// not do is absent or greyed, or, where the UI shows it whatever the
-// volume offers, answers with the manager's reason, shown by the UI; no
-// item claims a success that did not happen, and the browser logs no
-// uncaught error.
-func TestLonghornUIVolumeMenu(t *testing.T) {
+// newUIEnv is a manager on the real control plane, Longhorn's UI served in
+// front of it as `longhorn-manager ui` serves it, and a browser on the UI.
+func newUIEnv(t *testing.T) (*framework.APIEnv, *uiBrowser) {
+	t.Helper()
 	dist := uiDist(t)
 	e := framework.NewAPIEnv(t)
 	manager, err := url.Parse(e.Base)
@@ -132,7 +128,18 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	}
 	proxy := httptest.NewServer(api.UIProxy(dist, manager, nil))
 	t.Cleanup(proxy.Close)
-	b := newUIBrowser(t, proxy.URL)
+	return e, newUIBrowser(t, proxy.URL)
+}
+
+// TestLonghornUIVolumeMenu walks every item of Longhorn's UI's volume menu
+// (the row's menu and the bulk menu of the volume list) against the
+// manager on the real control plane: an item for what the manager does
+// not do is absent or greyed, or, where the UI shows it whatever the
+// volume offers, answers with the manager's reason, shown by the UI; no
+// item claims a success that did not happen, and the browser logs no
+// uncaught error.
+func TestLonghornUIVolumeMenu(t *testing.T) {
+	e, b := newUIEnv(t)
 
 	e.Call(t, "POST", "/v1/volumes", `{"name":"menu-vol","size":"16Mi","numberOfReplicas":1,"dataEngine":"v1"}`).Expect(t, 200)
 	e.WaitVolumeFor(t, 30*time.Second, "menu-vol", "menu-vol detached", func(v map[string]any) bool { return v["state"] == "detached" })
