@@ -105,17 +105,26 @@ func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace strin
 }
 
 // access is what one request touches: a verb on a longhorn.io resource
-// (named, for a single object), or a non-resource path. An empty access
-// (the API root and schemas) needs only an authenticated caller.
+// (named, for a single object; a subresource for one action), or a
+// non-resource path. An empty access (the API root and schemas) needs
+// only an authenticated caller. orElse, when set, is a narrower grant
+// that does as well: an action on an object is update on it, or update
+// on the object's subresource named after the action (volumes/snapshotCreate),
+// which RBAC can grant alone (package/rbac.yaml's recurring-job account).
 type access struct {
-	verb, resource, name, path string
+	verb, resource, subresource, name, path string
+	orElse                                  *access
 }
 
 func (a access) String() string {
 	if a.path != "" {
 		return fmt.Sprintf("%s %s", a.verb, a.path)
 	}
-	s := fmt.Sprintf("%s %s.%s", a.verb, a.resource, longhorn.SchemeGroupVersion.Group)
+	res := a.resource
+	if a.subresource != "" {
+		res += "/" + a.subresource
+	}
+	s := fmt.Sprintf("%s %s.%s", a.verb, res, longhorn.SchemeGroupVersion.Group)
 	if a.name != "" {
 		s += fmt.Sprintf(" %q", a.name)
 	}
@@ -164,7 +173,8 @@ func routeAccess(route string, r *http.Request) []access {
 		case action == "backupDelete":
 			return []access{{verb: "delete", resource: "backups"}}
 		default:
-			return []access{{verb: "update", resource: resource, name: name}}
+			return []access{{verb: "update", resource: resource, name: name,
+				orElse: &access{verb: "update", resource: resource, subresource: action, name: name}}}
 		}
 	}
 	// A route this table does not know is refused rather than let through.
@@ -210,36 +220,62 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	for _, acc := range accesses {
-		key := grantKey(user, acc)
-		if a.isGranted(key) {
+		options := []access{acc}
+		if acc.orElse != nil {
+			options = append(options, *acc.orElse)
+		}
+		// A grant remembered for any option does; otherwise each is
+		// asked in turn (the narrow one is remembered once granted, so a
+		// caller that has only it asks nothing the next time).
+		if slices.ContainsFunc(options, func(o access) bool { return a.isGranted(grantKey(user, o)) }) {
 			continue
 		}
-		spec := authorizationv1.SubjectAccessReviewSpec{
-			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		}
-		if acc.path != "" {
-			spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: acc.path, Verb: acc.verb}
-		} else {
-			spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
-				Namespace: a.namespace, Verb: acc.verb,
-				Group: longhorn.SchemeGroupVersion.Group, Version: longhorn.SchemeGroupVersion.Version,
-				Resource: acc.resource, Name: acc.name,
+		allowed := false
+		for _, o := range options {
+			if allowed, err = a.authorize(ctx, user, extra, o); err != nil {
+				return err
+			}
+			if allowed {
+				break
 			}
 		}
-		sar, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err != nil {
-			return &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the request cannot be authorized now: " + err.Error()}
-		}
-		if !sar.Status.Allowed {
+		if !allowed {
 			where := ""
 			if acc.path == "" {
 				where = " in namespace " + a.namespace
 			}
+			if acc.orElse != nil {
+				return forbidden("%s may not %s, nor %s%s (Kubernetes RBAC)", user.Username, acc, *acc.orElse, where)
+			}
 			return forbidden("%s may not %s%s (Kubernetes RBAC)", user.Username, acc, where)
 		}
-		a.grant(key)
 	}
 	return nil
+}
+
+// authorize asks the apiserver whether user may do acc
+// (SubjectAccessReview), and remembers a grant.
+func (a *kubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, extra map[string]authorizationv1.ExtraValue, acc access) (bool, error) {
+	spec := authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+	}
+	if acc.path != "" {
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: acc.path, Verb: acc.verb}
+	} else {
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Namespace: a.namespace, Verb: acc.verb,
+			Group: longhorn.SchemeGroupVersion.Group, Version: longhorn.SchemeGroupVersion.Version,
+			Resource: acc.resource, Subresource: acc.subresource, Name: acc.name,
+		}
+	}
+	sar, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		return false, &httpError{http.StatusServiceUnavailable, "AuthUnavailable", "the request cannot be authorized now: " + err.Error()}
+	}
+	if sar.Status.Allowed {
+		a.grant(grantKey(user, acc))
+	}
+	return sar.Status.Allowed, nil
 }
 
 // callerAddress is the address a request came from, without its port.
@@ -356,7 +392,7 @@ func grantKey(user authenticationv1.UserInfo, acc access) string {
 		sort.Strings(values)
 		extra = append(extra, k+"="+strings.Join(values, ","))
 	}
-	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), strings.Join(extra, ";"), acc.verb, acc.resource, acc.name, acc.path}, "\x00")
+	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), strings.Join(extra, ";"), acc.verb, acc.resource, acc.subresource, acc.name, acc.path}, "\x00")
 }
 
 func (a *kubeAuth) isGranted(key string) bool {

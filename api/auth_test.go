@@ -46,7 +46,11 @@ func (f *fakeReviews) client() *kubefake.Clientset {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if ra := sar.Spec.ResourceAttributes; ra != nil {
-			f.reviews = append(f.reviews, strings.TrimSpace(fmt.Sprintf("%s %s/%s %s %s", ra.Verb, ra.Group, ra.Resource, ra.Namespace, ra.Name)))
+			res := ra.Resource
+			if ra.Subresource != "" {
+				res += "/" + ra.Subresource
+			}
+			f.reviews = append(f.reviews, strings.TrimSpace(fmt.Sprintf("%s %s/%s %s %s", ra.Verb, ra.Group, res, ra.Namespace, ra.Name)))
 			sar.Status.Allowed = f.allow(ra)
 		} else {
 			f.reviews = append(f.reviews, sar.Spec.NonResourceAttributes.Verb+" "+sar.Spec.NonResourceAttributes.Path)
@@ -80,8 +84,8 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 		{"POST", "/v1/volumes", "create longhorn.io/volumes" + ns},
 		{"GET", "/v1/volumes/v", "get longhorn.io/volumes" + ns + " v"},
 		{"DELETE", "/v1/volumes/v", "delete longhorn.io/volumes" + ns + " v"},
-		{"POST", "/v1/volumes/v?action=attach", "update longhorn.io/volumes" + ns + " v"},
-		{"POST", "/v1/volumes/v?action=snapshotDelete", "update longhorn.io/volumes" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=attach", "update longhorn.io/volumes" + ns + " v|update longhorn.io/volumes/attach" + ns + " v"},
+		{"POST", "/v1/volumes/v?action=snapshotDelete", "update longhorn.io/volumes" + ns + " v|update longhorn.io/volumes/snapshotDelete" + ns + " v"},
 		{"POST", "/v1/volumes/v?action=snapshotList", "get longhorn.io/volumes" + ns + " v"},
 		{"POST", "/v1/volumes/v?action=recurringJobList", "get longhorn.io/volumes" + ns + " v"},
 		{"GET", "/v1/settings", "list longhorn.io/settings" + ns},
@@ -92,15 +96,15 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 		{"POST", "/v1/backupvolumes/b?action=backupList", "get longhorn.io/backupvolumes" + ns + " b"},
 		{"POST", "/v1/backupvolumes/b?action=backupDelete", "delete longhorn.io/backups" + ns},
 		{"DELETE", "/v1/backupvolumes/b", "delete longhorn.io/backupvolumes" + ns + " b"},
-		{"POST", "/v1/backupvolumes/b?action=backupVolumeSync", "update longhorn.io/backupvolumes" + ns + " b"},
+		{"POST", "/v1/backupvolumes/b?action=backupVolumeSync", "update longhorn.io/backupvolumes" + ns + " b|update longhorn.io/backupvolumes/backupVolumeSync" + ns + " b"},
 		{"GET", "/v1/nodes", "list longhorn.io/nodes" + ns},
 		{"GET", "/v1/nodes/n", "get longhorn.io/nodes" + ns + " n"},
 		{"GET", "/v1/backingimages", "list longhorn.io/backingimages" + ns},
 		{"POST", "/v1/backingimages", "create longhorn.io/backingimages" + ns},
 		{"GET", "/v1/backingimages/i", "get longhorn.io/backingimages" + ns + " i"},
 		{"DELETE", "/v1/backingimages/i", "delete longhorn.io/backingimages" + ns + " i"},
-		{"POST", "/v1/backingimages/i?action=upload&size=1", "update longhorn.io/backingimages" + ns + " i"},
-		{"POST", "/v1/backingimages/i?action=backingImageCleanup", "update longhorn.io/backingimages" + ns + " i"},
+		{"POST", "/v1/backingimages/i?action=upload&size=1", "update longhorn.io/backingimages" + ns + " i|update longhorn.io/backingimages/upload" + ns + " i"},
+		{"POST", "/v1/backingimages/i?action=backingImageCleanup", "update longhorn.io/backingimages" + ns + " i|update longhorn.io/backingimages/backingImageCleanup" + ns + " i"},
 		{"GET", "/v1/ws/volumes", "list longhorn.io/volumes" + ns},
 		{"GET", "/v1/ws/1s/nodes", "list longhorn.io/nodes" + ns},
 		{"GET", "/metrics", "get /metrics"},
@@ -115,7 +119,9 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 		rec := httptest.NewRecorder()
 		s.handler.ServeHTTP(rec, req)
 		got := f.take()
-		if rec.Code != http.StatusForbidden || len(got) != 1 || got[0] != tc.want {
+		// An action asks update on the object, then on the subresource
+		// named after it (the narrow grant).
+		if rec.Code != http.StatusForbidden || strings.Join(got, "|") != tc.want {
 			t.Errorf("%s %s: %d %v, want 403 after asking %q", tc.method, tc.path, rec.Code, got, tc.want)
 		}
 	}
@@ -293,5 +299,39 @@ func TestConcurrentRequestsWithOneNewTokenShareOneReview(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.tokens > authCallerReviewBurst {
 		t.Errorf("%d TokenReviews for one token asked 50 times at once", f.tokens)
+	}
+}
+
+// An action is update on the object or, narrower, update on its
+// subresource named after the action: a caller granted only
+// volumes/snapshotCreate takes snapshots and nothing else, its grant
+// remembered (the next call asks nothing); a refusal names both.
+func TestAnActionNeedsUpdateOnTheObjectOrOnTheActionsSubresource(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeReviews{allow: func(ra *authorizationv1.ResourceAttributes) bool {
+		return ra.Resource == "volumes" && ra.Subresource == "snapshotCreate" && ra.Verb == "update"
+	}}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	call := func(action string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/v1/volumes/v?action="+action, strings.NewReader(`{"name":"s"}`))
+		req.Header.Set("Authorization", "Bearer good")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call("snapshotCreate"); rec.Code == http.StatusForbidden || rec.Code == http.StatusUnauthorized {
+		t.Fatalf("snapshotCreate with the subresource granted: %d %s", rec.Code, rec.Body)
+	}
+	f.take()
+	if rec := call("snapshotCreate"); rec.Code == http.StatusForbidden {
+		t.Fatalf("snapshotCreate again: %d", rec.Code)
+	}
+	if got := f.take(); len(got) != 0 {
+		t.Errorf("a remembered narrow grant asked again: %v", got)
+	}
+	rec := call("attach")
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `may not update volumes.longhorn.io \"v\", nor update volumes/attach.longhorn.io \"v\"`) {
+		t.Errorf("attach with only snapshotCreate granted: %d %s", rec.Code, rec.Body)
 	}
 }

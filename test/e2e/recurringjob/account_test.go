@@ -111,6 +111,12 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 		{Namespace: ns, Verb: "create", Resource: "pods"},
 		{Namespace: ns, Verb: "get", Resource: "secrets"},
 		{Namespace: ns, Verb: "delete", Group: "longhorn.io", Resource: "volumes"},
+		// It changes no Volume itself, and may not ask the API for the
+		// actions its tasks do not do.
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "expand", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotRevert", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
 		{Namespace: ns, Verb: "create", Group: "longhorn.io", Resource: "recurringjobs"},
 		{Namespace: ns, Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
 		{Namespace: ns, Verb: "create", Group: "batch", Resource: "jobs"},
@@ -124,15 +130,17 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		if sar.Status.Allowed {
-			t.Errorf("%s may %s %s.%s", recurringJobAccount, attr.Verb, attr.Resource, attr.Group)
+			t.Errorf("%s may %s %s/%s.%s", recurringJobAccount, attr.Verb, attr.Resource, attr.Subresource, attr.Group)
 		}
 	}
-	// What the API asks of the tasks it runs besides a snapshot's: a
-	// backup's listing and deletion, and the backup-verify task's drill
-	// (update on the backup volume).
+	// What the API asks of the tasks it runs besides a snapshot's (which
+	// the run above did): a backup, a backup's listing and deletion, and
+	// the backup-verify task's drill, each action as its subresource.
 	for _, attr := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotBackup", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotPurge", Name: "vol"},
 		{Namespace: ns, Verb: "get", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
-		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Subresource: "backupVerify", Name: "vol"},
 		{Namespace: ns, Verb: "delete", Group: "longhorn.io", Resource: "backups"},
 	} {
 		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
@@ -143,7 +151,7 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !sar.Status.Allowed {
-			t.Errorf("%s may not %s %s.%s, which its tasks ask of the API", recurringJobAccount, attr.Verb, attr.Resource, attr.Group)
+			t.Errorf("%s may not %s %s/%s.%s, which its tasks ask of the API", recurringJobAccount, attr.Verb, attr.Resource, attr.Subresource, attr.Group)
 		}
 	}
 }
