@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,9 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A drill's scratch volume is no user's (kubectl still shows it, and
+	// GET by name answers it).
+	volumes = slices.DeleteFunc(volumes, func(v *longhorn.Volume) bool { return types.IsBackupVerifyScratch(v.Labels) })
 	writeJSON(w, http.StatusOK, s.volumeCollection(baseURL(r), volumes))
 	return nil
 }

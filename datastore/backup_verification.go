@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -58,4 +59,17 @@ func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, strin
 	}
 	return true, fmt.Sprintf("the drill of backup %s at %s found it damaged (%s), and no full backup has completed since",
 		last.Backup, last.VerifiedAt.UTC().Format(time.RFC3339), last.Message)
+}
+
+// ParseFullDrill reads a backup-verify job's full-drill parameter: true
+// or false (unset is false).
+func ParseFullDrill(value string) (bool, error) {
+	if value == "" {
+		return false, nil
+	}
+	full, err := strconv.ParseBool(value)
+	if err != nil || (value != "true" && value != "false") {
+		return false, fmt.Errorf("must be true or false")
+	}
+	return full, nil
 }
