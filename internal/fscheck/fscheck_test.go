@@ -1,0 +1,72 @@
+package fscheck
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+func TestDetect(t *testing.T) {
+	ext := make([]byte, HeadSize)
+	binary.LittleEndian.PutUint16(ext[1024+56:], 0xEF53)
+	xfs := append([]byte("XFSB"), make([]byte, HeadSize-4)...)
+	for _, tc := range []struct {
+		name string
+		head []byte
+		want string
+	}{
+		{"an ext superblock's magic at 1080 is ext4", ext, Ext4},
+		{"XFSB at 0 is xfs", xfs, XFS},
+		{"zeros are no filesystem", make([]byte, HeadSize), None},
+		{"a head too short to hold a superblock is none", []byte("XF"), None},
+		{"the ext magic one byte off is none", append([]byte{0}, ext[:HeadSize-1]...), None},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Detect(tc.head); got != tc.want {
+				t.Fatalf("Detect = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   string
+		code int
+		want string
+	}{
+		{"e2fsck clean", Ext4, 0, longhorn.FilesystemCheckPassed},
+		{"e2fsck errors left uncorrected", Ext4, 4, longhorn.FilesystemCheckFailed},
+		{"e2fsck would have corrected errors", Ext4, 1, longhorn.FilesystemCheckFailed},
+		{"e2fsck operational error is not a verdict", Ext4, 8, longhorn.FilesystemCheckError},
+		{"xfs_repair clean", XFS, 0, longhorn.FilesystemCheckPassed},
+		{"xfs_repair found corruption", XFS, 1, longhorn.FilesystemCheckFailed},
+		{"xfs_repair could not check", XFS, 2, longhorn.FilesystemCheckError},
+		{"no filesystem: skipped", None, 0, longhorn.FilesystemCheckSkipped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.fs, tc.code); got != tc.want {
+				t.Fatalf("Classify(%s, %d) = %q, want %q", tc.fs, tc.code, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSummariseKeepsTheCommandAndTheEnd(t *testing.T) {
+	var out []string
+	for i := 0; i < 40; i++ {
+		out = append(out, strings.Repeat("x", 10)+" line")
+	}
+	out = append(out, "Bad magic number in super-block")
+	s := Summarise("e2fsck -n -f /dev/loop3", 8, []byte(strings.Join(out, "\n")))
+	if !strings.HasPrefix(s, "e2fsck -n -f /dev/loop3: exit 8\n[29 lines before]") || !strings.HasSuffix(s, "Bad magic number in super-block") {
+		t.Fatalf("summary:\n%s", s)
+	}
+	long := Summarise("xfs_repair -n /dev/loop1", 1, []byte(strings.Repeat("y", 5000)))
+	if len(long) > summaryBytes+64 {
+		t.Fatalf("a summary of %d bytes", len(long))
+	}
+}
