@@ -165,7 +165,7 @@ func TestSync(t *testing.T) {
 			log := logrus.New()
 			log.SetLevel(logrus.PanicLevel)
 			recorder := record.NewFakeRecorder(10)
-			c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", recorder)
+			c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", t.TempDir(), recorder)
 			t.Cleanup(c.Queue.ShutDown)
 			lh.ClearActions()
 
