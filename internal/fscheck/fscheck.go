@@ -73,9 +73,11 @@ func Check(ctx context.Context, fs, device string) Result {
 	return Result{Check: Classify(fs, code), Output: Summarise(strings.Join(args, " "), code, out)}
 }
 
-// Classify reads a checker's exit status. e2fsck -n: 0 clean, 4 errors
-// left uncorrected (with -n it corrects none), 1 or 2 it would have
-// corrected some (so found them), 8 and up it could not check.
+// Classify reads a checker's exit status. e2fsck's is a bit mask: 0
+// clean; 4 errors left uncorrected (with -n it corrects none), 1 or 2
+// errors corrected (so found): the filesystem is damaged, whatever else
+// is set (a root inode cleared gives 12, found and then aborted); 8
+// (operational error), 16, 32 or 128 alone, it could not check.
 // xfs_repair -n: 0 clean, 1 corruption found, anything else it could not
 // check.
 func Classify(fs string, code int) string {
@@ -84,10 +86,10 @@ func Classify(fs string, code int) string {
 		switch {
 		case code == 0:
 			return longhorn.FilesystemCheckPassed
-		case code >= 8:
-			return longhorn.FilesystemCheckError
+		case code&(1|2|4) != 0:
+			return longhorn.FilesystemCheckFailed
 		}
-		return longhorn.FilesystemCheckFailed
+		return longhorn.FilesystemCheckError
 	case XFS:
 		switch code {
 		case 0:
