@@ -1,7 +1,11 @@
 package fscheck
 
 import (
+	"context"
 	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,5 +74,41 @@ func TestSummariseKeepsTheCommandAndTheEnd(t *testing.T) {
 	long := Summarise("xfs_repair -n /dev/loop1", 1, []byte(strings.Repeat("y", 5000)))
 	if len(long) > summaryBytes+64 {
 		t.Fatalf("a summary of %d bytes", len(long))
+	}
+}
+
+// TestCheckOnARealExt4Image: e2fsck -n passes a fresh filesystem and
+// fails one whose root inode was cleared (debugfs -w), on image files.
+func TestCheckOnARealExt4Image(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mkfs.ext4, debugfs and e2fsck (e2fsprogs)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "debugfs", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: scripts/install-test-deps.sh installs e2fsprogs", tool)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "fs.img")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	head := make([]byte, HeadSize)
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.ReadAt(head, 0)
+	f.Close()
+	if err != nil || Detect(head) != Ext4 {
+		t.Fatalf("Detect of a fresh ext4 image: %q, %v", Detect(head), err)
+	}
+	if r := Check(context.Background(), Ext4, img); r.Check != longhorn.FilesystemCheckPassed {
+		t.Fatalf("a fresh filesystem: %+v", r)
+	}
+	if out, err := exec.Command("debugfs", "-w", "-R", "clri <2>", img).CombinedOutput(); err != nil {
+		t.Fatalf("debugfs: %v\n%s", err, out)
+	}
+	if r := Check(context.Background(), Ext4, img); r.Check != longhorn.FilesystemCheckFailed || !strings.Contains(r.Output, "Root inode") {
+		t.Fatalf("a filesystem with its root inode cleared: %+v", r)
 	}
 }
