@@ -54,8 +54,19 @@ func TestAFullDrillRestoresChecksTheFilesystemAndDeletesItsScratchVolume(t *test
 	// name and the digest matching, yet what it restores is corrupt.
 	writeImage(t, endpoint, ext4Image(t, true))
 	b2 := takeBackup(t, e, "s2")
-	r = e.Call(t, "POST", "/v1/backupvolumes/db?action=backupVerify", `{"full":true}`).Expect(t, 200)
-	ver = waitDrill(t, e, b2, r.Body["verifyRequestedAt"].(string))
+	// A backup-verify job's run with full-drill, as its CronJob pod runs
+	// it: it fails, naming the corrupt filesystem.
+	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"bad","task":"backup-verify","cron":"@weekly","retain":0,"concurrency":1,"groups":["default"],"parameters":{"full-drill":"yes"}}`).
+		Expect(t, 400, "full-drill")
+	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"drill","task":"backup-verify","cron":"@weekly","retain":0,"concurrency":1,"groups":["default"],"parameters":{"full-drill":"true"}}`).Expect(t, 200)
+	framework.Eventually(t, 10*time.Second, "job cached", func() (bool, error) { return e.Call(t, "GET", "/v1/recurringjobs/drill", "").Status == 200, nil })
+	cmd := exec.Command(framework.ManagerBinary(t), "recurring-job", "drill", "--manager-url", e.Base+"/v1",
+		"--kubeconfig", framework.ServiceAccountKubeconfig(t, e.Cluster, e.NS), "--namespace", e.NS, "--tick", "2026-11-26T00:00:00Z", "--backup-timeout", "2m")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "failed=1") || !strings.Contains(string(out), "filesystem is corrupt") {
+		t.Fatalf("the full drill's run: %v\n%s", err, out)
+	}
+	ver = backupObject(t, e, b2).Status.Verification
 	if ver.Result != longhorn.BackupVerificationFailed || ver.BadBlocks != 0 || ver.Full == nil || !ver.Full.Restored ||
 		ver.Full.FilesystemCheck != longhorn.FilesystemCheckFailed || !strings.Contains(ver.Message, "the restored ext4 filesystem is corrupt") ||
 		!strings.Contains(ver.Full.FilesystemCheckOutput, "Root inode not allocated") {
