@@ -158,6 +158,7 @@ func TestAFullDrillCutShortLeavesNoScratchVolume(t *testing.T) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
+	testcluster.SkipIfShort(t, "a control plane, root, e2fsprogs and nbdfuse")
 	if os.Geteuid() != 0 {
 		t.Skip("a full drill makes a loop device of the scratch volume: it needs root")
 	}
