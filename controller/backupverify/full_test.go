@@ -21,7 +21,7 @@ func TestScratchVolumeIsOneReplicaLabelledOwnedAndSelectsNoJob(t *testing.T) {
 	if v.Spec.NumberOfReplicas != 1 || v.Spec.Size != 16<<20 || v.Spec.FromBackup != b.Status.URL || v.Spec.NodeID != "" {
 		t.Fatalf("spec %+v", v.Spec)
 	}
-	if v.Labels[types.LabelBackupVerifyScratch] != "b-new" || v.Labels[types.LabelBackupVerifyNode] != "node-1" {
+	if v.Labels[types.LabelBackupVerifyScratch] != "b-new" || v.Labels[types.LabelBackupVerifyNode] != "node-1" || v.Annotations[types.AnnotationSelectedNode] != "node-1" {
 		t.Fatalf("labels %v", v.Labels)
 	}
 	if len(v.OwnerReferences) != 1 || v.OwnerReferences[0].Kind != "Backup" || v.OwnerReferences[0].UID != "uid-1" {

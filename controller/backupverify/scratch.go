@@ -58,6 +58,9 @@ func scratchVolume(b *longhorn.Backup, name, node string) (*longhorn.Volume, err
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{types.LabelBackupVerifyScratch: b.Name, types.LabelBackupVerifyNode: node},
+			// Its replica on the drilling node's disks, where the drill
+			// attaches it.
+			Annotations: map[string]string{types.AnnotationSelectedNode: node},
 			// The Backup's deletion takes the scratch volume with it,
 			// should neither the drill nor a sweep have.
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Backup", Name: b.Name, UID: b.UID}},
