@@ -112,3 +112,63 @@ func TestCheckOnARealExt4Image(t *testing.T) {
 		t.Fatalf("a filesystem with its root inode cleared: %+v", r)
 	}
 }
+
+// TestCheckOnARealXFSDevice: xfs_repair -n passes a fresh xfs and fails
+// one whose root inode's mode was zeroed (xfs_db -x), each on a
+// read-only loop device, as a full drill gives it.
+func TestCheckOnARealXFSDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mkfs.xfs, xfs_db, xfs_repair (xfsprogs) and losetup")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("makes a loop device: needs root")
+	}
+	for _, tool := range []string{"mkfs.xfs", "xfs_db", "xfs_repair", "losetup"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: scripts/install-test-deps.sh installs xfsprogs", tool)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "fs.img")
+	sh := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// mkfs.xfs makes nothing under 300 MiB; the file is sparse.
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(320 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sh("mkfs.xfs", "-q", img)
+	check := func() Result {
+		t.Helper()
+		dev := sh("losetup", "--find", "--show", "--read-only", img)
+		defer sh("losetup", "-d", dev)
+		head := make([]byte, HeadSize)
+		d, err := os.Open(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.ReadAt(head, 0)
+		d.Close()
+		if err != nil || Detect(head) != XFS {
+			t.Fatalf("Detect of the xfs device: %q, %v", Detect(head), err)
+		}
+		return Check(context.Background(), XFS, dev)
+	}
+	if r := check(); r.Check != longhorn.FilesystemCheckPassed {
+		t.Fatalf("a fresh xfs: %+v", r)
+	}
+	root := strings.TrimPrefix(sh("xfs_db", "-c", "sb 0", "-c", "p rootino", img), "rootino = ")
+	sh("xfs_db", "-x", "-c", "inode "+root, "-c", "write -d core.mode 0", img)
+	if r := check(); r.Check != longhorn.FilesystemCheckFailed || !strings.Contains(r.Output, "xfs_repair -n") {
+		t.Fatalf("an xfs whose root inode's mode was zeroed: %+v", r)
+	}
+}
