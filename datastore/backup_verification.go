@@ -39,13 +39,20 @@ func VerifyDue(b *longhorn.Backup) bool {
 }
 
 // NextBackupFull tells whether a volume's next backup must be full, and
-// why: its last drill found its newest backup damaged, and no full
-// backup of it has completed since. A damaged block is shared by every
-// incremental backup that finds it present; a full backup uploads every
-// block again, whole.
+// why: its last drill found its newest backup damaged (its blocks, or a
+// restore that failed; not a filesystem check, which runs on whole
+// blocks), and no full backup of it has completed since. A damaged block
+// is shared by every incremental backup that finds it present; a full
+// backup uploads every block again, whole.
 func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, string) {
 	last := v.Status.LastBackupVerification
 	if last == nil || last.Result != longhorn.BackupVerificationFailed {
+		return false, ""
+	}
+	if last.Full != nil && last.Full.Restored {
+		// A full drill restored every block whole and found the
+		// filesystem corrupt: the data was so when backed up, and
+		// uploading its blocks again heals nothing.
 		return false, ""
 	}
 	for _, b := range backups {

@@ -90,6 +90,10 @@ func TestAFullDrillRestoresChecksTheFilesystemAndDeletesItsScratchVolume(t *test
 		}
 		return false, nil
 	})
+	// The blocks were whole: the next backup is not made full.
+	if b3 := takeBackup(t, e, "s3"); backupObject(t, e, b3).Status.BackupMode != "incremental" {
+		t.Fatalf("the backup after a failed filesystem check is %q", backupObject(t, e, b3).Status.BackupMode)
+	}
 	framework.Eventually(t, 30*time.Second, "the full drills on /metrics", func() (bool, error) {
 		m := e.ScrapeMetrics(t)
 		_, timed := m[`longhorn_backup_drill_restore_seconds{backup="`+b2+`",volume="db"}`]
