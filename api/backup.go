@@ -69,6 +69,8 @@ type Backup struct {
 	// VerifyRequestedAt is when a drill was last asked for; the drill
 	// that answers it has verification.requestedAt equal to it.
 	VerifyRequestedAt string `json:"verifyRequestedAt,omitempty"`
+	// VerifyFull says the drill asked for is a full one.
+	VerifyFull bool `json:"verifyFull,omitempty"`
 }
 
 // BackupInput names a backup of a backup volume.
@@ -99,7 +101,7 @@ func toBackup(b *longhorn.Backup) Backup {
 		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
 		BackupMode: b.Status.BackupMode, BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
 		NewlyUploadedDataSize: b.Status.NewlyUploadedDataSize, ReUploadedDataSize: b.Status.ReUploadedDataSize,
-		Verification: b.Status.Verification,
+		Verification: b.Status.Verification, VerifyFull: b.Spec.VerifyFull,
 	}
 	if !b.Spec.VerifyRequestedAt.IsZero() {
 		out.VerifyRequestedAt = b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)

@@ -13,9 +13,11 @@ import (
 )
 
 // BackupVerifyInput names the backup to drill; empty for the backup
-// volume's newest Completed backup.
+// volume's newest Completed backup. Full asks for a full drill: the
+// backup also restored into a scratch volume and its filesystem checked.
 type BackupVerifyInput struct {
 	Name string `json:"name"`
+	Full *bool  `json:"full,omitempty"`
 }
 
 // backupVerify asks for a drill of a backup (backupVerify, a backup volume
@@ -23,7 +25,7 @@ type BackupVerifyInput struct {
 // verify controller makes the drill and records it in the Backup's
 // status.verification, which the answer's verification shows once it is
 // later than the request. A drill asked for while one is pending is the
-// same drill.
+// same drill (made full if either asked for a full one).
 func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume string) error {
 	var in BackupVerifyInput
 	if r.ContentLength != 0 {
@@ -31,6 +33,7 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume str
 			return err
 		}
 	}
+	full := in.Full != nil && *in.Full
 	backups, err := s.ds.ListBackupsRO(volume)
 	if err != nil {
 		return err
@@ -53,13 +56,20 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume str
 	if b.Status.State != "Completed" {
 		return &httpError{http.StatusConflict, "Conflict", "name: backup " + name + " is " + string(b.Status.State) + "; only a Completed backup can be verified"}
 	}
-	if !datastore.VerifyDue(b) {
+	if due := datastore.VerifyDue(b); !due || (full && !b.Spec.VerifyFull) {
 		err = datastore.RetryOnConflict(func() error {
 			live, err := s.ds.GetBackupRO(name)
 			if err != nil {
 				return err
 			}
 			updated := live.DeepCopy()
+			if datastore.VerifyDue(live) {
+				// A drill pending, of the blocks alone: it becomes full.
+				updated.Spec.VerifyFull = true
+				b, err = s.ds.UpdateBackup(r.Context(), updated)
+				return err
+			}
+			updated.Spec.VerifyFull = full
 			// Whole seconds, as the API server keeps times: a request
 			// must compare later than the drill it follows.
 			at := time.Now().Truncate(time.Second).Add(time.Second)

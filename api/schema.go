@@ -347,7 +347,14 @@ func schemas() []Schema {
 		},
 		{
 			ID:             "backupVerifyInput",
-			ResourceFields: map[string]Field{"name": {Type: "string", Create: true}},
+			ResourceFields: map[string]Field{"name": {Type: "string", Create: true}, "full": {Type: "boolean", Create: true}},
+		},
+		{
+			ID: "backupFullDrill",
+			ResourceFields: map[string]Field{
+				"scratchVolume": {Type: "string"}, "restored": {Type: "boolean"}, "restoreSeconds": {Type: "string"}, "filesystem": {Type: "string"},
+				"filesystemCheck": {Type: "enum", Options: []string{"Passed", "Failed", "Skipped", "Error"}}, "filesystemCheckOutput": {Type: "string"},
+			},
 		},
 		{
 			ID: "backupVerification",
@@ -356,6 +363,7 @@ func schemas() []Schema {
 				"result": {Type: "enum", Options: []string{"Passed", "Failed", "Error"}}, "message": {Type: "string"},
 				"badBlocks": {Type: "int"}, "firstBadBlockOffset": {Type: "int", Nullable: true}, "firstBadBlockReason": {Type: "string"},
 				"digest": {Type: "string"}, "blocksRead": {Type: "int"}, "durationSeconds": {Type: "string"},
+				"full": {Type: "backupFullDrill", Nullable: true},
 			},
 		},
 		{
@@ -373,6 +381,7 @@ func schemas() []Schema {
 				"backupMode": {Type: "string"}, "compressionMethod": {Type: "string"}, "backupTargetName": {Type: "string"},
 				"newlyUploadDataSize": {Type: "string"}, "reUploadedDataSize": {Type: "string"},
 				"verification": {Type: "backupVerification", Nullable: true}, "verifyRequestedAt": {Type: "string"},
+				"verifyFull": {Type: "boolean"},
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,10 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// volumeCollection is the users' volumes: a drill's scratch volume is
+// no user's (kubectl still shows it, and GET by name answers it).
 func (s *Server) volumeCollection(base string, volumes []*longhorn.Volume) Collection {
+	volumes = slices.DeleteFunc(volumes, func(v *longhorn.Volume) bool { return types.IsBackupVerifyScratch(v.Labels) })
 	sort.Slice(volumes, func(i, j int) bool { return volumes[i].Name < volumes[j].Name })
 	data := make([]Volume, 0, len(volumes))
 	for _, v := range volumes {

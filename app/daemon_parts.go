@@ -156,7 +156,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		imageManager:  bicontroller.NewManagerController(log, metrics, ds, inf, o.NodeName, o.BackingImageManagerImage, serverRunner, internal.id),
 		backupTarget:  backup.NewTargetController(log, metrics, ds, inf, o.NodeName, recorder),
 		targetSync:    backuptarget.NewController(log, metrics, ds, inf, o.NodeName, recorder),
-		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, recorder),
+		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, o.DataDir, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
 		stopProcesses: func() {},

@@ -8,24 +8,36 @@ import (
 // BackupVerification is what a drill of a backup found (the API's
 // backupVerification).
 type BackupVerification struct {
-	RequestedAt         time.Time `json:"requestedAt"`
-	VerifiedAt          time.Time `json:"verifiedAt"`
-	Result              string    `json:"result"`
-	Message             string    `json:"message"`
-	BadBlocks           int       `json:"badBlocks"`
-	FirstBadBlockOffset *int64    `json:"firstBadBlockOffset"`
-	FirstBadBlockReason string    `json:"firstBadBlockReason"`
-	Digest              string    `json:"digest"`
-	BlocksRead          int       `json:"blocksRead"`
-	DurationSeconds     string    `json:"durationSeconds"`
+	RequestedAt         time.Time  `json:"requestedAt"`
+	VerifiedAt          time.Time  `json:"verifiedAt"`
+	Result              string     `json:"result"`
+	Message             string     `json:"message"`
+	BadBlocks           int        `json:"badBlocks"`
+	FirstBadBlockOffset *int64     `json:"firstBadBlockOffset"`
+	FirstBadBlockReason string     `json:"firstBadBlockReason"`
+	Digest              string     `json:"digest"`
+	BlocksRead          int        `json:"blocksRead"`
+	DurationSeconds     string     `json:"durationSeconds"`
+	Full                *FullDrill `json:"full"`
+}
+
+// FullDrill is what a full drill found past the blocks (the API's
+// backupFullDrill).
+type FullDrill struct {
+	ScratchVolume         string `json:"scratchVolume"`
+	Restored              bool   `json:"restored"`
+	RestoreSeconds        string `json:"restoreSeconds"`
+	Filesystem            string `json:"filesystem"`
+	FilesystemCheck       string `json:"filesystemCheck"`
+	FilesystemCheckOutput string `json:"filesystemCheckOutput"`
 }
 
 // VerifyBackup asks for a drill of a backup of the volume (its newest
-// Completed backup when name is empty) and returns the backup, whose
-// VerifyRequestedAt names the drill.
-func (c *Client) VerifyBackup(ctx context.Context, volume, name string) (Backup, error) {
+// Completed backup when name is empty), a full one when full, and
+// returns the backup, whose VerifyRequestedAt names the drill.
+func (c *Client) VerifyBackup(ctx context.Context, volume, name string, full bool) (Backup, error) {
 	var b Backup
-	err := c.action(ctx, "backupvolumes", volume, "backupVerify", map[string]string{"name": name}, &b)
+	err := c.action(ctx, "backupvolumes", volume, "backupVerify", map[string]any{"name": name, "full": full}, &b)
 	return b, err
 }
 

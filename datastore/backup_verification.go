@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -38,13 +39,20 @@ func VerifyDue(b *longhorn.Backup) bool {
 }
 
 // NextBackupFull tells whether a volume's next backup must be full, and
-// why: its last drill found its newest backup damaged, and no full
-// backup of it has completed since. A damaged block is shared by every
-// incremental backup that finds it present; a full backup uploads every
-// block again, whole.
+// why: its last drill found its newest backup damaged (its blocks, or a
+// restore that failed; not a filesystem check, which runs on whole
+// blocks), and no full backup of it has completed since. A damaged block
+// is shared by every incremental backup that finds it present; a full
+// backup uploads every block again, whole.
 func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, string) {
 	last := v.Status.LastBackupVerification
 	if last == nil || last.Result != longhorn.BackupVerificationFailed {
+		return false, ""
+	}
+	if last.Full != nil && last.Full.Restored {
+		// A full drill restored every block whole and found the
+		// filesystem corrupt: the data was so when backed up, and
+		// uploading its blocks again heals nothing.
 		return false, ""
 	}
 	for _, b := range backups {
@@ -58,4 +66,17 @@ func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, strin
 	}
 	return true, fmt.Sprintf("the drill of backup %s at %s found it damaged (%s), and no full backup has completed since",
 		last.Backup, last.VerifiedAt.UTC().Format(time.RFC3339), last.Message)
+}
+
+// ParseFullDrill reads a backup-verify job's full-drill parameter: true
+// or false (unset is false).
+func ParseFullDrill(value string) (bool, error) {
+	if value == "" {
+		return false, nil
+	}
+	full, err := strconv.ParseBool(value)
+	if err != nil || (value != "true" && value != "false") {
+		return false, fmt.Errorf("must be true or false")
+	}
+	return full, nil
 }

@@ -53,6 +53,16 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 		{"the drill failed: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullRunning}, true},
 		{"an incremental backup since does not heal it: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, incrementalAfter}, true},
 		{"a full backup completed since: as asked", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullAfter}, false},
+		{"a full drill that restored the backup whole but found its filesystem corrupt: as asked (no block to heal)", func() *longhorn.Volume {
+			v := vol(longhorn.BackupVerificationFailed)
+			v.Status.LastBackupVerification.Full = &longhorn.BackupFullDrill{Restored: true, FilesystemCheck: longhorn.FilesystemCheckFailed}
+			return v
+		}(), []*longhorn.Backup{before}, false},
+		{"a full drill whose restore failed: full", func() *longhorn.Volume {
+			v := vol(longhorn.BackupVerificationFailed)
+			v.Status.LastBackupVerification.Full = &longhorn.BackupFullDrill{}
+			return v
+		}(), []*longhorn.Backup{before}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			full, why := NextBackupFull(tc.v, tc.backups)

@@ -148,7 +148,8 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 // validateParameters refuses a parameter the job's task does not take
 // and a value that is not what it must be: full-backup-interval, on a
 // backup task, a whole number from 0 (no full backups) up; on another
-// task only 0, which Longhorn's UI sends with every job.
+// task only 0, which Longhorn's UI sends with every job; full-drill, on a
+// backup-verify task, true or false.
 func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.ErrorList {
 	var errs field.ErrorList
 	for _, key := range slices.Sorted(maps.Keys(spec.Parameters)) {
@@ -167,8 +168,16 @@ func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.Err
 			if n, err := strconv.Atoi(value); err != nil || n < 0 || strings.TrimSpace(value) != value {
 				errs = append(errs, field.Invalid(kp, value, "must be a whole number: every Nth run takes full backups, 0 none"))
 			}
+		case types.RecurringJobParameterFullDrill:
+			if spec.Task != longhorn.RecurringJobTypeBackupVerify {
+				errs = append(errs, field.Invalid(kp, value, fmt.Sprintf("applies to the backup-verify task only, not %s", spec.Task)))
+				continue
+			}
+			if _, err := ParseFullDrill(value); err != nil {
+				errs = append(errs, field.Invalid(kp, value, err.Error()))
+			}
 		default:
-			errs = append(errs, field.NotSupported(kp, key, []string{types.RecurringJobParameterFullBackupInterval}))
+			errs = append(errs, field.NotSupported(kp, key, []string{types.RecurringJobParameterFullBackupInterval, types.RecurringJobParameterFullDrill}))
 		}
 	}
 	return errs

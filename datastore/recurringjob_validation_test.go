@@ -58,6 +58,15 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"full-backup-interval on a backup-verify job is refused", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackupVerify, map[string]string{"full-backup-interval": "3"}
 		}, "spec.parameters[full-backup-interval]"},
+		{"full-drill on a backup-verify job is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain, j.Spec.Parameters = longhorn.RecurringJobTypeBackupVerify, 0, map[string]string{"full-drill": "true"}
+		}, ""},
+		{"a full-drill that is not true or false is refused, naming the parameter", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Retain, j.Spec.Parameters = longhorn.RecurringJobTypeBackupVerify, 0, map[string]string{"full-drill": "yes"}
+		}, "spec.parameters[full-drill]: Invalid value: \"yes\": must be true or false"},
+		{"full-drill on a backup job is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-drill": "true"}
+		}, "spec.parameters[full-drill]: Invalid value: \"true\": applies to the backup-verify task only"},
 		{"retain above the setting is refused", func(j *longhorn.RecurringJob) { j.Spec.Retain = 51 }, "between 1 and 50"},
 		{"retain at the setting is allowed", func(j *longhorn.RecurringJob) { j.Spec.Retain = 50 }, ""},
 		{"negative retain is refused for backups", func(j *longhorn.RecurringJob) {

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -72,4 +73,10 @@ func (ds *DataStore) UpdateVolumeLabels(ctx context.Context, name string, change
 // DeleteVolume deletes a Volume.
 func (ds *DataStore) DeleteVolume(ctx context.Context, name string) error {
 	return ds.lhClient.LonghornV1beta2().Volumes(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// DeleteVolumeUID deletes the Volume only if it is still the one of uid,
+// not another made since under its name.
+func (ds *DataStore) DeleteVolumeUID(ctx context.Context, name string, uid k8stypes.UID) error {
+	return ds.lhClient.LonghornV1beta2().Volumes(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }

@@ -30,11 +30,21 @@ func (s RecurringJobSelectorItem) LabelKey() string {
 // FixupRecurringJobLabels applies the default-group rule to a volume's
 // labels and reports whether it changed them: a volume that selects no job
 // and no group gets recurring-job-group.longhorn.io/default: enabled, and
-// loses it as soon as it selects anything else. labels may be nil; the
+// loses it as soon as it selects anything else; a drill's scratch volume
+// (types.LabelBackupVerifyScratch) never has it. labels may be nil; the
 // result is a new map when something changed.
 func FixupRecurringJobLabels(labels map[string]string) (map[string]string, bool) {
 	defaultKey := types.RecurringJobGroupLabelKey(types.RecurringJobGroupDefault)
 	_, hasDefault := labels[defaultKey]
+	if types.IsBackupVerifyScratch(labels) {
+		// A drill's scratch volume is no user's: no job runs on it.
+		if !hasDefault {
+			return labels, false
+		}
+		out := copyLabels(labels)
+		delete(out, defaultKey)
+		return out, true
+	}
 	hasOther := false
 	for key := range labels {
 		if key != defaultKey && types.IsRecurringJobSelectionLabel(key) {

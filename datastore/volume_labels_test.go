@@ -27,6 +27,10 @@ func TestFixupRecurringJobLabels(t *testing.T) {
 		{"a volume with its own job needs no default", map[string]string{jobA: "enabled"}, map[string]string{jobA: "enabled"}, false},
 		{"the claim's source label selects nothing", map[string]string{"recurring-job.longhorn.io/source": "enabled"},
 			map[string]string{"recurring-job.longhorn.io/source": "enabled", defaultGroup: "enabled"}, true},
+		{"a drill's scratch volume joins no group", map[string]string{"longhorn.io/backup-verify-scratch": "b1"},
+			map[string]string{"longhorn.io/backup-verify-scratch": "b1"}, false},
+		{"a drill's scratch volume leaves the default group", map[string]string{"longhorn.io/backup-verify-scratch": "b1", defaultGroup: "enabled"},
+			map[string]string{"longhorn.io/backup-verify-scratch": "b1"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

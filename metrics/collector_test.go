@@ -103,7 +103,8 @@ func volume(name, owner string, labels map[string]string) *longhorn.Volume {
 
 // TestCollectorSelectionAndOwnership: a volume is selected by a job's
 // label or a group's (a disabled label selects nothing, a suspended backup
-// job protects nothing), and only the objects this node owns are served.
+// job protects nothing), and only the objects this node owns are served;
+// a full drill's scratch volume is none of the volumes'.
 func TestCollectorSelectionAndOwnership(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 	hourly := job("hourly", longhorn.RecurringJobTypeBackup, "0 * * * *", "gold")
@@ -121,6 +122,7 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 		volume("disabled-vol", testNode, map[string]string{types.RecurringJobLabelKey("daily"): "disabled",
 			types.RecurringJobLabelKey("paused"): types.LabelValueEnabled}),
 		volume("elsewhere", "node-2", map[string]string{types.RecurringJobLabelKey("daily"): types.LabelValueEnabled}),
+		volume("drill-0123456789ab", testNode, map[string]string{types.LabelBackupVerifyScratch: "b1"}),
 	)
 	got := gather(t, c)
 	for s, v := range map[string]float64{
@@ -156,6 +158,8 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 		`longhorn_volume_recurring_job{recurring_job="daily",task="backup",volume="disabled-vol"}`:  -1, // absent
 		`longhorn_volume_backup_interval_seconds{volume="disabled-vol"}`:                            -1,
 		`longhorn_volume_backup_jobs{volume="elsewhere"}`:                                           -1,
+		`longhorn_volume_backup_jobs{volume="drill-0123456789ab"}`:                                  -1, // a drill's scratch volume
+		`longhorn_volume_size_bytes{volume="drill-0123456789ab"}`:                                   -1,
 		`longhorn_recurring_job_next_run_timestamp_seconds{recurring_job="paused"}`:                 -1,
 	} {
 		g, ok := got[s]

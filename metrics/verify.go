@@ -22,6 +22,12 @@ var (
 		"When the backup's last drill ended.", "backup", "volume")
 	volumeNewestBackupVerified = newDesc("longhorn_volume_newest_backup_verified_timestamp_seconds",
 		"When the volume's newest Completed backup last passed a drill (backup-verify); 0 when it never has.", "volume")
+	backupDrillRestoreSeconds = newDesc("longhorn_backup_drill_restore_seconds",
+		"How long the backup's last full drill took to restore it into a scratch volume: evidence for a recovery-time objective.", "backup", "volume")
+	backupDrillRestored = newDesc("longhorn_backup_drill_restored",
+		"1 when the backup's last full drill restored it (its digest matched end to end), 0 when it did not; absent when never fully drilled.", "backup", "volume")
+	backupDrillFilesystemCheck = newDesc("longhorn_backup_drill_filesystem_check",
+		"1 for the result of the filesystem check of the backup's last full drill (Passed, Failed: the restored filesystem is corrupt, Skipped: none found, Error: the check could not run), 0 for the others.", "backup", "volume", "result")
 	volumeNewestBackupCreated = newDesc("longhorn_volume_newest_backup_created_timestamp_seconds",
 		"When the volume's newest Completed backup was made.", "volume")
 )
@@ -49,6 +55,9 @@ func (c *Collector) collectVerification(ch chan<- prometheus.Metric, backups []*
 		if d, err := strconv.ParseFloat(v.DurationSeconds, 64); err == nil {
 			gauge(ch, backupVerifyDuration, d, b.Name, vol)
 		}
+		if f := v.Full; f != nil {
+			c.collectFullDrill(ch, f, v.Result, b.Name, vol)
+		}
 	}
 	for vol, list := range byVolume {
 		newest := datastore.NewestCompletedBackup(list)
@@ -61,5 +70,25 @@ func (c *Collector) collectVerification(ch chan<- prometheus.Metric, backups []*
 			verified = unixSeconds(v.VerifiedAt.Time)
 		}
 		gauge(ch, volumeNewestBackupVerified, verified, vol)
+	}
+}
+
+var filesystemCheckResults = []string{longhorn.FilesystemCheckPassed, longhorn.FilesystemCheckFailed, longhorn.FilesystemCheckSkipped, longhorn.FilesystemCheckError}
+
+// collectFullDrill serves what a backup's last full drill found.
+// A restore that did not end (a timeout: the drill's Error) says nothing
+// of the backup: restored is then absent.
+func (c *Collector) collectFullDrill(ch chan<- prometheus.Metric, f *longhorn.BackupFullDrill, result, backup, vol string) {
+	if f.Restored || result == longhorn.BackupVerificationFailed {
+		gauge(ch, backupDrillRestored, boolValue(f.Restored), backup, vol)
+	}
+	if d, err := strconv.ParseFloat(f.RestoreSeconds, 64); err == nil {
+		gauge(ch, backupDrillRestoreSeconds, d, backup, vol)
+	}
+	if f.FilesystemCheck == "" {
+		return
+	}
+	for _, r := range filesystemCheckResults {
+		gauge(ch, backupDrillFilesystemCheck, boolValue(f.FilesystemCheck == r), backup, vol, r)
 	}
 }

@@ -97,7 +97,9 @@ func (c *Collector) collectVolumes(ch chan<- prometheus.Metric, jobs []*longhorn
 		}
 	}
 	for _, v := range volumes {
-		if v.Status.OwnerID != c.nodeID {
+		// A drill's scratch volume is no user's: no backup job selects it,
+		// and the alerts on volumes are not about it.
+		if v.Status.OwnerID != c.nodeID || types.IsBackupVerifyScratch(v.Labels) {
 			continue
 		}
 		name := v.Name

@@ -5,7 +5,9 @@
 # (headless) for the browser test of Longhorn's web UI, Debian's python3
 # with requests and six for Longhorn's python client, and promtool
 # (prometheus) for the tests of the alert rules in package/monitoring,
-# and mkfs.xfs (xfsprogs) for the CSI Node service's xfs volumes.
+# and mkfs.xfs (xfsprogs) for the CSI Node service's xfs volumes, and
+# mkfs.ext4, debugfs and e2fsck (e2fsprogs) for the full backup drill's
+# test (a corrupted ext4 filesystem).
 set -euo pipefail
 missing=()
 command -v qemu-io >/dev/null || missing+=(qemu-utils)
@@ -15,6 +17,7 @@ command -v chromium >/dev/null || missing+=(chromium)
 /usr/bin/python3 -c 'import requests, six' 2>/dev/null || missing+=(python3 python3-requests python3-six)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v mkfs.xfs >/dev/null || [ -x /usr/sbin/mkfs.xfs ] || missing+=(xfsprogs)
+command -v debugfs >/dev/null || [ -x /usr/sbin/debugfs ] || missing+=(e2fsprogs)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "the tests need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2

@@ -108,3 +108,23 @@ func IsRecurringJobSelectionLabel(key string) bool {
 // that makes every Nth run of a backup job take full backups (Longhorn's
 // name).
 const RecurringJobParameterFullBackupInterval = "full-backup-interval"
+
+// RecurringJobParameterFullDrill, "true" on a backup-verify job, makes
+// its drills full: each backup is also restored into a scratch volume and
+// its filesystem checked.
+const RecurringJobParameterFullDrill = "full-drill"
+
+// LabelBackupVerifyScratch marks a scratch volume a full drill restores a
+// backup into; its value is the backup. Only the backup verify controller
+// makes such volumes, and it deletes every one no drill of its uses. A
+// scratch volume selects no recurring job, and the API does not list it.
+const LabelBackupVerifyScratch = "longhorn.io/backup-verify-scratch"
+
+// LabelBackupVerifyNode names the node whose drill made a scratch volume.
+const LabelBackupVerifyNode = "longhorn.io/backup-verify-node"
+
+// IsBackupVerifyScratch reports whether labels mark a drill's scratch
+// volume.
+func IsBackupVerifyScratch(labels map[string]string) bool {
+	return labels[LabelBackupVerifyScratch] != ""
+}

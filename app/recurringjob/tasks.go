@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -28,7 +29,8 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	if job.Spec.Task == longhorn.RecurringJobTypeBackupVerify {
 		// A drill reads the target alone: no attach, and a faulted
 		// volume's backups are the ones it matters most to know.
-		return r.backupVerify(ctx, v.Name)
+		full, _ := datastore.ParseFullDrill(job.Spec.Parameters[types.RecurringJobParameterFullDrill])
+		return r.backupVerify(ctx, v.Name, full)
 	}
 	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
 		return "the volume is faulted", nil

@@ -16,9 +16,11 @@ import (
 // the drill. It returns a reason when the volume was skipped (it has no
 // Completed backup), and an error naming the first bad block when the
 // backup is damaged: the run fails, and the volume's next backup is full.
-// It neither attaches the volume nor touches its data.
-func (r *Runner) backupVerify(ctx context.Context, volume string) (string, error) {
-	b, err := r.API.VerifyBackup(ctx, volume, "")
+// It neither attaches the volume nor touches its data; a full drill
+// (the job's full-drill parameter) restores into a scratch volume of its
+// own.
+func (r *Runner) backupVerify(ctx context.Context, volume string, full bool) (string, error) {
+	b, err := r.API.VerifyBackup(ctx, volume, "", full)
 	var ae *client.APIError
 	if client.IsNotFound(err) || (errors.As(err, &ae) && ae.Status == http.StatusConflict) {
 		return "the volume has no Completed backup to verify", nil

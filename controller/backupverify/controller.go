@@ -3,7 +3,9 @@ package backupverify
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -17,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	"github.com/cadence-storage/longhorn-manager/internal/rodevice"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -39,14 +42,29 @@ type Controller struct {
 	// own status write (a failed volume write after it) from drilling
 	// the backup again.
 	written kit.Written
+
+	// FullDrillTimeout bounds a full drill; ScratchDeviceRoot is the
+	// folder of its read-only devices (swept at start).
+	FullDrillTimeout  time.Duration
+	ScratchDeviceRoot string
+	// active is the scratch volume of the full drill running, if one is.
+	mu     sync.Mutex
+	active string
 }
 
 // NewController wires the controller to the Backup informer (a drill is
-// asked for in a Backup's spec) and the Node informer (the drilling node
-// changes with readiness).
-func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, recorder record.EventRecorder) *Controller {
+// asked for in a Backup's spec), the Node informer (the drilling node
+// changes with readiness) and the Volume informer (a full drill's scratch
+// volume that no drill runs on is deleted: the informer's first list, at
+// start, brings those a crash left). dataDir holds the full drills'
+// devices.
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID, dataDir string, recorder record.EventRecorder) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
-	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now}
+	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now,
+		FullDrillTimeout: DefaultFullDrillTimeout, ScratchDeviceRoot: filepath.Join(dataDir, "backup-drill")}
+	if abs, err := filepath.Abs(c.ScratchDeviceRoot); err == nil {
+		c.ScratchDeviceRoot = abs // a loop device names its file absolute
+	}
 	c.Base = kit.NewBase("longhorn-backup-verify", logger, metrics, c.sync,
 		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced)
 	enqueue := func(obj any) {
@@ -65,7 +83,22 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 			}
 		}
 	}})
+	enqueueScratch := func(obj any) {
+		if v, ok := obj.(*longhorn.Volume); ok && types.IsBackupVerifyScratch(v.Labels) {
+			c.Queue.Add(scratchKey(v.Name))
+		}
+	}
+	lh.Volumes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueueScratch, UpdateFunc: func(_, cur any) { enqueueScratch(cur) }})
 	return c
+}
+
+// Run undoes the devices of full drills a crash cut short, then runs
+// the controller.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	if swept := rodevice.Sweep(c.ScratchDeviceRoot); len(swept) > 0 {
+		c.Logger.WithField("devices", swept).Info("Undid the read-only devices of full drills cut short")
+	}
+	return c.Base.Run(ctx, workers)
 }
 
 // leader reports whether this node drills: the first Ready node by name,
@@ -85,6 +118,9 @@ func (c *Controller) leader() bool {
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
+	if scratch, ok := parseScratchKey(key); ok {
+		return kit.Result{}, c.syncScratch(ctx, scratch)
+	}
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return kit.Result{}, nil
@@ -106,9 +142,13 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		rec = longhorn.BackupVerification{Result: longhorn.BackupVerificationError,
 			Message: fmt.Sprintf("only a Completed backup can be drilled; this one is %q", b.Status.State)}
 	} else {
-		log.Info("Drilling the backup: reading every block back from the target")
+		log.WithField("full", b.Spec.VerifyFull).Info("Drilling the backup: reading every block back from the target")
 		res, err := c.drill(ctx, volume, b.Name, log)
 		rec = verification(res, err)
+		if b.Spec.VerifyFull && rec.Result == longhorn.BackupVerificationPassed {
+			full, result, msg := c.fullDrill(ctx, b, log)
+			rec = withFullDrill(rec, full, result, msg)
+		}
 	}
 	rec.RequestedAt, rec.VerifiedAt = b.Spec.VerifyRequestedAt, metav1.NewTime(c.now())
 	if err := c.writeBackup(ctx, key, b, rec); err != nil {
@@ -221,8 +261,13 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 	}
 	switch rec.Result {
 	case longhorn.BackupVerificationPassed:
+		msg := fmt.Sprintf("backup %s: every block read back whole (%d blocks read, digest %s)", b.Name, rec.BlocksRead, rec.Digest)
+		if f := rec.Full; f != nil {
+			msg += fmt.Sprintf("; restored in %ss, filesystem %s, check %s", f.RestoreSeconds, f.Filesystem, f.FilesystemCheck)
+			log = log.WithFields(logrus.Fields{"restoreSeconds": f.RestoreSeconds, "filesystem": f.Filesystem, "filesystemCheck": f.FilesystemCheck})
+		}
 		log.Info("Backup drill passed: every block read back whole")
-		c.event(obj, corev1.EventTypeNormal, EventBackupVerified, fmt.Sprintf("backup %s: every block read back whole (%d blocks read, digest %s)", b.Name, rec.BlocksRead, rec.Digest))
+		c.event(obj, corev1.EventTypeNormal, EventBackupVerified, msg)
 	case longhorn.BackupVerificationFailed:
 		msg := fmt.Sprintf("backup %s is damaged: %s", b.Name, rec.Message)
 		if full {

@@ -9,6 +9,13 @@
 // A damaged backup makes the volume's next backup full
 // (datastore.NextBackupFull).
 //
+// A full drill (spec.verifyFull), once the blocks passed, restores the
+// backup into a scratch volume of its own (scratch.go: labelled, owned by
+// the Backup, on the drilling node), checks the filesystem it holds
+// read-only (full.go: internal/rodevice, internal/fscheck) and deletes
+// it, whatever happened; a scratch volume no drill runs on, one a crash
+// left, is deleted when the Volume informer brings it (at start, too).
+//
 // One node makes the drills, the one that polls the target (the first
 // Ready node by name), one drill at a time, each reading
 // backup-concurrent-limit blocks at once: drills are throttled cluster

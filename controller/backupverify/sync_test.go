@@ -109,6 +109,29 @@ func TestSync(t *testing.T) {
 		result: longhorn.BackupVerificationFailed,
 		event:  "offset 2097152 missing; the volume's next backup will be full",
 	}, {
+		name:    "a full drill of a backup whose blocks are damaged restores nothing: Failed by its blocks",
+		backup:  "b-new",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull, b.Status.VolumeSize = true, "6291456" })},
+		damage: func(t *testing.T, store *backupstore.Store, root string) {
+			info, err := store.Get("vol", "b-new")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[0])); err != nil {
+				t.Fatal(err)
+			}
+		},
+		writes: []string{"update backups/status b-new", "update volumes/status vol"},
+		result: longhorn.BackupVerificationFailed,
+		event:  "offset 0 missing",
+	}, {
+		name:    "a full drill that cannot make its scratch volume is an Error, and creates nothing",
+		backup:  "b-new",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull = true })},
+		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
+		result:  longhorn.BackupVerificationError,
+		event:   `full drill: create scratch volume ` + ScratchVolumeName("b-new") + `: the backup's volume size "" is not a size`,
+	}, {
 		name:    "an older backup's drill is the Backup's alone",
 		backup:  "b-old",
 		objects: []runtime.Object{backupObj("b-old", "2026-11-26T08:00:00Z"), backupObj("b-new", "2026-11-26T09:00:00Z")},
@@ -165,7 +188,7 @@ func TestSync(t *testing.T) {
 			log := logrus.New()
 			log.SetLevel(logrus.PanicLevel)
 			recorder := record.NewFakeRecorder(10)
-			c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", recorder)
+			c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", t.TempDir(), recorder)
 			t.Cleanup(c.Queue.ShutDown)
 			lh.ClearActions()
 

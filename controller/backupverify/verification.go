@@ -33,3 +33,20 @@ func verification(res *backupstore.VerifyResult, err error) longhorn.BackupVerif
 	}
 	return rec
 }
+
+// withFullDrill adds a full drill's findings to a drill whose blocks
+// passed: its result replaces the blocks' when it is worse, and its
+// message is said first.
+func withFullDrill(rec longhorn.BackupVerification, full *longhorn.BackupFullDrill, result, msg string) longhorn.BackupVerification {
+	rec.Full = full
+	if result != longhorn.BackupVerificationPassed {
+		rec.Result = result
+	}
+	switch {
+	case msg != "" && rec.Message != "":
+		rec.Message = msg + "; " + rec.Message
+	case msg != "":
+		rec.Message = msg
+	}
+	return rec
+}

@@ -33,6 +33,12 @@ type BackupSpec struct {
 	// +optional
 	// +nullable
 	VerifyRequestedAt metav1.Time `json:"verifyRequestedAt"`
+	// VerifyFull asks that the drill asked for be a full one: past the
+	// blocks, the backup is restored into a scratch volume and its
+	// filesystem checked read-only (the backupVerify action's full, a
+	// backup-verify job's full-drill parameter).
+	// +optional
+	VerifyFull bool `json:"verifyFull,omitempty"`
 }
 
 // Results of a backup drill.
@@ -88,6 +94,47 @@ type BackupVerification struct {
 	BlocksRead int `json:"blocksRead,omitempty"`
 	// +optional
 	DurationSeconds string `json:"durationSeconds,omitempty"`
+	// Full is what a full drill found past the blocks; nil for a drill
+	// of the blocks alone.
+	// +optional
+	Full *BackupFullDrill `json:"full,omitempty"`
+}
+
+// Results of a full drill's filesystem check.
+const (
+	FilesystemCheckPassed  = "Passed"
+	FilesystemCheckFailed  = "Failed"
+	FilesystemCheckSkipped = "Skipped" // the restored data holds no filesystem the drill knows
+	FilesystemCheckError   = "Error"   // the check could not be run
+)
+
+// BackupFullDrill is what a full drill found once the blocks passed: the
+// backup restored into a scratch volume (its digest checked end to end
+// by the restore), and the filesystem it holds checked read-only.
+type BackupFullDrill struct {
+	// ScratchVolume is the volume restored into; deleted after the drill.
+	// +optional
+	ScratchVolume string `json:"scratchVolume,omitempty"`
+	// Restored says the restore completed and its digest matched.
+	// +optional
+	Restored bool `json:"restored"`
+	// RestoreSeconds is how long the restore took: what a recovery from
+	// this backup would take on this node.
+	// +optional
+	RestoreSeconds string `json:"restoreSeconds,omitempty"`
+	// Filesystem is what the restored data's superblock says it holds:
+	// ext4 (ext2, ext3 and ext4), xfs, or none.
+	// +optional
+	Filesystem string `json:"filesystem,omitempty"`
+	// FilesystemCheck is the result of the filesystem's own read-only
+	// check (e2fsck -n -f, xfs_repair -n): Passed, Failed, Skipped (no
+	// filesystem) or Error (the check could not be run).
+	// +optional
+	FilesystemCheck string `json:"filesystemCheck,omitempty"`
+	// FilesystemCheckOutput is the check's command, exit status and the
+	// end of its output.
+	// +optional
+	FilesystemCheckOutput string `json:"filesystemCheckOutput,omitempty"`
 }
 
 // BackupStatus is the observed state of a backup.

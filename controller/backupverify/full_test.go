@@ -1,0 +1,128 @@
+package backupverify
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+func TestScratchVolumeIsOneReplicaLabelledOwnedAndSelectsNoJob(t *testing.T) {
+	b := backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) {
+		b.UID, b.Status.VolumeSize, b.Status.URL = "uid-1", "16777216", "file:///t?backup=b-new&volume=vol"
+	})
+	v, err := scratchVolume(b, ScratchVolumeName(b.Name), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Spec.NumberOfReplicas != 1 || v.Spec.Size != 16<<20 || v.Spec.FromBackup != b.Status.URL || v.Spec.NodeID != "" {
+		t.Fatalf("spec %+v", v.Spec)
+	}
+	if v.Labels[types.LabelBackupVerifyScratch] != "b-new" || v.Labels[types.LabelBackupVerifyNode] != "node-1" || v.Annotations[types.AnnotationSelectedNode] != "node-1" {
+		t.Fatalf("labels %v", v.Labels)
+	}
+	if len(v.OwnerReferences) != 1 || v.OwnerReferences[0].Kind != "Backup" || v.OwnerReferences[0].UID != "uid-1" {
+		t.Fatalf("owners %+v", v.OwnerReferences)
+	}
+	if ScratchVolumeName("b-new") != v.Name || !strings.HasPrefix(v.Name, "drill-") || ScratchVolumeName("b-old") == v.Name {
+		t.Fatalf("name %s", v.Name)
+	}
+	if _, err := scratchVolume(backupObj("b", ""), "drill-x", "node-1"); err == nil {
+		t.Fatal("a backup with no size made a scratch volume")
+	}
+}
+
+func TestRestoreState(t *testing.T) {
+	cond := func(status longhorn.ConditionStatus, reason, msg string) []longhorn.Condition {
+		return []longhorn.Condition{{Type: conditionRestore, Status: status, Reason: reason, Message: msg}}
+	}
+	for _, tc := range []struct {
+		name   string
+		status longhorn.VolumeStatus
+		done   bool
+		failed string
+	}{
+		{"not begun", longhorn.VolumeStatus{RestoreRequired: true}, false, ""},
+		{"restoring", longhorn.VolumeStatus{RestoreRequired: true, RestoreInitiated: true, Conditions: cond(longhorn.ConditionStatusFalse, "Restoring", "50%")}, false, ""},
+		{"restored", longhorn.VolumeStatus{RestoreInitiated: true, Conditions: cond(longhorn.ConditionStatusTrue, "Restored", "")}, true, ""},
+		{"a digest mismatch fails it, with the restore's message", longhorn.VolumeStatus{RestoreRequired: true, RestoreInitiated: true,
+			Conditions: cond(longhorn.ConditionStatusFalse, reasonRestoreFailed, "its block list gives the digest sha256:1, not sha256:2")}, true, "its block list gives the digest sha256:1, not sha256:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, failed := restoreState(&longhorn.Volume{Status: tc.status})
+			if done != tc.done || failed != tc.failed {
+				t.Fatalf("restoreState = %v, %q", done, failed)
+			}
+		})
+	}
+}
+
+func TestSweepScratch(t *testing.T) {
+	now := metav1.Now()
+	vol := func(name string, labels map[string]string, deleting bool) *longhorn.Volume {
+		v := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if deleting {
+			v.DeletionTimestamp = &now
+		}
+		return v
+	}
+	scratch := func(node string) map[string]string {
+		return map[string]string{types.LabelBackupVerifyScratch: "b1", types.LabelBackupVerifyNode: node}
+	}
+	ready := func(node string) bool { return node == "node-2" }
+	for _, tc := range []struct {
+		name  string
+		v     *longhorn.Volume
+		sweep bool
+	}{
+		{"a user's volume is never deleted", vol("db", map[string]string{"app": "db"}, false), false},
+		{"a volume named like a scratch volume but unlabelled is never deleted", vol("drill-0123456789ab", nil, false), false},
+		{"this node's scratch volume no drill runs on is deleted", vol("drill-a", scratch("node-1"), false), true},
+		{"the scratch volume of the drill running stays", vol("drill-active", scratch("node-1"), false), false},
+		{"a scratch volume of a Ready node's drill stays", vol("drill-b", scratch("node-2"), false), false},
+		{"a scratch volume of a node gone is deleted", vol("drill-c", scratch("node-9"), false), true},
+		{"one being deleted is left to its deletion", vol("drill-d", scratch("node-1"), true), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sweepScratch(tc.v, "drill-active", "node-1", ready); got != tc.sweep {
+				t.Fatalf("sweepScratch = %v", got)
+			}
+		})
+	}
+}
+
+func TestWithFullDrill(t *testing.T) {
+	blocks := longhorn.BackupVerification{Result: longhorn.BackupVerificationPassed, Digest: "matched", BlocksRead: 8}
+	for _, tc := range []struct {
+		name    string
+		full    *longhorn.BackupFullDrill
+		restore string // a restore failure; "" when it restored
+		result  string
+		message string
+	}{
+		{"a clean ext4 filesystem passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4", FilesystemCheck: longhorn.FilesystemCheckPassed}, "",
+			longhorn.BackupVerificationPassed, ""},
+		{"no filesystem: the restore alone passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "none", FilesystemCheck: longhorn.FilesystemCheckSkipped}, "",
+			longhorn.BackupVerificationPassed, ""},
+		{"a corrupt filesystem fails the drill, saying the check's output", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4",
+			FilesystemCheck: longhorn.FilesystemCheckFailed, FilesystemCheckOutput: "e2fsck -n -f /dev/loop3: exit 4"}, "",
+			longhorn.BackupVerificationFailed, "the restored ext4 filesystem is corrupt: e2fsck -n -f /dev/loop3: exit 4"},
+		{"a check that could not run is an Error", &longhorn.BackupFullDrill{Restored: true, Filesystem: "xfs", FilesystemCheck: longhorn.FilesystemCheckError}, "",
+			longhorn.BackupVerificationError, "the xfs check could not be made"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			result, msg := fullDrillResult(tc.full)
+			rec := withFullDrill(blocks, tc.full, result, msg)
+			if rec.Result != tc.result || !strings.Contains(rec.Message, tc.message) || rec.Full != tc.full || rec.BlocksRead != 8 {
+				t.Fatalf("got %+v", rec)
+			}
+		})
+	}
+	failed := withFullDrill(blocks, &longhorn.BackupFullDrill{}, longhorn.BackupVerificationFailed, "full drill: the backup did not restore: digest")
+	if failed.Result != longhorn.BackupVerificationFailed || !strings.HasPrefix(failed.Message, "full drill: the backup did not restore") {
+		t.Fatalf("a restore that failed: %+v", failed)
+	}
+}
