@@ -137,3 +137,26 @@ func TestDeletedTargetDeletesNothing(t *testing.T) {
 		t.Error("a deleted BackupTarget's backup was deleted from its store")
 	}
 }
+
+// A backup that finished refreshes its volume in its own target only,
+// which the engine's URL for it names.
+func TestFinishedBackupRefreshesItsOwnTarget(t *testing.T) {
+	f := newFixture(t, nil)
+	offsite := f.addTarget(t, "offsite")
+	for f.c.Queue.Len() > 0 {
+		k, _ := f.c.Queue.Get()
+		f.c.Queue.Done(k)
+	}
+	url := "file://" + offsite + "?backup=b-1&volume=vol"
+	engine := func(state string) *longhorn.Engine {
+		return &longhorn.Engine{Spec: longhorn.EngineSpec{InstanceSpec: longhorn.InstanceSpec{VolumeName: "vol"}}, Status: longhorn.EngineStatus{
+			BackupStatus: map[string]*longhorn.EngineBackupStatus{"b-1": {State: state, BackupURL: url, SnapshotName: "s1"}}}}
+	}
+	f.c.enqueueEngine(engine("InProgress"), engine("Completed"))
+	if f.c.Queue.Len() != 1 {
+		t.Fatalf("%d keys queued, want 1", f.c.Queue.Len())
+	}
+	if k, _ := f.c.Queue.Get(); k != f.c.refreshKeyIn("offsite", "vol") {
+		t.Errorf("queued %v, want offsite's refresh of vol", k)
+	}
+}

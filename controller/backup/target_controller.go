@@ -198,7 +198,11 @@ func (c *TargetController) enqueueEngine(old, cur *longhorn.Engine) {
 	}
 	switch engineWork(old, cur) {
 	case workRefresh:
-		c.Queue.Add(c.refreshKey(e.Spec.VolumeName))
+		// The volume is read from the target of each backup that
+		// finished or stopped, and from no other.
+		for _, st := range refreshed(old, cur) {
+			c.Queue.Add(c.refreshKeyIn(c.engineBackupTarget(e, st), e.Spec.VolumeName))
+		}
 	case workMirror:
 		c.Queue.Add(c.mirrorKey(e.Spec.VolumeName))
 	}
