@@ -160,3 +160,32 @@ func TestFinishedBackupRefreshesItsOwnTarget(t *testing.T) {
 		t.Errorf("queued %v, want offsite's refresh of vol", k)
 	}
 }
+
+// Objects made before there were several targets name none: they are
+// default's, keep their names, and default's next poll labels them, so
+// an upgraded cluster loses and duplicates nothing.
+func TestObjectsFromBeforeTargetsAreDefaults(t *testing.T) {
+	ctx := context.Background()
+	legacy := &longhorn.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "b-1", Namespace: "ns", Labels: map[string]string{types.LabelBackupVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
+		Status:     longhorn.BackupStatus{State: longhorn.BackupStateCompleted, VolumeName: "vol"},
+	}
+	legacyBV := &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer}}}
+	f := newFixture(t, []string{"vol/b-1"}, legacy, legacyBV)
+	f.addTarget(t, "offsite")
+	f.pollOf(t, "offsite")
+	f.pollOf(t, datastore.DefaultBackupTargetName)
+	lh := f.lh.LonghornV1beta2()
+	b, err := lh.Backups("ns").Get(ctx, "b-1", metav1.GetOptions{})
+	if err != nil || b.Labels[types.LabelBackupTarget] != "default" || b.Status.BackupTargetName != "default" {
+		t.Errorf("the Backup: %+v, %v", b, err)
+	}
+	bvs, err := lh.BackupVolumes("ns").List(ctx, metav1.ListOptions{})
+	if err != nil || len(bvs.Items) != 1 || bvs.Items[0].Name != "vol" || bvs.Items[0].Spec.BackupTargetName != "default" || bvs.Items[0].Spec.VolumeName != "vol" {
+		t.Errorf("the BackupVolumes: %+v, %v; want vol alone, default's", bvs, err)
+	}
+	backups, err := lh.Backups("ns").List(ctx, metav1.ListOptions{})
+	if err != nil || len(backups.Items) != 1 {
+		t.Errorf("the Backups: %+v, %v; want b-1 alone", backups, err)
+	}
+}
