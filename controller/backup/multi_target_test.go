@@ -189,3 +189,26 @@ func TestObjectsFromBeforeTargetsAreDefaults(t *testing.T) {
 		t.Errorf("the Backups: %+v, %v; want b-1 alone", backups, err)
 	}
 }
+
+// A backup whose target was deleted while it ran is no target's: it is
+// mirrored into no other target's objects, and a refresh of default does
+// not mark it interrupted there.
+func TestBackupToADeletedTargetIsNoOthers(t *testing.T) {
+	f := newFixture(t, nil)
+	gone := "file://" + t.TempDir()
+	e := &longhorn.Engine{ObjectMeta: metav1.ObjectMeta{Name: "vol-e-0", Namespace: "ns"}, Spec: longhorn.EngineSpec{InstanceSpec: longhorn.InstanceSpec{VolumeName: "vol"}},
+		Status: longhorn.EngineStatus{BackupStatus: map[string]*longhorn.EngineBackupStatus{
+			"b-1": {State: "InProgress", BackupURL: gone + "?backup=b-1&volume=vol", SnapshotName: "s1"}}}}
+	if _, err := f.lh.LonghornV1beta2().Engines("ns").Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.cache(t, e)
+	f.lh.ClearActions()
+	if err := f.c.syncMirror(context.Background(), "vol"); err != nil {
+		t.Fatal(err)
+	}
+	f.pollOf(t, datastore.DefaultBackupTargetName)
+	if got := lhWrites(f.lh.Actions()); len(got) != 0 {
+		t.Errorf("wrote %v for a backup to a deleted target", got)
+	}
+}

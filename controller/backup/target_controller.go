@@ -201,7 +201,9 @@ func (c *TargetController) enqueueEngine(old, cur *longhorn.Engine) {
 		// The volume is read from the target of each backup that
 		// finished or stopped, and from no other.
 		for _, st := range refreshed(old, cur) {
-			c.Queue.Add(c.refreshKeyIn(c.engineBackupTarget(e, st), e.Spec.VolumeName))
+			if target := c.engineBackupTarget(e, st); target != "" {
+				c.Queue.Add(c.refreshKeyIn(target, e.Spec.VolumeName))
+			}
 		}
 	case workMirror:
 		c.Queue.Add(c.mirrorKey(e.Spec.VolumeName))

@@ -14,15 +14,22 @@ import (
 )
 
 // engineBackupTarget is the target an engine's backup goes to: the one
-// its URL names (the engine gives the URL from the start), else the
-// volume's spec.backupTargetName, else default.
+// its URL names (the engine gives the URL from the start), "" when that
+// is no target's any more (deleted while the backup ran: the backup is
+// no target's to mirror, and none other's to mark interrupted); with no
+// URL (an engine of an older manager), the volume's spec.backupTargetName,
+// else default.
 func (c *TargetController) engineBackupTarget(e *longhorn.Engine, st *longhorn.EngineBackupStatus) string {
 	if st.BackupURL != "" {
-		if target, _, _, err := backupstore.ParseURL(st.BackupURL); err == nil {
-			if t, err := c.ds.TargetForURL(target); err == nil {
-				return t.Name
-			}
+		target, _, _, err := backupstore.ParseURL(st.BackupURL)
+		if err != nil {
+			return ""
 		}
+		t, err := c.ds.TargetForURL(target)
+		if err != nil {
+			return ""
+		}
+		return t.Name
 	}
 	if v, err := c.ds.GetVolumeRO(e.Spec.VolumeName); err == nil {
 		return datastore.TargetName(v.Spec.BackupTargetName)
