@@ -34,7 +34,7 @@ var unsupportedVolumeActions = map[string]string{
 	"updateSnapshotMaxCount":                "the engine does not limit the number of a volume's snapshots",
 	"updateSnapshotMaxSize":                 "the engine does not limit the size of a volume's snapshots",
 	"updateUnmapMarkSnapChainRemoved":       "the data plane does not handle unmap (trim) requests",
-	"trimFilesystem":                        "the data plane does not handle unmap (trim) requests, and the manager mounts no filesystem on a volume",
+	"trimFilesystem":                        "the manager does not run fstrim for a volume yet: a mounted filesystem's discards (fstrim on the mount, or a mount with discard) do free the replicas' space",
 	"updateFreezeFilesystemForSnapshot":     "the manager mounts no filesystem on a volume, so it has none to freeze",
 	"updateBackupCompressionMethod":         "backups use the backup-compression-method setting, for every volume",
 	"engineUpgrade":                         "the engine is built into the manager; there are no engine images to upgrade to",

@@ -63,8 +63,9 @@ func (ds *DataStore) readCredential(ctx context.Context, name, field string) (ma
 		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("%s names Secret %q, which does not exist in namespace %s",
 			field, name, ds.namespace)}
 	case apierrors.IsForbidden(err):
-		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("%s names Secret %q, which the manager may not read (its Role needs get on secrets in namespace %s): %w",
-			field, name, ds.namespace, err)}
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("%s names Secret %q, which the manager may not read: "+
+			"name the Secret %s (Role %s), or grant get on it by name to the manager's account in a Role of your own (docs/deploying.md, \"Backup credentials\"): %w",
+			field, name, types.BackupCredentialSecretName, types.BackupCredentialsRole, err)}
 	case err != nil:
 		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("read Secret %q named by %s: %w", name, field, err)}
 	}

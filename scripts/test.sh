@@ -25,7 +25,7 @@ rc=0
 go test -p 2 -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$out" || rc=$?
 if [ "$rc" -ne 0 ]; then
 	echo "== what failed (go test exit $rc):"
-	grep -E -A8 -- '^\s*--- FAIL|^panic:|^fatal error:|^\[setup failed\]|^# ' "$out" | grep -v -E '^(time=|I[0-9]{4} |W[0-9]{4} |E[0-9]{4} )' | head -200 || true
+	grep -E -A12 -- '^\s*--- FAIL|^panic:|^fatal error:|^\[setup failed\]|^# ' "$out" | grep -v -E '^(time=|I[0-9]{4} |W[0-9]{4} |E[0-9]{4} )' | head -200 || true
 	grep -E '^FAIL[[:space:]]' "$out" || true
 	exit "$rc"
 fi

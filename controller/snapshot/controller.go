@@ -266,12 +266,42 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		// safety net should no event come.
 		res.RequeueAfter = deletionRecheck
 	}
-	return res, c.apply(ctx, vw, p, run, e)
+	err = c.apply(ctx, vw, p, run, e)
+	var held *heldWait
+	if errors.As(err, &held) {
+		// Not a failure: the hold ends by itself. Look again then, not
+		// after the queue's backoff, which doubles with each refusal and
+		// let a snapshot read by a clone a minute ago wait 80 s more.
+		res.RequeueAfter, err = held.after, nil
+	}
+	return res, err
 }
 
 // deletionRecheck is how often a deletion that waits for its volume's
 // engine looks again without an event.
 const deletionRecheck = 30 * time.Second
+
+// heldWait is apply's answer for a deletion an export's hold refused: the
+// sync looks again after it, with no error.
+type heldWait struct{ after time.Duration }
+
+func (h *heldWait) Error() string {
+	return fmt.Sprintf("the deletion waits %s for an export's hold", h.after)
+}
+
+// heldRecheck is when to try a held snapshot's deletion again: just after
+// its hold's lease ends, or, while a read is open (its end unknown), in
+// readRecheck; never sooner than a second nor later than deletionRecheck.
+func heldRecheck(held *volumeengine.HeldError, now time.Time) time.Duration {
+	if held.Until.IsZero() {
+		return readRecheck
+	}
+	return min(max(held.Until.Sub(now)+200*time.Millisecond, time.Second), deletionRecheck)
+}
+
+// readRecheck is how often a deletion looks again while an export reads
+// the snapshot.
+const readRecheck = 5 * time.Second
 
 // apply does what decide decided. The engine's answer to a delete may
 // change the plan: a snapshot purged since the engine was read only has
@@ -315,6 +345,10 @@ func (c *Controller) apply(ctx context.Context, vw view, p plan, run instance.Ru
 		case errors.Is(err, volumeengine.ErrPrecondition):
 			if serr := c.setError(ctx, snap, "the deletion waits: "+err.Error()); serr != nil {
 				return serr
+			}
+			var held *volumeengine.HeldError
+			if errors.As(err, &held) {
+				return &heldWait{after: heldRecheck(held, time.Now())}
 			}
 			return fmt.Errorf("delete engine snapshot %s: %w", snap.Name, err)
 		case err != nil:

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -254,5 +256,102 @@ func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 	}
 	if key, _ := c.Queue.Get(); key != "ns/going" {
 		t.Fatalf("the engine's start queued %v", key)
+	}
+}
+
+// A deletion refused because an export read the snapshot a moment ago
+// (a clone of it, say) is no failure: it comes back just as the hold's
+// lease ends, at most deletionRecheck later, not after the queue's
+// doubling backoff (which let the CSI driver's 90 s wait run out), and
+// then goes ahead.
+func TestADeletionAnExportHoldsComesBackWhenTheHoldEnds(t *testing.T) {
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	clock := clocktesting.NewFakeClock(time.Now())
+	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clock, logrus.NewEntry(log), func(string) {}, func(string) {})
+	t.Cleanup(instances.StopAll)
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Engine.CreateSnapshot("held", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := run.Engine.OpenSnapshotForRead("held", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release() // the export's last read: the hold's lease runs from now
+
+	lh := lhfake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	inf := datastore.NewInformers(lh, kube, "ns", 0)
+	lhi := inf.Longhorn.Longhorn().V1beta2()
+	now := metav1.Now()
+	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "ns", DeletionTimestamp: &now,
+		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
+		Spec: longhorn.SnapshotSpec{Volume: "vol", CreateSnapshot: true}, Status: longhorn.SnapshotStatus{CreationTime: "2026-11-26T00:00:00Z"}}
+	for _, add := range []error{
+		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
+			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
+		lhi.Snapshots().Informer().GetIndexer().Add(snap),
+	} {
+		if add != nil {
+			t.Fatal(add)
+		}
+	}
+	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	t.Cleanup(c.Queue.ShutDown)
+
+	res, err := c.sync(context.Background(), "ns/held")
+	if err != nil {
+		t.Fatalf("a held snapshot's deletion is no failure, got %v", err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > deletionRecheck {
+		t.Errorf("a held deletion looks again after %v, want within (0, %v]", res.RequeueAfter, deletionRecheck)
+	}
+	got, err := lh.LonghornV1beta2().Snapshots("ns").Get(context.Background(), "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.Status.Error, "the deletion waits") || !strings.Contains(got.Status.Error, "is held until") {
+		t.Errorf("status.error %q, want why the deletion waits", got.Status.Error)
+	}
+	if s, err := run.Engine.Snapshot("held"); err != nil || s.Removed {
+		t.Fatalf("the held snapshot was marked removed: %+v, %v", s, err)
+	}
+
+	// The lease ends: the next look deletes it in the engine.
+	clock.Step(volumeengine.SnapshotHoldLease + time.Second)
+	if err := lhi.Snapshots().Informer().GetIndexer().Update(got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sync(context.Background(), "ns/held"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := run.Engine.Snapshot("held"); err == nil && !s.Removed {
+		t.Errorf("the snapshot is not marked removed once the hold ended: %+v", s)
+	}
+}
+
+// heldRecheck: just after the lease, within [1 s, deletionRecheck], and
+// readRecheck while a read is open.
+func TestHeldRecheck(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		until time.Time
+		want  time.Duration
+	}{
+		{time.Time{}, readRecheck},
+		{now.Add(10 * time.Second), 10*time.Second + 200*time.Millisecond},
+		{now.Add(time.Minute), deletionRecheck},
+		{now.Add(-time.Second), time.Second},
+	} {
+		if got := heldRecheck(&volumeengine.HeldError{Until: c.until}, now); got != c.want {
+			t.Errorf("until %v: %v, want %v", c.until, got, c.want)
+		}
 	}
 }

@@ -34,12 +34,14 @@ const (
 	transHasFlags   = 1 << 0
 	transSendFlush  = 1 << 2
 	transSendFUA    = 1 << 3
+	transSendTrim   = 1 << 5
 	transWriteZeros = 1 << 6
 
 	cmdRead        = 0
 	cmdWrite       = 1
 	cmdDisc        = 2
 	cmdFlush       = 3
+	cmdTrim        = 4
 	cmdWriteZeroes = 6
 
 	cmdFlagFUA = 1 << 0

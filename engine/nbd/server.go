@@ -25,6 +25,13 @@ type Device interface {
 	Sync() error
 }
 
+// Trimmer is a Device that can give back the space of a range (NBD_CMD_TRIM,
+// what a filesystem's discards become). A Device that is one is served
+// with trim advertised.
+type Trimmer interface {
+	Trim(off, length int64) error
+}
+
 // Server serves one device under one export name. Each connection handles
 // its requests in order.
 type Server struct {
@@ -192,7 +199,11 @@ func (s *Server) serveConn(nc net.Conn) (err error) {
 }
 
 func (s *Server) transmissionFlags() uint16 {
-	return transHasFlags | transSendFlush | transSendFUA | transWriteZeros
+	flags := uint16(transHasFlags | transSendFlush | transSendFUA | transWriteZeros)
+	if _, ok := s.device.(Trimmer); ok {
+		flags |= transSendTrim
+	}
+	return flags
 }
 
 // negotiate runs option haggling; it reports true when the client chose
@@ -350,7 +361,7 @@ func (s *Server) transmit(c *conn, window bool) error {
 			// The data cannot be skipped safely: end the connection.
 			return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
 		}
-		if cap(buf) < int(length) && length <= maxRequest {
+		if cap(buf) < int(length) && length <= maxRequest && typ != cmdTrim {
 			buf = make([]byte, 0, length)
 		}
 		var errno uint32
@@ -395,6 +406,8 @@ func (s *Server) transmit(c *conn, window bool) error {
 			if err := s.device.Sync(); err != nil {
 				errno = ioErrno(err)
 			}
+		case cmdTrim:
+			errno = s.trim(int64(offset), int64(length), size, flags&cmdFlagFUA != 0)
 		default:
 			errno = errNotSup
 		}
@@ -414,6 +427,34 @@ func (s *Server) transmit(c *conn, window bool) error {
 
 func (s *Server) write(data []byte, offset int64, fua bool) uint32 {
 	if _, err := s.device.WriteAt(data, offset); err != nil {
+		return ioErrno(err)
+	}
+	if fua {
+		if err := s.device.Sync(); err != nil {
+			return ioErrno(err)
+		}
+	}
+	return 0
+}
+
+// trim gives back the space of a range within the export (size): a
+// trim asks no data of the client, so it is not bounded by maxRequest.
+// The window's part past the device's end holds nothing to give back.
+func (s *Server) trim(offset, length int64, size uint64, fua bool) uint32 {
+	t, ok := s.device.(Trimmer)
+	if !ok {
+		return errNotSup
+	}
+	if offset < 0 || length < 0 || uint64(offset) > size || uint64(length) > size-uint64(offset) {
+		return errInvalid
+	}
+	if end := s.device.Size(); offset+length > end {
+		length = max(end-offset, 0)
+	}
+	if length == 0 {
+		return 0
+	}
+	if err := t.Trim(offset, length); err != nil {
 		return ioErrno(err)
 	}
 	if fua {

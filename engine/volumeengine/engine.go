@@ -286,6 +286,32 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// Trim gives back the space of [off, off+length) on every replica that
+// takes writes (replica.Trim): what a filesystem's discards become,
+// through the NBD frontend.
+func (e *Engine) Trim(off, length int64) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if off < 0 || length < 0 || off+length > e.Size() {
+		return fmt.Errorf("%w: trim of %d+%d is outside the volume", ErrInvalid, off, length)
+	}
+	ok := 0
+	for _, m := range e.replicas {
+		if !m.rw() {
+			continue
+		}
+		if err := m.r.Trim(off, length); err != nil {
+			e.fail(m, err)
+			continue
+		}
+		ok++
+	}
+	if ok == 0 {
+		return ErrNoHealthyReplica
+	}
+	return nil
+}
+
 // Sync makes every healthy replica's data durable.
 func (e *Engine) Sync() error {
 	e.mu.RLock()
@@ -407,9 +433,9 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
 	}
-	if why := e.heldReason(name); why != "" {
-		e.logHeldDelete(name, why)
-		return fmt.Errorf("%w: snapshot %s %s", ErrPrecondition, name, why)
+	if held := e.held(name); held != nil {
+		e.logHeldDelete(name, held.Why)
+		return held
 	}
 	for i, m := range members {
 		if err := m.r.MarkRemoved(name); err != nil {

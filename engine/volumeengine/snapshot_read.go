@@ -96,9 +96,23 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration) 
 	return view, release, nil
 }
 
-// heldReason says why snapshot name may not be deleted now; empty when it
-// may. Leases that ended are dropped on the way.
-func (e *Engine) heldReason(name string) string {
+// HeldError is a delete refused because an export holds the snapshot.
+// It is an ErrPrecondition; Until is when the hold's lease ends, zero
+// while a read is open (its end is not known).
+type HeldError struct {
+	Snapshot string
+	Why      string
+	Until    time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s: snapshot %s %s", ErrPrecondition, e.Snapshot, e.Why)
+}
+
+func (e *HeldError) Unwrap() error { return ErrPrecondition }
+
+// held says why snapshot name may not be deleted now; nil when it may.
+func (e *Engine) held(name string) *HeldError {
 	e.holdMu.Lock()
 	defer e.holdMu.Unlock()
 	now := e.clock.Now()
@@ -110,12 +124,12 @@ func (e *Engine) heldReason(name string) string {
 	h := e.holds[name]
 	switch {
 	case h == nil:
-		return ""
+		return nil
 	case h.readers > 0:
-		return fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume, or a clone of it); delete it once the export is done", h.readers)
+		return &HeldError{Snapshot: name, Why: fmt.Sprintf("is being read by %d export(s) (a backing image made from the volume, or a clone of it); delete it once the export is done", h.readers)}
 	default:
-		return fmt.Sprintf("is held until %s by an export (a backing image made from the volume, or a clone of it) that read it less than %s ago; delete it after that",
-			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)
+		return &HeldError{Snapshot: name, Until: h.until, Why: fmt.Sprintf("is held until %s by an export (a backing image made from the volume, or a clone of it) that read it less than %s ago; delete it after that",
+			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)}
 	}
 }
 

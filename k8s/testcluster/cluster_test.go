@@ -25,6 +25,7 @@ func TestRestartKeepsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("control plane ready in %s", time.Since(started).Round(10*time.Millisecond))
+	assertEtcdIsItsUsersAlone(t, c)
 	kube := c.KubeClient(t)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "keep"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -77,10 +77,16 @@ func run(o options) (err error) {
 			err = fmt.Errorf("start-up failed: %s", f.msg)
 		}
 	}()
-	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+	// The data folder holds etcd's data (every Secret, the cluster's CA
+	// keys) and its sockets: its user's alone, also when an older run made
+	// it open to others.
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	logFile, err := os.OpenFile(filepath.Join(o.dataDir, "controlplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err := os.Chmod(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("close data dir %s to other users: %w", o.dataDir, err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(o.dataDir, "controlplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}

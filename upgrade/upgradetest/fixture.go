@@ -140,13 +140,31 @@ func name(t testing.TB, entry longhorn.VolumeRecurringJobSpec) string {
 // AssertMigrated checks the new state exactly.
 func (f *Fixture) AssertMigrated(t testing.TB) {
 	t.Helper()
+	f.assertMigrated(t, true)
+}
+
+// AssertMigratedLeavingStorageClass checks the migration of a manager
+// that may not list StorageClasses (package/rbac-upgrade-storageclasses.yaml
+// not applied): everything else migrated, and the fixture's class left as
+// it was, recurringJobs and all, with no job made from it.
+func (f *Fixture) AssertMigratedLeavingStorageClass(t testing.TB) {
+	t.Helper()
+	f.assertMigrated(t, false)
+}
+
+func (f *Fixture) assertMigrated(t testing.TB, classRewritten bool) {
+	t.Helper()
 	ctx := context.Background()
 	ns := f.Namespace
 
 	jobs, err := f.lh.LonghornV1beta2().RecurringJobs(ns).List(ctx, metav1.ListOptions{})
 	must(t, err)
 	want := map[string]longhorn.VolumeRecurringJobSpec{}
-	for _, e := range []longhorn.VolumeRecurringJobSpec{snapHourly, backupDaily, classJob, defaultJob} {
+	wantJobs := []longhorn.VolumeRecurringJobSpec{snapHourly, backupDaily, defaultJob}
+	if classRewritten {
+		wantJobs = append(wantJobs, classJob)
+	}
+	for _, e := range wantJobs {
 		want[name(t, e)] = e
 	}
 	if len(jobs.Items) != len(want) {
@@ -196,11 +214,16 @@ func (f *Fixture) AssertMigrated(t testing.TB) {
 
 	sc, err := f.kube.StorageV1().StorageClasses().Get(ctx, f.StorageClass, metav1.GetOptions{})
 	must(t, err)
-	if _, ok := sc.Parameters["recurringJobs"]; ok || sc.Parameters["numberOfReplicas"] != "3" || sc.Parameters["staleReplicaTimeout"] != "30" || sc.Labels["team"] != "storage" {
-		t.Errorf("StorageClass %s parameters %v labels %v", sc.Name, sc.Parameters, sc.Labels)
+	_, hasJobs := sc.Parameters["recurringJobs"]
+	if hasJobs == classRewritten || sc.Parameters["numberOfReplicas"] != "3" || sc.Parameters["staleReplicaTimeout"] != "30" || sc.Labels["team"] != "storage" {
+		t.Errorf("StorageClass %s parameters %v labels %v (rewritten: %v)", sc.Name, sc.Parameters, sc.Labels, classRewritten)
 	}
-	if want := `[{"name":"` + name(t, classJob) + `","isGroup":false}]`; sc.Parameters["recurringJobSelector"] != want {
-		t.Errorf("StorageClass recurringJobSelector %q, want %q", sc.Parameters["recurringJobSelector"], want)
+	wantSelector := `[{"name":"` + name(t, classJob) + `","isGroup":false}]`
+	if !classRewritten {
+		wantSelector = ""
+	}
+	if sc.Parameters["recurringJobSelector"] != wantSelector {
+		t.Errorf("StorageClass recurringJobSelector %q, want %q", sc.Parameters["recurringJobSelector"], wantSelector)
 	}
 
 	cm, err := f.kube.CoreV1().ConfigMaps(ns).Get(ctx, v110to120.StorageClassConfigMap, metav1.GetOptions{})

@@ -116,7 +116,10 @@ func TestOnlyAUsersDeleteDeletesFromTheTarget(t *testing.T) {
 	}
 	// A poll reads a volume's record again when its backups change, or
 	// an hour on; a refresh asked for reads it at once.
-	e.Call(t, "POST", "/v1/backupvolumes/vol?action=backupVolumeSync", "").Expect(t, 200)
+	// The API's cache may not hold the BackupVolume yet.
+	framework.Eventually(t, 10*time.Second, "a refresh of the backup volume asked for", func() (bool, error) {
+		return e.Call(t, "POST", "/v1/backupvolumes/vol?action=backupVolumeSync", "").Status == 200, nil
+	})
 	framework.Eventually(t, pollWait, "the BackupVolume saying its record is missing", func() (bool, error) {
 		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "vol", metav1.GetOptions{})
 		return err == nil && strings.Contains(bv.Status.Messages[backup.BackupVolumeMessageRecordMissing], "volume.cfg"), nil

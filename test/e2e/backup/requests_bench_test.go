@@ -61,6 +61,7 @@ func BenchmarkDaemonTargetRequests(b *testing.B) {
 	if _, err := e.Kube.CoreV1().Secrets(e.NS).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	framework.GrantSecret(b, e.Cluster, e.Kube, e.NS, "s3-secret")
 	call(b, e, "PUT", "/v1/settings/backup-target-credential-secret", `{"value":"s3-secret"}`)
 	call(b, e, "PUT", "/v1/settings/backup-target", `{"value":"`+srv.Target("")+`"}`)
 	for v := 0; v < volumes; v++ {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
@@ -43,8 +44,27 @@ func TestCSISanity(t *testing.T) {
 	// target, and the CSI snapshot tests make dozens.
 	cfg.TestSnapshotParameters = map[string]string{"type": "snap"}
 	sc := sanity.GinkgoTest(&cfg)
+	// Each failed spec is also reported through t, so that it follows the
+	// "--- FAIL" line a CI log's summary shows, not only in the specs' log.
+	ginkgo.ReportAfterSuite("failures through testing.T", func(r ginkgo.Report) {
+		for _, spec := range r.SpecReports {
+			if spec.Failed() {
+				t.Errorf("%s: %s at %s: %s", spec.State, spec.FullText(), spec.Failure.Location, firstLines(spec.Failure.Message, 6))
+			}
+		}
+	})
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	suite, reporter := ginkgo.GinkgoConfiguration()
+	reporter.NoColor = true
 	ginkgo.RunSpecs(t, "CSI sanity", suite, reporter)
 	sc.Finalize()
+}
+
+// firstLines keeps the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -7,7 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -77,8 +82,11 @@ func (e *APIEnv) SettingWarning(t *testing.T, setting types.SettingName, fragmen
 	})
 }
 
+// PutSecret creates or replaces the Secret name, and lets the manager
+// read it as an administrator would (GrantSecret).
 func (e *APIEnv) PutSecret(t *testing.T, name string, data map[string]string) {
 	t.Helper()
+	GrantSecret(t, e.Cluster, e.Kube, e.NS, name)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
 	secrets := e.Kube.CoreV1().Secrets(e.NS)
 	if _, err := secrets.Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
@@ -86,4 +94,40 @@ func (e *APIEnv) PutSecret(t *testing.T, name string, data map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// GrantSecret lets the manager's account get the Secret name in ns, as
+// docs/deploying.md ("Backup credentials") tells an administrator to for
+// a credential of another name than longhorn-backup-credential: in a Role
+// of their own, bound to the account. It waits until the grant is in
+// force (a get answers NotFound or the Secret, not Forbidden).
+func GrantSecret(t testing.TB, cluster *testcluster.Cluster, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	roleName := "backup-credential-" + name
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: roleName},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{name}, Verbs: []string{"get"}}},
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		return
+	} else if err != nil {
+		t.Fatalf("grant Secret %s: %v", name, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: roleName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: roleName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: ServiceAccount, Namespace: ns}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("grant Secret %s: %v", name, err)
+	}
+	sa, err := kubernetes.NewForConfig(cluster.ServiceAccountConfig(ns, ServiceAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 10*time.Second, "the grant of Secret "+name+" in force", func() (bool, error) {
+		_, err := sa.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		return !apierrors.IsForbidden(err), nil
+	})
 }

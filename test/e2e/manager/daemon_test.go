@@ -20,6 +20,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -201,9 +202,24 @@ func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
 	if _, err := saLH.LonghornV1beta2().Settings(ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("list settings in its own namespace: %v", err)
 	}
-	// The backup-target-credential-secret is read by name.
+	// It reads the Secrets it is named, by name: the internal TLS ones and
+	// the backup credential rbac.yaml grants; any other only once an
+	// administrator grants it (docs/deploying.md, "Backup credentials").
+	for _, name := range []string{mtls.CASecretName, mtls.ServerSecretName, mtls.DataSourceSecretName, types.BackupCredentialSecretName} {
+		if _, err := sa.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("get Secret %s in its own namespace: want it or NotFound, got %v", name, err)
+		}
+	}
+	if _, err := sa.CoreV1().Secrets(ns).Get(ctx, "s3-secret", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get a Secret no one granted: want Forbidden, got %v", err)
+	}
+	framework.GrantSecret(t, cluster, cluster.KubeClient(t), ns, "s3-secret")
 	if _, err := sa.CoreV1().Secrets(ns).Get(ctx, "s3-secret", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("get a secret in its own namespace: want NotFound, got %v", err)
+		t.Errorf("get a granted Secret: want NotFound, got %v", err)
+	}
+	// StorageClasses are rbac-upgrade-storageclasses.yaml's, not applied.
+	if _, err := sa.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list StorageClasses without the upgrade's file: want Forbidden, got %v", err)
 	}
 }
 

@@ -25,15 +25,32 @@ import (
 // cluster-wide, and each fixture's class must meet only its own manager.
 
 // oldStateEnv is a namespace holding the v1.1 fixture and the manager's
-// RBAC, not yet running a manager.
+// RBAC with the upgrade's (rbac-upgrade-storageclasses.yaml, as an
+// administrator applies it for this upgrade), not yet running a manager.
 func oldStateEnv(t *testing.T) (*upgradetest.Fixture, *rest.Config, string, kubernetes.Interface, lhclientset.Interface) {
+	t.Helper()
+	return oldStateEnvWith(t, upgradeRBAC)
+}
+
+const upgradeRBAC = "rbac-upgrade-storageclasses.yaml"
+
+func oldStateEnvWith(t *testing.T, rbacFiles ...string) (*upgradetest.Fixture, *rest.Config, string, kubernetes.Interface, lhclientset.Interface) {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	lh := framework.LHClient(t, cluster.Config)
-	framework.InstallRBAC(t, kube, ns)
+	framework.InstallRBACIn(t, cluster, kube, ns, rbacFiles...)
 	return upgradetest.Create(t, kube, lh, ns), cluster.ServiceAccountConfig(ns, framework.ServiceAccount), ns, kube, lh
+}
+
+// Without the upgrade's StorageClass rights the upgrade still completes:
+// the classes stay as they were (the CSI driver reads their recurringJobs
+// parameter itself), everything else is migrated.
+func TestDaemonUpgradesWithoutTheStorageClassRights(t *testing.T) {
+	f, saConfig, _, _, _ := oldStateEnvWith(t)
+	framework.StartDaemon(t, saConfig, f.Namespace, "node-1", t.TempDir())
+	f.AssertMigratedLeavingStorageClass(t)
 }
 
 func TestDaemonMigratesOldRecurringJobsAtStart(t *testing.T) {
@@ -138,7 +155,7 @@ func TestDaemonStartsRightAfterAControlPlaneRestartOnOldData(t *testing.T) {
 	restart(false)
 	kube := cp.KubeClient(t)
 	ns := cp.NewNamespace(t)
-	framework.InstallRBACIn(t, cp, kube, ns)
+	framework.InstallRBACIn(t, cp, kube, ns, upgradeRBAC)
 	f := upgradetest.Create(t, kube, framework.LHClient(t, cp.Config), ns)
 	dataDir := t.TempDir()
 

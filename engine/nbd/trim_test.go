@@ -1,0 +1,44 @@
+package nbd
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// A client's discard (NBD_CMD_TRIM) reaches the replica, which gives the
+// space back: what was written there reads as zeros again (no snapshot
+// holds it) and the rest is kept. nbdinfo sees trim advertised.
+func TestADiscardGivesTheSpaceBack(t *testing.T) {
+	r, uri := serve(t)
+	if info := run(t, "nbdinfo", uri); !strings.Contains(info, "can_trim: true") {
+		t.Errorf("nbdinfo does not see trim advertised:\n%s", info)
+	}
+	out := run(t, "qemu-io", "-f", "raw", uri,
+		"-c", "write -P 0xab 0 4M",
+		"-c", "flush",
+		"-c", "discard 1M 2M",
+		"-c", "flush",
+		"-c", "read -P 0xab 0 1M",
+		"-c", "read -P 0 1M 2M",
+		"-c", "read -P 0xab 3M 1M")
+	if strings.Contains(out, "fail") || strings.Contains(out, "Pattern verification failed") {
+		t.Fatalf("qemu-io:\n%s", out)
+	}
+	got := make([]byte, 2<<20)
+	if _, err := r.ReadAt(got, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, make([]byte, 2<<20)) {
+		t.Error("the discarded range of the replica does not read zeros")
+	}
+	written, err := r.Written()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, w := range written[:4<<20/4096] {
+		if want := b < 1<<20/4096 || b >= 3<<20/4096; w != want {
+			t.Fatalf("block %d holds data: %v, want %v", b, w, want)
+		}
+	}
+}
