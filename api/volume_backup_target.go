@@ -42,7 +42,9 @@ func (s *Server) updateBackupTargetName(w http.ResponseWriter, r *http.Request, 
 func (s *Server) volumeBackupTarget(ctx context.Context, volume, asked string) (datastore.Target, map[string]string, error) {
 	name, field := asked, "backupTargetName"
 	if name == "" {
-		v, err := s.ds.GetVolumeRO(volume)
+		// From the apiserver, not the cache: a backup asked right after
+		// updateBackupTargetName goes to the target it set.
+		v, err := s.ds.GetVolumeFresh(ctx, volume)
 		if apierrors.IsNotFound(err) {
 			return datastore.Target{}, nil, notFound("volume %q not found", volume)
 		}
