@@ -102,6 +102,12 @@ func (ds *DataStore) DeleteBackupVolumeAndBackups(ctx context.Context, name stri
 	return ds.DeleteBackupVolume(ctx, name)
 }
 
+// GetBackupVolumeFresh reads a BackupVolume from the apiserver, not the
+// cache.
+func (ds *DataStore) GetBackupVolumeFresh(ctx context.Context, name string) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // RequestBackupVolumeSync asks the backup target controller to read the
 // volume from the target again (spec.syncRequestedAt, Longhorn's).
 func (ds *DataStore) RequestBackupVolumeSync(ctx context.Context, name string) (*longhorn.BackupVolume, error) {

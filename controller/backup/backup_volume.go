@@ -169,6 +169,17 @@ func (c *TargetController) forgetBackupVolume(ctx context.Context, bv *longhorn.
 // of the volume runs) is tried again soon; one that fails says why on
 // the BackupVolume, having deleted only what it could.
 func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backupstore.Store, w *world, bv *longhorn.BackupVolume) (kit.Result, error) {
+	// The cache may still hold a BackupVolume this controller released a
+	// moment ago (its Backups' deletions bring the key back): the
+	// apiserver says whether the deletion is still to be done, so that
+	// the target is not locked and listed for it again.
+	fresh, err := c.ds.GetBackupVolumeFresh(ctx, bv.Name)
+	if apierrors.IsNotFound(err) || (err == nil && !kit.HasFinalizer(fresh)) {
+		return kit.Result{}, nil
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
 	volume := datastore.BackupVolumeVolume(bv)
 	log := c.Logger.WithFields(logrus.Fields{"backupVolume": bv.Name, "volume": volume, "backupTarget": w.target})
 	if bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
