@@ -88,7 +88,7 @@ func toBackupVolume(base string, bv *longhorn.BackupVolume) BackupVolume {
 	return BackupVolume{Resource: r, Name: bv.Name, Size: bv.Status.Size, Created: bv.Status.CreatedAt,
 		LastBackupName: bv.Status.LastBackupName, LastBackupAt: bv.Status.LastBackupAt, Messages: bv.Status.Messages,
 		Labels: nonNilMap(bv.Status.Labels), DataStored: bv.Status.DataStored, BackingImageName: bv.Status.BackingImageName,
-		BackupTargetName: defaultBackupTargetName, VolumeName: bv.Name}
+		BackupTargetName: datastore.BackupVolumeTarget(bv), VolumeName: datastore.BackupVolumeVolume(bv)}
 }
 
 func toBackup(b *longhorn.Backup) Backup {
@@ -99,7 +99,7 @@ func toBackup(b *longhorn.Backup) Backup {
 		Size: b.Status.Size, Labels: b.Status.Labels, VolumeName: b.Status.VolumeName, Error: b.Status.Error,
 		VolumeBackingImageName: b.Status.VolumeBackingImageName,
 		Messages:               nonNilMap(b.Status.Messages), VolumeSize: b.Status.VolumeSize, VolumeCreated: b.Status.VolumeCreated,
-		BackupMode: b.Status.BackupMode, BackupTargetName: defaultBackupTargetName, BlockSize: strconv.Itoa(backupstore.BlockSize),
+		BackupMode: b.Status.BackupMode, BackupTargetName: datastore.BackupTargetOf(b), BlockSize: strconv.Itoa(backupstore.BlockSize),
 		NewlyUploadedDataSize: b.Status.NewlyUploadedDataSize, ReUploadedDataSize: b.Status.ReUploadedDataSize,
 		Verification: b.Status.Verification, VerifyFull: b.Spec.VerifyFull,
 	}
@@ -164,19 +164,26 @@ func (s *Server) deleteBackupVolume(w http.ResponseWriter, r *http.Request) erro
 // backupVolumeAction runs backupList, backupGet, backupDelete and
 // backupVolumeSync.
 func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) error {
-	volume := mux.Vars(r)["name"]
+	bvName := mux.Vars(r)["name"]
 	action := r.URL.Query().Get("action")
-	if _, err := s.ds.GetBackupVolumeRO(volume); apierrors.IsNotFound(err) {
-		return notFound("backup volume %q not found", volume)
+	bv, err := s.ds.GetBackupVolumeRO(bvName)
+	if apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", bvName)
 	}
+	if err != nil {
+		return err
+	}
+	// The object's name is the volume's in default; in another target
+	// the volume and target are in its spec.
+	volume, target := datastore.BackupVolumeVolume(bv), datastore.BackupVolumeTarget(bv)
 	switch action {
 	case "backupVerify":
-		return s.backupVerify(w, r, volume)
+		return s.backupVerify(w, r, bvName)
 	case "backupVolumeSync":
 		// Read this volume from the target now, not at the next poll.
-		bv, err := s.ds.RequestBackupVolumeSync(r.Context(), volume)
+		bv, err := s.ds.RequestBackupVolumeSync(r.Context(), bvName)
 		if apierrors.IsNotFound(err) {
-			return notFound("backup volume %q not found", volume)
+			return notFound("backup volume %q not found", bvName)
 		}
 		if err != nil {
 			return err
@@ -184,7 +191,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		writeJSON(w, http.StatusOK, toBackupVolume(baseURL(r), bv))
 		return nil
 	case "backupList":
-		list, err := s.ds.ListBackupsRO(volume)
+		list, err := s.ds.ListBackupsInTarget(target, volume)
 		if err != nil {
 			return err
 		}
@@ -193,7 +200,7 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 		for _, b := range list {
 			data = append(data, toBackup(b))
 		}
-		writeJSON(w, http.StatusOK, collection(baseURL(r), "backup", "backupvolumes/"+volume, data))
+		writeJSON(w, http.StatusOK, collection(baseURL(r), "backup", "backupvolumes/"+bvName, data))
 		return nil
 	case "backupGet", "backupDelete":
 		var in BackupInput
@@ -204,8 +211,8 @@ func (s *Server) backupVolumeAction(w http.ResponseWriter, r *http.Request) erro
 			return badRequest("name: required, the backup's name")
 		}
 		b, err := s.ds.GetBackupRO(in.Name)
-		if apierrors.IsNotFound(err) || (err == nil && datastore.BackupVolumeName(b) != volume) {
-			return notFound("backup %q of volume %q not found", in.Name, volume)
+		if apierrors.IsNotFound(err) || (err == nil && (datastore.BackupVolumeName(b) != volume || datastore.BackupTargetOf(b) != target)) {
+			return notFound("backup %q of volume %q in backup target %q not found", in.Name, volume, target)
 		}
 		if err != nil {
 			return err
@@ -239,22 +246,9 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err := s.fullAfterFailedDrill(name, &in); err != nil {
 		return err
 	}
-	target, err := s.ds.GetSettingValue(types.SettingNameBackupTarget)
+	target, cred, err := s.volumeBackupTarget(r.Context(), name, in.BackupTargetName)
 	if err != nil {
 		return err
-	}
-	if target == "" {
-		return badRequest("the %s setting is empty: set a backup target first", types.SettingNameBackupTarget)
-	}
-	var cred map[string]string
-	if backupstore.UsesCredential(target) {
-		cred, err = s.ds.GetBackupTargetCredential(r.Context())
-		if datastore.IsCredentialError(err) {
-			return badRequest("%v", err)
-		}
-		if err != nil {
-			return err
-		}
 	}
 	client, err := s.engineClient(name)
 	if err != nil {
@@ -272,7 +266,7 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err := s.waitSnapshotTaken(r.Context(), client, name, in.Name); err != nil {
 		return err
 	}
-	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target,
+	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target.URL,
 		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency, Full: in.BackupMode == backupstore.ModeFull})
 	if err != nil {
 		return engineError(err)

@@ -26,7 +26,7 @@ type BackupVerifyInput struct {
 // status.verification, which the answer's verification shows once it is
 // later than the request. A drill asked for while one is pending is the
 // same drill (made full if either asked for a full one).
-func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume string) error {
+func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, bvName string) error {
 	var in BackupVerifyInput
 	if r.ContentLength != 0 {
 		if err := decodeBody(w, r, &in); err != nil {
@@ -34,7 +34,15 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume str
 		}
 	}
 	full := in.Full != nil && *in.Full
-	backups, err := s.ds.ListBackupsRO(volume)
+	bv, err := s.ds.GetBackupVolumeRO(bvName)
+	if apierrors.IsNotFound(err) {
+		return notFound("backup volume %q not found", bvName)
+	}
+	if err != nil {
+		return err
+	}
+	volume, target := datastore.BackupVolumeVolume(bv), datastore.BackupVolumeTarget(bv)
+	backups, err := s.ds.ListBackupsInTarget(target, volume)
 	if err != nil {
 		return err
 	}
@@ -47,8 +55,8 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, volume str
 		name = newest.Name
 	}
 	b, err := s.ds.GetBackupRO(name)
-	if apierrors.IsNotFound(err) || (err == nil && datastore.BackupVolumeName(b) != volume) {
-		return notFound("name: backup %q of volume %q not found", name, volume)
+	if apierrors.IsNotFound(err) || (err == nil && (datastore.BackupVolumeName(b) != volume || datastore.BackupTargetOf(b) != target)) {
+		return notFound("name: backup %q of volume %q in backup target %q not found", name, volume, target)
 	}
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -120,9 +121,27 @@ func (s *Server) getBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// createBackupTarget makes a BackupTarget. Backups go to "default" only
-// (see docs/backups.md): another target is stored and shown, and nothing
-// is backed up to it yet.
+// checkURLUnused refuses a URL another target than name already uses
+// (as Longhorn does): a backup's URL must name one target, whose
+// credential opens it.
+func (s *Server) checkURLUnused(name, url string) error {
+	if url == "" {
+		return nil
+	}
+	targets, err := s.ds.ListTargets()
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if t.Name != name && t.URL != "" && backupstore.SameTarget(t.URL, url) {
+			return badRequest("backupTargetURL: %s is backup target %s's already; two targets may not share a URL", url, t.Name)
+		}
+	}
+	return nil
+}
+
+// createBackupTarget makes a BackupTarget: volumes, recurring jobs and
+// the API's snapshotBackup may then name it (see docs/backups.md).
 func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	var in BackupTargetInput
 	if err := decodeBody(w, r, &in); err != nil {
@@ -133,6 +152,9 @@ func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	}
 	spec, err := backupTargetSpec(in)
 	if err != nil {
+		return err
+	}
+	if err := s.checkURLUnused(in.Name, spec.BackupTargetURL); err != nil {
 		return err
 	}
 	created, err := s.ds.CreateBackupTarget(r.Context(), &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: in.Name}, Spec: spec})
@@ -162,6 +184,9 @@ func (s *Server) updateBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	}
 	spec, err := backupTargetSpec(in)
 	if err != nil {
+		return err
+	}
+	if err := s.checkURLUnused(name, spec.BackupTargetURL); err != nil {
 		return err
 	}
 	var updated *longhorn.BackupTarget

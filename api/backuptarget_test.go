@@ -123,3 +123,24 @@ func TestBackupTargetWrites(t *testing.T) {
 		t.Error("offsite still there")
 	}
 }
+
+// Two targets may not share a URL (as in Longhorn): a backup's URL names
+// one target, whose credential opens it. The same path written another
+// way is the same URL; a target keeps its own URL on update.
+func TestBackupTargetURLTaken(t *testing.T) {
+	s := newTestServer(t, testDefaultTarget())
+	if code, _, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"offsite","backupTargetURL":"file:///mnt/offsite","pollInterval":"60"}`); code != http.StatusOK {
+		t.Fatalf("create offsite: %d %s", code, raw)
+	}
+	eventually(t, "offsite in the cache", func() bool {
+		code, _, _ := s.do(t, "GET", "/v1/backuptargets/offsite", "")
+		return code == http.StatusOK
+	})
+	code, body, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"second","backupTargetURL":"file:///mnt/offsite/","pollInterval":"60"}`)
+	if code != http.StatusBadRequest || !strings.HasPrefix(body["message"].(string), "backupTargetURL: file:///mnt/offsite/ is backup target offsite's already") {
+		t.Errorf("a second target on offsite's URL: %d %s", code, raw)
+	}
+	if code, _, raw := s.do(t, "PUT", "/v1/backuptargets/offsite", `{"backupTargetURL":"file:///mnt/offsite","pollInterval":"120"}`); code != http.StatusOK {
+		t.Errorf("offsite updated on its own URL: %d %s", code, raw)
+	}
+}

@@ -193,6 +193,9 @@ func applyRecurringJobInput(spec *longhorn.RecurringJobSpec, in RecurringJobInpu
 	if in.SkipImmediately != nil {
 		spec.SkipImmediately = in.SkipImmediately
 	}
+	if in.BackupTargetName != nil {
+		spec.BackupTargetName = *in.BackupTargetName
+	}
 	return nil
 }
 

@@ -42,6 +42,7 @@ type RecurringJob struct {
 	TimeZone                string                     `json:"timeZone"`
 	StartingDeadlineSeconds *int64                     `json:"startingDeadlineSeconds"`
 	SkipImmediately         bool                       `json:"skipImmediately"`
+	BackupTargetName        string                     `json:"backupTargetName"`
 	LastScheduleTime        *metav1.Time               `json:"lastScheduleTime"`
 	LastSkipped             *metav1.Time               `json:"lastSkipped"`
 	NextScheduleTime        *metav1.Time               `json:"nextScheduleTime"`
@@ -66,6 +67,9 @@ type RecurringJobInput struct {
 	TimeZone                *string                   `json:"timeZone"`
 	StartingDeadlineSeconds *int64                    `json:"startingDeadlineSeconds"`
 	SkipImmediately         *bool                     `json:"skipImmediately"`
+	// BackupTargetName is the BackupTarget a backup job's backups go to
+	// (not Longhorn's); empty: each volume's own.
+	BackupTargetName *string `json:"backupTargetName"`
 }
 
 // Volume is the API view of a Volume, in the shape of Longhorn's: its UI
@@ -231,6 +235,9 @@ type VolumeInput struct {
 	BackingImage         string                               `json:"backingImage"`
 	FromBackup           string                               `json:"fromBackup"`
 	RecurringJobSelector []datastore.RecurringJobSelectorItem `json:"recurringJobSelector"`
+	// BackupTargetName is the BackupTarget the volume's backups go to;
+	// empty is default. Longhorn's.
+	BackupTargetName string `json:"backupTargetName"`
 	// StaleReplicaTimeout is in minutes, Longhorn's.
 	StaleReplicaTimeout int `json:"staleReplicaTimeout"`
 	// DataEngine is Longhorn's engine choice: only v1 (or empty) exists
@@ -371,7 +378,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 		Retain: j.Spec.Retain, RetentionPolicy: string(cmp.Or(j.Spec.RetentionPolicy, longhorn.RecurringJobRetentionPolicyCountBased)),
 		RetainAge: retainAge(j.Spec.RetainAge), Concurrency: j.Spec.Concurrency, Labels: labels, Parameters: nonNilMap(j.Spec.Parameters), Conditions: conditions(j.Status.Conditions),
 		Suspend: j.Spec.Suspend, TimeZone: j.Spec.TimeZone, StartingDeadlineSeconds: j.Spec.StartingDeadlineSeconds,
-		SkipImmediately:  j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately,
+		SkipImmediately: j.Spec.SkipImmediately != nil && *j.Spec.SkipImmediately, BackupTargetName: j.Spec.BackupTargetName,
 		LastScheduleTime: j.Status.LastScheduleTime, LastSkipped: j.Status.LastSkipped,
 		NextScheduleTime: j.Status.NextScheduleTime, LastSuccessfulTime: j.Status.LastSuccessfulTime,
 		Active: active, ExecutionCount: j.Status.ExecutionCount,
@@ -424,7 +431,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
 			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
 			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
-			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: defaultBackupTargetName,
+			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: datastore.TargetName(v.Spec.BackupTargetName),
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
 			KubernetesStatus:       volumeKubernetesStatus(v.Status.KubernetesStatus),
 			CloneStatus:            v.Status.CloneStatus,

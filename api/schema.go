@@ -69,6 +69,7 @@ func schemas() []Schema {
 				"retain":                  {Type: "int", Required: true, Create: true, Update: true, Min: intPtr(0)},
 				"retentionPolicy":         {Type: "enum", Create: true, Update: true, Default: string(longhorn.RecurringJobRetentionPolicyCountBased), Options: []string{string(longhorn.RecurringJobRetentionPolicyCountBased), string(longhorn.RecurringJobRetentionPolicyAgeBased)}},
 				"retainAge":               {Type: "string", Create: true, Update: true, Default: "0s"},
+				"backupTargetName":        {Type: "string", Create: true, Update: true, Nullable: true},
 				"concurrency":             {Type: "int", Create: true, Update: true, Default: defaultConcurrency, Min: intPtr(1)},
 				"groups":                  {Type: "array[string]", Create: true, Update: true, Nullable: true},
 				"labels":                  {Type: "map[string]", Create: true, Update: true, Nullable: true},
@@ -183,9 +184,10 @@ func schemas() []Schema {
 		{
 			ID: "snapshotInput",
 			ResourceFields: map[string]Field{
-				"name":       {Type: "string", Create: true},
-				"labels":     {Type: "map[string]", Create: true, Nullable: true},
-				"backupMode": {Type: "enum", Options: []string{"full", "incremental"}, Create: true, Nullable: true},
+				"name":             {Type: "string", Create: true},
+				"labels":           {Type: "map[string]", Create: true, Nullable: true},
+				"backupMode":       {Type: "enum", Options: []string{"full", "incremental"}, Create: true, Nullable: true},
+				"backupTargetName": {Type: "string", Create: true, Nullable: true},
 			},
 		},
 		{

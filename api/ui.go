@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) allBackupsCollection(base string) (Collection, error) {
 	}
 	data := []Backup{}
 	for _, bv := range volumes {
-		list, err := s.ds.ListBackupsRO(bv.Name)
+		list, err := s.ds.ListBackupsInTarget(datastore.BackupVolumeTarget(bv), datastore.BackupVolumeVolume(bv))
 		if err != nil {
 			return Collection{}, err
 		}

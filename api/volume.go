@@ -97,11 +97,17 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	// size), so a refused caller learns nothing of them.
 	var reads []access
 	if in.FromBackup != "" {
-		_, backupVolume, _, err := backupstore.ParseURL(in.FromBackup)
+		target, backupVolume, _, err := backupstore.ParseURL(in.FromBackup)
 		if err != nil {
 			return badRequest("fromBackup: %v", err)
 		}
-		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: backupVolume})
+		// The backup volume's object in the target the URL names
+		// (default's when it names none: the restore is then refused).
+		targetName := datastore.DefaultBackupTargetName
+		if t, err := s.ds.TargetForURL(target); err == nil {
+			targetName = t.Name
+		}
+		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: datastore.BackupVolumeObjectName(backupVolume, targetName)})
 	}
 	if in.DataSource != "" {
 		src, err := types.ParseDataSource(in.DataSource)
@@ -147,8 +153,15 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	if in.StaleReplicaTimeout < 0 {
 		return badRequest("staleReplicaTimeout: must be 0 or more minutes, got %d", in.StaleReplicaTimeout)
 	}
+	if in.BackupTargetName != "" {
+		if _, err := s.ds.GetTarget(in.BackupTargetName); apierrors.IsNotFound(err) {
+			return badRequest("backupTargetName: BackupTarget %q does not exist; create it first or leave the field empty for %s", in.BackupTargetName, datastore.DefaultBackupTargetName)
+		} else if err != nil {
+			return err
+		}
+	}
 	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
-		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout}
+		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout, BackupTargetName: datastore.TargetName(in.BackupTargetName)}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector, in.SelectedNode)
 	if err != nil {
 		return err
@@ -245,7 +258,7 @@ func (s *Server) backupVolumeSize(url string) string {
 		return ""
 	}
 	for _, bv := range volumes {
-		backups, err := s.ds.ListBackupsRO(bv.Name)
+		backups, err := s.ds.ListBackupsRO(datastore.BackupVolumeVolume(bv))
 		if err != nil {
 			continue
 		}

@@ -21,6 +21,10 @@ type SnapshotInput struct {
 	// BackupMode, for snapshotBackup, is "full" or "incremental" (the
 	// default), as in Longhorn.
 	BackupMode string `json:"backupMode"`
+	// BackupTargetName, for snapshotBackup, is the BackupTarget this
+	// backup goes to (a recurring job's); empty is the volume's
+	// spec.backupTargetName, itself default when empty. Not Longhorn's.
+	BackupTargetName string `json:"backupTargetName,omitempty"`
 }
 
 // Snapshot is the API view of one snapshot of a volume.

@@ -38,24 +38,3 @@ func TestUnsupportedVolumeActions(t *testing.T) {
 		t.Errorf("an unknown action: %d %s", code, raw)
 	}
 }
-
-// The one backup target every volume backs up to may be chosen (it is
-// true already); another is refused, naming it.
-func TestUpdateBackupTargetName(t *testing.T) {
-	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}}
-	s := newTestServer(t, vol)
-	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
-	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
-	if _, ok := body["actions"].(map[string]any)["updateBackupTargetName"]; !ok {
-		t.Error("the volume does not offer updateBackupTargetName")
-	}
-	for _, in := range []string{`{"backupTargetName":"default"}`, `{}`} {
-		if code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", in); code != http.StatusOK || out["backupTargetName"] != "default" {
-			t.Errorf("%s: %d %s", in, code, raw)
-		}
-	}
-	code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=updateBackupTargetName", `{"backupTargetName":"offsite"}`)
-	if code != http.StatusUnprocessableEntity || !strings.HasPrefix(out["message"].(string), "backupTargetName offsite is not supported by this manager: ") {
-		t.Errorf("another target: %d %s", code, raw)
-	}
-}

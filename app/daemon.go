@@ -313,7 +313,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if err != nil {
 		return err
 	}
-	backupMetrics.WatchTarget(ctrls.backupTarget.Health)
+	backupMetrics.WatchTarget(ctrls.backupTarget.Healths)
 	defer ctrls.stop()
 
 	if err := retryAtStart("register Node "+o.NodeName, func(ctx context.Context) error {

@@ -168,6 +168,8 @@ type Volume struct {
 	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector"`
 	// Frontend is the frontend the volume asks for ("blockdev").
 	Frontend string `json:"frontend"`
+	// BackupTargetName is the BackupTarget the volume's backups go to.
+	BackupTargetName string `json:"backupTargetName"`
 	// DisableFrontend says the volume is to be attached without its
 	// frontend; FrontendDisabled that it is attached so.
 	DisableFrontend  bool `json:"disableFrontend"`
@@ -306,28 +308,50 @@ func (c *Client) BackupSnapshot(ctx context.Context, volume, snapshot string, la
 // BackupSnapshotMode is BackupSnapshot with Longhorn's backupMode: "full"
 // (every block uploaded again), "incremental" or "" (incremental).
 func (c *Client) BackupSnapshotMode(ctx context.Context, volume, snapshot string, labels map[string]string, mode string) (string, error) {
+	return c.BackupSnapshotTo(ctx, volume, snapshot, labels, mode, "")
+}
+
+// BackupSnapshotTo is BackupSnapshotMode to the BackupTarget target (""
+// for the volume's own).
+func (c *Client) BackupSnapshotTo(ctx context.Context, volume, snapshot string, labels map[string]string, mode, target string) (string, error) {
 	var out struct{ Name string }
 	in := map[string]any{"name": snapshot, "labels": labels}
 	if mode != "" {
 		in["backupMode"] = mode
 	}
+	if target != "" {
+		in["backupTargetName"] = target
+	}
 	err := c.action(ctx, "volumes", volume, "snapshotBackup", in, &out)
 	return out.Name, err
 }
 
-// Backups lists a volume's backups; none when the target has no backup
-// volume for it yet.
+// Backups lists a volume's backups in the default target; none when the
+// target has no backup volume for it yet.
 func (c *Client) Backups(ctx context.Context, volume string) ([]Backup, error) {
+	return c.BackupsIn(ctx, volume, "")
+}
+
+// BackupsIn lists a volume's backups in the BackupTarget target ("" is
+// default); none when the target has no backup volume for it yet.
+func (c *Client) BackupsIn(ctx context.Context, volume, target string) ([]Backup, error) {
 	var list struct{ Data []Backup }
-	err := c.action(ctx, "backupvolumes", volume, "backupList", nil, &list)
+	err := c.action(ctx, "backupvolumes", types.BackupVolumeObjectName(volume, target), "backupList", nil, &list)
 	if IsNotFound(err) {
 		return nil, nil
 	}
 	return list.Data, err
 }
 
+// DeleteBackup deletes a backup of volume in the default target.
 func (c *Client) DeleteBackup(ctx context.Context, volume, name string) error {
-	return c.action(ctx, "backupvolumes", volume, "backupDelete", map[string]string{"name": name}, nil)
+	return c.DeleteBackupIn(ctx, volume, "", name)
+}
+
+// DeleteBackupIn deletes a backup of volume in the BackupTarget target
+// ("" is default).
+func (c *Client) DeleteBackupIn(ctx context.Context, volume, target, name string) error {
+	return c.action(ctx, "backupvolumes", types.BackupVolumeObjectName(volume, target), "backupDelete", map[string]string{"name": name}, nil)
 }
 
 // Setting reads a setting's value.

@@ -31,6 +31,23 @@ func (ds *DataStore) ListBackupsRO(volume string) ([]*longhorn.Backup, error) {
 	return ds.backupLister.Backups(ds.namespace).List(selector)
 }
 
+// ListBackupsInTarget returns the cached Backups of volume in target
+// ("" is default).
+func (ds *DataStore) ListBackupsInTarget(target, volume string) ([]*longhorn.Backup, error) {
+	all, err := ds.ListBackupsRO(volume)
+	if err != nil {
+		return nil, err
+	}
+	target = TargetName(target)
+	out := all[:0:0]
+	for _, b := range all {
+		if BackupTargetOf(b) == target {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
 // BackupVolumeName is the volume a Backup is of: its backup-volume label,
 // given when the object was made and never changed (the status's
 // volumeName when an older object has no label). The backup it stands
@@ -83,6 +100,12 @@ func (ds *DataStore) DeleteBackupVolumeAndBackups(ctx context.Context, name stri
 		}
 	}
 	return ds.DeleteBackupVolume(ctx, name)
+}
+
+// GetBackupVolumeFresh reads a BackupVolume from the apiserver, not the
+// cache.
+func (ds *DataStore) GetBackupVolumeFresh(ctx context.Context, name string) (*longhorn.BackupVolume, error) {
+	return ds.lhClient.LonghornV1beta2().BackupVolumes(ds.namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // RequestBackupVolumeSync asks the backup target controller to read the

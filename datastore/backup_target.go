@@ -43,22 +43,31 @@ func (ds *DataStore) GetBackupTarget(ctx context.Context) (target string, cred m
 // backup-target-credential-secret setting names, nil when it names none.
 func (ds *DataStore) GetBackupTargetCredential(ctx context.Context) (map[string]string, error) {
 	name, err := ds.GetSettingValue(types.SettingNameBackupTargetCredentialSecret)
-	if err != nil || name == "" {
+	if err != nil {
 		return nil, err
+	}
+	return ds.readCredential(ctx, name, "the "+string(types.SettingNameBackupTargetCredentialSecret)+" setting")
+}
+
+// readCredential returns the data of Secret name, nil when name is
+// empty; field says, in errors, where the name is set.
+func (ds *DataStore) readCredential(ctx context.Context, name, field string) (map[string]string, error) {
+	if name == "" {
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	secret, err := ds.kubeClient.CoreV1().Secrets(ds.namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which does not exist in namespace %s",
-			types.SettingNameBackupTargetCredentialSecret, name, ds.namespace)}
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("%s names Secret %q, which does not exist in namespace %s",
+			field, name, ds.namespace)}
 	case apierrors.IsForbidden(err):
-		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("the %s setting names Secret %q, which the manager may not read: "+
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("%s names Secret %q, which the manager may not read: "+
 			"name the Secret %s (Role %s), or grant get on it by name to the manager's account in a Role of your own (docs/deploying.md, \"Backup credentials\"): %w",
-			types.SettingNameBackupTargetCredentialSecret, name, types.BackupCredentialSecretName, types.BackupCredentialsRole, err)}
+			field, name, types.BackupCredentialSecretName, types.BackupCredentialsRole, err)}
 	case err != nil:
-		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("read Secret %q named by the %s setting: %w", name, types.SettingNameBackupTargetCredentialSecret, err)}
+		return nil, &CredentialError{Secret: name, Err: fmt.Errorf("read Secret %q named by %s: %w", name, field, err)}
 	}
 	cred := make(map[string]string, len(secret.Data)+len(secret.StringData))
 	for k, v := range secret.Data {
@@ -77,7 +86,7 @@ func IsCredentialError(err error) bool {
 // DefaultBackupTargetName is the BackupTarget kept in step with the
 // backup-target, backup-target-credential-secret and
 // backupstore-poll-interval settings, as Longhorn's.
-const DefaultBackupTargetName = "default"
+const DefaultBackupTargetName = types.DefaultBackupTargetName
 
 // ListBackupTargetsRO returns every cached BackupTarget.
 func (ds *DataStore) ListBackupTargetsRO() ([]*longhorn.BackupTarget, error) {

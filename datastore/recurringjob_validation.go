@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
 	"math"
 	"regexp"
@@ -68,6 +69,11 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 	if !slices.Contains(longhorn.RecurringJobTypes, spec.Task) {
 		errs = append(errs, field.NotSupported(specPath.Child("task"), spec.Task, longhorn.RecurringJobTypes))
+	}
+
+	if spec.BackupTargetName != "" && spec.Task != longhorn.RecurringJobTypeBackup && spec.Task != longhorn.RecurringJobTypeBackupForceCreate {
+		errs = append(errs, field.Invalid(specPath.Child("backupTargetName"), spec.BackupTargetName,
+			fmt.Sprintf("only a %s or %s job names a backup target; a %s job has none", longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate, spec.Task)))
 	}
 
 	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)
@@ -219,13 +225,27 @@ func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 }
 
 // ValidateRecurringJob validates a job against the current
-// recurring-job-max-retention setting.
+// recurring-job-max-retention setting and the BackupTargets: the target
+// a backup job names must exist. Only the API checks that: a target
+// deleted after the job was written fails the job's backups at run time
+// (the snapshotBackup each makes is refused naming the field), and does
+// not stop the job being scheduled.
 func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.Time) error {
 	maxRetention, err := ds.GetSettingAsInt(types.SettingNameRecurringJobMaxRetention)
 	if err != nil {
 		return err
 	}
-	return ValidateRecurringJob(job, maxRetention, now)
+	if err := ValidateRecurringJob(job, maxRetention, now); err != nil {
+		return err
+	}
+	if name := job.Spec.BackupTargetName; name != "" {
+		if _, err := ds.GetTarget(name); apierrors.IsNotFound(err) {
+			return fmt.Errorf("spec.backupTargetName: BackupTarget %q does not exist; create it first, or leave the field empty for each volume's own target", name)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CheckRecurringJobToRun is the rule that decides whether a job is

@@ -28,6 +28,10 @@ func TestValidateRecurringJob(t *testing.T) {
 		want   string // "" means valid; otherwise a fragment of the error
 	}{
 		{"a plain snapshot job is valid", func(*longhorn.RecurringJob) {}, ""},
+		{"a backup job may name a backup target", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.BackupTargetName = longhorn.RecurringJobTypeBackup, "offsite"
+		}, ""},
+		{"a snapshot job naming a backup target is refused, naming the field", func(j *longhorn.RecurringJob) { j.Spec.BackupTargetName = "offsite" }, "spec.backupTargetName"},
 		{"descriptors are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@hourly" }, ""},
 		{"@every durations are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1h30m" }, ""},
 		{"@every whole minutes are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 15m" }, ""},

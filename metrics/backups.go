@@ -14,17 +14,17 @@ var (
 		longhorn.BackupStateCompleted, longhorn.BackupStateError, longhorn.BackupStateUnknown}
 
 	backupState = newDesc("longhorn_backup_state",
-		"1 for the backup's state (New, Pending, InProgress, Completed, Error, Unknown), 0 for the others.", "backup", "volume", "state")
+		"1 for the backup's state (New, Pending, InProgress, Completed, Error, Unknown), 0 for the others.", "backup", "volume", "backup_target", "state")
 	backupSize = newDesc("longhorn_backup_size_bytes",
-		"The bytes the backup holds on the target.", "backup", "volume")
+		"The bytes the backup holds on the target.", "backup", "volume", "backup_target")
 	backupDuration = newDesc("longhorn_backup_duration_seconds",
-		"How long a completed backup took, from its Backup object's creation to its completion; absent for backups made by another cluster.", "backup", "volume")
+		"How long a completed backup took, from its Backup object's creation to its completion; absent for backups made by another cluster.", "backup", "volume", "backup_target")
 	backupThroughput = newDesc("longhorn_backup_throughput_bytes_per_second",
-		"The backup's size over its duration; absent when the duration is.", "backup", "volume")
+		"The backup's size over its duration; absent when the duration is.", "backup", "volume", "backup_target")
 	targetReachable = newDesc("longhorn_backup_target_reachable",
-		"1 when the last poll could read the backup target, 0 when it could not; served by the node that polls it.")
+		"1 when the last poll could read the backup target, 0 when it could not; served by the node that polls it (its BackupTarget's owner).", "backup_target")
 	targetLastSuccess = newDesc("longhorn_backup_target_last_success_timestamp_seconds",
-		"When a poll last read the backup target; 0 when none has since the manager started.")
+		"When a poll last read the backup target; 0 when none has since the manager started.", "backup_target")
 	imageReadyCopies = newDesc("longhorn_backing_image_ready_copies",
 		"Copies of the backing image ready on disks.", "backing_image")
 	imageMinCopies = newDesc("longhorn_backing_image_min_copies",
@@ -32,12 +32,15 @@ var (
 )
 
 // collectBackups serves the backups this node mirrors (the node polling
-// the target owns them) and the target's health.
+// a target owns its backups) and the health of the targets it polls, each
+// labelled with its backup target.
 func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
 	if f := c.target.Load(); f != nil {
-		if h := (*f)(); h.Polling {
-			gauge(ch, targetReachable, boolValue(h.Reachable))
-			gauge(ch, targetLastSuccess, unixSeconds(h.LastSuccess))
+		for name, h := range (*f)() {
+			if h.Polling {
+				gauge(ch, targetReachable, boolValue(h.Reachable), name)
+				gauge(ch, targetLastSuccess, unixSeconds(h.LastSuccess), name)
+			}
 		}
 	}
 	backups, err := c.ds.ListBackupsRO("")
@@ -50,15 +53,15 @@ func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
 		if b.Status.OwnerID != c.nodeID {
 			continue
 		}
-		vol := datastore.BackupVolumeName(b)
+		vol, target := datastore.BackupVolumeName(b), datastore.BackupTargetOf(b)
 		for _, s := range backupStates {
-			gauge(ch, backupState, boolValue(b.Status.State == s), b.Name, vol, string(s))
+			gauge(ch, backupState, boolValue(b.Status.State == s), b.Name, vol, target, string(s))
 		}
 		size, err := strconv.ParseInt(b.Status.Size, 10, 64)
 		if err != nil {
 			size = 0
 		}
-		gauge(ch, backupSize, float64(size), b.Name, vol)
+		gauge(ch, backupSize, float64(size), b.Name, vol, target)
 		if b.Status.State != longhorn.BackupStateCompleted {
 			continue
 		}
@@ -67,8 +70,8 @@ func (c *Collector) collectBackups(ch chan<- prometheus.Metric) {
 			continue // made elsewhere: the object came after the backup
 		}
 		d := done.Sub(b.CreationTimestamp.Time).Seconds()
-		gauge(ch, backupDuration, d, b.Name, vol)
-		gauge(ch, backupThroughput, float64(size)/d, b.Name, vol)
+		gauge(ch, backupDuration, d, b.Name, vol, target)
+		gauge(ch, backupThroughput, float64(size)/d, b.Name, vol, target)
 	}
 }
 

@@ -23,8 +23,9 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
-// TargetHealthFunc is what the last poll of the backup target found.
-type TargetHealthFunc func() backup.TargetHealth
+// TargetHealthFunc is what the last poll of each backup target this node
+// polls found, by target name.
+type TargetHealthFunc func() map[string]backup.TargetHealth
 
 // Collector is the prometheus.Collector of the backup metrics.
 type Collector struct {

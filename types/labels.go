@@ -62,6 +62,9 @@ const (
 
 	// LabelBackupVolume names the backup volume a Backup belongs to.
 	LabelBackupVolume = "backup-volume"
+	// LabelBackupTarget names the BackupTarget a Backup or BackupVolume
+	// is in. Longhorn's name (v1.8).
+	LabelBackupTarget = "backup-target"
 	// LabelDeleteCustomResourceOnly, "true" on a Backup or BackupVolume,
 	// says its deletion is the manager forgetting an object whose data is
 	// no longer in the backup target (or was never there): the finalizer

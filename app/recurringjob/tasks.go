@@ -62,7 +62,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	case longhorn.RecurringJobTypeSnapshotCleanup:
 		return "", r.snapshotCleanup(ctx, v.Name)
 	case longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate:
-		return "", r.backup(ctx, job, v.Name, labels, job.Spec.Task == longhorn.RecurringJobTypeBackupForceCreate)
+		return "", r.backup(ctx, job, v.Name, backupTargetOf(job, v), labels, job.Spec.Task == longhorn.RecurringJobTypeBackupForceCreate)
 	}
 	return "", fmt.Errorf("task %q is not known", job.Spec.Task)
 }
@@ -219,12 +219,13 @@ func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
 	return r.API.Purge(ctx, volume)
 }
 
-// backup snapshots the volume, backs the snapshot up and waits for it,
-// then keeps the newest retain of the job's backups and only the job's
-// newest snapshot, which the next incremental backup starts from.
-func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
+// backup snapshots the volume, backs the snapshot up to target and waits
+// for it, then keeps the newest retain of the job's backups in target and
+// only the job's newest snapshot, which the next incremental backup
+// starts from.
+func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume, target string, labels map[string]string, force bool) error {
 	tick := labels[types.LabelRecurringJobTick]
-	backups, err := r.API.Backups(ctx, volume)
+	backups, err := r.API.BackupsIn(ctx, volume, target)
 	if err != nil {
 		return err
 	}
@@ -250,14 +251,26 @@ func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume 
 				return fmt.Errorf("create snapshot: %w", err)
 			}
 		}
-		if name, err = r.API.BackupSnapshotMode(ctx, volume, snap, labels, r.backupMode(job)); err != nil {
-			return fmt.Errorf("back up snapshot %s: %w", snap, err)
+		if name, err = r.API.BackupSnapshotTo(ctx, volume, snap, labels, r.backupMode(job), target); err != nil {
+			return fmt.Errorf("back up snapshot %s to backup target %s: %w", snap, target, err)
 		}
 	}
-	if err := r.waitBackup(ctx, volume, name); err != nil {
+	if err := r.waitBackup(ctx, volume, target, name); err != nil {
 		return err
 	}
-	return r.backupRetention(ctx, job, volume)
+	return r.backupRetention(ctx, job, volume, target)
+}
+
+// backupTargetOf is where a backup job's backups of v go: the job's
+// spec.backupTargetName, else the volume's, else default.
+func backupTargetOf(job *longhorn.RecurringJob, v *longhorn.Volume) string {
+	switch {
+	case job.Spec.BackupTargetName != "":
+		return job.Spec.BackupTargetName
+	case v.Spec.BackupTargetName != "":
+		return v.Spec.BackupTargetName
+	}
+	return types.DefaultBackupTargetName
 }
 
 // backupMode is the mode of this run's backups: full on every Nth run of
@@ -285,10 +298,10 @@ func runNumber(job *longhorn.RecurringJob, tick time.Time) int64 {
 	return job.Status.ExecutionCount + 1
 }
 
-func (r *Runner) waitBackup(ctx context.Context, volume, name string) error {
+func (r *Runner) waitBackup(ctx context.Context, volume, target, name string) error {
 	deadline := time.Now().Add(r.BackupTimeout)
 	for {
-		backups, err := r.API.Backups(ctx, volume)
+		backups, err := r.API.BackupsIn(ctx, volume, target)
 		if err != nil {
 			return err
 		}
@@ -314,12 +327,13 @@ func (r *Runner) waitBackup(ctx context.Context, volume, name string) error {
 	}
 }
 
-// backupRetention deletes the job's completed backups its retention no
-// longer keeps (beyond retain, or under age-based both beyond retain and
-// older than retainAge) and the job's snapshots but the newest, sparing
-// any a running backup reads.
-func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
-	backups, err := r.API.Backups(ctx, volume)
+// backupRetention deletes the job's completed backups in target its
+// retention no longer keeps (beyond retain, or under age-based both
+// beyond retain and older than retainAge: counted in each target apart)
+// and the job's snapshots but the newest, sparing any a running backup
+// reads.
+func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume, target string) error {
+	backups, err := r.API.BackupsIn(ctx, volume, target)
 	if err != nil {
 		return err
 	}
@@ -342,7 +356,7 @@ func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob
 	// policy says: an age-based job with retain 0 keeps it too.
 	var errs []error
 	for _, i := range jobRetention(job, max(job.Spec.Retain, 1), time.Now()).expired(created) {
-		if err := r.API.DeleteBackup(ctx, volume, done[i].Name); err != nil && !client.IsNotFound(err) {
+		if err := r.API.DeleteBackupIn(ctx, volume, target, done[i].Name); err != nil && !client.IsNotFound(err) {
 			// Only logged: the backup itself succeeded.
 			r.Log.WithError(err).WithField("backup", done[i].Name).Warn("Cannot delete an old backup")
 		}

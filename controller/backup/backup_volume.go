@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -20,12 +21,12 @@ import (
 // or of the whole volume was asked, or a refresh was asked
 // (spec.syncRequestedAt). The empty volume runs the deletions of Backup
 // objects that name no volume, which read nothing.
-func (c *TargetController) syncRefresh(ctx context.Context, volume string) (kit.Result, error) {
-	w, err := c.loadWorld()
+func (c *TargetController) syncRefresh(ctx context.Context, t datastore.Target, volume string) (kit.Result, error) {
+	w, err := c.loadWorld(t)
 	if err != nil {
 		return kit.Result{}, err
 	}
-	store, err := c.openTarget(ctx)
+	store, err := c.openTarget(ctx, t)
 	if err != nil || store == nil {
 		return c.refreshFailed(ctx, w, volume, err)
 	}
@@ -48,7 +49,7 @@ func (c *TargetController) syncRefresh(ctx context.Context, volume string) (kit.
 	if err := c.syncVolume(ctx, store, w, volume, listing); err != nil {
 		return kit.Result{}, err
 	}
-	c.Logger.WithFields(logrus.Fields{"backupVolume": volume, "listed": listing != nil}).Debug("Refreshed the backup volume from the target")
+	c.Logger.WithFields(logrus.Fields{"backupTarget": t.Name, "backupVolume": volume, "listed": listing != nil}).Debug("Refreshed the backup volume from the target")
 	return kit.Result{}, deleteErr
 }
 
@@ -66,15 +67,15 @@ func (c *TargetController) refreshFailed(ctx context.Context, w *world, volume s
 	if !isTargetError(err) {
 		return kit.Result{}, err
 	}
-	c.reportIfUnavailable(ctx, err)
-	c.Logger.WithError(err).WithField("backupVolume", volume).Warn("Backup volume refresh could not read the backup target; the next poll reads it")
+	c.reportIfUnavailable(ctx, w.target, err)
+	c.Logger.WithError(err).WithFields(logrus.Fields{"backupTarget": w.target, "backupVolume": volume}).Warn("Backup volume refresh could not read the backup target; the next poll reads it")
 	return kit.Result{}, nil
 }
 
 // syncBackupVolume creates, updates or forgets a volume's BackupVolume:
 // want is its status from the target, nil when the target holds nothing
 // of the volume.
-func (c *TargetController) syncBackupVolume(ctx context.Context, bv *longhorn.BackupVolume, volume string, want *longhorn.BackupVolumeStatus) error {
+func (c *TargetController) syncBackupVolume(ctx context.Context, target string, bv *longhorn.BackupVolume, volume string, want *longhorn.BackupVolumeStatus) error {
 	if want == nil {
 		if bv == nil || bv.DeletionTimestamp != nil {
 			return nil
@@ -82,9 +83,17 @@ func (c *TargetController) syncBackupVolume(ctx context.Context, bv *longhorn.Ba
 		return c.forgetBackupVolume(ctx, bv)
 	}
 	if bv == nil {
-		created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: volume, Finalizers: []string{types.LonghornFinalizer}}})
+		name := datastore.BackupVolumeObjectName(volume, target)
+		created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{types.LonghornFinalizer},
+				Labels: map[string]string{types.LabelBackupTarget: target, types.LabelBackupVolume: volume}},
+			Spec: longhorn.BackupVolumeSpec{BackupTargetName: target, VolumeName: volume},
+		})
 		if apierrors.IsAlreadyExists(err) {
-			return nil // the cache was behind; the next sync updates it
+			// The cache was behind, and the next sync updates it; or the
+			// name is another target's volume's (a volume named as
+			// another's hashed name), which is left as it is.
+			return nil
 		}
 		if err != nil {
 			return err
@@ -94,11 +103,18 @@ func (c *TargetController) syncBackupVolume(ctx context.Context, bv *longhorn.Ba
 	if bv.DeletionTimestamp != nil {
 		return nil
 	}
-	if !kit.HasFinalizer(bv) {
-		// Made before BackupVolumes had one: its deletion must reach the
-		// target.
+	if !kit.HasFinalizer(bv) || bv.Spec.BackupTargetName == "" || bv.Spec.VolumeName == "" || bv.Labels[types.LabelBackupTarget] == "" {
+		// Made before BackupVolumes had a finalizer (its deletion must
+		// reach the target), or before there were several targets (it
+		// is default's, of the volume it is named by): says so as new
+		// objects do. Its name stays.
 		updated := bv.DeepCopy()
 		kit.AddFinalizer(updated)
+		updated.Spec.BackupTargetName, updated.Spec.VolumeName = target, volume
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[types.LabelBackupTarget], updated.Labels[types.LabelBackupVolume] = target, volume
 		var err error
 		if bv, err = c.ds.UpdateBackupVolume(ctx, updated); err != nil {
 			return err
@@ -153,9 +169,21 @@ func (c *TargetController) forgetBackupVolume(ctx context.Context, bv *longhorn.
 // of the volume runs) is tried again soon; one that fails says why on
 // the BackupVolume, having deleted only what it could.
 func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backupstore.Store, w *world, bv *longhorn.BackupVolume) (kit.Result, error) {
-	log := c.Logger.WithField("backupVolume", bv.Name)
+	// The cache may still hold a BackupVolume this controller released a
+	// moment ago (its Backups' deletions bring the key back): the
+	// apiserver says whether the deletion is still to be done, so that
+	// the target is not locked and listed for it again.
+	fresh, err := c.ds.GetBackupVolumeFresh(ctx, bv.Name)
+	if apierrors.IsNotFound(err) || (err == nil && !kit.HasFinalizer(fresh)) {
+		return kit.Result{}, nil
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	volume := datastore.BackupVolumeVolume(bv)
+	log := c.Logger.WithFields(logrus.Fields{"backupVolume": bv.Name, "volume": volume, "backupTarget": w.target})
 	if bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
-		n, err := store.DeleteVolume(bv.Name)
+		n, err := store.DeleteVolume(volume)
 		if err != nil {
 			msg := fmt.Sprintf("deleting the volume's backups from the backup target failed after %d of them were deleted: %v", n, err)
 			result := kit.Result{}
@@ -170,7 +198,7 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 	} else {
 		log = log.WithField("reason", "gone from the backup target")
 	}
-	for _, b := range w.backupsOf(bv.Name) {
+	for _, b := range w.backupsOf(volume) {
 		if err := c.forget(ctx, b); err != nil {
 			return kit.Result{}, err
 		}

@@ -27,13 +27,16 @@ func TestBackupVolumeSync(t *testing.T) {
 		labelled bool
 		check    func(t *testing.T, bv *longhorn.BackupVolume, err error)
 	}{{
-		name:   "one made before BackupVolumes had a finalizer gets one, so that its deletion reaches the target",
+		name:   "one made before BackupVolumes had a finalizer and several targets gets one, and says it is default's, keeping its name",
 		target: []string{"vol/b-1"},
 		bv:     &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"}},
 		writes: []string{"create backups", "update backups/status b-1", "update backupvolumes vol", "update backupvolumes/status vol"},
 		check: func(t *testing.T, bv *longhorn.BackupVolume, err error) {
 			if err != nil || !slices.Contains(bv.Finalizers, types.LonghornFinalizer) {
 				t.Errorf("the BackupVolume: %+v, %v; want the finalizer", bv, err)
+			}
+			if bv.Spec.BackupTargetName != "default" || bv.Spec.VolumeName != "vol" || bv.Labels[types.LabelBackupTarget] != "default" || bv.Labels[types.LabelBackupVolume] != "vol" {
+				t.Errorf("the BackupVolume: %+v; want it default's, of vol", bv.ObjectMeta)
 			}
 		},
 	}, {
@@ -56,8 +59,10 @@ func TestBackupVolumeSync(t *testing.T) {
 	}, {
 		name:   "a refresh asked for is answered by a sync time, though nothing changed",
 		target: []string{"vol/b-1"},
-		bv: &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer}},
-			Spec: longhorn.BackupVolumeSpec{SyncRequestedAt: metav1.NewTime(synced.Add(time.Hour))}, Status: longhorn.BackupVolumeStatus{LastSyncedAt: synced}},
+		bv: &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer},
+			Labels: map[string]string{types.LabelBackupTarget: "default", types.LabelBackupVolume: "vol"}},
+			Spec:   longhorn.BackupVolumeSpec{SyncRequestedAt: metav1.NewTime(synced.Add(time.Hour)), BackupTargetName: "default", VolumeName: "vol"},
+			Status: longhorn.BackupVolumeStatus{LastSyncedAt: synced}},
 		writes: []string{"create backups", "update backups/status b-1", "update backupvolumes/status vol"},
 		check: func(t *testing.T, bv *longhorn.BackupVolume, err error) {
 			if err != nil || syncRequested(bv) {

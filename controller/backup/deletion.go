@@ -34,7 +34,7 @@ func (c *TargetController) finishDeletions(ctx context.Context, store *backupsto
 			continue
 		}
 		vol := datastore.BackupVolumeName(b)
-		log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol})
+		log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": vol, "backupTarget": datastore.BackupTargetOf(b)})
 		switch {
 		case b.Labels[types.LabelDeleteCustomResourceOnly] == "true":
 			log = log.WithField("reason", "gone from the backup target")
@@ -46,7 +46,7 @@ func (c *TargetController) finishDeletions(ctx context.Context, store *backupsto
 			err := store.Delete(vol, b.Name)
 			if errors.Is(err, backupstore.ErrLocked) {
 				log.WithError(err).Info("Backup deletion waits for an operation on its volume")
-				c.Queue.AddAfter(c.refreshKey(vol), deletionRetryPeriod)
+				c.Queue.AddAfter(c.refreshKeyIn(datastore.BackupTargetOf(b), vol), deletionRetryPeriod)
 				continue
 			}
 			if err != nil && !errors.Is(err, backupstore.ErrNotExist) {
@@ -90,6 +90,6 @@ func (c *TargetController) forget(ctx context.Context, b *longhorn.Backup) error
 	if err := c.ds.DeleteBackup(ctx, b.Name); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": datastore.BackupVolumeName(b)}).Info("Backup no longer in the backup target: removing its object, deleting nothing from the target")
+	c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": datastore.BackupVolumeName(b), "backupTarget": datastore.BackupTargetOf(b)}).Info("Backup no longer in its backup target: removing its object, deleting nothing from the target")
 	return nil
 }

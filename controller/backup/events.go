@@ -64,6 +64,31 @@ func engineWork(old, cur *longhorn.Engine) work {
 	return w
 }
 
+// refreshed are the backups of an engine's change that ask its volume
+// read from their target: those that finished, and those running that no
+// engine reports any more (as engineWork finds them), with their status.
+func refreshed(old, cur *longhorn.Engine) map[string]*longhorn.EngineBackupStatus {
+	if old == nil {
+		return nil
+	}
+	out := map[string]*longhorn.EngineBackupStatus{}
+	var after map[string]*longhorn.EngineBackupStatus
+	if cur != nil {
+		after = cur.Status.BackupStatus
+	}
+	for name, st := range after {
+		if prev := old.Status.BackupStatus[name]; st != nil && !running(st.State) && (prev == nil || prev.State != st.State) {
+			out[name] = st
+		}
+	}
+	for name, prev := range old.Status.BackupStatus {
+		if _, ok := after[name]; !ok && prev != nil && running(prev.State) {
+			out[name] = prev
+		}
+	}
+	return out
+}
+
 // running reports whether an engine's backup state is neither final
 // state.
 func running(state string) bool {

@@ -60,6 +60,10 @@ func newFixtureAt(t testing.TB, target string, cred map[string]string, objects .
 	}
 	objects = append(objects,
 		&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(types.SettingNameBackupTarget), Namespace: "ns"}, Value: target},
+		// Owned by this node already, as controller/backuptarget's claim
+		// leaves it.
+		&longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: datastore.DefaultBackupTargetName, Namespace: "ns"},
+			Spec: longhorn.BackupTargetSpec{BackupTargetURL: target}, Status: longhorn.BackupTargetStatus{OwnerID: "node-1"}},
 		&longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "ns"},
 			Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue}}}},
 	)

@@ -8,8 +8,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // lastPoll is the last poll of the whole target: of which target, with
@@ -43,61 +43,40 @@ func decidePoll(last lastPoll, target, secret string, interval time.Duration, no
 	return pollDecision{due: true, next: interval}
 }
 
-// pollInterval is the backupstore-poll-interval setting.
-func (c *TargetController) pollInterval() (time.Duration, error) {
-	secs, err := c.ds.GetSettingAsInt(types.SettingNameBackupstorePollInterval)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(secs) * time.Second, nil
-}
-
 // syncPoll polls the whole target when a poll is due, and brings the key
 // back when the next one is.
-func (c *TargetController) syncPoll(ctx context.Context) (kit.Result, error) {
-	target, err := c.ds.GetSettingValue(types.SettingNameBackupTarget)
-	if err != nil {
-		return kit.Result{}, err
-	}
-	secret, err := c.ds.GetSettingValue(types.SettingNameBackupTargetCredentialSecret)
-	if err != nil {
-		return kit.Result{}, err
-	}
-	interval, err := c.pollInterval()
-	if err != nil {
-		return kit.Result{}, err
-	}
+func (c *TargetController) syncPoll(ctx context.Context, t datastore.Target) (kit.Result, error) {
 	c.mu.Lock()
-	last := c.lastPoll
+	last := c.lastPoll[t.Name]
 	c.mu.Unlock()
 	now := c.now()
-	d := decidePoll(last, target, secret, interval, now)
+	d := decidePoll(last, t.URL, t.CredentialSecret, t.PollInterval, now)
 	if !d.due {
-		if target == "" || interval <= 0 {
-			c.notPolling()
+		if t.URL == "" || t.PollInterval <= 0 {
+			c.notPolling(t.Name)
 		}
-		if target == "" {
-			c.recordOnDefaultTarget(ctx, target, nil, now)
+		if t.URL == "" {
+			c.recordOnTarget(ctx, t.Name, t.URL, nil, now)
 		}
 		return kit.Result{RequeueAfter: d.next}, nil
 	}
 	c.mu.Lock()
-	c.lastPoll = lastPoll{target: target, secret: secret, at: now}
+	c.lastPoll[t.Name] = lastPoll{target: t.URL, secret: t.CredentialSecret, at: now}
 	c.mu.Unlock()
 
-	err = c.pollTarget(ctx, target)
-	c.polled(target, !isTargetError(err), now)
+	err := c.pollTarget(ctx, t)
+	c.polled(t.Name, t.URL, !isTargetError(err), now)
 	var targetErr error
 	if isTargetError(err) {
 		targetErr = err
 	}
-	c.recordOnDefaultTarget(ctx, target, targetErr, now)
+	c.recordOnTarget(ctx, t.Name, t.URL, targetErr, now)
 	if isTargetError(err) {
 		// Said on the BackupVolumes and in an event; the next poll
 		// tries again, not a backoff of retries that would read the
 		// target more often than polls do.
-		c.reportIfUnavailable(ctx, err)
-		c.Logger.WithError(err).WithField("target", target).Warn("Backup target poll failed; the next poll tries again")
+		c.reportIfUnavailable(ctx, t.Name, err)
+		c.Logger.WithError(err).WithFields(logrus.Fields{"backupTarget": t.Name, "target": t.URL}).Warn("Backup target poll failed; the next poll tries again")
 		return kit.Result{RequeueAfter: d.next}, nil
 	}
 	return kit.Result{RequeueAfter: d.next}, err
@@ -108,12 +87,12 @@ func (c *TargetController) syncPoll(ctx context.Context) (kit.Result, error) {
 // cannot be read (a backup failing for that reason shows its error), but
 // nothing is forgotten then: an unreachable target must not empty the
 // lists.
-func (c *TargetController) pollTarget(ctx context.Context, target string) error {
-	store, err := c.openTarget(ctx)
+func (c *TargetController) pollTarget(ctx context.Context, t datastore.Target) error {
+	store, err := c.openTarget(ctx, t)
 	if err != nil || store == nil {
 		return err
 	}
-	w, err := c.loadWorld()
+	w, err := c.loadWorld(t)
 	if err != nil {
 		return err
 	}
@@ -131,11 +110,11 @@ func (c *TargetController) pollTarget(ctx context.Context, target string) error 
 			// A write refused (a conflict with the cache behind): that
 			// volume is refreshed again alone, with backoff, rather than
 			// the whole target read again.
-			c.Logger.WithError(err).WithField("backupVolume", vol).Warn("Could not bring the backup volume's objects in line with the poll; refreshing it again")
-			c.Queue.AddRateLimited(c.refreshKey(vol))
+			c.Logger.WithError(err).WithFields(logrus.Fields{"backupTarget": t.Name, "backupVolume": vol}).Warn("Could not bring the backup volume's objects in line with the poll; refreshing it again")
+			c.Queue.AddRateLimited(c.refreshKeyIn(t.Name, vol))
 		}
 	}
-	c.Logger.WithFields(logrus.Fields{"target": target, "volumes": len(byVolume)}).Debug("Polled the backup target")
+	c.Logger.WithFields(logrus.Fields{"backupTarget": t.Name, "target": t.URL, "volumes": len(byVolume)}).Debug("Polled the backup target")
 	return deleteErr
 }
 
@@ -173,7 +152,7 @@ func (w *world) volumes(listed map[string]*backupstore.VolumeListing) []string {
 		set[v] = true
 	}
 	for _, b := range w.backups {
-		if v := backupVolumeOf(b); v != "" {
+		if v := backupVolumeOf(b); v != "" && w.inTarget(b) {
 			set[v] = true
 		}
 	}

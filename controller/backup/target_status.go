@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
-	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -36,17 +35,18 @@ func defaultTargetStatus(cur longhorn.BackupTargetStatus, target string, pollErr
 	return s
 }
 
-// recordOnDefaultTarget writes what a poll found into default's status
-// when it changed (a poll that read the target moves lastSyncedAt, so
-// one write per poll). A failed write is logged, not retried: the next
-// poll writes again.
-func (c *TargetController) recordOnDefaultTarget(ctx context.Context, target string, pollErr error, now time.Time) {
-	bt, err := c.ds.GetBackupTargetRO(datastore.DefaultBackupTargetName)
+// recordOnTarget writes what a poll of target (its URL) found into the
+// BackupTarget's status when it changed (a poll that read the target
+// moves lastSyncedAt, so one write per poll). A failed write is logged,
+// not retried: the next poll writes again.
+func (c *TargetController) recordOnTarget(ctx context.Context, name, target string, pollErr error, now time.Time) {
+	log := c.Logger.WithField("backupTarget", name)
+	bt, err := c.ds.GetBackupTargetRO(name)
 	if apierrors.IsNotFound(err) {
-		return // controller/backuptarget makes it
+		return // controller/backuptarget makes default; another was deleted
 	}
 	if err != nil {
-		c.Logger.WithError(err).Warn("Could not read the default backup target to write the poll's result")
+		log.WithError(err).Warn("Could not read the backup target to write the poll's result")
 		return
 	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -58,7 +58,7 @@ func (c *TargetController) recordOnDefaultTarget(ctx context.Context, target str
 		updated.Status = status
 		_, werr := c.ds.UpdateBackupTargetStatus(ctx, updated)
 		if apierrors.IsConflict(werr) {
-			fresh, gerr := c.ds.GetBackupTargetFresh(ctx, datastore.DefaultBackupTargetName)
+			fresh, gerr := c.ds.GetBackupTargetFresh(ctx, name)
 			if gerr != nil {
 				return gerr
 			}
@@ -67,6 +67,6 @@ func (c *TargetController) recordOnDefaultTarget(ctx context.Context, target str
 		return werr
 	})
 	if err != nil {
-		c.Logger.WithError(err).Warn("Could not write the poll's result into the default backup target's status; the next poll writes it")
+		log.WithError(err).Warn("Could not write the poll's result into the backup target's status; the next poll writes it")
 	}
 }

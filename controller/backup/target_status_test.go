@@ -52,7 +52,16 @@ func TestDefaultTargetStatus(t *testing.T) {
 
 func defaultTarget(url string) *longhorn.BackupTarget {
 	return &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "ns"},
-		Spec: longhorn.BackupTargetSpec{BackupTargetURL: url}, Status: longhorn.BackupTargetStatus{OwnerID: "node-2"}}
+		Spec: longhorn.BackupTargetSpec{BackupTargetURL: url}, Status: longhorn.BackupTargetStatus{OwnerID: "node-1"}}
+}
+
+// putTarget stores bt in the fixture's clientset and cache.
+func putTarget(t *testing.T, f *fixture, bt *longhorn.BackupTarget) {
+	t.Helper()
+	if _, err := f.lh.LonghornV1beta2().BackupTargets("ns").Update(context.Background(), bt, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.cache(t, bt)
 }
 
 // TestAPollWritesDefaultsStatus: the poll's result reaches default's
@@ -61,23 +70,19 @@ func defaultTarget(url string) *longhorn.BackupTarget {
 func TestAPollWritesDefaultsStatus(t *testing.T) {
 	t.Run("a target the poll reads", func(t *testing.T) {
 		f := newFixture(t, nil)
-		bt := defaultTarget("file://" + f.root)
-		if _, err := f.lh.LonghornV1beta2().BackupTargets("ns").Create(context.Background(), bt, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		f.cache(t, bt)
+		putTarget(t, f, defaultTarget("file://"+f.root))
 		f.lh.ClearActions()
 		if _, err := f.c.sync(context.Background(), f.c.key()); err != nil {
 			t.Fatal(err)
 		}
-		if got := lhWrites(f.lh.Actions()); !slices.Equal(got, []string{"update backuptargets/status default"}) {
+		if got := append(lhWrites(f.lh.Actions()), targetWrites(f.lh.Actions())...); !slices.Equal(got, []string{"update backuptargets/status default"}) {
 			t.Fatalf("writes %v", got)
 		}
 		got, err := f.lh.LonghornV1beta2().BackupTargets("ns").Get(context.Background(), "default", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.Status.Available || !got.Status.LastSyncedAt.Time.Equal(f.now) || got.Status.OwnerID != "node-2" {
+		if !got.Status.Available || !got.Status.LastSyncedAt.Time.Equal(f.now) || got.Status.OwnerID != "node-1" {
 			t.Errorf("status %+v", got.Status)
 		}
 	})
@@ -86,10 +91,7 @@ func TestAPollWritesDefaultsStatus(t *testing.T) {
 			&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(types.SettingNameBackupTargetCredentialSecret), Namespace: "ns"}, Value: "missing-secret"})
 		bt := defaultTarget("s3://backups@us-east-1/")
 		bt.Status.Available = true
-		if _, err := f.lh.LonghornV1beta2().BackupTargets("ns").Create(context.Background(), bt, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		f.cache(t, bt)
+		putTarget(t, f, bt)
 		if _, err := f.c.sync(context.Background(), f.c.key()); err != nil {
 			t.Fatal(err)
 		}
@@ -104,11 +106,14 @@ func TestAPollWritesDefaultsStatus(t *testing.T) {
 	})
 	t.Run("no default: the poll writes nothing of it", func(t *testing.T) {
 		f := newFixture(t, nil)
+		if err := f.inf.Longhorn.Longhorn().V1beta2().BackupTargets().Informer().GetIndexer().Delete(defaultTarget("")); err != nil {
+			t.Fatal(err)
+		}
 		f.lh.ClearActions()
 		if _, err := f.c.sync(context.Background(), f.c.key()); err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range lhWrites(f.lh.Actions()) {
+		for _, w := range allWrites(f.lh.Actions()) {
 			if strings.Contains(w, "backuptargets") {
 				t.Errorf("wrote %s", w)
 			}

@@ -22,8 +22,8 @@ import (
 // (the sync's status write).
 func syncBackup(volume, name string, mutate ...func(*longhorn.Backup)) *longhorn.Backup {
 	b := &longhorn.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{types.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
-		Status:     longhorn.BackupStatus{State: longhorn.BackupStateCompleted, VolumeName: volume},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{types.LabelBackupVolume: volume, types.LabelBackupTarget: "default"}, Finalizers: []string{types.LonghornFinalizer}},
+		Status:     longhorn.BackupStatus{State: longhorn.BackupStateCompleted, VolumeName: volume, BackupTargetName: "default"},
 	}
 	for _, m := range mutate {
 		m(b)
@@ -39,8 +39,30 @@ func deleted(b *longhorn.Backup) {
 func forgotten(b *longhorn.Backup) { b.Labels[types.LabelDeleteCustomResourceOnly] = "true" }
 
 // lhWrites are the create, update and delete actions a sync made, as
-// "verb resource[/subresource] name".
+// "verb resource[/subresource] name", but those of BackupTargets (a
+// poll's result in the target's status: targetWrites).
 func lhWrites(actions []k8stesting.Action) []string {
+	var out []string
+	for _, w := range allWrites(actions) {
+		if !strings.Contains(w, " backuptargets") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// targetWrites are the writes of BackupTargets a sync made.
+func targetWrites(actions []k8stesting.Action) []string {
+	var out []string
+	for _, w := range allWrites(actions) {
+		if strings.Contains(w, " backuptargets") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func allWrites(actions []k8stesting.Action) []string {
 	var out []string
 	for _, a := range actions {
 		r := a.GetResource().Resource

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,22 +12,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// world is what the cluster holds that a sync reads, from the cache.
+// world is what the cluster holds that a sync of one target reads, from
+// the cache.
 type world struct {
-	backups       map[string]*longhorn.Backup       // by name
-	backupVolumes map[string]*longhorn.BackupVolume // by name
-	// engineBackups are the backups engines report and have not
-	// completed, by volume and backup name.
+	target        string                            // the target's name
+	backups       map[string]*longhorn.Backup       // by name, of every target
+	backupVolumes map[string]*longhorn.BackupVolume // of this target, by volume
+	// engineBackups are the backups engines report to this target and
+	// have not completed, by volume and backup name.
 	engineBackups map[string]map[string]*longhorn.EngineBackupStatus
 }
 
-func (c *TargetController) loadWorld() (*world, error) {
-	w := &world{backups: map[string]*longhorn.Backup{}, backupVolumes: map[string]*longhorn.BackupVolume{}, engineBackups: map[string]map[string]*longhorn.EngineBackupStatus{}}
+// inTarget reports whether b is in the world's target.
+func (w *world) inTarget(b *longhorn.Backup) bool { return datastore.BackupTargetOf(b) == w.target }
+
+func (c *TargetController) loadWorld(t datastore.Target) (*world, error) {
+	w := &world{target: t.Name, backups: map[string]*longhorn.Backup{}, backupVolumes: map[string]*longhorn.BackupVolume{}, engineBackups: map[string]map[string]*longhorn.EngineBackupStatus{}}
 	backups, err := c.ds.ListBackupsRO("")
 	if err != nil {
 		return nil, err
@@ -39,7 +46,15 @@ func (c *TargetController) loadWorld() (*world, error) {
 		return nil, err
 	}
 	for _, bv := range bvs {
-		w.backupVolumes[bv.Name] = bv
+		if datastore.BackupVolumeTarget(bv) != t.Name {
+			continue
+		}
+		// Two objects for one volume (one made by hand): the one named
+		// as this manager names it wins, so the choice is stable.
+		vol := datastore.BackupVolumeVolume(bv)
+		if prev := w.backupVolumes[vol]; prev == nil || bv.Name == datastore.BackupVolumeObjectName(vol, t.Name) {
+			w.backupVolumes[vol] = bv
+		}
 	}
 	engines, err := c.ds.ListEnginesRO()
 	if err != nil {
@@ -49,6 +64,9 @@ func (c *TargetController) loadWorld() (*world, error) {
 		for name, st := range e.Status.BackupStatus {
 			if st == nil || st.State == backupStateCompleted {
 				continue // the target lists it
+			}
+			if c.engineBackupTarget(e, st) != t.Name {
+				continue
 			}
 			if w.engineBackups[e.Spec.VolumeName] == nil {
 				w.engineBackups[e.Spec.VolumeName] = map[string]*longhorn.EngineBackupStatus{}
@@ -64,7 +82,7 @@ func (c *TargetController) loadWorld() (*world, error) {
 func (w *world) deleting(volume string, all bool) []*longhorn.Backup {
 	var out []*longhorn.Backup
 	for _, b := range w.backups {
-		if b.DeletionTimestamp != nil && kit.HasFinalizer(b) && (all || backupVolumeOf(b) == volume) {
+		if b.DeletionTimestamp != nil && kit.HasFinalizer(b) && w.inTarget(b) && (all || backupVolumeOf(b) == volume) {
 			out = append(out, b)
 		}
 	}
@@ -72,11 +90,11 @@ func (w *world) deleting(volume string, all bool) []*longhorn.Backup {
 	return out
 }
 
-// backupsOf are a volume's Backup objects, by name.
+// backupsOf are a volume's Backup objects in the world's target, by name.
 func (w *world) backupsOf(volume string) []*longhorn.Backup {
 	var out []*longhorn.Backup
 	for _, b := range w.backups {
-		if backupVolumeOf(b) == volume {
+		if backupVolumeOf(b) == volume && w.inTarget(b) {
 			out = append(out, b)
 		}
 	}
@@ -95,13 +113,13 @@ type volumeDesired struct {
 // desireVolume is what a volume's objects should say, given what its
 // engines report of running backups and what the target holds (listing,
 // nil when nothing). url names a backup of the volume.
-func desireVolume(volume string, engines map[string]*longhorn.EngineBackupStatus, listing *backupstore.VolumeListing, url func(volume, backup string) string) volumeDesired {
-	d := volumeDesired{backups: engineObjects(volume, engines)}
+func desireVolume(target, volume string, engines map[string]*longhorn.EngineBackupStatus, listing *backupstore.VolumeListing, url func(volume, backup string) string) volumeDesired {
+	d := volumeDesired{backups: engineObjects(target, volume, engines)}
 	if listing == nil {
 		return d
 	}
 	for _, b := range listing.Backups {
-		d.backups[b.Name] = backupObject(b.Name, volume, longhorn.BackupStatus{
+		d.backups[b.Name] = backupObject(b.Name, volume, target, longhorn.BackupStatus{
 			State: longhorn.BackupStateCompleted, Progress: 100, URL: url(volume, b.Name),
 			SnapshotName: b.SnapshotName, SnapshotCreatedAt: b.SnapshotCreatedAt, BackupCreatedAt: b.CreatedAt,
 			Size: strconv.FormatInt(b.Size, 10), Labels: b.Labels, VolumeName: volume, VolumeSize: strconv.FormatInt(b.VolumeSize, 10),
@@ -127,7 +145,7 @@ func desireVolume(volume string, engines map[string]*longhorn.EngineBackupStatus
 			note("Error", bad.Err.Error())
 			continue
 		}
-		d.backups[bad.Backup] = backupObject(bad.Backup, volume, longhorn.BackupStatus{
+		d.backups[bad.Backup] = backupObject(bad.Backup, volume, target, longhorn.BackupStatus{
 			State: longhorn.BackupStateError, VolumeName: volume, URL: url(volume, bad.Backup), Error: bad.Err.Error(),
 		})
 	}
@@ -136,10 +154,10 @@ func desireVolume(volume string, engines map[string]*longhorn.EngineBackupStatus
 }
 
 // engineObjects are the Backup objects of the backups engines run.
-func engineObjects(volume string, engines map[string]*longhorn.EngineBackupStatus) map[string]*longhorn.Backup {
+func engineObjects(target, volume string, engines map[string]*longhorn.EngineBackupStatus) map[string]*longhorn.Backup {
 	out := map[string]*longhorn.Backup{}
 	for name, st := range engines {
-		out[name] = backupObject(name, volume, longhorn.BackupStatus{
+		out[name] = backupObject(name, volume, target, longhorn.BackupStatus{
 			State: longhorn.BackupState(st.State), Progress: st.Progress, SnapshotName: st.SnapshotName, Error: st.Error, VolumeName: volume,
 		})
 	}
@@ -150,7 +168,7 @@ func engineObjects(volume string, engines map[string]*longhorn.EngineBackupStatu
 // with what its engines report and what the target holds (listing, nil
 // when nothing: read without error).
 func (c *TargetController) syncVolume(ctx context.Context, store *backupstore.Store, w *world, volume string, listing *backupstore.VolumeListing) error {
-	d := desireVolume(volume, w.engineBackups[volume], listing, store.URL)
+	d := desireVolume(w.target, volume, w.engineBackups[volume], listing, store.URL)
 	taken, err := c.applyBackups(ctx, w, volume, d.backups)
 	if err != nil {
 		return err
@@ -184,7 +202,7 @@ func (c *TargetController) syncVolume(ctx context.Context, store *backupstore.St
 		}
 		d.volume.Messages[BackupVolumeMessageNameTaken] = taken
 	}
-	return c.syncBackupVolume(ctx, w.backupVolumes[volume], volume, d.volume)
+	return c.syncBackupVolume(ctx, w.target, w.backupVolumes[volume], volume, d.volume)
 }
 
 // applyBackups creates or updates the Backup objects wanted for volume.
@@ -198,15 +216,17 @@ func (c *TargetController) applyBackups(ctx context.Context, w *world, volume st
 	sort.Strings(names)
 	for _, name := range names {
 		live := w.backups[name]
-		if live != nil && backupVolumeOf(live) != volume {
+		if live != nil && (backupVolumeOf(live) != volume || !w.inTarget(live)) {
 			// Backup objects are named by the backup alone, and this
-			// name is another volume's: a copy made by hand, or another
-			// cluster's. The object keeps mirroring the volume it was
-			// made for; this one is said on its BackupVolume.
+			// name is another volume's, or in another target: a copy
+			// made by hand, or another cluster's. The object keeps
+			// mirroring the backup it was made for; this one is said on
+			// its BackupVolume.
 			if taken != "" {
 				taken += "; "
 			}
-			taken += fmt.Sprintf("backup %s is not shown: a Backup object of that name stands for volume %s's backup", name, backupVolumeOf(live))
+			taken += fmt.Sprintf("backup %s is not shown: a Backup object of that name stands for volume %s's backup in backup target %s",
+				name, backupVolumeOf(live), datastore.BackupTargetOf(live))
 			continue
 		}
 		synced, err := c.syncBackup(ctx, live, want[name])
@@ -222,12 +242,27 @@ func (c *TargetController) applyBackups(ctx context.Context, w *world, volume st
 
 // syncMirror copies what one volume's engines report of their running
 // backups into Backup objects, reading nothing from the target.
+// Each target's backups are mirrored by that target's owner only.
 func (c *TargetController) syncMirror(ctx context.Context, volume string) error {
-	w, err := c.loadWorld()
+	targets, err := c.ds.ListTargets()
 	if err != nil {
 		return err
 	}
-	return c.mirrorEngines(ctx, w, volume)
+	var errs []error
+	for _, t := range targets {
+		if _, owned, err := c.ownedTarget(ctx, t.Name); err != nil || !owned {
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		w, err := c.loadWorld(t)
+		if err != nil {
+			return err
+		}
+		errs = append(errs, c.mirrorEngines(ctx, w, volume))
+	}
+	return errors.Join(errs...)
 }
 
 // mirrorEngines copies what engines report of their running backups into
@@ -238,7 +273,7 @@ func (c *TargetController) mirrorEngines(ctx context.Context, w *world, volume s
 		if volume != "" && vol != volume {
 			continue
 		}
-		if _, err := c.applyBackups(ctx, w, vol, engineObjects(vol, states)); err != nil {
+		if _, err := c.applyBackups(ctx, w, vol, engineObjects(w.target, vol, states)); err != nil {
 			return err
 		}
 	}
@@ -260,6 +295,19 @@ func (c *TargetController) syncBackup(ctx context.Context, live, want *longhorn.
 	}
 	if live.DeletionTimestamp != nil {
 		return live, nil
+	}
+	if live.Labels[types.LabelBackupTarget] == "" {
+		// Made before there were several targets: it is default's, and
+		// says so as new objects do.
+		labelled := live.DeepCopy()
+		if labelled.Labels == nil {
+			labelled.Labels = map[string]string{}
+		}
+		labelled.Labels[types.LabelBackupTarget] = want.Labels[types.LabelBackupTarget]
+		var err error
+		if live, err = c.ds.UpdateBackup(ctx, labelled); err != nil {
+			return nil, fmt.Errorf("label Backup %s with its backup target: %w", want.Name, err)
+		}
 	}
 	status := want.Status
 	status.OwnerID = c.nodeID
@@ -302,9 +350,10 @@ func backupMode(recorded string) string {
 	return recorded
 }
 
-func backupObject(name, volume string, status longhorn.BackupStatus) *longhorn.Backup {
+func backupObject(name, volume, target string, status longhorn.BackupStatus) *longhorn.Backup {
+	status.BackupTargetName = target
 	return &longhorn.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelBackupVolume: volume}, Finalizers: []string{types.LonghornFinalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{types.LabelBackupVolume: volume, types.LabelBackupTarget: target}, Finalizers: []string{types.LonghornFinalizer}},
 		Spec:       longhorn.BackupSpec{SnapshotName: status.SnapshotName},
 		Status:     status,
 	}

@@ -143,7 +143,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			Message: fmt.Sprintf("only a Completed backup can be drilled; this one is %q", b.Status.State)}
 	} else {
 		log.WithField("full", b.Spec.VerifyFull).Info("Drilling the backup: reading every block back from the target")
-		res, err := c.drill(ctx, volume, b.Name, log)
+		res, err := c.drill(ctx, datastore.BackupTargetOf(b), volume, b.Name, log)
 		rec = verification(res, err)
 		if b.Spec.VerifyFull && rec.Result == longhorn.BackupVerificationPassed {
 			full, result, msg := c.fullDrill(ctx, b, log)
@@ -162,13 +162,17 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	return kit.Result{}, nil
 }
 
-// drill reads the backup back from the target.
-func (c *Controller) drill(ctx context.Context, volume, backup string, log *logrus.Entry) (*backupstore.VerifyResult, error) {
-	target, cred, err := c.ds.GetBackupTarget(ctx)
+// drill reads the backup back from its target.
+func (c *Controller) drill(ctx context.Context, targetName, volume, backup string, log *logrus.Entry) (*backupstore.VerifyResult, error) {
+	t, err := c.ds.GetTarget(targetName)
 	if err != nil {
 		return nil, err
 	}
-	store, err := backupstore.OpenWithCredential(target, cred)
+	cred, err := c.ds.TargetCredential(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	store, err := backupstore.OpenWithCredential(t.URL, cred)
 	if err != nil {
 		return nil, err
 	}

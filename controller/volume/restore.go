@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
@@ -143,11 +144,12 @@ func (c *Controller) restore(ctx context.Context, v *longhorn.Volume, dirs []ins
 	if err != nil {
 		return err
 	}
-	// The backup-target-credential-secret opens the backup's target, as
-	// Longhorn does, whichever target the backup URL names.
+	// The backup's target is opened with the credential of the
+	// BackupTarget the URL names; a URL inside none of them with
+	// default's (the backup-target-credential-secret), as Longhorn does.
 	var cred map[string]string
 	if backupstore.UsesCredential(target) {
-		if cred, err = c.ds.GetBackupTargetCredential(ctx); err != nil {
+		if cred, err = c.restoreCredential(ctx, target); err != nil {
 			return fmt.Errorf("restore volume %s from %s: %w", v.Name, v.Spec.FromBackup, err)
 		}
 	}
@@ -184,4 +186,17 @@ func (c *Controller) restore(ctx context.Context, v *longhorn.Volume, dirs []ins
 	}
 	c.Logger.WithFields(logrus.Fields{"volume": v.Name, "backup": backup, "took": time.Since(start).Round(time.Millisecond)}).Info("Restored volume from backup")
 	return nil
+}
+
+// restoreCredential is the credential of the BackupTarget whose URL
+// target is, default's when it is none's.
+func (c *Controller) restoreCredential(ctx context.Context, target string) (map[string]string, error) {
+	t, err := c.ds.TargetForURL(target)
+	if apierrors.IsNotFound(err) {
+		return c.ds.GetBackupTargetCredential(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.ds.TargetCredential(ctx, t)
 }

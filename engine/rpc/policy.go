@@ -2,14 +2,13 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
-	"path"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 )
 
@@ -19,12 +18,15 @@ import (
 // volume up to a target of their own (reading it out) or restore one of
 // theirs over it. The daemon sets both from the cluster's state.
 type Policy struct {
-	// BackupTarget returns the backup-target setting and the data of the
-	// Secret its credential setting names. When set, BackupCreate and
-	// Restore accept only locations inside that target (PermissionDenied
-	// otherwise, FailedPrecondition when none is configured) and open it
-	// with that credential, never one the caller sends.
-	BackupTarget func(ctx context.Context) (target string, cred map[string]string, err error)
+	// BackupTarget returns, of the cluster's backup targets (the
+	// backup-target setting and every BackupTarget), the one location
+	// names, with the data of the Secret its credential names: "" when
+	// location is inside none of them, ErrNoBackupTarget when none is
+	// configured at all. When set, BackupCreate and Restore accept only
+	// locations inside a configured target (PermissionDenied otherwise,
+	// FailedPrecondition when none is configured) and open it with its
+	// credential, never one the caller sends.
+	BackupTarget func(ctx context.Context, location string) (target string, cred map[string]string, err error)
 	// RestoreAllowed, when set, says whether volume is being restored
 	// from backupURL; a Restore it refuses is FailedPrecondition. The
 	// engine refuses a restore into a volume with a frontend or with
@@ -46,20 +48,12 @@ func (s *Server) getPolicy() Policy {
 	return s.policy
 }
 
-// normalTarget is a target URL with its path cleaned and no trailing
-// slash, so file:///b/ and file:///b/x/.. compare equal.
-func normalTarget(target string) (string, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return "", err
-	}
-	u.RawQuery, u.Fragment = "", ""
-	if u.Path != "" {
-		u.Path = strings.TrimSuffix(path.Clean(u.Path), "/")
-	}
-	u.RawPath = ""
-	return u.String(), nil
-}
+// normalTarget is backupstore.NormalTarget.
+func normalTarget(target string) (string, error) { return backupstore.NormalTarget(target) }
+
+// ErrNoBackupTarget is what Policy.BackupTarget returns when no backup
+// target is configured.
+var ErrNoBackupTarget = errors.New("no backup target is configured (the backup-target setting is empty and no other BackupTarget has a URL)")
 
 // checkTarget returns the credential to open target with, or why target
 // may not be used.
@@ -67,20 +61,19 @@ func (p Policy) checkTarget(ctx context.Context, target string, cred map[string]
 	if p.BackupTarget == nil {
 		return cred, nil
 	}
-	configured, configuredCred, err := p.BackupTarget(ctx)
+	got, err := normalTarget(target)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "the backup-target setting cannot be read: %v", err)
+		return nil, status.Errorf(codes.PermissionDenied, "backup location %q is not a URL: only a configured backup target (the backup-target setting or a BackupTarget) may be used", target)
+	}
+	configured, configuredCred, err := p.BackupTarget(ctx, got)
+	if errors.Is(err, ErrNoBackupTarget) {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the backup targets cannot be read: %v", err)
 	}
 	if configured == "" {
-		return nil, status.Error(codes.FailedPrecondition, "no backup target is configured (the backup-target setting is empty)")
-	}
-	want, err := normalTarget(configured)
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "the backup-target setting %q is not a URL: %v", configured, err)
-	}
-	got, err := normalTarget(target)
-	if err != nil || got != want {
-		return nil, status.Errorf(codes.PermissionDenied, "backup location %q: only the configured backup-target %s may be used", target, configured)
+		return nil, status.Errorf(codes.PermissionDenied, "backup location %q: only a configured backup target (the backup-target setting or a BackupTarget) may be used", target)
 	}
 	return configuredCred, nil
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
@@ -74,7 +75,12 @@ func TestEnginePolicyConfinesBackupsToTheConfiguredTarget(t *testing.T) {
 	live := rpctest.Engine(t, "live", 4<<20, clock.RealClock{}, "r1")
 	restoring := map[string]bool{"restored": true}
 	c := servePolicy(t, rpc.Policy{
-		BackupTarget: func(context.Context) (string, map[string]string, error) { return target + "/", nil, nil },
+		BackupTarget: func(_ context.Context, location string) (string, map[string]string, error) {
+			if backupstore.SameTarget(location, target+"/") {
+				return target + "/", nil, nil
+			}
+			return "", nil, nil
+		},
 		RestoreAllowed: func(_ context.Context, volume, _ string) error {
 			if !restoring[volume] {
 				return errors.New("volume " + volume + " is not being restored from a backup")
@@ -84,7 +90,7 @@ func TestEnginePolicyConfinesBackupsToTheConfiguredTarget(t *testing.T) {
 	}, src, dst, live)
 
 	_, err := c.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: "vol", Snapshot: "s1", Target: elsewhere})
-	wantCode(t, "backup to another target", err, codes.PermissionDenied, elsewhere, "backup-target", target)
+	wantCode(t, "backup to another target", err, codes.PermissionDenied, elsewhere, "backup-target")
 	_, err = c.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: "vol", Snapshot: "s1", Target: target + "/../x"})
 	wantCode(t, "backup to a path out of the target", err, codes.PermissionDenied, "backup-target")
 	long := map[string]string{"k": strings.Repeat("v", 2000)}
@@ -117,7 +123,9 @@ func TestEnginePolicyConfinesBackupsToTheConfiguredTarget(t *testing.T) {
 	}
 
 	// With no backup target configured, no backup goes anywhere.
-	none := servePolicy(t, rpc.Policy{BackupTarget: func(context.Context) (string, map[string]string, error) { return "", nil, nil }},
+	none := servePolicy(t, rpc.Policy{BackupTarget: func(context.Context, string) (string, map[string]string, error) {
+		return "", nil, rpc.ErrNoBackupTarget
+	}},
 		rpctest.Engine(t, "vol", 4<<20, clock.RealClock{}, "r1"))
 	_, err = none.BackupCreate(ctx, &pb.BackupCreateRequest{Volume: "vol", Snapshot: "s1", Target: target})
 	wantCode(t, "backup with no target configured", err, codes.FailedPrecondition, "no backup target")

@@ -76,7 +76,9 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 		view.Close()
 		return nil
 	}
-	e.backups[name] = &BackupStatus{Snapshot: snapshot, State: BackupStateInProgress}
+	// The URL from the start: it says which target the backup goes to
+	// (the manager mirrors each target apart) while it runs.
+	e.backups[name] = &BackupStatus{Snapshot: snapshot, State: BackupStateInProgress, URL: store.URL(e.name, name)}
 	e.backupMu.Unlock()
 	e.generation.Add(1)
 

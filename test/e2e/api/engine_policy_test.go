@@ -65,11 +65,11 @@ func TestHostileEngineClientCannotRestoreOverOrBackUpOutOfAVolume(t *testing.T) 
 	}
 	elsewhere := "file://" + t.TempDir()
 	_, err = hostile.SnapshotBackup(ctx, engineapi.BackupRequest{Snapshot: "s1", Target: elsewhere})
-	if err == nil || !strings.Contains(err.Error(), "only the configured backup-target") {
+	if err == nil || !strings.Contains(err.Error(), "only a configured backup target") {
 		t.Fatalf("backup to the hostile pod's target: %v", err)
 	}
 	err = hostile.BackupRestore(ctx, elsewhere+"?backup=b&volume=src", nil)
-	if err == nil || !strings.Contains(err.Error(), "only the configured backup-target") {
+	if err == nil || !strings.Contains(err.Error(), "only a configured backup target") {
 		t.Fatalf("restore from the hostile pod's target: %v", err)
 	}
 }

@@ -41,25 +41,25 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 		size, _ := strconv.ParseFloat(b.Status.Size, 64)
 		m := e.ScrapeMetrics(t)
 		want := map[string]float64{
-			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "state", "Completed"):  1,
-			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "state", "InProgress"): 0,
-			framework.Series("longhorn_backup_size_bytes", "backup", backup, "volume", "src"):                   size,
-			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "src"):                  float64(done.UnixNano()) / 1e9,
-			framework.Series("longhorn_backup_target_reachable"):                                                1,
+			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "backup_target", "default", "state", "Completed"):  1,
+			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "backup_target", "default", "state", "InProgress"): 0,
+			framework.Series("longhorn_backup_size_bytes", "backup", backup, "volume", "src", "backup_target", "default"):                   size,
+			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "src"):                                              float64(done.UnixNano()) / 1e9,
+			framework.Series("longhorn_backup_target_reachable", "backup_target", "default"):                                                1,
 		}
 		// The duration runs from the Backup object's creation, when the
 		// manager first saw the backup, to its completion.
 		if d := done.Sub(b.CreationTimestamp.Time).Seconds(); d > 0 {
 			t.Logf("backup took %.3fs after its object's creation", d)
-			want[framework.Series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src")] = d
-			want[framework.Series("longhorn_backup_throughput_bytes_per_second", "backup", backup, "volume", "src")] = size / d
-		} else if _, ok := m[framework.Series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src")]; ok {
+			want[framework.Series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src", "backup_target", "default")] = d
+			want[framework.Series("longhorn_backup_throughput_bytes_per_second", "backup", backup, "volume", "src", "backup_target", "default")] = size / d
+		} else if _, ok := m[framework.Series("longhorn_backup_duration_seconds", "backup", backup, "volume", "src", "backup_target", "default")]; ok {
 			t.Fatalf("a duration for a backup that completed before its object was made")
 		}
 		if size <= 0 {
 			t.Fatalf("backup size %q", b.Status.Size)
 		}
-		if m[framework.Series("longhorn_backup_target_last_success_timestamp_seconds")] <= 0 {
+		if m[framework.Series("longhorn_backup_target_last_success_timestamp_seconds", "backup_target", "default")] <= 0 {
 			return "no successful poll of the target yet"
 		}
 		return framework.ExpectSeries(m, want)
@@ -75,8 +75,8 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 	framework.EventuallyAgree(t, 60*time.Second, "the target unreachable", func() string {
 		m := e.ScrapeMetrics(t)
 		return framework.ExpectSeries(m, map[string]float64{
-			framework.Series("longhorn_backup_target_reachable"):                      0,
-			framework.Series("longhorn_backup_target_last_success_timestamp_seconds"): 0,
+			framework.Series("longhorn_backup_target_reachable", "backup_target", "default"):                      0,
+			framework.Series("longhorn_backup_target_last_success_timestamp_seconds", "backup_target", "default"): 0,
 		})
 	})
 }

@@ -163,6 +163,10 @@ type BackupStatus struct {
 	Messages map[string]string `json:"messages"`
 	// +optional
 	VolumeName string `json:"volumeName"`
+	// The BackupTarget the backup is in; empty (an object made before
+	// there were several targets) is "default".
+	// +optional
+	BackupTargetName string `json:"backupTargetName"`
 	// +optional
 	VolumeSize string `json:"volumeSize"`
 	// +optional
@@ -199,6 +203,7 @@ type BackupStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lhb,categories=longhorn
+// +kubebuilder:printcolumn:name="BackupTarget",type=string,JSONPath=`.status.backupTargetName`,description="The backup target name"
 // +kubebuilder:printcolumn:name="SnapshotName",type=string,JSONPath=`.status.snapshotName`,description="The snapshot the backup was taken from"
 // +kubebuilder:printcolumn:name="SnapshotSize",type=string,JSONPath=`.status.size`,description="The size of the backed-up snapshot"
 // +kubebuilder:printcolumn:name="SnapshotCreatedAt",type=string,JSONPath=`.status.snapshotCreatedAt`,description="When the snapshot was taken"

@@ -8,6 +8,14 @@ type BackupVolumeSpec struct {
 	// +optional
 	// +nullable
 	SyncRequestedAt metav1.Time `json:"syncRequestedAt"`
+	// The BackupTarget the backup volume is in; empty (an object made
+	// before there were several targets) is "default".
+	// +optional
+	BackupTargetName string `json:"backupTargetName"`
+	// The volume whose backups these are; empty (an object made before
+	// there were several targets) is the object's name.
+	// +optional
+	VolumeName string `json:"volumeName"`
 }
 
 // BackupVolumeStatus is what the backup target holds for one volume.
@@ -46,6 +54,8 @@ type BackupVolumeStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lhbv,categories=longhorn
+// +kubebuilder:printcolumn:name="BackupTarget",type=string,JSONPath=`.spec.backupTargetName`,description="The backup target name"
+// +kubebuilder:printcolumn:name="VolumeName",type=string,JSONPath=`.spec.volumeName`,description="The volume name"
 // +kubebuilder:printcolumn:name="CreatedAt",type=string,JSONPath=`.status.createdAt`,description="When the backup volume was created"
 // +kubebuilder:printcolumn:name="LastBackupName",type=string,JSONPath=`.status.lastBackupName`,description="The newest backup of the volume"
 // +kubebuilder:printcolumn:name="LastBackupAt",type=string,JSONPath=`.status.lastBackupAt`,description="When the newest backup was taken"

@@ -31,6 +31,11 @@ type RecurringJobSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Retain int `json:"retain"`
+	// The BackupTarget a backup job's backups go to (not Longhorn's:
+	// longhorn/longhorn#11421); empty: each volume's own target. Its
+	// retention counts the backups in that target only.
+	// +optional
+	BackupTargetName string `json:"backupTargetName,omitempty"`
 	// RetentionPolicy (Longhorn v1.12) says what a snapshot or backup job
 	// keeps: count-based (the default) the newest retain; age-based also
 	// whatever is younger than retainAge.

@@ -112,6 +112,9 @@ type VolumeSpec struct {
 	Frontend VolumeFrontend `json:"frontend"`
 	// +optional
 	FromBackup string `json:"fromBackup"`
+	// The BackupTarget the volume's backups go to; empty is "default".
+	// +optional
+	BackupTargetName string `json:"backupTargetName"`
 	// +optional
 	DataSource string `json:"dataSource"`
 	// +optional

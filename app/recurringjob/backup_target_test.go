@@ -1,0 +1,24 @@
+package recurringjob
+
+import (
+	"testing"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+)
+
+// A job's backup goes to the job's target, else the volume's, else
+// default.
+func TestBackupTargetOf(t *testing.T) {
+	for _, tc := range []struct{ job, volume, want string }{
+		{"offsite", "local", "offsite"},
+		{"", "local", "local"},
+		{"", "", "default"},
+		{"offsite", "", "offsite"},
+	} {
+		job := &longhorn.RecurringJob{Spec: longhorn.RecurringJobSpec{BackupTargetName: tc.job}}
+		v := &longhorn.Volume{Spec: longhorn.VolumeSpec{BackupTargetName: tc.volume}}
+		if got := backupTargetOf(job, v); got != tc.want {
+			t.Errorf("job %q, volume %q: %q, want %q", tc.job, tc.volume, got, tc.want)
+		}
+	}
+}
