@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -142,4 +143,21 @@ func copyLabels(in map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// IsDrillScratchVolume reports whether v is a full drill's scratch volume
+// as the backup verify controller makes one: labelled
+// types.LabelBackupVerifyScratch and owned by a Backup. The label alone
+// does not make one (a user may put any label on a volume of theirs):
+// what deletes scratch volumes asks this.
+func IsDrillScratchVolume(v *longhorn.Volume) bool {
+	if !types.IsBackupVerifyScratch(v.Labels) {
+		return false
+	}
+	for _, ref := range v.OwnerReferences {
+		if ref.Kind == "Backup" && ref.APIVersion == longhorn.SchemeGroupVersion.String() && ref.UID != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -64,6 +64,9 @@ func TestSweepScratch(t *testing.T) {
 	now := metav1.Now()
 	vol := func(name string, labels map[string]string, deleting bool) *longhorn.Volume {
 		v := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if types.IsBackupVerifyScratch(labels) {
+			v.OwnerReferences = backupOwner
+		}
 		if deleting {
 			v.DeletionTimestamp = &now
 		}
@@ -72,6 +75,8 @@ func TestSweepScratch(t *testing.T) {
 	scratch := func(node string) map[string]string {
 		return map[string]string{types.LabelBackupVerifyScratch: "b1", types.LabelBackupVerifyNode: node}
 	}
+	labelledByAUser := vol("drill-e", scratch("node-1"), false)
+	labelledByAUser.OwnerReferences = nil
 	ready := func(node string) bool { return node == "node-2" }
 	for _, tc := range []struct {
 		name  string
@@ -85,6 +90,7 @@ func TestSweepScratch(t *testing.T) {
 		{"a scratch volume of a Ready node's drill stays", vol("drill-b", scratch("node-2"), false), false},
 		{"a scratch volume of a node gone is deleted", vol("drill-c", scratch("node-9"), false), true},
 		{"one being deleted is left to its deletion", vol("drill-d", scratch("node-1"), true), false},
+		{"a volume a user labelled as a scratch volume, no Backup's, is never deleted", labelledByAUser, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := sweepScratch(tc.v, "drill-active", "node-1", ready); got != tc.sweep {
@@ -126,3 +132,6 @@ func TestWithFullDrill(t *testing.T) {
 		t.Fatalf("a restore that failed: %+v", failed)
 	}
 }
+
+// backupOwner is the owner reference a scratch volume carries: its Backup.
+var backupOwner = []metav1.OwnerReference{{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Backup", Name: "b1", UID: "uid-b1"}}

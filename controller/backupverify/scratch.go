@@ -87,7 +87,7 @@ func restoreState(v *longhorn.Volume) (done bool, failed string) {
 // no drill of this node runs on, made by this node or by one that is not
 // Ready (its drill ended with it).
 func sweepScratch(v *longhorn.Volume, active, nodeID string, nodeReady func(string) bool) bool {
-	if !types.IsBackupVerifyScratch(v.Labels) || v.DeletionTimestamp != nil || v.Name == active {
+	if !datastore.IsDrillScratchVolume(v) || v.DeletionTimestamp != nil || v.Name == active {
 		return false
 	}
 	owner := v.Labels[types.LabelBackupVerifyNode]
@@ -102,7 +102,7 @@ func (c *Controller) createScratch(ctx context.Context, b *longhorn.Backup, name
 	// One left by a drill cut short goes first: its restore is not this
 	// drill's measure.
 	if old, err := c.ds.GetVolumeFresh(ctx, name); err == nil {
-		if !types.IsBackupVerifyScratch(old.Labels) {
+		if !datastore.IsDrillScratchVolume(old) {
 			return fmt.Errorf("a volume %s that is no drill's scratch volume exists; it is left alone", name)
 		}
 		c.deleteScratch(ctx, name, "a drill cut short left it", c.Logger.WithField("scratchVolume", name))
@@ -133,7 +133,7 @@ func (c *Controller) updateScratch(ctx context.Context, name string, change func
 		if err != nil {
 			return err
 		}
-		if !types.IsBackupVerifyScratch(v.Labels) {
+		if !datastore.IsDrillScratchVolume(v) {
 			return fmt.Errorf("volume %s is no drill's scratch volume", name)
 		}
 		updated := v.DeepCopy()
@@ -154,7 +154,7 @@ func (c *Controller) deleteScratch(ctx context.Context, name, why string, log *l
 		log.WithError(err).Warn("Could not read the drill's scratch volume to delete it; the next start deletes it")
 		return
 	}
-	if !types.IsBackupVerifyScratch(v.Labels) || v.DeletionTimestamp != nil {
+	if !datastore.IsDrillScratchVolume(v) || v.DeletionTimestamp != nil {
 		return
 	}
 	// Preconditions: the volume read, labelled, and no other of its name.

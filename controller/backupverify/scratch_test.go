@@ -26,14 +26,18 @@ func TestSyncScratch(t *testing.T) {
 		writes []string
 	}{{
 		name: "a scratch volume this node's drill left is deleted",
-		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-left", Namespace: "ns",
+		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-left", Namespace: "ns", OwnerReferences: backupOwner,
 			Labels: map[string]string{types.LabelBackupVerifyScratch: "b1", types.LabelBackupVerifyNode: "node-1"}}},
 		writes: []string{"delete volumes"},
 	}, {
 		name: "the scratch volume of the drill running stays",
-		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-now", Namespace: "ns",
+		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-now", Namespace: "ns", OwnerReferences: backupOwner,
 			Labels: map[string]string{types.LabelBackupVerifyScratch: "b1", types.LabelBackupVerifyNode: "node-1"}}},
 		active: "drill-now",
+	}, {
+		name: "a user's volume labelled as a scratch volume, owned by no Backup, is never deleted",
+		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-labelled", Namespace: "ns",
+			Labels: map[string]string{types.LabelBackupVerifyScratch: "b1", types.LabelBackupVerifyNode: "node-1"}}},
 	}, {
 		name:   "a user's volume is never deleted, whatever its name",
 		volume: &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-mine", Namespace: "ns", Labels: map[string]string{"app": "db"}}},

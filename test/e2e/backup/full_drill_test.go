@@ -133,9 +133,12 @@ func TestAFullDrillCutShortLeavesNoScratchVolume(t *testing.T) {
 	})
 	d.Stop(t)
 
-	// What a crashed drill leaves, and a user's volume that looks alike.
+	// What a crashed drill leaves (labelled, owned by the Backup it
+	// drilled), and a user's volume that looks alike.
+	owner := backupObject(t, e, b1)
 	leftover := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-000000000000",
-		Labels: map[string]string{types.LabelBackupVerifyScratch: "gone-backup", types.LabelBackupVerifyNode: "node-1"}},
+		Labels:          map[string]string{types.LabelBackupVerifyScratch: b1, types.LabelBackupVerifyNode: "node-1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Backup", Name: owner.Name, UID: owner.UID}}},
 		Spec: longhorn.VolumeSpec{Size: 4 << 20, NumberOfReplicas: 1}}
 	mine := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "drill-mine"}, Spec: longhorn.VolumeSpec{Size: 4 << 20, NumberOfReplicas: 1}}
 	for _, v := range []*longhorn.Volume{leftover, mine} {
