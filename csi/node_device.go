@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cadence-storage/longhorn-manager/engine/nbd"
+	"github.com/cadence-storage/longhorn-manager/internal/hostexec"
 )
 
 // The device of a staged volume. Where the kernel has no nbd module, as
@@ -176,22 +177,6 @@ func (d *Driver) disconnectDevice(st *stagedVolume, log *logrus.Entry) error {
 	return nil
 }
 
-// unmountFuse unmounts nbdfuse's mount, waiting out a moment's EBUSY (a
-// loop device closing).
-func unmountFuse(dir string) error {
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = unix.Unmount(dir, 0); err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("unmount nbdfuse at %s: %w", dir, err)
-}
-
 // isOurNbdfuse says whether st's nbdfuse still runs: the pid is alive
 // and is nbdfuse serving st's file, not a process that took the pid over.
 func isOurNbdfuse(st *stagedVolume) bool {
@@ -219,15 +204,6 @@ func procState(stat []byte) string {
 	return string(stat[i+2])
 }
 
-// loopBackingFile is the file a loop device reads, "" when it reads none.
-func loopBackingFile(device string) string {
-	data, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(device), "loop/backing_file"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
-}
-
 // syncFile flushes what the kernel holds for a file or device.
 func syncFile(path string) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -250,14 +226,9 @@ func waitFor(timeout time.Duration, cond func() bool) error {
 	return nil
 }
 
-// run runs a short command and returns its output, or an error that
-// says the command and what it printed.
-func run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()+" "+stdout.String()))
-	}
-	return stdout.String(), nil
-}
+// The host operations the full drill's devices run too (internal/rodevice).
+var (
+	run             = hostexec.Run
+	loopBackingFile = hostexec.LoopBackingFile
+	unmountFuse     = hostexec.UnmountFuse
+)

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cadence-storage/longhorn-manager/internal/hostexec"
 )
 
 // readyTimeout bounds the wait for nbdfuse to serve its file.
@@ -196,36 +198,9 @@ func isNbdfuse(pid int, file string) bool {
 	return len(args) > 0 && filepath.Base(string(args[0])) == "nbdfuse" && bytes.Contains(cmdline, []byte(file))
 }
 
-func loopBackingFile(device string) string {
-	data, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(device), "loop/backing_file"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
-}
-
-// unmount unmounts the FUSE mount, waiting out a moment's EBUSY (a loop
-// device closing).
-func unmount(dir string) error {
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = unix.Unmount(dir, 0); err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("unmount nbdfuse at %s: %w", dir, err)
-}
-
-func run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()+" "+stdout.String()))
-	}
-	return stdout.String(), nil
-}
+// The host operations the CSI node service runs too (csi).
+var (
+	run             = hostexec.Run
+	loopBackingFile = hostexec.LoopBackingFile
+	unmount         = hostexec.UnmountFuse
+)
