@@ -27,10 +27,11 @@ func purgedSnapshotEnv(t *testing.T, objects ...*longhorn.Snapshot) (*Controller
 	t.Helper()
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
-	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,7 @@ func TestNeedsMutation(t *testing.T) {
 func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
@@ -157,7 +158,7 @@ func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
 	if n := c.Queue.Len(); n != 0 {
 		t.Fatalf("%d keys queued before the engine started", n)
 	}
-	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +217,7 @@ func waitQueued(t *testing.T, c *Controller, want string) {
 func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
@@ -232,7 +234,7 @@ func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 	if res.RequeueAfter != deletionRecheck {
 		t.Errorf("a deletion waiting for its engine looks again after %v, want %v", res.RequeueAfter, deletionRecheck)
 	}
-	if _, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false); err != nil {
+	if _, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Queue.Len(); n != 1 {
@@ -251,10 +253,11 @@ func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 func TestADeletionAnExportHoldsComesBackWhenTheHoldEnds(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	clock := clocktesting.NewFakeClock(time.Now())
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clock, logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
-	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

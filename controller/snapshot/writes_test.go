@@ -40,10 +40,11 @@ func TestOneSnapshotCostsTwoWritesAndTwoEngineCalls(t *testing.T) {
 	log.SetLevel(logrus.PanicLevel)
 	var mu sync.Mutex
 	var calls []string
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(call string) { mu.Lock(); calls = append(calls, call); mu.Unlock() })
 	t.Cleanup(instances.StopAll)
-	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false)
+	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
+	dir := t.TempDir() // made first: its removal runs after the engines stop
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
@@ -46,7 +47,7 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 	defer c.Queue.ShutDown()
 	v := &longhorn.Volume{Spec: longhorn.VolumeSpec{Size: size, FromBackup: "file://" + target + "?backup=b1&volume=vol", NumberOfReplicas: 1}}
 	v.Name = "vol"
-	err := c.restore(context.Background(), v, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}})
+	err := c.restore(context.Background(), v, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}})
 	if err == nil || !strings.Contains(err.Error(), "restore volume vol from") {
 		t.Fatalf("restore of a malformed backup: %v, want the volume's restore error", err)
 	}

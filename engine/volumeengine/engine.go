@@ -97,6 +97,12 @@ type Engine struct {
 	purgeMu sync.Mutex
 	purge   PurgeStatus
 	purged  purgedNames
+	// purging counts the purge running in the background; Close waits
+	// for it, so no purge touches a replica's files after Close.
+	purging sync.WaitGroup
+	// closed is set by Close under purgeMu: no purge starts after it, and
+	// one that waited for mu finds the replicas closed and does nothing.
+	closed atomic.Bool
 
 	backupMu sync.Mutex
 	backups  map[string]*BackupStatus
@@ -463,14 +469,16 @@ func (e *Engine) RevertSnapshot(name string) error {
 func (e *Engine) StartPurge() {
 	e.called("StartPurge")
 	e.purgeMu.Lock()
-	if e.purge.IsPurging {
+	if e.purge.IsPurging || e.closed.Load() {
 		e.purgeMu.Unlock()
 		return
 	}
 	e.purge = PurgeStatus{IsPurging: true, State: "in_progress"}
+	e.purging.Add(1)
 	e.purgeMu.Unlock()
 	e.notify()
 	go func() {
+		defer e.purging.Done()
 		err := e.purgeAll()
 		e.purgeMu.Lock()
 		e.purge = PurgeStatus{Progress: 100, State: "complete"}
@@ -490,6 +498,9 @@ func (e *Engine) purgeAll() (err error) {
 	start := e.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return errors.New("the engine stopped before the purge began")
+	}
 	members := e.healthy()
 	var purged []string
 	for i, m := range members {
@@ -523,12 +534,17 @@ func (e *Engine) purgeStatus() PurgeStatus {
 	return e.purge
 }
 
-// Close closes the replicas.
+// Close closes the replicas, after a purge that holds them ends; a purge
+// that has not begun does nothing.
 func (e *Engine) Close() error {
+	e.purgeMu.Lock()
+	e.closed.Store(true)
+	e.purgeMu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, m := range e.replicas {
 		m.r.Close()
 	}
+	e.mu.Unlock()
+	e.purging.Wait()
 	return nil
 }

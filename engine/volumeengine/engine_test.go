@@ -193,3 +193,28 @@ func TestAFullDiskFailsOnlyItsReplica(t *testing.T) {
 		t.Fatalf("a write with every replica on a full disk: %v", err)
 	}
 }
+
+// Close returns only after a running purge ended, and no purge starts on a
+// closed engine: nothing touches a replica's files once its engine is
+// closed (a test's temporary folder was removed under a purge).
+func TestCloseWaitsForThePurgeAndStartsNoOther(t *testing.T) {
+	e, _ := newEngine(t, 2)
+	if _, err := e.CreateSnapshot("s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteSnapshot("s1"); err != nil {
+		t.Fatal(err)
+	}
+	e.StartPurge()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.PurgeStatus(); st.IsPurging {
+		t.Fatalf("Close returned while the purge ran: %+v", st)
+	}
+	before := e.PurgeStatus()
+	e.StartPurge()
+	if st := e.PurgeStatus(); st != before {
+		t.Fatalf("a closed engine started a purge: %+v, was %+v", st, before)
+	}
+}
