@@ -3,7 +3,6 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -122,7 +121,7 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	}
 	if st != nil {
 		if st.Block != nc.block || (!nc.block && st.FsType != "" && st.FsType != nc.fsType) {
-			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged already with another capability (%s)", id, st.describe())
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged already with another capability (%s)", id, st.Describe())
 		}
 		if st.Endpoint == endpoint && deviceHealthy(st) {
 			if nc.block {
@@ -134,7 +133,7 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		} else {
 			// Left by a driver or node that stopped, or a volume attached
 			// again since: what it recorded no longer works; undo it.
-			log.WithField("state", st.describe()).Info("Undoing a stale stage of the volume")
+			log.WithField("state", st.Describe()).Info("Undoing a stale stage of the volume")
 			if err := s.unstage(st, log); err != nil {
 				return nil, status.Errorf(codes.Internal, "undo the stale stage of volume %s: %v", id, err)
 			}
@@ -282,12 +281,4 @@ func (s *nodeServer) unstage(st *stagedVolume, log *logrus.Entry) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	return nil
-}
-
-// describe sums up a stage for messages and logs.
-func (st *stagedVolume) describe() string {
-	if st.Block {
-		return fmt.Sprintf("block device %s", st.Device)
-	}
-	return fmt.Sprintf("%s on %s at %s", st.FsType, st.Device, st.StagingPath)
 }

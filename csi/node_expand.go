@@ -62,7 +62,7 @@ func (s *nodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 		return nil, status.Errorf(codes.NotFound, "volume_path %s is not where volume %s is staged or published on this node", path, id)
 	}
 	if !deviceHealthy(st) {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s's device (%s) no longer stands: unstage and stage it again", id, st.describe())
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s's device (%s) no longer stands: unstage and stage it again", id, st.Describe())
 	}
 	if !st.Window {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s was staged by an earlier driver, whose device cannot grow: unstage and stage it again, then expand", id)

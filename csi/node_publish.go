@@ -45,7 +45,7 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	case st == nil || !deviceHealthy(st):
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node: NodeStageVolume first", id)
 	case st.Block != nc.block:
-		return nil, status.Errorf(codes.InvalidArgument, "volume_capability: volume %s is staged as %s", id, st.describe())
+		return nil, status.Errorf(codes.InvalidArgument, "volume_capability: volume %s is staged as %s", id, st.Describe())
 	}
 	if m, err := mountAt(target); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
