@@ -385,18 +385,19 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 	}
 }
 
-// volumeActions are offered in every volume state; snapshotActions while
-// the volume is attached.
+// volumeActions are offered in every volume state; snapshotActions and
+// attachedActions while the volume is attached.
 var (
 	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "expand"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
+	attachedActions = []string{"trimFilesystem"}
 )
 
 func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 	r := resource(base, "volume", "volumes", v.Name)
 	actions := append(append(append([]string{}, volumeActions...), snapshotCRActions...), refusedButOffered...)
 	if v.Status.State == longhorn.VolumeStateAttached {
-		actions = append(append(actions, snapshotActions...), refusedButOfferedAttached...)
+		actions = append(append(actions, snapshotActions...), attachedActions...)
 	}
 	for _, a := range actions {
 		r.Actions[a] = r.Links["self"] + "?action=" + a

@@ -214,6 +214,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.detachVolume(w, r, name)
 	case "expand":
 		return s.expandVolume(w, r, name)
+	case "trimFilesystem":
+		return s.trimFilesystem(w, r, name)
 	case "updateBackupTargetName":
 		return s.updateBackupTargetName(w, r, name)
 	case "snapshotBackup":
@@ -246,7 +248,7 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 }
 
 func allVolumeActions() []string {
-	return append(append(append([]string{}, volumeActions...), snapshotActions...), snapshotCRActions...)
+	return append(append(append(append([]string{}, volumeActions...), snapshotActions...), attachedActions...), snapshotCRActions...)
 }
 
 // backupVolumeSize is the size of the volume a backup URL was taken of,

@@ -34,7 +34,6 @@ var unsupportedVolumeActions = map[string]string{
 	"updateSnapshotMaxCount":                "the engine does not limit the number of a volume's snapshots",
 	"updateSnapshotMaxSize":                 "the engine does not limit the size of a volume's snapshots",
 	"updateUnmapMarkSnapChainRemoved":       "the data plane does not handle unmap (trim) requests",
-	"trimFilesystem":                        "the manager does not run fstrim for a volume yet: a mounted filesystem's discards (fstrim on the mount, or a mount with discard) do free the replicas' space",
 	"updateFreezeFilesystemForSnapshot":     "the manager mounts no filesystem on a volume, so it has none to freeze",
 	"updateBackupCompressionMethod":         "backups use the backup-compression-method setting, for every volume",
 	"engineUpgrade":                         "the engine is built into the manager; there are no engine images to upgrade to",
@@ -50,10 +49,6 @@ var unsupportedVolumeActions = map[string]string{
 // shows the manager's reason. Every other unsupported action is left out,
 // which makes the UI hide or grey its item.
 var refusedButOffered = []string{"updateRebuildConcurrentSyncLimit"}
-
-// refusedButOfferedAttached are those a volume lists while attached, as
-// the UI greys their item otherwise.
-var refusedButOfferedAttached = []string{"trimFilesystem"}
 
 // notSupported is Longhorn's error shape for what Longhorn does and this
 // manager does not: 422, naming what was asked and why it cannot be done.

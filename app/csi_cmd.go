@@ -10,6 +10,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
+	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 )
 
 // CSICmd is `longhorn-manager csi`: the CSI driver, driver.longhorn.io,
@@ -26,7 +27,7 @@ func CSICmd() cli.Command {
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "the manager API"},
 			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig whose token is sent to a manager with --api-auth=kubernetes; the in-cluster config when empty, none outside a cluster", EnvVar: "KUBECONFIG"},
 			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience (read again on each call); the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
-			cli.StringFlag{Name: "state-dir", Value: "/var/lib/longhorn-csi", Usage: "where the Node service keeps what it made for each staged volume"},
+			cli.StringFlag{Name: "state-dir", Value: nodestate.DefaultDir, Usage: "where the Node service keeps what it made for each staged volume"},
 			cli.DurationFlag{Name: "retry-for", Value: 30 * time.Second, Usage: "how long one call retries an unreachable or busy manager"},
 		},
 		Action: func(c *cli.Context) error {

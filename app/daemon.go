@@ -84,6 +84,15 @@ type DaemonOptions struct {
 	// 127.0.0.1 when empty, so a volume's data, which NBD serves to
 	// anyone who connects, is not on the pod network.
 	FrontendAddress string
+	// CSIStateDir is the CSI Node service's state directory on this node
+	// (--csi-state-dir, csi/nodestate.DefaultDir when empty): where the
+	// trimFilesystem action finds which device a volume is staged on.
+	CSIStateDir string
+	// HostProc is where the host's /proc is mounted when the manager runs
+	// in a container (--host-proc): the trimFilesystem action reads the
+	// host's mount table there and runs fstrim in the host's mount
+	// namespace. Empty, the manager runs on the host itself.
+	HostProc string
 	// Workers is the number of workers per controller.
 	Workers int
 	// ResyncPeriod is the informers' resync period.

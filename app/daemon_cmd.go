@@ -13,6 +13,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/api"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,6 +38,8 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "metrics-address", Usage: "host:port where /metrics is served alone, for a NetworkPolicy to open to the scraper without the API (the API serves /metrics too); off when empty", EnvVar: "METRICS_ADDRESS"},
 			cli.StringFlag{Name: "profiler-address", Usage: "loopback host:port where Go's runtime profiles are served on /debug/pprof/ (heap, CPU, goroutines); off when empty"},
 			cli.StringFlag{Name: "engine-address", Value: "127.0.0.1:9501", Usage: "host:port of this node's engine service (the DaemonSet uses the pod IP)"},
+			cli.StringFlag{Name: "csi-state-dir", Value: nodestate.DefaultDir, Usage: "the CSI Node service's state directory on this node (its --state-dir): where trimFilesystem finds a volume's device"},
+			cli.StringFlag{Name: "host-proc", Usage: "where the host's /proc is mounted when the manager runs in a container (/host/proc): trimFilesystem reads the host's mounts there and runs fstrim in its mount namespace; empty when the manager runs on the host"},
 			cli.StringFlag{Name: "frontend-address", Value: "127.0.0.1", Usage: "host the volumes' NBD frontends listen on; NBD has no authentication, so the default keeps them off the pod network (kubectl port-forward reaches them)"},
 			cli.StringSliceFlag{Name: "allowed-origins", Usage: "browser origins (scheme://host:port) whose pages may open the API's websocket streams besides the manager's own address and a UI behind a proxy that sets X-Forwarded-Host; needed for a UI reached by a public DNS name (see docs/api.md)", EnvVar: "ALLOWED_ORIGINS"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes, snapshots and recurring jobs)"},
@@ -88,6 +91,8 @@ func DaemonCmd() cli.Command {
 				AllowedOrigins:           splitList(c.StringSlice("allowed-origins")),
 				EngineAddress:            c.String("engine-address"),
 				FrontendAddress:          c.String("frontend-address"),
+				CSIStateDir:              c.String("csi-state-dir"),
+				HostProc:                 c.String("host-proc"),
 				ServiceAccount:           c.String("service-account"),
 				ManagerImage:             c.String("manager-image"),
 				Workers:                  c.Int("workers"),

@@ -12,6 +12,7 @@ import (
 
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 
 	"github.com/cadence-storage/longhorn-manager/api"
@@ -102,6 +103,7 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	}
 	engineServer := rpc.NewServer()
 	engineServer.SetPolicy(enginePolicy(ds))
+	engineServer.SetTrimmer(fstrim.Trimmer{StateDir: o.CSIStateDir, HostProc: o.HostProc})
 	// Only a caller with a certificate of the cluster's internal CA is
 	// answered: other managers, the data sources that export volumes.
 	grpcServer := engineServer.GRPCServer(id.GRPCServerOption())

@@ -51,6 +51,17 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
+// CodeNoMountedFilesystem is the code of a trimFilesystem refused because
+// no filesystem is mounted from the volume on its node (a raw block
+// volume, one no pod mounts, one without a frontend).
+const CodeNoMountedFilesystem = "NoMountedFilesystem"
+
+// IsNoMountedFilesystem reports a trimFilesystem refused so.
+func IsNoMountedFilesystem(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == CodeNoMountedFilesystem
+}
+
 // do sends a request and decodes the JSON answer into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
@@ -298,6 +309,12 @@ func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error 
 
 func (c *Client) Purge(ctx context.Context, volume string) error {
 	return c.action(ctx, "volumes", volume, "snapshotPurge", nil, nil)
+}
+
+// TrimFilesystem runs fstrim on the filesystem mounted from an attached
+// volume, on its node (Longhorn's trimFilesystem), and returns when done.
+func (c *Client) TrimFilesystem(ctx context.Context, volume string) error {
+	return c.action(ctx, "volumes", volume, "trimFilesystem", nil, nil)
 }
 
 // BackupSnapshot starts a backup and returns its name.

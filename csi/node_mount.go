@@ -1,72 +1,22 @@
 package csi
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/cadence-storage/longhorn-manager/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 )
 
-// mountEntry is a line of /proc/self/mountinfo.
-type mountEntry struct {
-	Point, FsType, Source, Options string
-}
+// mountEntry is a line of this process's mount table.
+type mountEntry = mountinfo.Entry
 
 // mounts lists this process's mounts.
-func mounts() ([]mountEntry, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" && i >= 6 {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || len(fields) < sep+3 {
-			continue
-		}
-		out = append(out, mountEntry{
-			Point: unescapeMountinfo(fields[4]), Options: fields[5],
-			FsType: fields[sep+1], Source: unescapeMountinfo(fields[sep+2]),
-		})
-	}
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func mounts() ([]mountEntry, error) { return mountinfo.Self() }
 
 // canonical is path made absolute with its symlinks resolved, as the
 // kernel lists mount points; path itself when it does not exist.

@@ -89,8 +89,9 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 
 	retainPath := specPath.Child("retain")
 	minRetain := 1
-	if spec.Task == longhorn.RecurringJobTypeSnapshotCleanup || spec.Task == longhorn.RecurringJobTypeBackupVerify {
-		// Neither keeps anything: retain has no use.
+	switch spec.Task {
+	case longhorn.RecurringJobTypeSnapshotCleanup, longhorn.RecurringJobTypeBackupVerify, longhorn.RecurringJobTypeFilesystemTrim:
+		// None keeps anything: retain has no use.
 		minRetain = 0
 	}
 	switch spec.RetentionPolicy {

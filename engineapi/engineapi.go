@@ -6,6 +6,7 @@ package engineapi
 import (
 	"context"
 	"errors"
+	"time"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -55,8 +56,24 @@ type EngineClient interface {
 	// RestoreStatus reports the last restore, by replica address as
 	// Longhorn's engine does; this engine reports one entry.
 	RestoreStatus(ctx context.Context) (map[string]*longhorn.RestoreStatus, error)
+	// FilesystemTrim runs fstrim on the filesystem mounted from the
+	// volume on the engine's node, within FilesystemTrimTimeout; a volume
+	// with no mounted filesystem there is ErrPrecondition.
+	FilesystemTrim(ctx context.Context) (*FilesystemTrimResult, error)
 	Close() error
 }
+
+// FilesystemTrimResult is where the filesystem trimmed is mounted and the
+// bytes fstrim discarded.
+type FilesystemTrimResult struct {
+	MountPoint   string
+	TrimmedBytes int64
+}
+
+// FilesystemTrimTimeout bounds a trim: within the API's write timeout
+// (api.DefaultTimeouts) and the API client's (client.NewClient), so the
+// action answers its caller.
+const FilesystemTrimTimeout = 50 * time.Second
 
 // BackupRequest says what SnapshotBackup backs up, and how.
 type BackupRequest struct {

@@ -156,6 +156,16 @@ func (c *GRPCClient) SnapshotPurge(ctx context.Context) error {
 	return c.wrap("snapshot purge", err)
 }
 
+func (c *GRPCClient) FilesystemTrim(ctx context.Context) (*FilesystemTrimResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, FilesystemTrimTimeout)
+	defer cancel()
+	res, err := c.client.FilesystemTrim(ctx, &pb.VolumeRequest{Volume: c.volume})
+	if err != nil {
+		return nil, c.wrap("filesystem trim", err)
+	}
+	return &FilesystemTrimResult{MountPoint: res.MountPoint, TrimmedBytes: res.TrimmedBytes}, nil
+}
+
 func (c *GRPCClient) SnapshotPurgeStatus(ctx context.Context) (map[string]*longhorn.PurgeStatus, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()

@@ -32,6 +32,9 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 		full, _ := datastore.ParseFullDrill(job.Spec.Parameters[types.RecurringJobParameterFullDrill])
 		return r.backupVerify(ctx, v.Name, full)
 	}
+	if job.Spec.Task == longhorn.RecurringJobTypeFilesystemTrim {
+		return r.filesystemTrim(ctx, vol)
+	}
 	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
 		return "the volume is faulted", nil
 	}

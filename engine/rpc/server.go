@@ -16,6 +16,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 )
@@ -27,6 +28,8 @@ type Server struct {
 	engines map[string]*volumeengine.Engine
 	// policy confines backups and restores (policy.go).
 	policy Policy
+	// trimmer trims volumes' mounted filesystems (trim.go).
+	trimmer fstrim.Trimmer
 }
 
 // NewServer returns a server with no engines.

@@ -24,6 +24,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type FilesystemTrimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the filesystem trimmed is mounted, on the node.
+	MountPoint string `protobuf:"bytes,1,opt,name=mount_point,json=mountPoint,proto3" json:"mount_point,omitempty"`
+	// The bytes fstrim reports it discarded.
+	TrimmedBytes  int64 `protobuf:"varint,2,opt,name=trimmed_bytes,json=trimmedBytes,proto3" json:"trimmed_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilesystemTrimResponse) Reset() {
+	*x = FilesystemTrimResponse{}
+	mi := &file_engine_rpc_engine_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilesystemTrimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilesystemTrimResponse) ProtoMessage() {}
+
+func (x *FilesystemTrimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_rpc_engine_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilesystemTrimResponse.ProtoReflect.Descriptor instead.
+func (*FilesystemTrimResponse) Descriptor() ([]byte, []int) {
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FilesystemTrimResponse) GetMountPoint() string {
+	if x != nil {
+		return x.MountPoint
+	}
+	return ""
+}
+
+func (x *FilesystemTrimResponse) GetTrimmedBytes() int64 {
+	if x != nil {
+		return x.TrimmedBytes
+	}
+	return 0
+}
+
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +86,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[0]
+	mi := &file_engine_rpc_engine_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +98,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[0]
+	mi := &file_engine_rpc_engine_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +111,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{0}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{1}
 }
 
 type VolumeRequest struct {
@@ -69,7 +123,7 @@ type VolumeRequest struct {
 
 func (x *VolumeRequest) Reset() {
 	*x = VolumeRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[1]
+	mi := &file_engine_rpc_engine_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -81,7 +135,7 @@ func (x *VolumeRequest) String() string {
 func (*VolumeRequest) ProtoMessage() {}
 
 func (x *VolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[1]
+	mi := &file_engine_rpc_engine_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,7 +148,7 @@ func (x *VolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeRequest.ProtoReflect.Descriptor instead.
 func (*VolumeRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{1}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *VolumeRequest) GetVolume() string {
@@ -116,7 +170,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[2]
+	mi := &file_engine_rpc_engine_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +182,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[2]
+	mi := &file_engine_rpc_engine_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +195,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{2}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Volume) GetName() string {
@@ -177,7 +231,7 @@ type SnapshotCreateRequest struct {
 
 func (x *SnapshotCreateRequest) Reset() {
 	*x = SnapshotCreateRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[3]
+	mi := &file_engine_rpc_engine_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +243,7 @@ func (x *SnapshotCreateRequest) String() string {
 func (*SnapshotCreateRequest) ProtoMessage() {}
 
 func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[3]
+	mi := &file_engine_rpc_engine_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +256,7 @@ func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{3}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SnapshotCreateRequest) GetVolume() string {
@@ -235,7 +289,7 @@ type SnapshotCreateResponse struct {
 
 func (x *SnapshotCreateResponse) Reset() {
 	*x = SnapshotCreateResponse{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[4]
+	mi := &file_engine_rpc_engine_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +301,7 @@ func (x *SnapshotCreateResponse) String() string {
 func (*SnapshotCreateResponse) ProtoMessage() {}
 
 func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[4]
+	mi := &file_engine_rpc_engine_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +314,7 @@ func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateResponse) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{4}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SnapshotCreateResponse) GetName() string {
@@ -280,7 +334,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[5]
+	mi := &file_engine_rpc_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +346,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[5]
+	mi := &file_engine_rpc_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +359,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotRequest) GetVolume() string {
@@ -338,7 +392,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[6]
+	mi := &file_engine_rpc_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +404,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[6]
+	mi := &file_engine_rpc_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +417,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Snapshot) GetName() string {
@@ -432,7 +486,7 @@ type SnapshotListResponse struct {
 
 func (x *SnapshotListResponse) Reset() {
 	*x = SnapshotListResponse{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[7]
+	mi := &file_engine_rpc_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +498,7 @@ func (x *SnapshotListResponse) String() string {
 func (*SnapshotListResponse) ProtoMessage() {}
 
 func (x *SnapshotListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[7]
+	mi := &file_engine_rpc_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +511,7 @@ func (x *SnapshotListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotListResponse) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotListResponse) GetSnapshots() []*Snapshot {
@@ -479,7 +533,7 @@ type PurgeStatus struct {
 
 func (x *PurgeStatus) Reset() {
 	*x = PurgeStatus{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[8]
+	mi := &file_engine_rpc_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +545,7 @@ func (x *PurgeStatus) String() string {
 func (*PurgeStatus) ProtoMessage() {}
 
 func (x *PurgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[8]
+	mi := &file_engine_rpc_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +558,7 @@ func (x *PurgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeStatus.ProtoReflect.Descriptor instead.
 func (*PurgeStatus) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PurgeStatus) GetIsPurging() bool {
@@ -563,7 +617,7 @@ type BackupCreateRequest struct {
 
 func (x *BackupCreateRequest) Reset() {
 	*x = BackupCreateRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[9]
+	mi := &file_engine_rpc_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +629,7 @@ func (x *BackupCreateRequest) String() string {
 func (*BackupCreateRequest) ProtoMessage() {}
 
 func (x *BackupCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[9]
+	mi := &file_engine_rpc_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +642,7 @@ func (x *BackupCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCreateRequest.ProtoReflect.Descriptor instead.
 func (*BackupCreateRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BackupCreateRequest) GetVolume() string {
@@ -663,7 +717,7 @@ type BackupCreateResponse struct {
 
 func (x *BackupCreateResponse) Reset() {
 	*x = BackupCreateResponse{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[10]
+	mi := &file_engine_rpc_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +729,7 @@ func (x *BackupCreateResponse) String() string {
 func (*BackupCreateResponse) ProtoMessage() {}
 
 func (x *BackupCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[10]
+	mi := &file_engine_rpc_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +742,7 @@ func (x *BackupCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCreateResponse.ProtoReflect.Descriptor instead.
 func (*BackupCreateResponse) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BackupCreateResponse) GetName() string {
@@ -711,7 +765,7 @@ type BackupStatus struct {
 
 func (x *BackupStatus) Reset() {
 	*x = BackupStatus{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[11]
+	mi := &file_engine_rpc_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +777,7 @@ func (x *BackupStatus) String() string {
 func (*BackupStatus) ProtoMessage() {}
 
 func (x *BackupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[11]
+	mi := &file_engine_rpc_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +790,7 @@ func (x *BackupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStatus.ProtoReflect.Descriptor instead.
 func (*BackupStatus) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BackupStatus) GetSnapshot() string {
@@ -783,7 +837,7 @@ type BackupStatusResponse struct {
 
 func (x *BackupStatusResponse) Reset() {
 	*x = BackupStatusResponse{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[12]
+	mi := &file_engine_rpc_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +849,7 @@ func (x *BackupStatusResponse) String() string {
 func (*BackupStatusResponse) ProtoMessage() {}
 
 func (x *BackupStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[12]
+	mi := &file_engine_rpc_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +862,7 @@ func (x *BackupStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStatusResponse.ProtoReflect.Descriptor instead.
 func (*BackupStatusResponse) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BackupStatusResponse) GetBackups() map[string]*BackupStatus {
@@ -831,7 +885,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[13]
+	mi := &file_engine_rpc_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +897,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[13]
+	mi := &file_engine_rpc_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +910,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RestoreRequest) GetVolume() string {
@@ -894,7 +948,7 @@ type RestoreStatusResponse struct {
 
 func (x *RestoreStatusResponse) Reset() {
 	*x = RestoreStatusResponse{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[14]
+	mi := &file_engine_rpc_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +960,7 @@ func (x *RestoreStatusResponse) String() string {
 func (*RestoreStatusResponse) ProtoMessage() {}
 
 func (x *RestoreStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[14]
+	mi := &file_engine_rpc_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +973,7 @@ func (x *RestoreStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreStatusResponse.ProtoReflect.Descriptor instead.
 func (*RestoreStatusResponse) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RestoreStatusResponse) GetIsRestoring() bool {
@@ -976,7 +1030,7 @@ type SnapshotReadRequest struct {
 
 func (x *SnapshotReadRequest) Reset() {
 	*x = SnapshotReadRequest{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[15]
+	mi := &file_engine_rpc_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1042,7 @@ func (x *SnapshotReadRequest) String() string {
 func (*SnapshotReadRequest) ProtoMessage() {}
 
 func (x *SnapshotReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[15]
+	mi := &file_engine_rpc_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1055,7 @@ func (x *SnapshotReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReadRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotReadRequest) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{15}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotReadRequest) GetVolume() string {
@@ -1044,7 +1098,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_engine_rpc_engine_proto_msgTypes[16]
+	mi := &file_engine_rpc_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1110,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_rpc_engine_proto_msgTypes[16]
+	mi := &file_engine_rpc_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1123,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{16}
+	return file_engine_rpc_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotChunk) GetOffset() int64 {
@@ -1097,7 +1151,11 @@ var File_engine_rpc_engine_proto protoreflect.FileDescriptor
 
 const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x17engine/rpc/engine.proto\x12\x12longhorn.engine.v1\"\a\n" +
+	"\x17engine/rpc/engine.proto\x12\x12longhorn.engine.v1\"^\n" +
+	"\x16FilesystemTrimResponse\x12\x1f\n" +
+	"\vmount_point\x18\x01 \x01(\tR\n" +
+	"mountPoint\x12#\n" +
+	"\rtrimmed_bytes\x18\x02 \x01(\x03R\ftrimmedBytes\"\a\n" +
 	"\x05Empty\"'\n" +
 	"\rVolumeRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\"\xc4\x01\n" +
@@ -1198,7 +1256,7 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1f\n" +
 	"\vvolume_size\x18\x03 \x01(\x03R\n" +
-	"volumeSize2\x81\t\n" +
+	"volumeSize2\xe2\t\n" +
 	"\x06Engine\x12J\n" +
 	"\tVolumeGet\x12!.longhorn.engine.v1.VolumeRequest\x1a\x1a.longhorn.engine.v1.Volume\x12g\n" +
 	"\x0eSnapshotCreate\x12).longhorn.engine.v1.SnapshotCreateRequest\x1a*.longhorn.engine.v1.SnapshotCreateResponse\x12[\n" +
@@ -1212,7 +1270,8 @@ const file_engine_rpc_engine_proto_rawDesc = "" +
 	"\fBackupStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a(.longhorn.engine.v1.BackupStatusResponse\x12H\n" +
 	"\aRestore\x12\".longhorn.engine.v1.RestoreRequest\x1a\x19.longhorn.engine.v1.Empty\x12]\n" +
 	"\rRestoreStatus\x12!.longhorn.engine.v1.VolumeRequest\x1a).longhorn.engine.v1.RestoreStatusResponse\x12\\\n" +
-	"\fSnapshotRead\x12'.longhorn.engine.v1.SnapshotReadRequest\x1a!.longhorn.engine.v1.SnapshotChunk0\x01B;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
+	"\fSnapshotRead\x12'.longhorn.engine.v1.SnapshotReadRequest\x1a!.longhorn.engine.v1.SnapshotChunk0\x01\x12_\n" +
+	"\x0eFilesystemTrim\x12!.longhorn.engine.v1.VolumeRequest\x1a*.longhorn.engine.v1.FilesystemTrimResponseB;Z9github.com/cadence-storage/longhorn-manager/engine/rpc/pbb\x06proto3"
 
 var (
 	file_engine_rpc_engine_proto_rawDescOnce sync.Once
@@ -1226,71 +1285,74 @@ func file_engine_rpc_engine_proto_rawDescGZIP() []byte {
 	return file_engine_rpc_engine_proto_rawDescData
 }
 
-var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_engine_rpc_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_engine_rpc_engine_proto_goTypes = []any{
-	(*Empty)(nil),                  // 0: longhorn.engine.v1.Empty
-	(*VolumeRequest)(nil),          // 1: longhorn.engine.v1.VolumeRequest
-	(*Volume)(nil),                 // 2: longhorn.engine.v1.Volume
-	(*SnapshotCreateRequest)(nil),  // 3: longhorn.engine.v1.SnapshotCreateRequest
-	(*SnapshotCreateResponse)(nil), // 4: longhorn.engine.v1.SnapshotCreateResponse
-	(*SnapshotRequest)(nil),        // 5: longhorn.engine.v1.SnapshotRequest
-	(*Snapshot)(nil),               // 6: longhorn.engine.v1.Snapshot
-	(*SnapshotListResponse)(nil),   // 7: longhorn.engine.v1.SnapshotListResponse
-	(*PurgeStatus)(nil),            // 8: longhorn.engine.v1.PurgeStatus
-	(*BackupCreateRequest)(nil),    // 9: longhorn.engine.v1.BackupCreateRequest
-	(*BackupCreateResponse)(nil),   // 10: longhorn.engine.v1.BackupCreateResponse
-	(*BackupStatus)(nil),           // 11: longhorn.engine.v1.BackupStatus
-	(*BackupStatusResponse)(nil),   // 12: longhorn.engine.v1.BackupStatusResponse
-	(*RestoreRequest)(nil),         // 13: longhorn.engine.v1.RestoreRequest
-	(*RestoreStatusResponse)(nil),  // 14: longhorn.engine.v1.RestoreStatusResponse
-	(*SnapshotReadRequest)(nil),    // 15: longhorn.engine.v1.SnapshotReadRequest
-	(*SnapshotChunk)(nil),          // 16: longhorn.engine.v1.SnapshotChunk
-	nil,                            // 17: longhorn.engine.v1.Volume.ReplicaModesEntry
-	nil,                            // 18: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 19: longhorn.engine.v1.Snapshot.LabelsEntry
-	nil,                            // 20: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	nil,                            // 21: longhorn.engine.v1.BackupCreateRequest.CredentialEntry
-	nil,                            // 22: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
-	nil,                            // 23: longhorn.engine.v1.RestoreRequest.CredentialEntry
+	(*FilesystemTrimResponse)(nil), // 0: longhorn.engine.v1.FilesystemTrimResponse
+	(*Empty)(nil),                  // 1: longhorn.engine.v1.Empty
+	(*VolumeRequest)(nil),          // 2: longhorn.engine.v1.VolumeRequest
+	(*Volume)(nil),                 // 3: longhorn.engine.v1.Volume
+	(*SnapshotCreateRequest)(nil),  // 4: longhorn.engine.v1.SnapshotCreateRequest
+	(*SnapshotCreateResponse)(nil), // 5: longhorn.engine.v1.SnapshotCreateResponse
+	(*SnapshotRequest)(nil),        // 6: longhorn.engine.v1.SnapshotRequest
+	(*Snapshot)(nil),               // 7: longhorn.engine.v1.Snapshot
+	(*SnapshotListResponse)(nil),   // 8: longhorn.engine.v1.SnapshotListResponse
+	(*PurgeStatus)(nil),            // 9: longhorn.engine.v1.PurgeStatus
+	(*BackupCreateRequest)(nil),    // 10: longhorn.engine.v1.BackupCreateRequest
+	(*BackupCreateResponse)(nil),   // 11: longhorn.engine.v1.BackupCreateResponse
+	(*BackupStatus)(nil),           // 12: longhorn.engine.v1.BackupStatus
+	(*BackupStatusResponse)(nil),   // 13: longhorn.engine.v1.BackupStatusResponse
+	(*RestoreRequest)(nil),         // 14: longhorn.engine.v1.RestoreRequest
+	(*RestoreStatusResponse)(nil),  // 15: longhorn.engine.v1.RestoreStatusResponse
+	(*SnapshotReadRequest)(nil),    // 16: longhorn.engine.v1.SnapshotReadRequest
+	(*SnapshotChunk)(nil),          // 17: longhorn.engine.v1.SnapshotChunk
+	nil,                            // 18: longhorn.engine.v1.Volume.ReplicaModesEntry
+	nil,                            // 19: longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 20: longhorn.engine.v1.Snapshot.LabelsEntry
+	nil,                            // 21: longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	nil,                            // 22: longhorn.engine.v1.BackupCreateRequest.CredentialEntry
+	nil,                            // 23: longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	nil,                            // 24: longhorn.engine.v1.RestoreRequest.CredentialEntry
 }
 var file_engine_rpc_engine_proto_depIdxs = []int32{
-	17, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
-	18, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
-	19, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
-	6,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
-	20, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
-	21, // 5: longhorn.engine.v1.BackupCreateRequest.credential:type_name -> longhorn.engine.v1.BackupCreateRequest.CredentialEntry
-	22, // 6: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
-	23, // 7: longhorn.engine.v1.RestoreRequest.credential:type_name -> longhorn.engine.v1.RestoreRequest.CredentialEntry
-	11, // 8: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
-	1,  // 9: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
-	3,  // 10: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
-	1,  // 11: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
-	5,  // 12: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 13: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
-	5,  // 14: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
-	1,  // 15: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
-	1,  // 16: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	9,  // 17: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
-	1,  // 18: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	13, // 19: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
-	1,  // 20: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
-	15, // 21: longhorn.engine.v1.Engine.SnapshotRead:input_type -> longhorn.engine.v1.SnapshotReadRequest
-	2,  // 22: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
-	4,  // 23: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
-	7,  // 24: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
-	6,  // 25: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
-	0,  // 26: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
-	0,  // 27: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
-	0,  // 28: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
-	8,  // 29: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
-	10, // 30: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
-	12, // 31: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
-	0,  // 32: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
-	14, // 33: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
-	16, // 34: longhorn.engine.v1.Engine.SnapshotRead:output_type -> longhorn.engine.v1.SnapshotChunk
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
+	18, // 0: longhorn.engine.v1.Volume.replica_modes:type_name -> longhorn.engine.v1.Volume.ReplicaModesEntry
+	19, // 1: longhorn.engine.v1.SnapshotCreateRequest.labels:type_name -> longhorn.engine.v1.SnapshotCreateRequest.LabelsEntry
+	20, // 2: longhorn.engine.v1.Snapshot.labels:type_name -> longhorn.engine.v1.Snapshot.LabelsEntry
+	7,  // 3: longhorn.engine.v1.SnapshotListResponse.snapshots:type_name -> longhorn.engine.v1.Snapshot
+	21, // 4: longhorn.engine.v1.BackupCreateRequest.labels:type_name -> longhorn.engine.v1.BackupCreateRequest.LabelsEntry
+	22, // 5: longhorn.engine.v1.BackupCreateRequest.credential:type_name -> longhorn.engine.v1.BackupCreateRequest.CredentialEntry
+	23, // 6: longhorn.engine.v1.BackupStatusResponse.backups:type_name -> longhorn.engine.v1.BackupStatusResponse.BackupsEntry
+	24, // 7: longhorn.engine.v1.RestoreRequest.credential:type_name -> longhorn.engine.v1.RestoreRequest.CredentialEntry
+	12, // 8: longhorn.engine.v1.BackupStatusResponse.BackupsEntry.value:type_name -> longhorn.engine.v1.BackupStatus
+	2,  // 9: longhorn.engine.v1.Engine.VolumeGet:input_type -> longhorn.engine.v1.VolumeRequest
+	4,  // 10: longhorn.engine.v1.Engine.SnapshotCreate:input_type -> longhorn.engine.v1.SnapshotCreateRequest
+	2,  // 11: longhorn.engine.v1.Engine.SnapshotList:input_type -> longhorn.engine.v1.VolumeRequest
+	6,  // 12: longhorn.engine.v1.Engine.SnapshotGet:input_type -> longhorn.engine.v1.SnapshotRequest
+	6,  // 13: longhorn.engine.v1.Engine.SnapshotDelete:input_type -> longhorn.engine.v1.SnapshotRequest
+	6,  // 14: longhorn.engine.v1.Engine.SnapshotRevert:input_type -> longhorn.engine.v1.SnapshotRequest
+	2,  // 15: longhorn.engine.v1.Engine.SnapshotPurge:input_type -> longhorn.engine.v1.VolumeRequest
+	2,  // 16: longhorn.engine.v1.Engine.SnapshotPurgeStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	10, // 17: longhorn.engine.v1.Engine.BackupCreate:input_type -> longhorn.engine.v1.BackupCreateRequest
+	2,  // 18: longhorn.engine.v1.Engine.BackupStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	14, // 19: longhorn.engine.v1.Engine.Restore:input_type -> longhorn.engine.v1.RestoreRequest
+	2,  // 20: longhorn.engine.v1.Engine.RestoreStatus:input_type -> longhorn.engine.v1.VolumeRequest
+	16, // 21: longhorn.engine.v1.Engine.SnapshotRead:input_type -> longhorn.engine.v1.SnapshotReadRequest
+	2,  // 22: longhorn.engine.v1.Engine.FilesystemTrim:input_type -> longhorn.engine.v1.VolumeRequest
+	3,  // 23: longhorn.engine.v1.Engine.VolumeGet:output_type -> longhorn.engine.v1.Volume
+	5,  // 24: longhorn.engine.v1.Engine.SnapshotCreate:output_type -> longhorn.engine.v1.SnapshotCreateResponse
+	8,  // 25: longhorn.engine.v1.Engine.SnapshotList:output_type -> longhorn.engine.v1.SnapshotListResponse
+	7,  // 26: longhorn.engine.v1.Engine.SnapshotGet:output_type -> longhorn.engine.v1.Snapshot
+	1,  // 27: longhorn.engine.v1.Engine.SnapshotDelete:output_type -> longhorn.engine.v1.Empty
+	1,  // 28: longhorn.engine.v1.Engine.SnapshotRevert:output_type -> longhorn.engine.v1.Empty
+	1,  // 29: longhorn.engine.v1.Engine.SnapshotPurge:output_type -> longhorn.engine.v1.Empty
+	9,  // 30: longhorn.engine.v1.Engine.SnapshotPurgeStatus:output_type -> longhorn.engine.v1.PurgeStatus
+	11, // 31: longhorn.engine.v1.Engine.BackupCreate:output_type -> longhorn.engine.v1.BackupCreateResponse
+	13, // 32: longhorn.engine.v1.Engine.BackupStatus:output_type -> longhorn.engine.v1.BackupStatusResponse
+	1,  // 33: longhorn.engine.v1.Engine.Restore:output_type -> longhorn.engine.v1.Empty
+	15, // 34: longhorn.engine.v1.Engine.RestoreStatus:output_type -> longhorn.engine.v1.RestoreStatusResponse
+	17, // 35: longhorn.engine.v1.Engine.SnapshotRead:output_type -> longhorn.engine.v1.SnapshotChunk
+	0,  // 36: longhorn.engine.v1.Engine.FilesystemTrim:output_type -> longhorn.engine.v1.FilesystemTrimResponse
+	23, // [23:37] is the sub-list for method output_type
+	9,  // [9:23] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1307,7 +1369,7 @@ func file_engine_rpc_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_rpc_engine_proto_rawDesc), len(file_engine_rpc_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	Engine_Restore_FullMethodName             = "/longhorn.engine.v1.Engine/Restore"
 	Engine_RestoreStatus_FullMethodName       = "/longhorn.engine.v1.Engine/RestoreStatus"
 	Engine_SnapshotRead_FullMethodName        = "/longhorn.engine.v1.Engine/SnapshotRead"
+	Engine_FilesystemTrim_FullMethodName      = "/longhorn.engine.v1.Engine/FilesystemTrim"
 )
 
 // EngineClient is the client API for Engine service.
@@ -60,6 +61,10 @@ type EngineClient interface {
 	// data follow, in order: what no message covers reads as zeros. The
 	// snapshot cannot be deleted while it is read, nor for a lease after.
 	SnapshotRead(ctx context.Context, in *SnapshotReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// FilesystemTrim runs fstrim on the filesystem mounted from the
+	// volume's device on this node (the CSI Node service's stage); a volume
+	// with no mounted filesystem here is FailedPrecondition.
+	FilesystemTrim(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*FilesystemTrimResponse, error)
 }
 
 type engineClient struct {
@@ -209,6 +214,16 @@ func (c *engineClient) SnapshotRead(ctx context.Context, in *SnapshotReadRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Engine_SnapshotReadClient = grpc.ServerStreamingClient[SnapshotChunk]
 
+func (c *engineClient) FilesystemTrim(ctx context.Context, in *VolumeRequest, opts ...grpc.CallOption) (*FilesystemTrimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FilesystemTrimResponse)
+	err := c.cc.Invoke(ctx, Engine_FilesystemTrim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -232,6 +247,10 @@ type EngineServer interface {
 	// data follow, in order: what no message covers reads as zeros. The
 	// snapshot cannot be deleted while it is read, nor for a lease after.
 	SnapshotRead(*SnapshotReadRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// FilesystemTrim runs fstrim on the filesystem mounted from the
+	// volume's device on this node (the CSI Node service's stage); a volume
+	// with no mounted filesystem here is FailedPrecondition.
+	FilesystemTrim(context.Context, *VolumeRequest) (*FilesystemTrimResponse, error)
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -280,6 +299,9 @@ func (UnimplementedEngineServer) RestoreStatus(context.Context, *VolumeRequest) 
 }
 func (UnimplementedEngineServer) SnapshotRead(*SnapshotReadRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotRead not implemented")
+}
+func (UnimplementedEngineServer) FilesystemTrim(context.Context, *VolumeRequest) (*FilesystemTrimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FilesystemTrim not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -529,6 +551,24 @@ func _Engine_SnapshotRead_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Engine_SnapshotReadServer = grpc.ServerStreamingServer[SnapshotChunk]
 
+func _Engine_FilesystemTrim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).FilesystemTrim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_FilesystemTrim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).FilesystemTrim(ctx, req.(*VolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -583,6 +623,10 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestoreStatus",
 			Handler:    _Engine_RestoreStatus_Handler,
+		},
+		{
+			MethodName: "FilesystemTrim",
+			Handler:    _Engine_FilesystemTrim_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cadence-storage/longhorn-manager/app"
 	"github.com/cadence-storage/longhorn-manager/csi"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
@@ -45,7 +46,9 @@ func newCSINodeEnv(t *testing.T) *csiNodeEnv {
 			t.Skipf("%s is not installed: the Node service makes a volume's device with nbdfuse (libnbd-bin) and a loop device (util-linux)", tool)
 		}
 	}
-	e := &csiNodeEnv{APIEnv: framework.NewAPIEnv(t), stateDir: t.TempDir(), root: t.TempDir()}
+	// The manager reads the driver's stages there (trimFilesystem).
+	stateDir := t.TempDir()
+	e := &csiNodeEnv{APIEnv: framework.NewAPIEnv(t, func(o *app.DaemonOptions) { o.CSIStateDir = stateDir }), stateDir: stateDir, root: t.TempDir()}
 	t.Cleanup(func() { cleanupCSINode(t, e.stateDir, e.root) })
 	e.startDriver(t)
 	return e

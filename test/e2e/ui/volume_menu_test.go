@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -162,12 +163,17 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 
 	// Shown whatever the volume offers, the manager refuses: the UI shows
 	// its reason, and nothing else happens.
-	for item, action := range map[string]string{"Trim Filesystem": "trimFilesystem", "Update Rebuild Concurrent Sync Limit": "updateRebuildConcurrentSyncLimit"} {
-		b.recordRequests()
-		b.rowItem("menu-vol", item)
-		b.maybeModalOK()
-		b.expectRefused(item, "/v1/volumes/menu-vol?action="+action, "volume action "+action+" is not supported by this manager: ")
-	}
+	b.recordRequests()
+	b.rowItem("menu-vol", "Update Rebuild Concurrent Sync Limit")
+	b.maybeModalOK()
+	b.expectRefused("Update Rebuild Concurrent Sync Limit", "/v1/volumes/menu-vol?action=updateRebuildConcurrentSyncLimit",
+		"volume action updateRebuildConcurrentSyncLimit is not supported by this manager: ")
+	// Trim Filesystem reaches the manager, which finds no filesystem a
+	// pod mounts from the volume (no CSI stage): the UI shows why.
+	b.recordRequests()
+	b.rowItem("menu-vol", "Trim Filesystem")
+	b.maybeModalOK()
+	b.expectRefusedWith("Trim Filesystem", "/v1/volumes/menu-vol?action=trimFilesystem", 400, noFilesystemToTrim)
 	// The one backup target, chosen: true already, so it succeeds.
 	b.recordRequests()
 	b.rowItem("menu-vol", "Update Backup Target")
@@ -242,10 +248,11 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		b.clickJS("bulk "+item, `[...document.querySelectorAll(".ant-dropdown:not(.ant-dropdown-hidden):not([data-stale]) .ant-dropdown-menu-item button")].find(e => e.offsetParent !== null && e.innerText.trim() === `+jsString(item)+`)`)
 		b.maybeModalOK()
 	}
-	for item, action := range map[string]string{"Trim Filesystem": "trimFilesystem", "Update Rebuild Concurrent Sync Limit": "updateRebuildConcurrentSyncLimit"} {
-		bulkItem(item)
-		b.expectRefused("bulk "+item, "/v1/volumes/menu-vol?action="+action, "volume action "+action+" is not supported by this manager: ")
-	}
+	bulkItem("Update Rebuild Concurrent Sync Limit")
+	b.expectRefused("bulk Update Rebuild Concurrent Sync Limit", "/v1/volumes/menu-vol?action=updateRebuildConcurrentSyncLimit",
+		"volume action updateRebuildConcurrentSyncLimit is not supported by this manager: ")
+	bulkItem("Trim Filesystem")
+	b.expectRefusedWith("bulk Trim Filesystem", "/v1/volumes/menu-vol?action=trimFilesystem", 400, noFilesystemToTrim)
 	bulkItem("Update Backup Target")
 	if w := b.waitWrites("bulk Update Backup Target", 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].URL, "action=updateBackupTargetName") {
 		t.Errorf("bulk Update Backup Target: %+v", w)
@@ -326,16 +333,26 @@ func (b *uiBrowser) waitWrites(what string, n int) []uiRequest {
 // expectRefused checks that the page sent one write to path, that the
 // manager refused it with 422 saying reason, that the UI shows the
 // manager's message, and that nothing claims success.
+// noFilesystemToTrim is the manager's reason for refusing trimFilesystem
+// on a volume no pod mounts through the CSI driver.
+const noFilesystemToTrim = "is not staged by the CSI driver on this node"
+
 func (b *uiBrowser) expectRefused(what, path, reason string) {
 	b.t.Helper()
+	b.expectRefusedWith(what, path, 422, reason)
+}
+
+// expectRefusedWith is expectRefused for a refusal of another status.
+func (b *uiBrowser) expectRefusedWith(what, path string, status int, reason string) {
+	b.t.Helper()
 	w := b.waitWrites(what, 1)
-	if len(w) != 1 || !strings.HasSuffix(w[0].URL, path) || w[0].Status != 422 || !strings.Contains(w[0].Response, reason) {
-		b.t.Errorf("%s: sent %+v, want one write to %s refused with 422 %q", what, w, path, reason)
+	if len(w) != 1 || !strings.HasSuffix(w[0].URL, path) || w[0].Status != status || !strings.Contains(w[0].Response, reason) {
+		b.t.Errorf("%s: sent %+v, want one write to %s refused with %d %q", what, w, path, status, reason)
 	}
 	b.until(what+": the UI shows the manager's reason", `[...document.querySelectorAll(".ant-message")].some(e => e.innerText.includes(`+jsString(reason)+`))`, 15*time.Second)
 	b.shot(strings.ReplaceAll(what, " ", "-"))
 	b.noSuccessMessage(what)
-	b.checkConsoleExcept(what, "status of 422")
+	b.checkConsoleExcept(what, fmt.Sprintf("status of %d", status))
 }
 
 // noSuccessMessage fails when the UI shows a success message.
