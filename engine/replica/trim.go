@@ -9,17 +9,24 @@ import (
 )
 
 // Trim gives back the space of the whole blocks in [off, off+length) that
-// the head holds: it punches them out of the head file, after which each
-// reads as the layer below holds it (or the backing file, or zeros). A
-// trim leaves a range's content unspecified, and a filesystem trims only
-// blocks it does not use (fstrim, a mount with discard), so what a block
-// reads afterwards does not matter to it; what matters is that every
-// replica reads the same, which each does, its chain being the same. The
-// snapshots below are not touched: their data is what a revert or a
-// backup of them reads. Blocks cut by either end of the range are left.
+// the head holds, and those that the snapshots already removed just below
+// the head hold: it punches them out of those files, after which each
+// block reads as the layer below them holds it (the newest snapshot kept,
+// or the backing file, or zeros). A trim leaves a range's content
+// unspecified, and a filesystem trims only blocks it does not use
+// (fstrim, a mount with discard), so what a block reads afterwards does
+// not matter to it; what matters is that every replica reads the same,
+// which each does, its chain and its removed marks being the same. A
+// removed snapshot between the head and the newest kept one is read by
+// nothing but the head (it cannot be reverted to or backed up, and a
+// purge would merge it into the head), so its blocks in the range are the
+// head's to give back, as Longhorn's engine does. Snapshots kept are not
+// touched: their data is what a revert or a backup of them reads. Blocks
+// cut by either end of the range are left.
 //
 // A later snapshot's ChangedBlocks stays right: a punched block is no
-// longer the head's, and it reads what the layer below holds.
+// longer in any layer above the snapshot kept, and it reads what that
+// layer holds.
 func (r *Replica) Trim(off, length int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -30,24 +37,61 @@ func (r *Replica) Trim(off, length int64) error {
 		return fmt.Errorf("trim of %d+%d is outside the volume of %d bytes", off, length, r.meta.Size)
 	}
 	first, end := (off+BlockSize-1)/BlockSize, (off+length)/BlockSize
-	headIdx := uint16(len(r.chain))
-	head := r.chain[len(r.chain)-1]
+	// Layers [top, head] are the head and the removed snapshots just
+	// below it; location holds a layer's index plus one.
+	top := r.removedBelowHead()
 	for b := first; b < end; {
-		if r.location[b] != headIdx {
+		if int(r.location[b]) <= top {
 			b++
 			continue
 		}
 		e := b
-		for e < end && r.location[e] == headIdx {
+		for e < end && int(r.location[e]) > top {
 			e++
 		}
-		if err := unix.Fallocate(int(head.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, b*BlockSize, (e-b)*BlockSize); err != nil {
-			return fmt.Errorf("replica %s: punch blocks %d to %d out of the head: %w", r.dir, b, e, err)
+		for i := top; i < len(r.chain); i++ {
+			if err := r.punchLayer(i, b, e); err != nil {
+				return err
+			}
 		}
 		if err := r.locateBelowHead(b, e); err != nil {
 			return err
 		}
 		b = e
+	}
+	return nil
+}
+
+// removedBelowHead is the chain index of the oldest of the snapshots
+// marked removed just below the head with no kept snapshot between; the
+// head's index when the snapshot below it is kept (or there is none).
+func (r *Replica) removedBelowHead() int {
+	top := len(r.chain) - 1
+	for top > 0 {
+		m := r.meta.Snapshots[r.chainNames[top-1]]
+		if m == nil || !m.Removed {
+			break
+		}
+		top--
+	}
+	return top
+}
+
+// punchLayer punches blocks [from, to) out of chain layer i: the head's
+// open file, or a removed snapshot's file opened for the punch (its layer
+// is open read-only, or closed when newer layers shadow all its blocks).
+func (r *Replica) punchLayer(i int, from, to int64) error {
+	f, name := r.chain[i], "the head"
+	if i < len(r.chain)-1 {
+		name = "removed snapshot " + r.chainNames[i]
+		var err error
+		if f, err = os.OpenFile(filepath.Join(r.dir, snapshotFile(r.chainNames[i])), os.O_RDWR, 0); err != nil {
+			return fmt.Errorf("replica %s: open %s to trim it: %w", r.dir, name, err)
+		}
+		defer f.Close()
+	}
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from*BlockSize, (to-from)*BlockSize); err != nil {
+		return fmt.Errorf("replica %s: punch blocks %d to %d out of %s: %w", r.dir, from, to, name, err)
 	}
 	return nil
 }

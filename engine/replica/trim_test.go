@@ -143,3 +143,116 @@ func TestTrimReopensALayerThatWasShadowed(t *testing.T) {
 		t.Error("a trim past the volume's end was taken")
 	}
 }
+
+// fileAllocated is the bytes a file of the replica has on disk.
+func fileAllocated(t *testing.T, r *Replica, file string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(r.dir, file), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// A trim gives back the blocks of the snapshots already removed just
+// below the head too (nothing but the head reads them), and reads what
+// the newest snapshot kept holds; a removed snapshot under a kept one,
+// and every kept snapshot, keep their data.
+func TestTrimPunchesTheRemovedSnapshotsBelowTheHead(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Create(dir, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { r.Close() }()
+	write := func(c byte, off, n int64) {
+		t.Helper()
+		if _, err := r.WriteAt(bytes.Repeat([]byte{c}, int(n)), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := func(name string) {
+		t.Helper()
+		if err := r.CreateSnapshot(name, true, time.Now(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// old (removed) < kept < gone1 (removed) < gone2 (removed) < head
+	write('a', 2<<20, 256<<10)
+	snap("old")
+	write('k', 0, 64<<10)
+	snap("kept")
+	write('r', 0, 256<<10)
+	write('z', 1<<20, 512<<10)
+	snap("gone1")
+	write('s', 1<<20, 128<<10)
+	snap("gone2")
+	write('h', 3<<20, 64<<10)
+	for _, name := range []string{"old", "gone1", "gone2"} {
+		if err := r.MarkRemoved(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	oldBefore, keptBefore := fileAllocated(t, r, snapshotFile("old")), fileAllocated(t, r, snapshotFile("kept"))
+	gone1Before := fileAllocated(t, r, snapshotFile("gone1"))
+
+	if err := r.Trim(0, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileAllocated(t, r, snapshotFile("gone1")); gone1Before-got < 700<<10 {
+		t.Errorf("removed snapshot gone1 holds %d bytes after the trim, %d before: want its 768 KiB given back", got, gone1Before)
+	}
+	if got := fileAllocated(t, r, snapshotFile("gone2")); got >= 128<<10 {
+		t.Errorf("removed snapshot gone2 holds %d bytes after the trim: want its 128 KiB given back", got)
+	}
+	if got := headAllocated(t, r); got >= 64<<10 {
+		t.Errorf("the head holds %d bytes after the trim", got)
+	}
+	if got := fileAllocated(t, r, snapshotFile("kept")); got != keptBefore {
+		t.Errorf("kept snapshot: %d bytes, %d before: a kept snapshot was trimmed", got, keptBefore)
+	}
+	if got := fileAllocated(t, r, snapshotFile("old")); got != oldBefore {
+		t.Errorf("removed snapshot under a kept one: %d bytes, %d before: want it untouched", got, oldBefore)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			off, n int64
+			want   byte
+			what   string
+		}{
+			{0, 64 << 10, 'k', "the kept snapshot's blocks"},
+			{64 << 10, 192 << 10, 0, "blocks only removed snapshots held"},
+			{1 << 20, 512 << 10, 0, "blocks only removed snapshots held"},
+			{2 << 20, 256 << 10, 'a', "the blocks of old, under the kept snapshot"},
+			{3 << 20, 64 << 10, 0, "the head's blocks"},
+		} {
+			if got := readAll(t, r, c.off, c.n); !bytes.Equal(got, bytes.Repeat([]byte{c.want}, int(c.n))) {
+				t.Errorf("%s: %s at %d do not read %q", when, c.what, c.off, c.want)
+			}
+		}
+		v, err := r.OpenSnapshot("kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		for _, c := range []struct {
+			off, n int64
+			want   byte
+		}{{0, 64 << 10, 'k'}, {64 << 10, 64 << 10, 0}, {2 << 20, 256 << 10, 'a'}} {
+			got := make([]byte, c.n)
+			if _, err := v.ReadAt(got, c.off); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{c.want}, int(c.n))) {
+				t.Errorf("%s: the kept snapshot at %d does not read %q (%v)", when, c.off, c.want, err)
+			}
+		}
+	}
+	check("after the trim")
+	r.Close()
+	if r, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	check("after a reopen")
+}
