@@ -19,9 +19,9 @@ import (
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
-// replicaHeadsAllocated is the bytes on disk of the head files of a
-// volume's replicas, and how many replicas there are.
-func replicaHeadsAllocated(t *testing.T, e *csiNodeEnv, volume string) (int64, int) {
+// replicaFilesAllocated is the bytes on disk of the files matching glob in
+// a volume's replicas, and how many replicas there are.
+func replicaFilesAllocated(t *testing.T, e *csiNodeEnv, volume, glob string) (int64, int) {
 	t.Helper()
 	list, err := e.LH.LonghornV1beta2().Replicas(e.NS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -35,7 +35,7 @@ func replicaHeadsAllocated(t *testing.T, e *csiNodeEnv, volume string) (int64, i
 			continue
 		}
 		n++
-		heads, _ := filepath.Glob(filepath.Join(replicaDir(r), "volume-head-*.img"))
+		heads, _ := filepath.Glob(filepath.Join(replicaDir(r), glob))
 		for _, h := range heads {
 			var st syscall.Stat_t
 			if err := syscall.Stat(h, &st); err != nil {
@@ -57,8 +57,9 @@ func replicaDir(r *longhorn.Replica) string {
 // fstrim on it), and the replicas' heads give the space back. The
 // discards go from the loop device to nbdfuse's file (a punched hole), to
 // the NBD export (TRIM), to each replica (a hole punched in its head).
-// Then the same again through a filesystem-trim RecurringJob's run. The
-// file kept reads back.
+// Then a snapshot taken with the file and deleted since (marked removed)
+// gives its space back to a trim too, and the same again through a
+// filesystem-trim RecurringJob's run. The file kept reads back.
 func TestTrimFilesystemGivesTheReplicasSpaceBack(t *testing.T) {
 	if _, err := exec.LookPath("fstrim"); err != nil {
 		t.Skip("fstrim (util-linux) is not installed")
@@ -83,7 +84,7 @@ func TestTrimFilesystemGivesTheReplicasSpaceBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		syncFS(t, staging)
-		written, replicas := replicaHeadsAllocated(t, e, "trimmed")
+		written, replicas := replicaFilesAllocated(t, e, "trimmed", "*.img")
 		if replicas != 1 || written < 64<<20 {
 			t.Fatalf("%d replicas hold %d bytes after 64 MiB was written, want one holding at least 64 MiB", replicas, written)
 		}
@@ -92,10 +93,10 @@ func TestTrimFilesystemGivesTheReplicasSpaceBack(t *testing.T) {
 		}
 		syncFS(t, staging)
 		trim()
-		trimmed, _ := replicaHeadsAllocated(t, e, "trimmed")
-		t.Logf("%s: the replica's head holds %d bytes after the write, %d after the trim", what, written, trimmed)
+		trimmed, _ := replicaFilesAllocated(t, e, "trimmed", "*.img")
+		t.Logf("%s: the replica's files hold %d bytes after the write, %d after the trim", what, written, trimmed)
 		if written-trimmed < 60<<20 {
-			t.Errorf("%s: the replica's head holds %d bytes after the trim, %d before: want the 64 MiB deleted given back", what, trimmed, written)
+			t.Errorf("%s: the replica's files hold %d bytes after the trim, %d before: want the 64 MiB deleted given back", what, trimmed, written)
 		}
 		if got, err := os.ReadFile(filepath.Join(staging, "keep.txt")); err != nil || !bytes.Equal(got, keep) {
 			t.Errorf("%s: the file kept reads %d bytes, %v; want what was written", what, len(got), err)
@@ -105,6 +106,28 @@ func TestTrimFilesystemGivesTheReplicasSpaceBack(t *testing.T) {
 	trimAfterDeleting("the trimFilesystem action", func() {
 		e.Call(t, "POST", "/v1/volumes/trimmed?action=trimFilesystem", "").Expect(t, 200)
 	})
+
+	// A snapshot taken while the file was there, then deleted: marked
+	// removed, its blocks are the head's to give back (a purge would
+	// otherwise merge them into the head).
+	big := bytes.Repeat([]byte("in a snapshot removed since\n"), 64<<20/28)
+	if err := os.WriteFile(filepath.Join(staging, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syncFS(t, staging)
+	e.Call(t, "POST", "/v1/volumes/trimmed?action=snapshotCreate", `{"name":"with-big"}`).Expect(t, 200)
+	if err := os.Remove(filepath.Join(staging, "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	syncFS(t, staging)
+	e.Call(t, "POST", "/v1/volumes/trimmed?action=snapshotDelete", `{"name":"with-big"}`).Expect(t, 200)
+	before, _ := replicaFilesAllocated(t, e, "trimmed", "*.img")
+	e.Call(t, "POST", "/v1/volumes/trimmed?action=trimFilesystem", "").Expect(t, 200)
+	after, _ := replicaFilesAllocated(t, e, "trimmed", "*.img")
+	t.Logf("a removed snapshot: the replica's files hold %d bytes before the trim, %d after", before, after)
+	if before-after < 60<<20 {
+		t.Errorf("the replica's files hold %d bytes after the trim, %d before: want the removed snapshot's 64 MiB given back", after, before)
+	}
 
 	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"trim","task":"filesystem-trim","cron":"@daily","retain":0,"concurrency":1,"groups":["default"]}`).Expect(t, 200)
 	framework.Eventually(t, 10*time.Second, "job cached", func() (bool, error) { return e.Call(t, "GET", "/v1/recurringjobs/trim", "").Status == 200, nil })
