@@ -392,6 +392,22 @@ func TestLonghornUI(t *testing.T) {
 		b.rowMenu("ui-backup", "Delete")
 		b.modalOK()
 
+		// A Filesystem Trim job: the form hides Retain, and the job keeps
+		// nothing.
+		b.button("", "Create Recurring Job")
+		b.typeText(".ant-modal #name", "ui-trim")
+		b.choose(".ant-modal #task", "Filesystem Trim")
+		b.button(".ant-modal", "Add to default group")
+		b.shot("filesystem-trim-job-form")
+		b.modalOK()
+		b.noDialog("filesystem trim job create")
+		framework.Eventually(t, 10*time.Second, "ui-trim created", func() (bool, error) {
+			r := e.Call(t, "GET", "/v1/recurringjobs/ui-trim", "")
+			return r.Status == 200 && r.Body["task"] == "filesystem-trim" && r.Body["retain"].(float64) == 0 && fmt.Sprint(r.Body["groups"]) == "[default]", nil
+		})
+		b.rowMenu("ui-trim", "Delete")
+		b.modalOK()
+
 		b.rowMenu("ui-snap", "Delete")
 		b.modalOK()
 		framework.Eventually(t, 15*time.Second, "ui-snap deleted", func() (bool, error) {
