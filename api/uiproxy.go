@@ -22,8 +22,11 @@ import (
 // users may do is what the administrator granted the UI's account, and a
 // caller cannot pass a token of its own through the UI. With token nil
 // the browser's Authorization passes unchanged, as through nginx.
-func UIProxy(dist string, managerURL *url.URL, token func() string) http.Handler {
+// transport reaches the manager (nil: http.DefaultTransport); a manager
+// serving TLS (--api-tls) is reached with one that checks its certificate.
+func UIProxy(dist string, managerURL *url.URL, token func() string, transport http.RoundTripper) http.Handler {
 	proxy := &httputil.ReverseProxy{
+		Transport: transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(managerURL)
 			r.Out.Header.Set("X-Forwarded-Host", r.In.Host)

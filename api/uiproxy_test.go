@@ -20,7 +20,7 @@ func TestUIProxyServesFilesToGETOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	manager, _ := url.Parse("http://127.0.0.1:1")
-	h := UIProxy(dist, manager, nil)
+	h := UIProxy(dist, manager, nil, nil)
 	for _, tc := range []struct {
 		method, path string
 		code         int
@@ -49,7 +49,7 @@ func TestRebindingThroughTheUIProxyIsRefused(t *testing.T) {
 	s.server.SetAllowedHosts([]string{"longhorn.example.com"})
 	manager := s.live(t, Timeouts{})
 	managerURL, _ := url.Parse(manager.URL)
-	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, nil))
+	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, nil, nil))
 	t.Cleanup(ui.Close)
 	for _, tc := range []struct {
 		host string
@@ -93,7 +93,7 @@ func TestUIProxySendsTheUIsOwnIdentity(t *testing.T) {
 	t.Cleanup(manager.Close)
 	managerURL, _ := url.Parse(manager.URL)
 	token := "ui-token-1"
-	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, func() string { return token }))
+	ui := httptest.NewServer(UIProxy(t.TempDir(), managerURL, func() string { return token }, nil))
 	t.Cleanup(ui.Close)
 	send := func(auth string) {
 		req, _ := http.NewRequest("GET", ui.URL+"/v1/volumes", nil)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli"
 
-	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/csi"
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 )
@@ -25,13 +24,17 @@ func CSICmd() cli.Command {
 			cli.StringFlag{Name: "node-id", Usage: "serve the Node service as this Longhorn node", EnvVar: "NODE_NAME"},
 			cli.BoolFlag{Name: "controller", Usage: "serve the Controller service"},
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "the manager API"},
+			managerCAFlag,
 			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig whose token is sent to a manager with --api-auth=kubernetes; the in-cluster config when empty, none outside a cluster", EnvVar: "KUBECONFIG"},
 			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience (read again on each call); the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
 			cli.StringFlag{Name: "state-dir", Value: nodestate.DefaultDir, Usage: "where the Node service keeps what it made for each staged volume"},
 			cli.DurationFlag{Name: "retry-for", Value: 30 * time.Second, Usage: "how long one call retries an unreachable or busy manager"},
 		},
 		Action: func(c *cli.Context) error {
-			api := client.NewClient(c.String("manager-url"), c.Duration("retry-for"))
+			api, err := newAPIClient(c.String("manager-url"), c.Duration("retry-for"), c.String("manager-ca-file"))
+			if err != nil {
+				return err
+			}
 			if cfg, err := restConfig(c.String("kubeconfig")); err == nil {
 				api.Token = bearerTokenSource(cfg)
 			}

@@ -3,6 +3,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +35,7 @@ import (
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	lhmetrics "github.com/cadence-storage/longhorn-manager/metrics"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
@@ -58,6 +60,11 @@ type DaemonOptions struct {
 	// APIAuth is --api-auth: api.AuthNone (the default) or
 	// api.AuthKubernetes (see api/auth.go).
 	APIAuth string
+	// APITLS serves the API over TLS (--api-tls) with this manager's leaf
+	// of the cluster's internal CA, so a caller's bearer token never
+	// crosses the pod network in the clear; callers check the certificate
+	// with the CA's certificates (the ConfigMap mtls.CAConfigMapName).
+	APITLS bool
 	// APITokenAudience, under api.AuthKubernetes, is the one token
 	// audience the API accepts (--api-token-audience): its callers send
 	// tokens projected with it (types.APITokenPath), which are no
@@ -136,6 +143,9 @@ type DaemonOptions struct {
 	// apiToken is the bearer token the manager runner sends to this
 	// daemon's API under --api-auth=kubernetes.
 	apiToken func() string
+	// apiClientTLS is the TLS of the manager runner's calls to this API,
+	// under APITLS.
+	apiClientTLS *tls.Config
 	// Hooks are what tests and benchmarks change; the command line cannot
 	// set them.
 	Hooks TestHooks
@@ -286,7 +296,10 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 			o.apiToken = tokenFile(o.APITokenFile)
 		}
 	}
-	served, err := serveAPI(log, apiServer, o)
+	if o.APITLS {
+		o.apiClientTLS = mtls.APIClientConfigOf(internal.id)
+	}
+	served, err := serveAPI(log, apiServer, o, internal.id)
 	if err != nil {
 		return err
 	}
@@ -463,7 +476,14 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
 	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
-	api := client.NewClient("http://"+loopbackAddress(apiAddr)+"/v1", retryFor)
+	scheme := "http://"
+	if o.apiClientTLS != nil {
+		scheme = "https://"
+	}
+	api := client.NewClient(scheme+loopbackAddress(apiAddr)+"/v1", retryFor)
+	if o.apiClientTLS != nil {
+		api.SetTLS(o.apiClientTLS)
+	}
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {

@@ -15,6 +15,7 @@ import (
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -31,6 +32,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "node-name", Value: hostname, Usage: "this node's name", EnvVar: "NODE_NAME"},
 			cli.StringFlag{Name: "data-dir", Value: "/var/lib/longhorn", Usage: "folder of this node's default disk"},
 			cli.StringFlag{Name: "api-address", Value: "127.0.0.1:9500", Usage: "host:port the API listens on (the DaemonSet uses the pod IP)"},
+			cli.BoolFlag{Name: "api-tls", Usage: "serve the API over TLS with this manager's certificate of the cluster's internal CA; callers check it with the CA's certificates in the ConfigMap " + mtls.CAConfigMapName + " (CronJob pods mount it when --manager-url is https://)", EnvVar: "API_TLS"},
 			cli.StringFlag{Name: "api-auth", Value: api.AuthNone, Usage: "who may call the API: \"none\" (anyone who reaches it, as Longhorn) or \"kubernetes\" (a bearer token checked with TokenReview, each request with SubjectAccessReview on the longhorn.io resource and verb it touches)", EnvVar: "API_AUTH"},
 			cli.StringFlag{Name: "api-token-audience", Usage: "with --api-auth=kubernetes, the one token audience the API accepts: callers send ServiceAccount tokens projected with it (no credential at the apiserver) and a pod's default token is refused; the recurring-job pods get such a token; empty: the apiserver's own tokens", EnvVar: "API_TOKEN_AUDIENCE"},
 			cli.StringFlag{Name: "api-token-file", Usage: "the token the manager sends to its own API (its recurring-job runner) under --api-auth=kubernetes, a projected token of --api-token-audience; the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
@@ -85,6 +87,7 @@ func DaemonCmd() cli.Command {
 				MetricsAddress:           c.String("metrics-address"),
 				ProfilerAddress:          c.String("profiler-address"),
 				APIAuth:                  c.String("api-auth"),
+				APITLS:                   c.Bool("api-tls"),
 				APITokenAudience:         c.String("api-token-audience"),
 				APITokenFile:             c.String("api-token-file"),
 				APIAllowedHosts:          splitList(c.StringSlice("api-allowed-hosts")),

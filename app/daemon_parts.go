@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -46,10 +47,13 @@ type servedAPI struct {
 }
 
 // serveAPI starts serving the API on --api-address.
-func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (*servedAPI, error) {
+func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions, id *mtls.Identity) (*servedAPI, error) {
 	listener, err := net.Listen("tcp", o.APIAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--api-address %s: %w", o.APIAddress, err)
+	}
+	if o.APITLS {
+		listener = tls.NewListener(listener, id.APIServerConfig())
 	}
 	ready := &atomic.Value{}
 	ready.Store("starting")
@@ -61,7 +65,7 @@ func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (*serve
 	}), o.APITimeouts)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
-	log.WithField("address", listener.Addr().String()).Info("API listening")
+	log.WithFields(logrus.Fields{"address": listener.Addr().String(), "tls": o.APITLS}).Info("API listening")
 	return &servedAPI{addr: listener.Addr(), ready: ready, err: serveErr, shutdown: func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()

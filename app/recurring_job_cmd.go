@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
-	"github.com/cadence-storage/longhorn-manager/client"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 )
@@ -27,6 +26,7 @@ func RecurringJobCmd() cli.Command {
 		ArgsUsage: "<name>",
 		Flags: []cli.Flag{
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "the manager API"},
+			managerCAFlag,
 			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; the in-cluster config when empty", EnvVar: "KUBECONFIG"},
 			cli.StringFlag{Name: "namespace", Value: "longhorn-system", Usage: "namespace of the job", EnvVar: "POD_NAMESPACE"},
 			cli.StringFlag{Name: "job-name", Usage: "the Kubernetes Job running this pod; its name carries the schedule tick", EnvVar: "JOB_NAME"},
@@ -57,7 +57,10 @@ func RecurringJobCmd() cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			client := client.NewClient(c.String("manager-url"), c.Duration("retry-for"))
+			client, err := newAPIClient(c.String("manager-url"), c.Duration("retry-for"), c.String("manager-ca-file"))
+			if err != nil {
+				return err
+			}
 			// The pod's own token, for a manager with --api-auth=kubernetes:
 			// the one projected for the API's audience when there is one.
 			client.Token = bearerTokenSource(cfg)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,6 +31,7 @@ func UICmd() cli.Command {
 			cli.StringFlag{Name: "dist", Value: "../shared/longhorn-ui/dist", Usage: "the UI's built dist folder"},
 			cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", Usage: "host:port the UI listens on"},
 			cli.StringFlag{Name: "manager-url", Value: "http://127.0.0.1:9500", Usage: "the manager's API (LONGHORN_MANAGER_IP in the UI image)", EnvVar: "LONGHORN_MANAGER_IP"},
+			managerCAFlag,
 			cli.StringFlag{Name: "token-file", Usage: "a file holding the UI's bearer token (its ServiceAccount's, read again on each request as the kubelet rotates it): every request to the manager carries it in place of the browser's Authorization; none: the browser's passes", EnvVar: "LONGHORN_UI_TOKEN_FILE"},
 		},
 		Action: func(c *cli.Context) error {
@@ -39,9 +39,15 @@ func UICmd() cli.Command {
 			if _, err := os.Stat(filepath.Join(dist, "index.html")); err != nil {
 				return fmt.Errorf("--dist %s: no built UI there (index.html): %v", dist, err)
 			}
-			manager, err := url.Parse(c.String("manager-url"))
-			if err != nil || manager.Host == "" {
-				return fmt.Errorf("--manager-url %q: not a URL such as http://127.0.0.1:9500", c.String("manager-url"))
+			manager, err := parseManagerURL(c.String("manager-url"))
+			if err != nil {
+				return err
+			}
+			var transport http.RoundTripper
+			if tlsCfg := managerTLS(manager, c.String("manager-ca-file")); tlsCfg != nil {
+				t := http.DefaultTransport.(*http.Transport).Clone()
+				t.TLSClientConfig = tlsCfg
+				transport = t
 			}
 			var token func() string
 			if path := c.String("token-file"); path != "" {
@@ -56,7 +62,7 @@ func UICmd() cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			srv := &http.Server{Handler: api.UIProxy(dist, manager, token), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: api.UIProxy(dist, manager, token, transport), ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-ctx.Done()
 				shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

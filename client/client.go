@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,14 @@ type Client struct {
 // http://longhorn-backend:9500/v1) that retries for up to retryFor.
 func NewClient(url string, retryFor time.Duration) *Client {
 	return &Client{base: strings.TrimSuffix(strings.TrimSuffix(url, "/"), "/v1"), http: &http.Client{Timeout: 60 * time.Second}, retryFor: retryFor}
+}
+
+// SetTLS makes the client speak TLS with cfg to a manager at an https://
+// URL (a manager started with --api-tls; see mtls.APIClientConfig).
+func (c *Client) SetTLS(cfg *tls.Config) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = cfg
+	c.http.Transport = t
 }
 
 // APIError is an answer the manager gave with a 4xx status.

@@ -122,6 +122,9 @@ func (k *Keeper) Sync(ctx context.Context) error {
 		k.caPEM = caPEM
 		k.Log.WithField("notAfter", cert.Leaf.NotAfter).Info("Signed this manager's internal TLS certificate")
 	}
+	if err := k.syncCAConfigMap(ctx, caPEM); err != nil {
+		return fmt.Errorf("internal TLS: ConfigMap %s/%s: %w", k.Namespace, CAConfigMapName, err)
+	}
 	for _, d := range []struct{ dir, role string }{{k.ServerDir, RoleComponent}, {k.DataSourceDir, RoleDataSource}} {
 		if d.dir == "" {
 			continue

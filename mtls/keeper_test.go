@@ -2,6 +2,7 @@ package mtls
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,15 +34,16 @@ func TestKeeperMakesTheCAOnceAndEveryManagerSharesIt(t *testing.T) {
 	if err := first.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Created: the CA Secret and the servers' two Secrets.
-	if n := writes(kube); n != 3 {
-		t.Fatalf("%d writes on first start, want 3", n)
+	// Created: the CA Secret, the servers' two Secrets and the ConfigMap
+	// of the CA's certificates.
+	if n := writes(kube); n != 4 {
+		t.Fatalf("%d writes on first start, want 4", n)
 	}
 	if err := second.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := writes(kube); n != 3 {
-		t.Fatalf("a second manager wrote %d times", n-3)
+	if n := writes(kube); n != 4 {
+		t.Fatalf("a second manager wrote %d times", n-4)
 	}
 	// Each manager's leaf verifies with the other's bundle.
 	a, _ := kube.CoreV1().Secrets("longhorn-system").Get(ctx, CASecretName, metav1.GetOptions{})
@@ -63,6 +65,11 @@ func TestKeeperMakesTheCAOnceAndEveryManagerSharesIt(t *testing.T) {
 	s, _ := kube.CoreV1().Secrets("longhorn-system").Get(ctx, ServerSecretName, metav1.GetOptions{})
 	if _, ok := s.Data[CAKeyFile]; ok || auth.NeedsRenewal(leafOf(s.Data[CertFile]), t0) {
 		t.Errorf("servers' Secret: keys %v", s.Data)
+	}
+	// The ConfigMap holds the CA's certificates and nothing else.
+	cm, err := kube.CoreV1().ConfigMaps("longhorn-system").Get(ctx, CAConfigMapName, metav1.GetOptions{})
+	if err != nil || len(cm.Data) != 1 || cm.Data[CAFile] != string(a.Data[CAFile]) || strings.Contains(cm.Data[CAFile], "PRIVATE KEY") {
+		t.Errorf("the CA ConfigMap: %v, %v", cm, err)
 	}
 	// A restart with everything in place writes nothing.
 	kube.ClearActions()

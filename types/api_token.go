@@ -16,3 +16,12 @@ const (
 	// renews it at 80% of it.
 	APITokenExpirationSeconds = 3600
 )
+
+// The internal CA's certificates (the ConfigMap mtls.CAConfigMapName)
+// mounted into the pods that call the manager's API over TLS (--api-tls):
+// they check the API's certificate with ManagerCAPath.
+const (
+	ManagerCAVolume = "longhorn-internal-ca-cert"
+	ManagerCADir    = "/var/run/secrets/longhorn/ca"
+	ManagerCAPath   = ManagerCADir + "/ca.crt"
+)

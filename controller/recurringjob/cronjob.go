@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -111,7 +112,7 @@ func desiredCronJob(job *longhorn.RecurringJob, cfg CronJobConfig, set cronJobSe
 							RestartPolicy:      corev1.RestartPolicyOnFailure,
 							ServiceAccountName: cfg.ServiceAccount,
 							Containers:         []corev1.Container{recurringJobContainer(job.Name, cfg)},
-							Volumes:            apiTokenVolumes(cfg),
+							Volumes:            append(apiTokenVolumes(cfg), managerCAVolumes(cfg)...),
 							Tolerations:        set.Placement.Tolerations,
 							NodeSelector:       set.Placement.NodeSelector,
 							PriorityClassName:  set.Placement.PriorityClassName,
@@ -142,12 +143,35 @@ func apiTokenVolumes(cfg CronJobConfig) []corev1.Volume {
 	}}
 }
 
+// managerCAVolumes is the ConfigMap of the internal CA's certificates,
+// when the pods call the API over TLS (an https:// ManagerURL): they check
+// the API's certificate with it.
+func managerCAVolumes(cfg CronJobConfig) []corev1.Volume {
+	if !strings.HasPrefix(cfg.ManagerURL, "https://") {
+		return nil
+	}
+	return []corev1.Volume{{
+		Name: types.ManagerCAVolume,
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: mtls.CAConfigMapName},
+			DefaultMode:          ptr.To(int32(0o644)),
+			// A missing ConfigMap is the run's error, naming the file,
+			// rather than a pod that never starts.
+			Optional: ptr.To(true),
+		}},
+	}}
+}
+
 func recurringJobContainer(job string, cfg CronJobConfig) corev1.Container {
 	command := []string{"longhorn-manager", "-d", "recurring-job", job, "--manager-url", cfg.ManagerURL}
 	var mounts []corev1.VolumeMount
 	if cfg.APITokenAudience != "" {
 		command = append(command, "--api-token-file", types.APITokenPath)
 		mounts = []corev1.VolumeMount{{Name: types.APITokenVolume, MountPath: types.APITokenDir, ReadOnly: true}}
+	}
+	if len(managerCAVolumes(cfg)) > 0 {
+		command = append(command, "--manager-ca-file", types.ManagerCAPath)
+		mounts = append(mounts, corev1.VolumeMount{Name: types.ManagerCAVolume, MountPath: types.ManagerCADir, ReadOnly: true})
 	}
 	return corev1.Container{
 		Name:            "recurring-job",

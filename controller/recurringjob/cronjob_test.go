@@ -64,6 +64,30 @@ func TestCronJobPodsSendATokenOfTheAPIsAudience(t *testing.T) {
 	}
 }
 
+// Pods that call the API at an https:// URL mount the internal CA's
+// certificates and check the API's certificate with them; over http they
+// mount nothing of it.
+func TestCronJobPodsOfATLSAPIMountTheCACertificates(t *testing.T) {
+	cfg := testCronJobConfig
+	cfg.ManagerURL = "https://longhorn-backend:9500/v1"
+	cfg.APITokenAudience = "longhorn-manager"
+	pod := desiredCronJob(testJob(), cfg, cronJobSettings{}).Spec.JobTemplate.Spec.Template.Spec
+	if len(pod.Volumes) != 2 || pod.Volumes[1].ConfigMap == nil || pod.Volumes[1].ConfigMap.Name != "longhorn-internal-ca-cert" {
+		t.Fatalf("volumes %+v: no ConfigMap of the CA's certificates", pod.Volumes)
+	}
+	c := pod.Containers[0]
+	if len(c.VolumeMounts) != 2 || c.VolumeMounts[1].MountPath != types.ManagerCADir || !c.VolumeMounts[1].ReadOnly {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	if i := slices.Index(c.Command, "--manager-ca-file"); i < 0 || c.Command[i+1] != types.ManagerCAPath {
+		t.Errorf("command %q does not check the API with the CA's certificates", c.Command)
+	}
+	plain := desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{}).Spec.JobTemplate.Spec.Template.Spec
+	if len(plain.Volumes) != 0 || slices.Contains(plain.Containers[0].Command, "--manager-ca-file") {
+		t.Errorf("an http:// API: the pods mount %+v, run %q", plain.Volumes, plain.Containers[0].Command)
+	}
+}
+
 func TestMergeCronJob(t *testing.T) {
 	desired := desiredCronJob(testJob(), testCronJobConfig, cronJobSettings{SuccessfulHistory: 1, FailedHistory: 1})
 	cases := []struct {

@@ -56,6 +56,9 @@ type APIEnv struct {
 	// Token, when set, is the bearer token Call and Dial send (a call that
 	// sets Authorization itself sends its own).
 	Token string
+	// HTTP, when set, is the client Call uses (a daemon with --api-tls:
+	// see UseAPITLS); http.DefaultClient when nil.
+	HTTP *http.Client
 }
 
 func NewAPIEnv(t testing.TB, opts ...func(*app.DaemonOptions)) *APIEnv {
@@ -98,7 +101,11 @@ func (e *APIEnv) Call(t *testing.T, method, path, body string, header ...string)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := e.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,24 +2,22 @@ package manager
 
 import (
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// Every caller of the manager's API that package/ deploys (the manager's
-// own runner, the CSI Node and Controller services, the UI's server)
-// sends a ServiceAccount token projected for the audience the manager
-// accepts (--api-token-audience), read from a file the kubelet renews: a
-// caller left with its default token would be refused, and a token made
-// for the API is no credential at the apiserver.
-func TestEveryCallerOfTheAPISendsATokenOfItsAudience(t *testing.T) {
-	var pods []corev1.PodSpec
-	var names []string
+// deployedPods are the pods package/ deploys that run the manager's
+// binary, and their files and names.
+func deployedPods(t *testing.T) (pods []corev1.PodSpec, names []string) {
+	t.Helper()
 	for _, file := range []string{"longhorn-manager.yaml", "csi.yaml", "longhorn-ui.yaml"} {
 		for _, obj := range framework.ReadManifests(t, file) {
 			switch o := obj.(type) {
@@ -30,14 +28,27 @@ func TestEveryCallerOfTheAPISendsATokenOfItsAudience(t *testing.T) {
 			}
 		}
 	}
-	flag := func(cmd []string, name string) string {
-		for _, a := range cmd {
-			if v, ok := strings.CutPrefix(a, name+"="); ok {
-				return v
-			}
+	return pods, names
+}
+
+// flag is the value of --name=value in a container's command.
+func flag(cmd []string, name string) string {
+	for _, a := range cmd {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
 		}
-		return ""
 	}
+	return ""
+}
+
+// Every caller of the manager's API that package/ deploys (the manager's
+// own runner, the CSI Node and Controller services, the UI's server)
+// sends a ServiceAccount token projected for the audience the manager
+// accepts (--api-token-audience), read from a file the kubelet renews: a
+// caller left with its default token would be refused, and a token made
+// for the API is no credential at the apiserver.
+func TestEveryCallerOfTheAPISendsATokenOfItsAudience(t *testing.T) {
+	pods, names := deployedPods(t)
 	audience := ""
 	for _, pod := range pods {
 		for _, c := range pod.Containers {
@@ -91,5 +102,62 @@ func TestEveryCallerOfTheAPISendsATokenOfItsAudience(t *testing.T) {
 	// The manager, its CSI Node service, four CSI controller pods, the UI.
 	if callers < 7 {
 		t.Errorf("found %d callers of the API in package/, want at least 7", callers)
+	}
+}
+
+// The API is served over TLS as deployed, and every caller reaches it at
+// an https:// URL and checks its certificate with the internal CA's
+// certificates (the ConfigMap the managers publish, mounted optional at
+// --manager-ca-file's path): a token never crosses the pod network in the
+// clear. The manager's probes speak HTTPS.
+func TestEveryCallerOfTheAPIChecksItsCertificate(t *testing.T) {
+	pods, names := deployedPods(t)
+	served, callers := false, 0
+	for i, pod := range pods {
+		for _, c := range pod.Containers {
+			if slices.Contains(c.Command, "daemon") {
+				served = slices.Contains(c.Command, "--api-tls")
+				for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+					if p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+						t.Errorf("%s, container %s: a probe of the API not over HTTPS: %+v", names[i], c.Name, p)
+					}
+				}
+				continue
+			}
+			url := flag(c.Command, "--manager-url")
+			if url == "" {
+				continue
+			}
+			callers++
+			if !strings.HasPrefix(url, "https://") {
+				t.Errorf("%s, container %s calls the API at %s, not over TLS", names[i], c.Name, url)
+			}
+			caFile := flag(c.Command, "--manager-ca-file")
+			if caFile == "" {
+				caFile = types.ManagerCAPath
+			}
+			var volume string
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == path.Dir(caFile) {
+					volume = m.Name
+				}
+			}
+			ok := false
+			for _, v := range pod.Volumes {
+				if v.Name == volume && v.ConfigMap != nil && v.ConfigMap.Name == mtls.CAConfigMapName && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s, container %s: %s is not the ConfigMap %s, mounted optional", names[i], c.Name, caFile, mtls.CAConfigMapName)
+			}
+		}
+	}
+	if !served {
+		t.Error("the manager does not serve its API over TLS (--api-tls)")
+	}
+	// The CSI Node service, four CSI controller pods, the UI.
+	if callers < 6 {
+		t.Errorf("found %d callers of the API in package/, want at least 6", callers)
 	}
 }

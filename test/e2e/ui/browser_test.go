@@ -37,7 +37,7 @@ func TestLonghornUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager, func() string { return token }))
+	proxy := httptest.NewServer(api.UIProxy(dist, manager, func() string { return token }, nil))
 	t.Cleanup(proxy.Close)
 	b := newUIBrowser(t, proxy.URL)
 	ctx := context.Background()

@@ -127,7 +127,7 @@ func newUIEnv(t *testing.T) (*framework.APIEnv, *uiBrowser) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager, nil))
+	proxy := httptest.NewServer(api.UIProxy(dist, manager, nil, nil))
 	t.Cleanup(proxy.Close)
 	return e, newUIBrowser(t, proxy.URL)
 }
