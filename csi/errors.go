@@ -37,6 +37,10 @@ func apiStatus(err error, doing string) error {
 		return status.Error(codes.FailedPrecondition, msg)
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		return status.Error(codes.Unavailable, msg)
+	case http.StatusUnauthorized:
+		return status.Error(codes.Unauthenticated, msg) // the token the driver sends
+	case http.StatusForbidden:
+		return status.Error(codes.PermissionDenied, msg) // its account's RBAC
 	}
 	return status.Error(codes.Internal, msg)
 }

@@ -48,7 +48,14 @@ func (e *APIEnv) VolumeNames(t *testing.T) []string {
 // returns the socket and a stop (idempotent, also run when the test ends).
 func ServeCSI(t testing.TB, e *APIEnv, opts csi.Options) (sock string, stop func()) {
 	t.Helper()
-	d, err := csi.NewDriver(client.NewClient(e.Base+"/v1", 10*time.Second), opts)
+	return ServeCSIWith(t, client.NewClient(e.Base+"/v1", 10*time.Second), opts)
+}
+
+// ServeCSIWith is ServeCSI calling the manager with api (a client that
+// sends a token of its own, say).
+func ServeCSIWith(t testing.TB, api *client.Client, opts csi.Options) (sock string, stop func()) {
+	t.Helper()
+	d, err := csi.NewDriver(api, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

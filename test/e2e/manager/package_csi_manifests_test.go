@@ -385,6 +385,10 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 	lh := func(verb, resource, name string) attr {
 		return attr{Verb: verb, Group: "longhorn.io", Resource: resource, Namespace: ns, Name: name}
 	}
+	// action is update on the volume's subresource named after an action.
+	action := func(name string) attr {
+		return attr{Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: name, Namespace: ns, Name: "pvc-1"}
+	}
 	lease := func(verb, name string) attr {
 		return attr{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name}
 	}
@@ -448,7 +452,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lease("create", ""), lease("get", attacherLease), lease("update", attacherLease),
 			core("create", "events", ns), core("patch", "events", ns),
 			lh("get", "settings", "backup-target"), lh("get", "nodes", "node-1"),
-			lh("get", "volumes", "pvc-1"), lh("update", "volumes", "pvc-1"),
+			lh("get", "volumes", "pvc-1"), action("attach"), action("detach"),
 		},
 		never: []attr{
 			core("get", "secrets", ns), core("create", "persistentvolumes", ""), core("delete", "persistentvolumes", ""),
@@ -457,6 +461,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("create", "events", claims), lease("get", provisionerLease),
 			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("list", "volumes", ""),
 			lh("update", "nodes", "node-1"), lh("list", "recurringjobs", ""),
+			lh("update", "volumes", "pvc-1"), action("expand"), action("snapshotCreate"), action("snapshotRevert"),
 		},
 	}, {
 		account: "longhorn-csi-snapshotter",
@@ -469,7 +474,8 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("create", "events", "default"), core("patch", "events", "default"),
 			lease("create", ""), lease("get", snapshotterLease), lease("update", snapshotterLease),
 			lh("get", "settings", "backup-target"),
-			lh("get", "volumes", "pvc-1"), lh("list", "volumes", ""), lh("update", "volumes", "pvc-1"),
+			lh("get", "volumes", "pvc-1"), lh("list", "volumes", ""),
+			action("snapshotCreate"), action("snapshotBackup"), action("snapshotCRDelete"), action("attach"), action("detach"),
 			lh("get", "backupvolumes", "pvc-1"), lh("list", "backupvolumes", ""), lh("delete", "backups", ""),
 		},
 		never: []attr{
@@ -481,6 +487,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("update", "settings", "backup-target"),
 			lh("get", "settings", "backup-target-credential-secret"), lh("create", "backups", ""),
 			lh("update", "backupvolumes", "pvc-1"), lh("delete", "backupvolumes", "pvc-1"),
+			lh("update", "volumes", "pvc-1"), action("snapshotRevert"), action("snapshotDelete"), action("expand"),
 		},
 	}, {
 		account: "longhorn-csi-resizer",
@@ -492,7 +499,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("create", "events", claims), core("patch", "events", claims),
 			storage("list", "volumeattributesclasses"), storage("watch", "volumeattributesclasses"),
 			lease("create", ""), lease("get", resizerLease), lease("update", resizerLease),
-			lh("get", "settings", "backup-target"), lh("get", "volumes", "pvc-1"), lh("update", "volumes", "pvc-1"),
+			lh("get", "settings", "backup-target"), lh("get", "volumes", "pvc-1"), action("expand"),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "pods", ""), core("create", "persistentvolumes", ""),
@@ -501,6 +508,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lease("get", attacherLease), lease("get", provisionerLease), lease("get", snapshotterLease),
 			lh("create", "volumes", ""), lh("delete", "volumes", "pvc-1"), lh("list", "volumes", ""),
 			lh("get", "nodes", "node-1"), lh("list", "recurringjobs", ""),
+			lh("update", "volumes", "pvc-1"), action("attach"), action("detach"), action("snapshotCreate"),
 		},
 	}} {
 		user := "system:serviceaccount:" + ns + ":" + c.account
