@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -42,6 +41,9 @@ type Controller struct {
 	// own status write (a failed volume write after it) from drilling
 	// the backup again.
 	written kit.Written
+	// ownership is the rule the backup target controller claims targets
+	// by; a target's owner drills its backups (drills).
+	ownership kit.Ownership
 
 	// FullDrillTimeout bounds a full drill; ScratchDeviceRoot is the
 	// folder of its read-only devices (swept at start).
@@ -53,36 +55,30 @@ type Controller struct {
 }
 
 // NewController wires the controller to the Backup informer (a drill is
-// asked for in a Backup's spec), the Node informer (the drilling node
-// changes with readiness) and the Volume informer (a full drill's scratch
-// volume that no drill runs on is deleted: the informer's first list, at
-// start, brings those a crash left). dataDir holds the full drills'
-// devices.
+// asked for in a Backup's spec), the BackupTarget informer (a target's
+// owner drills its backups: a new owner takes the drills asked for) and
+// the Volume informer (a full drill's scratch volume that no drill runs
+// on is deleted: the informer's first list, at start, brings those a
+// crash left). dataDir holds the full drills' devices.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID, dataDir string, recorder record.EventRecorder) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now,
+		ownership:        kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp},
 		FullDrillTimeout: DefaultFullDrillTimeout, ScratchDeviceRoot: filepath.Join(dataDir, "backup-drill")}
 	if abs, err := filepath.Abs(c.ScratchDeviceRoot); err == nil {
 		c.ScratchDeviceRoot = abs // a loop device names its file absolute
 	}
 	c.Base = kit.NewBase("longhorn-backup-verify", logger, metrics, c.sync,
-		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced)
-	enqueue := func(obj any) {
-		if b, ok := obj.(*longhorn.Backup); ok && datastore.VerifyDue(b) {
-			if key, err := cache.MetaNamespaceKeyFunc(b); err == nil {
-				c.Queue.Add(key)
-			}
-		}
-	}
-	lh.Backups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }})
-	// A node that becomes the drilling one takes the drills asked for.
-	lh.Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) {
-		if list, err := ds.ListBackupsRO(""); err == nil {
-			for _, b := range list {
-				enqueue(b)
-			}
-		}
-	}})
+		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced,
+		lh.BackupTargets().Informer().HasSynced)
+	lh.Backups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueDue, UpdateFunc: func(_, cur any) { c.enqueueDue(cur) }})
+	lh.BackupTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(cur any) { c.targetOwnerChanged(nil, cur) },
+		UpdateFunc: func(old, cur any) {
+			o, _ := old.(*longhorn.BackupTarget)
+			c.targetOwnerChanged(o, cur)
+		},
+	})
 	enqueueScratch := func(obj any) {
 		if v, ok := obj.(*longhorn.Volume); ok && types.IsBackupVerifyScratch(v.Labels) {
 			c.Queue.Add(scratchKey(v.Name))
@@ -101,20 +97,49 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return c.Base.Run(ctx, workers)
 }
 
-// leader reports whether this node drills: the first Ready node by name,
-// the one that polls the target.
-func (c *Controller) leader() bool {
-	nodes, err := c.ds.ListNodesRO()
-	if err != nil {
-		return false
-	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	for _, n := range nodes {
-		if datastore.IsNodeReady(n) {
-			return n.Name == c.nodeID
+// enqueueDue queues a Backup whose drill was asked for and not made.
+func (c *Controller) enqueueDue(obj any) {
+	if b, ok := obj.(*longhorn.Backup); ok && datastore.VerifyDue(b) {
+		if key, err := cache.MetaNamespaceKeyFunc(b); err == nil {
+			c.Queue.Add(key)
 		}
 	}
-	return false
+}
+
+// targetOwnerChanged queues the drills asked for of a target's backups
+// when the target gets an owner or another one: the node that now owns
+// it takes them (the node that went away left them undone).
+func (c *Controller) targetOwnerChanged(old *longhorn.BackupTarget, obj any) {
+	bt, ok := obj.(*longhorn.BackupTarget)
+	if !ok || bt.Status.OwnerID == "" || (old != nil && old.Status.OwnerID == bt.Status.OwnerID) {
+		return
+	}
+	list, err := c.ds.ListBackupsRO("")
+	if err != nil {
+		c.Logger.WithError(err).WithField("backupTarget", bt.Name).Warn("Cannot list the backups whose drills the target's new owner takes")
+		return
+	}
+	for _, b := range list {
+		if datastore.BackupTargetOf(b) == bt.Name {
+			c.enqueueDue(b)
+		}
+	}
+}
+
+// drills reports whether this node makes b's drill: the owner of b's
+// BackupTarget, the node that polls it. The backup target controller
+// claims a target with kit.Ownership (status.ownerID) and another node
+// takes it over when its owner's manager goes down, so one node drills a
+// target's backups and the drills move with the polling. A target with
+// no owner yet, or owned by a node that is down until another claims it,
+// is drilled by none: the claim brings its backups back
+// (targetOwnerChanged).
+func (c *Controller) drills(b *longhorn.Backup) bool {
+	bt, err := c.ds.GetBackupTargetRO(datastore.BackupTargetOf(b))
+	if err != nil || bt.DeletionTimestamp != nil {
+		return false
+	}
+	return bt.Status.OwnerID == c.nodeID && c.ownership.Responsible(bt.Status.OwnerID, "")
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
@@ -132,7 +157,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, err
 	}
-	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.leader() {
+	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.drills(b) {
 		return kit.Result{}, nil
 	}
 	volume := datastore.BackupVolumeName(b)
