@@ -144,7 +144,7 @@ func drillScenario(t *testing.T, target string, cred map[string]string) {
 	framework.Eventually(t, 30*time.Second, "the failed drill on /metrics", func() (bool, error) {
 		m := e.ScrapeMetrics(t)
 		return m[`longhorn_backup_verify_result{backup="`+b1+`",result="Failed",volume="db"}`] == 1 &&
-			m[`longhorn_volume_newest_backup_verified_timestamp_seconds{volume="db"}`] == 0, nil
+			m[`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="db"}`] == 0, nil
 	})
 
 	// The next backup, asked for as incremental, is full; it heals the
