@@ -30,7 +30,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 		// A drill reads the target alone: no attach, and a faulted
 		// volume's backups are the ones it matters most to know.
 		full, _ := datastore.ParseFullDrill(job.Spec.Parameters[types.RecurringJobParameterFullDrill])
-		return r.backupVerify(ctx, v.Name, full)
+		return r.backupVerify(ctx, job, v.Name, full)
 	}
 	if vol.Robustness == string(longhorn.VolumeRobustnessFaulted) {
 		return "the volume is faulted", nil

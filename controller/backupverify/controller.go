@@ -161,7 +161,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 	volume := datastore.BackupVolumeName(b)
-	log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": volume, "requestedAt": b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)})
+	log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": volume, "backupTarget": datastore.BackupTargetOf(b), "requestedAt": b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)})
 	var rec longhorn.BackupVerification
 	if b.Status.State != longhorn.BackupStateCompleted {
 		rec = longhorn.BackupVerification{Result: longhorn.BackupVerificationError,
@@ -281,8 +281,9 @@ func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec
 }
 
 // report logs the drill and says it in an event on the volume (on the
-// Backup when the volume is gone).
+// Backup when the volume is gone), naming the backup and its target.
 func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.BackupVerification, full bool, log *logrus.Entry) {
+	which := fmt.Sprintf("backup %s in backup target %s", b.Name, datastore.BackupTargetOf(b))
 	log = log.WithFields(logrus.Fields{"result": rec.Result, "badBlocks": rec.BadBlocks, "blocksRead": rec.BlocksRead, "digest": rec.Digest, "seconds": rec.DurationSeconds})
 	var obj runtime.Object = b
 	if v, err := c.ds.GetVolumeRO(volume); err == nil {
@@ -290,7 +291,7 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 	}
 	switch rec.Result {
 	case longhorn.BackupVerificationPassed:
-		msg := fmt.Sprintf("backup %s: every block read back whole (%d blocks read, digest %s)", b.Name, rec.BlocksRead, rec.Digest)
+		msg := fmt.Sprintf("%s: every block read back whole (%d blocks read, digest %s)", which, rec.BlocksRead, rec.Digest)
 		if f := rec.Full; f != nil {
 			msg += fmt.Sprintf("; restored in %ss, filesystem %s, check %s", f.RestoreSeconds, f.Filesystem, f.FilesystemCheck)
 			log = log.WithFields(logrus.Fields{"restoreSeconds": f.RestoreSeconds, "filesystem": f.Filesystem, "filesystemCheck": f.FilesystemCheck})
@@ -298,7 +299,7 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 		log.Info("Backup drill passed: every block read back whole")
 		c.event(obj, corev1.EventTypeNormal, EventBackupVerified, msg)
 	case longhorn.BackupVerificationFailed:
-		msg := fmt.Sprintf("backup %s is damaged: %s", b.Name, rec.Message)
+		msg := fmt.Sprintf("%s is damaged: %s", which, rec.Message)
 		if full {
 			msg += "; the volume's next backup will be full, so the damaged blocks stop being shared"
 		}
@@ -306,7 +307,7 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyFailed, msg)
 	default:
 		log.WithField("reason", rec.Message).Warn("Backup drill could not be made")
-		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyError, fmt.Sprintf("backup %s: %s", b.Name, rec.Message))
+		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyError, fmt.Sprintf("%s: %s", which, rec.Message))
 	}
 }
 

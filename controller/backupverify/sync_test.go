@@ -116,14 +116,14 @@ func TestSync(t *testing.T) {
 		},
 		writes: []string{"update backups/status b-new", "update volumes/status vol"},
 		result: longhorn.BackupVerificationPassed,
-		event:  "Normal BackupVerified backup b-new: every block read back whole",
+		event:  "Normal BackupVerified backup b-new in backup target offsite: every block read back whole",
 	}, {
 		name:    "the newest backup whole: Passed, on the Backup and the volume",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-old", "2026-11-26T08:00:00Z"), backupObj("b-new", "2026-11-26T09:00:00Z")},
 		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
 		result:  longhorn.BackupVerificationPassed,
-		event:   "Normal BackupVerified backup b-new: every block read back whole",
+		event:   "Normal BackupVerified backup b-new in backup target default: every block read back whole",
 	}, {
 		name:    "a block gone: Failed, and the event says the next backup is full",
 		backup:  "b-new",

@@ -33,7 +33,9 @@ type RecurringJobSpec struct {
 	Retain int `json:"retain"`
 	// The BackupTarget a backup job's backups go to (not Longhorn's:
 	// longhorn/longhorn#11421); empty: each volume's own target. Its
-	// retention counts the backups in that target only.
+	// retention counts the backups in that target only. A backup-verify
+	// job naming one drills the backups in that target only; naming
+	// none, in every target that holds backups of the volume.
 	// +optional
 	BackupTargetName string `json:"backupTargetName,omitempty"`
 	// RetentionPolicy (Longhorn v1.12) says what a snapshot or backup job
