@@ -45,7 +45,7 @@ func TestRecoveryPointPerTarget(t *testing.T) {
 		}
 		return float64(tm.Unix())
 	}
-	for series, want := range map[string]float64{
+	expectSeries(t, got, map[string]float64{
 		`longhorn_volume_last_backup_timestamp_seconds{backup_target="offsite-a",volume="db"}`: at("2026-11-26T11:00:00Z"),
 		`longhorn_volume_last_backup_timestamp_seconds{backup_target="dr",volume="db"}`:        at("2026-11-23T02:00:00Z"),
 		`longhorn_volume_last_backup_timestamp_seconds{backup_target="default",volume="db"}`:   at("2026-11-20T02:00:00Z"),
@@ -53,15 +53,5 @@ func TestRecoveryPointPerTarget(t *testing.T) {
 		`longhorn_volume_backup_interval_seconds{backup_target="dr",volume="db"}`:              86400,
 		`longhorn_volume_backup_interval_seconds{backup_target="default",volume="db"}`:         -1,
 		`longhorn_volume_backup_jobs{volume="db"}`:                                             2,
-	} {
-		g, ok := got[series]
-		switch {
-		case want < 0 && ok:
-			t.Errorf("%s served, want it absent", series)
-		case want >= 0 && !ok:
-			t.Errorf("%s missing", series)
-		case want >= 0 && g != want:
-			t.Errorf("%s = %v, want %v", series, g, want)
-		}
-	}
+	})
 }
