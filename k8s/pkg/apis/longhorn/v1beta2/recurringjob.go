@@ -212,6 +212,18 @@ const (
 	RecurringJobConditionReasonCronJobNameTaken = "CronJobNameTaken"
 )
 
+// RecurringJobConditionTypeBackupTargetFound is, on a job naming a
+// backup target (spec.backupTargetName), whether that BackupTarget
+// exists: False (reason BackupTargetNotFound) once it was deleted after
+// the job was made, when the job's runs fail for want of it. The job
+// stays scheduled and its spec is left as the user wrote it. A job
+// naming no target has no such condition.
+const (
+	RecurringJobConditionTypeBackupTargetFound      = "BackupTargetFound"
+	RecurringJobConditionReasonBackupTargetFound    = "BackupTargetFound"
+	RecurringJobConditionReasonBackupTargetNotFound = "BackupTargetNotFound"
+)
+
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
