@@ -41,9 +41,6 @@ type Controller struct {
 	// own status write (a failed volume write after it) from drilling
 	// the backup again.
 	written kit.Written
-	// ownership is the rule the backup target controller claims targets
-	// by; a target's owner drills its backups (drills).
-	ownership kit.Ownership
 
 	// FullDrillTimeout bounds a full drill; ScratchDeviceRoot is the
 	// folder of its read-only devices (swept at start).
@@ -63,7 +60,6 @@ type Controller struct {
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID, dataDir string, recorder record.EventRecorder) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now,
-		ownership:        kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp},
 		FullDrillTimeout: DefaultFullDrillTimeout, ScratchDeviceRoot: filepath.Join(dataDir, "backup-drill")}
 	if abs, err := filepath.Abs(c.ScratchDeviceRoot); err == nil {
 		c.ScratchDeviceRoot = abs // a loop device names its file absolute
@@ -139,7 +135,7 @@ func (c *Controller) drills(b *longhorn.Backup) bool {
 	if err != nil || bt.DeletionTimestamp != nil {
 		return false
 	}
-	return bt.Status.OwnerID == c.nodeID && c.ownership.Responsible(bt.Status.OwnerID, "")
+	return bt.Status.OwnerID == c.nodeID
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
