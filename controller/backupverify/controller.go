@@ -175,11 +175,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err := c.writeBackup(ctx, key, b, rec); err != nil {
 		return kit.Result{}, err
 	}
-	full, err := c.writeVolume(ctx, volume, b.Name, rec)
-	if err != nil {
+	if err := c.writeVolume(ctx, volume, b.Name, rec); err != nil {
 		return kit.Result{}, err
 	}
-	c.report(b, volume, rec, full, log)
+	c.report(b, volume, rec, c.nextBackupFull(volume, b, rec), log)
 	return kit.Result{}, nil
 }
 
@@ -239,12 +238,11 @@ func (c *Controller) writeBackup(ctx context.Context, key string, b *longhorn.Ba
 }
 
 // writeVolume records the drill on the volume when the backup is the
-// volume's newest Completed one (a drill of an older backup says nothing
-// of what the volume restores to now), and tells whether the volume's
-// next backup is now full. A backup of a volume no longer in the cluster
-// is recorded on the Backup alone.
-func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec longhorn.BackupVerification) (full bool, err error) {
-	err = datastore.RetryOnConflict(func() error {
+// volume's newest Completed one, in any target (a drill of an older
+// backup says nothing of what the volume restores to now). A backup of a
+// volume no longer in the cluster is recorded on the Backup alone.
+func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec longhorn.BackupVerification) error {
+	return datastore.RetryOnConflict(func() error {
 		v, err := c.ds.GetVolumeFresh(ctx, volume)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -267,13 +265,34 @@ func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec
 		onVolume := rec
 		onVolume.Backup = backup
 		updated.Status.LastBackupVerification = &onVolume
-		if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
-			return err
-		}
-		full, _ = datastore.NextBackupFull(updated, backups)
-		return nil
+		_, err = c.ds.UpdateVolumeStatus(ctx, updated)
+		return err
 	})
-	return full, err
+}
+
+// nextBackupFull tells whether the volume's next backup to b's target is
+// full now that b's drill found rec (datastore.NextBackupFull over the
+// cached backups, b as drilled: the cache may not have the write yet).
+// A volume no longer in the cluster has no next backup.
+func (c *Controller) nextBackupFull(volume string, b *longhorn.Backup, rec longhorn.BackupVerification) bool {
+	v, err := c.ds.GetVolumeRO(volume)
+	if err != nil {
+		return false
+	}
+	backups, err := c.ds.ListBackupsRO(volume)
+	if err != nil {
+		return false
+	}
+	drilled := b.DeepCopy()
+	drilled.Status.Verification = &rec
+	list := []*longhorn.Backup{drilled}
+	for _, other := range backups {
+		if other.Name != b.Name {
+			list = append(list, other)
+		}
+	}
+	full, _ := datastore.NextBackupFull(v, list, datastore.BackupTargetOf(b))
+	return full
 }
 
 // report logs the drill and says it in an event on the volume (on the
@@ -297,7 +316,7 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 	case longhorn.BackupVerificationFailed:
 		msg := fmt.Sprintf("%s is damaged: %s", which, rec.Message)
 		if full {
-			msg += "; the volume's next backup will be full, so the damaged blocks stop being shared"
+			msg += "; the volume's next backup will be full in backup target " + datastore.BackupTargetOf(b) + ", so the damaged blocks stop being shared"
 		}
 		log.WithField("problem", rec.Message).Warn("Backup drill failed: the backup is damaged")
 		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyFailed, msg)

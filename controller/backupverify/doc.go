@@ -6,7 +6,7 @@
 // (backupstore.Verifier); the controller records what it found in the
 // Backup's status.verification and the volume's
 // status.lastBackupVerification, and says so in an event on the volume.
-// A damaged backup makes the volume's next backup full
+// A damaged backup makes the volume's next backup to its target full
 // (datastore.NextBackupFull).
 //
 // A full drill (spec.verifyFull), once the blocks passed, restores the

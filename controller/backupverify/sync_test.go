@@ -141,6 +141,24 @@ func TestSync(t *testing.T) {
 		result: longhorn.BackupVerificationFailed,
 		event:  "offset 2097152 missing; the volume's next backup will be full",
 	}, {
+		name:   "offsite's backup damaged, older than default's newest: recorded on the Backup, and the next backup to offsite is full",
+		backup: "b-old",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z"), backupObj("b-old", "2026-11-26T08:00:00Z", func(b *longhorn.Backup) {
+			b.Labels[types.LabelBackupTarget], b.Status.BackupTargetName = "offsite", "offsite"
+		})},
+		damage: func(t *testing.T, store *backupstore.Store, root string) {
+			info, err := store.Get("vol", "b-old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[0])); err != nil {
+				t.Fatal(err)
+			}
+		},
+		writes: []string{"update backups/status b-old"},
+		result: longhorn.BackupVerificationFailed,
+		event:  "the volume's next backup will be full in backup target offsite",
+	}, {
 		name:    "a full drill of a backup whose blocks are damaged restores nothing: Failed by its blocks",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull, b.Status.VolumeSize = true, "6291456" })},
