@@ -43,6 +43,20 @@ func readyNode(name string) *longhorn.Node {
 		Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue}}}}
 }
 
+// removeBlock deletes the i-th block of the backup from the file://
+// store at root, as rot would.
+func removeBlock(backup string, i int) func(t *testing.T, store *backupstore.Store, root string) {
+	return func(t *testing.T, store *backupstore.Store, root string) {
+		info, err := store.Get("vol", backup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // ownedTarget is a BackupTarget at url that node-1 owns.
 func ownedTarget(name, url string) *longhorn.BackupTarget {
 	return &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
@@ -77,11 +91,11 @@ func TestSync(t *testing.T) {
 		objects []runtime.Object
 		// target changes the default BackupTarget, owned by node-1 and
 		// holding the backups.
-		target  func(bt *longhorn.BackupTarget)
-		damage  func(t *testing.T, store *backupstore.Store, root string)
-		writes  []string
-		result  string // the Backup's verification result; "" for none
-		event   string // a fragment of the event
+		target func(bt *longhorn.BackupTarget)
+		damage func(t *testing.T, store *backupstore.Store, root string)
+		writes []string
+		result string // the Backup's verification result; "" for none
+		event  string // a fragment of the event
 	}{{
 		name:    "a drill not asked for writes nothing",
 		backup:  "b-new",
@@ -128,33 +142,17 @@ func TestSync(t *testing.T) {
 		name:    "a block gone: Failed, and the event says the next backup is full",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z")},
-		damage: func(t *testing.T, store *backupstore.Store, root string) {
-			info, err := store.Get("vol", "b-new")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[1])); err != nil {
-				t.Fatal(err)
-			}
-		},
-		writes: []string{"update backups/status b-new", "update volumes/status vol"},
-		result: longhorn.BackupVerificationFailed,
-		event:  "offset 2097152 missing; the volume's next backup will be full",
+		damage:  removeBlock("b-new", 1),
+		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
+		result:  longhorn.BackupVerificationFailed,
+		event:   "offset 2097152 missing; the volume's next backup will be full",
 	}, {
 		name:   "offsite's backup damaged, older than default's newest: recorded on the Backup, and the next backup to offsite is full",
 		backup: "b-old",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z"), backupObj("b-old", "2026-11-26T08:00:00Z", func(b *longhorn.Backup) {
 			b.Labels[types.LabelBackupTarget], b.Status.BackupTargetName = "offsite", "offsite"
 		})},
-		damage: func(t *testing.T, store *backupstore.Store, root string) {
-			info, err := store.Get("vol", "b-old")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[0])); err != nil {
-				t.Fatal(err)
-			}
-		},
+		damage: removeBlock("b-old", 0),
 		writes: []string{"update backups/status b-old"},
 		result: longhorn.BackupVerificationFailed,
 		event:  "the volume's next backup will be full in backup target offsite",
@@ -162,18 +160,10 @@ func TestSync(t *testing.T) {
 		name:    "a full drill of a backup whose blocks are damaged restores nothing: Failed by its blocks",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull, b.Status.VolumeSize = true, "6291456" })},
-		damage: func(t *testing.T, store *backupstore.Store, root string) {
-			info, err := store.Get("vol", "b-new")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[0])); err != nil {
-				t.Fatal(err)
-			}
-		},
-		writes: []string{"update backups/status b-new", "update volumes/status vol"},
-		result: longhorn.BackupVerificationFailed,
-		event:  "offset 0 missing",
+		damage:  removeBlock("b-new", 0),
+		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
+		result:  longhorn.BackupVerificationFailed,
+		event:   "offset 0 missing",
 	}, {
 		name:    "a full drill that cannot make its scratch volume is an Error, and creates nothing",
 		backup:  "b-new",

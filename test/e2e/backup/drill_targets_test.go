@@ -1,12 +1,8 @@
 package backup
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -61,18 +57,7 @@ func TestADamagedBackupInOneTargetMakesTheNextBackupThereFull(t *testing.T) {
 	if ver := waitDrill(t, e, away.Name, r.Body["verifyRequestedAt"].(string)); ver.Result != longhorn.BackupVerificationFailed {
 		t.Fatalf("the drill of the damaged backup in offsite: %+v", ver)
 	}
-	framework.Eventually(t, 10*time.Second, "the volume's event names offsite", func() (bool, error) {
-		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == "db" && ev.Reason == "BackupVerifyFailed" && strings.Contains(ev.Message, "next backup will be full in backup target offsite") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	e.WaitEvent(t, "Volume", "db", "BackupVerifyFailed", "next backup will be full in backup target offsite")
 
 	if b := backupTo("default"); b.Status.BackupMode != backupstore.ModeIncremental {
 		t.Fatalf("the next backup to default, whose blocks are whole, is %q", b.Status.BackupMode)

@@ -129,18 +129,7 @@ func drillScenario(t *testing.T, target string, cred map[string]string) {
 		vol.Status.LastBackupVerification.Result != longhorn.BackupVerificationFailed {
 		t.Fatalf("the volume's record of the drill: %+v, %v", vol.Status.LastBackupVerification, err)
 	}
-	framework.Eventually(t, 10*time.Second, "the volume's event says the next backup is full", func() (bool, error) {
-		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == "db" && ev.Reason == "BackupVerifyFailed" && strings.Contains(ev.Message, "next backup will be full") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	e.WaitEvent(t, "Volume", "db", "BackupVerifyFailed", "next backup will be full")
 	framework.Eventually(t, 30*time.Second, "the failed drill on /metrics", func() (bool, error) {
 		m := e.ScrapeMetrics(t)
 		return m[`longhorn_backup_verify_result{backup="`+b1+`",result="Failed",volume="db"}`] == 1 &&

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
@@ -62,19 +61,7 @@ func TestAJobWhoseTargetIsDeletedSaysWhy(t *testing.T) {
 	if c := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady); c.Status != longhorn.ConditionStatusTrue {
 		t.Errorf("the job is no longer scheduled: Ready %+v", c)
 	}
-	framework.Eventually(t, 30*time.Second, "a Warning event on nightly naming offsite", func() (bool, error) {
-		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Kind == "RecurringJob" && ev.InvolvedObject.Name == "nightly" && ev.Type == corev1.EventTypeWarning &&
-				ev.Reason == longhorn.RecurringJobConditionReasonBackupTargetNotFound && strings.Contains(ev.Message, `"offsite"`) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	e.WaitEvent(t, "RecurringJob", "nightly", longhorn.RecurringJobConditionReasonBackupTargetNotFound, `"offsite"`, "spec.backupTargetName")
 
 	e.Call(t, "POST", "/v1/backuptargets", `{"name":"offsite","backupTargetURL":"file://`+t.TempDir()+`","pollInterval":"300"}`).Expect(t, 200)
 	waitFound("nightly's target found again", longhorn.ConditionStatusTrue)
