@@ -243,11 +243,11 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err := backupstore.CheckMode(in.BackupMode); err != nil {
 		return badRequest("%v", err)
 	}
-	if err := s.fullAfterFailedDrill(name, &in); err != nil {
-		return err
-	}
 	target, cred, err := s.volumeBackupTarget(r.Context(), name, in.BackupTargetName)
 	if err != nil {
+		return err
+	}
+	if err := s.fullAfterFailedDrill(name, target.Name, &in); err != nil {
 		return err
 	}
 	client, err := s.engineClient(name)

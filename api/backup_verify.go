@@ -96,10 +96,11 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, bvName str
 	return nil
 }
 
-// fullAfterFailedDrill makes a backup full when the volume's last drill
-// found its newest backup damaged and no full backup has completed
-// since, so the damaged blocks stop being shared.
-func (s *Server) fullAfterFailedDrill(volume string, in *SnapshotInput) error {
+// fullAfterFailedDrill makes a backup to target full when a drill found
+// a backup of the volume in that target damaged and no full backup has
+// completed there since (datastore.NextBackupFull), so the damaged
+// blocks stop being shared.
+func (s *Server) fullAfterFailedDrill(volume, target string, in *SnapshotInput) error {
 	if in.BackupMode == backupstore.ModeFull {
 		return nil
 	}
@@ -114,8 +115,8 @@ func (s *Server) fullAfterFailedDrill(volume string, in *SnapshotInput) error {
 	if err != nil {
 		return err
 	}
-	if full, why := datastore.NextBackupFull(v, backups); full {
-		logrus.WithFields(logrus.Fields{"volume": volume, "snapshot": in.Name, "reason": why}).Info("Making the backup full: the volume's last drill found its newest backup damaged")
+	if full, why := datastore.NextBackupFull(v, backups, target); full {
+		logrus.WithFields(logrus.Fields{"volume": volume, "snapshot": in.Name, "backupTarget": target, "reason": why}).Info("Making the backup full: a drill found a backup of the volume in its target damaged")
 		in.BackupMode = backupstore.ModeFull
 	}
 	return nil

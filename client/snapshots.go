@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"slices"
 )
 
 // SnapshotObject is a volume's Snapshot object as the API shows it
@@ -61,4 +62,23 @@ func (c *Client) BackupVolumes(ctx context.Context) ([]string, error) {
 		names = append(names, bv.Name)
 	}
 	return names, nil
+}
+
+// BackupTargetsOf lists the BackupTargets that hold a backup volume of
+// the volume, by name.
+func (c *Client) BackupTargetsOf(ctx context.Context, volume string) ([]string, error) {
+	var list struct {
+		Data []struct{ VolumeName, BackupTargetName string }
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/backupvolumes", nil, &list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, bv := range list.Data {
+		if bv.VolumeName == volume && !slices.Contains(out, bv.BackupTargetName) {
+			out = append(out, bv.BackupTargetName)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

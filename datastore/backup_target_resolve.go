@@ -32,6 +32,15 @@ func TargetName(name string) string {
 	return name
 }
 
+// JobBackupTarget is where a backup job's backups of v go: the job's
+// spec.backupTargetName, else the volume's, else default.
+func JobBackupTarget(job *longhorn.RecurringJob, v *longhorn.Volume) string {
+	if job.Spec.BackupTargetName != "" {
+		return job.Spec.BackupTargetName
+	}
+	return TargetName(v.Spec.BackupTargetName)
+}
+
 // credentialField names, in errors, where a target's credential Secret is
 // set.
 func (t Target) credentialField() string {

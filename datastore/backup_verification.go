@@ -38,34 +38,58 @@ func VerifyDue(b *longhorn.Backup) bool {
 	return v == nil || v.RequestedAt.Time.Before(asked.Time)
 }
 
-// NextBackupFull tells whether a volume's next backup must be full, and
-// why: its last drill found its newest backup damaged (its blocks, or a
-// restore that failed; not a filesystem check, which runs on whole
-// blocks), and no full backup of it has completed since. A damaged block
-// is shared by every incremental backup that finds it present; a full
-// backup uploads every block again, whole.
-func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup) (bool, string) {
-	last := v.Status.LastBackupVerification
-	if last == nil || last.Result != longhorn.BackupVerificationFailed {
-		return false, ""
+// NextBackupFull tells whether a volume's next backup to target must be
+// full, and why: a drill found a backup of it in that target damaged (its
+// blocks, or a restore that failed; not a filesystem check, which runs on
+// whole blocks), and no full backup of it has completed there since. A
+// damaged block is shared by every incremental backup to the same target
+// that finds it present; a full backup uploads every block again, whole.
+// The drills counted are each Backup's in target (status.verification)
+// and the volume's record (status.lastBackupVerification) when its
+// backup is in target or no longer listed (deleted since). backups are
+// the volume's, in every target.
+func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup, target string) (bool, string) {
+	target = TargetName(target)
+	var damaged *longhorn.BackupVerification
+	consider := func(rec *longhorn.BackupVerification) {
+		if rec == nil || rec.Result != longhorn.BackupVerificationFailed || (rec.Full != nil && rec.Full.Restored) {
+			// Not damaged; or a full drill restored every block whole and
+			// found the filesystem corrupt: the data was so when backed
+			// up, and uploading its blocks again heals nothing.
+			return
+		}
+		if damaged == nil || rec.VerifiedAt.After(damaged.VerifiedAt.Time) {
+			damaged = rec
+		}
 	}
-	if last.Full != nil && last.Full.Restored {
-		// A full drill restored every block whole and found the
-		// filesystem corrupt: the data was so when backed up, and
-		// uploading its blocks again heals nothing.
+	recordInTarget := true
+	for _, b := range backups {
+		if v != nil && v.Status.LastBackupVerification != nil && b.Name == v.Status.LastBackupVerification.Backup {
+			recordInTarget = BackupTargetOf(b) == target
+		}
+		if BackupTargetOf(b) == target && b.Status.State == longhorn.BackupStateCompleted && b.Status.Verification != nil {
+			rec := *b.Status.Verification
+			rec.Backup = b.Name
+			consider(&rec)
+		}
+	}
+	if v != nil && recordInTarget {
+		consider(v.Status.LastBackupVerification)
+	}
+	if damaged == nil {
 		return false, ""
 	}
 	for _, b := range backups {
-		if b.Status.State != longhorn.BackupStateCompleted || b.Status.BackupMode != "full" {
+		if BackupTargetOf(b) != target || b.Status.State != longhorn.BackupStateCompleted || b.Status.BackupMode != "full" {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, b.Status.BackupCreatedAt)
-		if err == nil && at.After(last.VerifiedAt.Time) {
+		if err == nil && at.After(damaged.VerifiedAt.Time) {
 			return false, ""
 		}
 	}
-	return true, fmt.Sprintf("the drill of backup %s at %s found it damaged (%s), and no full backup has completed since",
-		last.Backup, last.VerifiedAt.UTC().Format(time.RFC3339), last.Message)
+	return true, fmt.Sprintf("the drill of backup %s in backup target %s at %s found it damaged (%s), and no full backup has completed there since",
+		damaged.Backup, target, damaged.VerifiedAt.UTC().Format(time.RFC3339), damaged.Message)
 }
 
 // ParseFullDrill reads a backup-verify job's full-drill parameter: true

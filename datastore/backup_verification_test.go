@@ -1,12 +1,14 @@
 package datastore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 func backupAt(name string, state longhorn.BackupState, mode, created string) *longhorn.Backup {
@@ -65,9 +67,56 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 		}(), []*longhorn.Backup{before}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			full, why := NextBackupFull(tc.v, tc.backups)
+			full, why := NextBackupFull(tc.v, tc.backups, "")
 			if full != tc.full || (full && why == "") {
 				t.Fatalf("full %v (%q), want %v", full, why, tc.full)
+			}
+		})
+	}
+}
+
+// TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly: a drill
+// that found a backup in offsite damaged (on the Backup, or the volume's
+// record of it) makes the next backup to offsite full, not the next one
+// to default, and only a full backup completed in offsite since heals it.
+func TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly(t *testing.T) {
+	failedAt := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	inTarget := func(b *longhorn.Backup, target string) *longhorn.Backup {
+		b.Labels = map[string]string{types.LabelBackupTarget: target}
+		return b
+	}
+	damaged := func() *longhorn.Backup {
+		b := inTarget(backupAt("b-off", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:00:00Z"), "offsite")
+		b.Status.Verification = &longhorn.BackupVerification{Result: longhorn.BackupVerificationFailed, VerifiedAt: metav1.NewTime(failedAt), Message: "offset 0 missing"}
+		return b
+	}
+	undrilled := inTarget(backupAt("b-off", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:00:00Z"), "offsite")
+	newerInDefault := backupAt("b-def", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:30:00Z")
+	fullInDefault := backupAt("b-def-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
+	fullInOffsite := inTarget(backupAt("b-off-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "offsite")
+	recordOf := func(backup string) *longhorn.Volume {
+		v := &longhorn.Volume{}
+		v.Status.LastBackupVerification = &longhorn.BackupVerification{Backup: backup, Result: longhorn.BackupVerificationFailed, VerifiedAt: metav1.NewTime(failedAt)}
+		return v
+	}
+	for _, tc := range []struct {
+		name                 string
+		v                    *longhorn.Volume
+		backups              []*longhorn.Backup
+		toOffsite, toDefault bool
+	}{
+		{"offsite's backup damaged, though default holds a newer one", &longhorn.Volume{}, []*longhorn.Backup{damaged(), newerInDefault}, true, false},
+		{"a full backup to default heals default only", &longhorn.Volume{}, []*longhorn.Backup{damaged(), fullInDefault}, true, false},
+		{"a full backup to offsite heals it", &longhorn.Volume{}, []*longhorn.Backup{damaged(), fullInOffsite}, false, false},
+		{"the volume's record of offsite's backup: offsite's next is full, default's as asked", recordOf("b-off"), []*longhorn.Backup{undrilled, newerInDefault}, true, false},
+		{"the volume's record of a backup since deleted: every target's next is full", recordOf("b-gone"), []*longhorn.Backup{undrilled, newerInDefault}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if full, why := NextBackupFull(tc.v, tc.backups, "offsite"); full != tc.toOffsite || (full && !strings.Contains(why, "in backup target offsite")) {
+				t.Errorf("offsite: full %v (%q), want %v", full, why, tc.toOffsite)
+			}
+			if full, why := NextBackupFull(tc.v, tc.backups, ""); full != tc.toDefault {
+				t.Errorf("default: full %v (%q), want %v", full, why, tc.toDefault)
 			}
 		})
 	}

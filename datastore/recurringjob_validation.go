@@ -71,9 +71,15 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 		errs = append(errs, field.NotSupported(specPath.Child("task"), spec.Task, longhorn.RecurringJobTypes))
 	}
 
-	if spec.BackupTargetName != "" && spec.Task != longhorn.RecurringJobTypeBackup && spec.Task != longhorn.RecurringJobTypeBackupForceCreate {
-		errs = append(errs, field.Invalid(specPath.Child("backupTargetName"), spec.BackupTargetName,
-			fmt.Sprintf("only a %s or %s job names a backup target; a %s job has none", longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate, spec.Task)))
+	switch spec.Task {
+	case longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate, longhorn.RecurringJobTypeBackupVerify:
+		// Where the backups go; for a drill, the one target drilled.
+	default:
+		if spec.BackupTargetName != "" {
+			errs = append(errs, field.Invalid(specPath.Child("backupTargetName"), spec.BackupTargetName,
+				fmt.Sprintf("only a %s, %s or %s job names a backup target; a %s job has none", longhorn.RecurringJobTypeBackup,
+					longhorn.RecurringJobTypeBackupForceCreate, longhorn.RecurringJobTypeBackupVerify, spec.Task)))
+		}
 	}
 
 	errs = append(errs, validateCron(specPath.Child("cron"), spec.Cron, now)...)

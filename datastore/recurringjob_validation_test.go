@@ -31,6 +31,9 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"a backup job may name a backup target", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.BackupTargetName = longhorn.RecurringJobTypeBackup, "offsite"
 		}, ""},
+		{"a backup-verify job may name the one backup target it drills", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.BackupTargetName = longhorn.RecurringJobTypeBackupVerify, "offsite"
+		}, ""},
 		{"a snapshot job naming a backup target is refused, naming the field", func(j *longhorn.RecurringJob) { j.Spec.BackupTargetName = "offsite" }, "spec.backupTargetName"},
 		{"descriptors are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@hourly" }, ""},
 		{"@every durations are accepted", func(j *longhorn.RecurringJob) { j.Spec.Cron = "@every 1h30m" }, ""},

@@ -125,9 +125,9 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 		volume("drill-0123456789ab", testNode, map[string]string{types.LabelBackupVerifyScratch: "b1"}),
 	)
 	got := gather(t, c)
-	for s, v := range map[string]float64{
+	expectSeries(t, got, map[string]float64{
 		`longhorn_volume_backup_jobs{volume="gold-vol"}`:                                            2,
-		`longhorn_volume_backup_interval_seconds{volume="gold-vol"}`:                                3600,
+		`longhorn_volume_backup_interval_seconds{backup_target="default",volume="gold-vol"}`:        3600,
 		`longhorn_volume_recurring_job{recurring_job="hourly",task="backup",volume="gold-vol"}`:     1,
 		`longhorn_volume_recurring_job{recurring_job="daily",task="backup",volume="gold-vol"}`:      1,
 		`longhorn_volume_backup_jobs{volume="disabled-vol"}`:                                        0,
@@ -135,7 +135,7 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 		`longhorn_recurring_job_interval_seconds{recurring_job="daily"}`:                            86400,
 		`longhorn_backing_image_ready_copies{backing_image="ubuntu"}`:                               2,
 		`longhorn_backing_image_min_copies{backing_image="ubuntu"}`:                                 3,
-		`longhorn_volume_last_backup_timestamp_seconds{volume="gold-vol"}`:                          0,
+		`longhorn_volume_last_backup_timestamp_seconds{backup_target="default",volume="gold-vol"}`:  0,
 		`longhorn_recurring_job_runs_finished_total{recurring_job="hourly",result="forbidden"}`:     0,
 		`longhorn_volume_robustness{robustness="healthy",volume="gold-vol"}`:                        0,
 		`longhorn_recurring_job_run_duration_seconds{recurring_job="hourly"}`:                       0,
@@ -156,12 +156,19 @@ func TestCollectorSelectionAndOwnership(t *testing.T) {
 		`longhorn_volume_robustness{robustness="unknown",volume="gold-vol"}`:                        0,
 		`longhorn_recurring_job_runs_finished_total{recurring_job="daily",result="succeeded"}`:      0,
 		`longhorn_volume_recurring_job{recurring_job="daily",task="backup",volume="disabled-vol"}`:  -1, // absent
-		`longhorn_volume_backup_interval_seconds{volume="disabled-vol"}`:                            -1,
+		`longhorn_volume_backup_interval_seconds{backup_target="default",volume="disabled-vol"}`:    -1,
 		`longhorn_volume_backup_jobs{volume="elsewhere"}`:                                           -1,
 		`longhorn_volume_backup_jobs{volume="drill-0123456789ab"}`:                                  -1, // a drill's scratch volume
 		`longhorn_volume_size_bytes{volume="drill-0123456789ab"}`:                                   -1,
 		`longhorn_recurring_job_next_run_timestamp_seconds{recurring_job="paused"}`:                 -1,
-	} {
+	})
+}
+
+// expectSeries checks the series gathered against want: each at its
+// value, or absent where want has -1.
+func expectSeries(t *testing.T, got, want map[string]float64) {
+	t.Helper()
+	for s, v := range want {
 		g, ok := got[s]
 		switch {
 		case v < 0 && ok:

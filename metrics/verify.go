@@ -21,7 +21,7 @@ var (
 	backupVerifiedAt = newDesc("longhorn_backup_last_verified_timestamp_seconds",
 		"When the backup's last drill ended.", "backup", "volume")
 	volumeNewestBackupVerified = newDesc("longhorn_volume_newest_backup_verified_timestamp_seconds",
-		"When the volume's newest Completed backup last passed a drill (backup-verify); 0 when it never has.", "volume")
+		"When the volume's newest Completed backup in the backup target last passed a drill (backup-verify); 0 when it never has.", "volume", "backup_target")
 	backupDrillRestoreSeconds = newDesc("longhorn_backup_drill_restore_seconds",
 		"How long the backup's last full drill took to restore it into a scratch volume: evidence for a recovery-time objective.", "backup", "volume")
 	backupDrillRestored = newDesc("longhorn_backup_drill_restored",
@@ -29,20 +29,23 @@ var (
 	backupDrillFilesystemCheck = newDesc("longhorn_backup_drill_filesystem_check",
 		"1 for the result of the filesystem check of the backup's last full drill (Passed, Failed: the restored filesystem is corrupt, Skipped: none found, Error: the check could not run), 0 for the others.", "backup", "volume", "result")
 	volumeNewestBackupCreated = newDesc("longhorn_volume_newest_backup_created_timestamp_seconds",
-		"When the volume's newest Completed backup was made.", "volume")
+		"When the volume's newest Completed backup in the backup target was made.", "volume", "backup_target")
 )
 
 // collectVerification serves the drills of the backups this node mirrors:
-// each backup's last drill, and per volume when its newest backup was
-// last verified.
+// each backup's last drill, and per volume and target when its newest
+// backup there was last verified (a backup-verify job drills each
+// target's).
 func (c *Collector) collectVerification(ch chan<- prometheus.Metric, backups []*longhorn.Backup) {
-	byVolume := map[string][]*longhorn.Backup{}
+	type volumeIn struct{ volume, target string }
+	byVolume := map[volumeIn][]*longhorn.Backup{}
 	for _, b := range backups {
 		if b.Status.OwnerID != c.nodeID {
 			continue
 		}
 		vol := datastore.BackupVolumeName(b)
-		byVolume[vol] = append(byVolume[vol], b)
+		in := volumeIn{vol, datastore.BackupTargetOf(b)}
+		byVolume[in] = append(byVolume[in], b)
 		v := b.Status.Verification
 		if v == nil {
 			continue
@@ -59,17 +62,17 @@ func (c *Collector) collectVerification(ch chan<- prometheus.Metric, backups []*
 			c.collectFullDrill(ch, f, v.Result, b.Name, vol)
 		}
 	}
-	for vol, list := range byVolume {
+	for in, list := range byVolume {
 		newest := datastore.NewestCompletedBackup(list)
 		if newest == nil {
 			continue
 		}
-		gauge(ch, volumeNewestBackupCreated, unixSeconds(parseTime(newest.Status.BackupCreatedAt)), vol)
+		gauge(ch, volumeNewestBackupCreated, unixSeconds(parseTime(newest.Status.BackupCreatedAt)), in.volume, in.target)
 		verified := 0.0
 		if v := newest.Status.Verification; v != nil && v.Result == longhorn.BackupVerificationPassed {
 			verified = unixSeconds(v.VerifiedAt.Time)
 		}
-		gauge(ch, volumeNewestBackupVerified, verified, vol)
+		gauge(ch, volumeNewestBackupVerified, verified, in.volume, in.target)
 	}
 }
 

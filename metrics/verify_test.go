@@ -11,7 +11,8 @@ import (
 )
 
 // TestDrillMetrics: each drilled backup serves its last drill; a volume
-// serves when its newest Completed backup last passed one (0 while its
+// serves, per backup target, when its newest Completed backup there last
+// passed one (0 while its
 // newest backup failed or was never drilled), and when that backup was
 // made; another node's backups are not served.
 func TestDrillMetrics(t *testing.T) {
@@ -22,7 +23,11 @@ func TestDrillMetrics(t *testing.T) {
 	}
 	passed := &longhorn.BackupVerification{Result: longhorn.BackupVerificationPassed, VerifiedAt: metav1.NewTime(now.Add(-time.Hour)), DurationSeconds: "2.500"}
 	failed := &longhorn.BackupVerification{Result: longhorn.BackupVerificationFailed, VerifiedAt: metav1.NewTime(now), BadBlocks: 3, DurationSeconds: "1.000"}
-	c := cachedCollector(t, now,
+	// db's newest backup in offsite, newer than its newest in default,
+	// passed: offsite's says so, default's still says its newest failed.
+	offsite := backup("db-off-1", "db", testNode, "2026-11-26T06:00:00Z", passed)
+	offsite.Labels[types.LabelBackupTarget] = "offsite"
+	c := cachedCollector(t, now, offsite,
 		backup("db-1", "db", testNode, "2026-11-25T00:00:00Z", passed),
 		backup("db-2", "db", testNode, "2026-11-26T00:00:00Z", failed),
 		backup("web-1", "web", testNode, "2026-11-26T00:00:00Z", passed),
@@ -31,22 +36,23 @@ func TestDrillMetrics(t *testing.T) {
 	)
 	got := gather(t, c)
 	for series, want := range map[string]float64{
-		`longhorn_backup_verify_result{backup="db-2",result="Failed",volume="db"}`:   1,
-		`longhorn_backup_verify_result{backup="db-2",result="Passed",volume="db"}`:   0,
-		`longhorn_backup_verify_bad_blocks{backup="db-2",volume="db"}`:               3,
-		`longhorn_backup_verify_duration_seconds{backup="db-1",volume="db"}`:         2.5,
-		`longhorn_backup_last_verified_timestamp_seconds{backup="db-2",volume="db"}`: float64(now.Unix()),
-		`longhorn_volume_newest_backup_verified_timestamp_seconds{volume="db"}`:      0,
-		`longhorn_volume_newest_backup_verified_timestamp_seconds{volume="web"}`:     float64(now.Add(-time.Hour).Unix()),
-		`longhorn_volume_newest_backup_verified_timestamp_seconds{volume="log"}`:     0,
-		`longhorn_volume_newest_backup_created_timestamp_seconds{volume="log"}`:      float64(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).Unix()),
+		`longhorn_backup_verify_result{backup="db-2",result="Failed",volume="db"}`:                       1,
+		`longhorn_backup_verify_result{backup="db-2",result="Passed",volume="db"}`:                       0,
+		`longhorn_backup_verify_bad_blocks{backup="db-2",volume="db"}`:                                   3,
+		`longhorn_backup_verify_duration_seconds{backup="db-1",volume="db"}`:                             2.5,
+		`longhorn_backup_last_verified_timestamp_seconds{backup="db-2",volume="db"}`:                     float64(now.Unix()),
+		`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="db"}`:  0,
+		`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="offsite",volume="db"}`:  float64(now.Add(-time.Hour).Unix()),
+		`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="web"}`: float64(now.Add(-time.Hour).Unix()),
+		`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="log"}`: 0,
+		`longhorn_volume_newest_backup_created_timestamp_seconds{backup_target="default",volume="log"}`:  float64(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).Unix()),
 	} {
 		if v, ok := got[series]; !ok || v != want {
 			t.Errorf("%s = %v (served %v), want %v", series, v, ok, want)
 		}
 	}
 	for series := range got {
-		if series == `longhorn_volume_newest_backup_verified_timestamp_seconds{volume="other"}` || series == `longhorn_backup_verify_result{backup="log-1",result="Passed",volume="log"}` {
+		if series == `longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="other"}` || series == `longhorn_backup_verify_result{backup="log-1",result="Passed",volume="log"}` {
 			t.Errorf("served %s", series)
 		}
 	}

@@ -26,7 +26,7 @@ var (
 	volumeCreated = newDesc("longhorn_volume_created_timestamp_seconds",
 		"When the volume was created.", "volume")
 	volumeLastBackup = newDesc("longhorn_volume_last_backup_timestamp_seconds",
-		"When the volume's newest completed backup completed (its recovery point on the target); 0 when it has none.", "volume")
+		"When the volume's newest completed backup in the backup target completed (its recovery point there); 0 when it has none there. One series for the volume's own target and for each target a backup job or a backup of it names.", "volume", "backup_target")
 	volumeLastSnapshot = newDesc("longhorn_volume_last_snapshot_timestamp_seconds",
 		"When the volume's newest snapshot was taken (its local recovery point); 0 when it has none.", "volume")
 	volumeSnapshots = newDesc("longhorn_volume_snapshots",
@@ -38,7 +38,7 @@ var (
 	volumeBackupJobs = newDesc("longhorn_volume_backup_jobs",
 		"Unsuspended backup jobs that select the volume; 0 means nothing backs it up.", "volume")
 	volumeBackupInterval = newDesc("longhorn_volume_backup_interval_seconds",
-		"The shortest interval of the unsuspended backup jobs that select the volume; absent when none does.", "volume")
+		"The shortest interval of the unsuspended backup jobs that select the volume and back it up to the backup target; absent when none does.", "volume", "backup_target")
 )
 
 func isBackupTask(t longhorn.RecurringJobType) bool {
@@ -111,25 +111,43 @@ func (c *Collector) collectVolumes(ch chan<- prometheus.Metric, jobs []*longhorn
 		}
 		gauge(ch, volumeSize, float64(v.Spec.Size), name)
 		gauge(ch, volumeCreated, unixSeconds(v.CreationTimestamp.Time), name)
-		gauge(ch, volumeLastBackup, unixSeconds(lastBackup[name]), name)
 		c.collectSnapshots(ch, name)
-		backupJobs := 0
-		var interval time.Duration
-		for _, job := range selecting(index, v.Labels) {
-			gauge(ch, volumeJob, 1, name, job.Name, string(job.Spec.Task))
-			d, ok := intervals[job.Name]
-			if !isBackupTask(job.Spec.Task) || job.Spec.Suspend || !ok {
-				continue
-			}
-			backupJobs++
-			if interval == 0 || d < interval {
-				interval = d
-			}
+		collectBackupProtection(ch, v, selecting(index, v.Labels), intervals, lastBackup[name])
+	}
+}
+
+// collectBackupProtection serves how the volume is backed up, per backup
+// target: the jobs that select it, the shortest interval of the backup
+// jobs per target they back it up to (datastore.JobBackupTarget), and
+// its recovery point in each target (last: its newest completed backup
+// per target), 0 for its own target and a job's target that hold none.
+func collectBackupProtection(ch chan<- prometheus.Metric, v *longhorn.Volume, jobs []*longhorn.RecurringJob, intervals map[string]time.Duration, last map[string]time.Time) {
+	name := v.Name
+	backupJobs := 0
+	intervalIn := map[string]time.Duration{}
+	for _, job := range jobs {
+		gauge(ch, volumeJob, 1, name, job.Name, string(job.Spec.Task))
+		d, ok := intervals[job.Name]
+		if !isBackupTask(job.Spec.Task) || job.Spec.Suspend || !ok {
+			continue
 		}
-		gauge(ch, volumeBackupJobs, float64(backupJobs), name)
-		if interval > 0 {
-			gauge(ch, volumeBackupInterval, interval.Seconds(), name)
+		backupJobs++
+		target := datastore.JobBackupTarget(job, v)
+		if cur, seen := intervalIn[target]; !seen || d < cur {
+			intervalIn[target] = d
 		}
+	}
+	gauge(ch, volumeBackupJobs, float64(backupJobs), name)
+	recoveryPoints := map[string]time.Time{datastore.TargetName(v.Spec.BackupTargetName): {}}
+	for target, d := range intervalIn {
+		gauge(ch, volumeBackupInterval, d.Seconds(), name, target)
+		recoveryPoints[target] = time.Time{}
+	}
+	for target, at := range last {
+		recoveryPoints[target] = at
+	}
+	for target, at := range recoveryPoints {
+		gauge(ch, volumeLastBackup, unixSeconds(at), name, target)
 	}
 }
 
@@ -156,9 +174,10 @@ func (c *Collector) collectSnapshots(ch chan<- prometheus.Metric, volume string)
 	gauge(ch, volumeLastSnapshot, unixSeconds(newest), volume)
 }
 
-// lastBackups is when each volume's newest completed backup completed.
-func (c *Collector) lastBackups() map[string]time.Time {
-	out := map[string]time.Time{}
+// lastBackups is when each volume's newest completed backup in each
+// target completed: by volume, then by target.
+func (c *Collector) lastBackups() map[string]map[string]time.Time {
+	out := map[string]map[string]time.Time{}
 	backups, err := c.ds.ListBackupsRO("")
 	if err != nil {
 		c.log.WithError(err).Warn("Cannot list backups for the metrics")
@@ -168,9 +187,12 @@ func (c *Collector) lastBackups() map[string]time.Time {
 		if b.Status.State != longhorn.BackupStateCompleted {
 			continue
 		}
-		vol := datastore.BackupVolumeName(b)
-		if t := parseTime(b.Status.BackupCreatedAt); t.After(out[vol]) {
-			out[vol] = t
+		vol, target := datastore.BackupVolumeName(b), datastore.BackupTargetOf(b)
+		if out[vol] == nil {
+			out[vol] = map[string]time.Time{}
+		}
+		if t := parseTime(b.Status.BackupCreatedAt); t.After(out[vol][target]) {
+			out[vol][target] = t
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 		// A drill reads the target alone: no attach, and a faulted
 		// volume's backups are the ones it matters most to know.
 		full, _ := datastore.ParseFullDrill(job.Spec.Parameters[types.RecurringJobParameterFullDrill])
-		return r.backupVerify(ctx, v.Name, full)
+		return r.backupVerify(ctx, job, v.Name, full)
 	}
 	if job.Spec.Task == longhorn.RecurringJobTypeFilesystemTrim {
 		return r.filesystemTrim(ctx, vol)
@@ -65,7 +65,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	case longhorn.RecurringJobTypeSnapshotCleanup:
 		return "", r.snapshotCleanup(ctx, v.Name)
 	case longhorn.RecurringJobTypeBackup, longhorn.RecurringJobTypeBackupForceCreate:
-		return "", r.backup(ctx, job, v.Name, backupTargetOf(job, v), labels, job.Spec.Task == longhorn.RecurringJobTypeBackupForceCreate)
+		return "", r.backup(ctx, job, v.Name, datastore.JobBackupTarget(job, v), labels, job.Spec.Task == longhorn.RecurringJobTypeBackupForceCreate)
 	}
 	return "", fmt.Errorf("task %q is not known", job.Spec.Task)
 }
@@ -262,18 +262,6 @@ func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume,
 		return err
 	}
 	return r.backupRetention(ctx, job, volume, target)
-}
-
-// backupTargetOf is where a backup job's backups of v go: the job's
-// spec.backupTargetName, else the volume's, else default.
-func backupTargetOf(job *longhorn.RecurringJob, v *longhorn.Volume) string {
-	switch {
-	case job.Spec.BackupTargetName != "":
-		return job.Spec.BackupTargetName
-	case v.Spec.BackupTargetName != "":
-		return v.Spec.BackupTargetName
-	}
-	return types.DefaultBackupTargetName
 }
 
 // backupMode is the mode of this run's backups: full on every Nth run of

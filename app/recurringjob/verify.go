@@ -5,25 +5,81 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// backupVerify drills the volume's newest Completed backup (the API's
-// backupVerify, which the backup verify controller answers) and waits for
-// the drill. It returns a reason when the volume was skipped (it has no
-// Completed backup), and an error naming the first bad block when the
-// backup is damaged: the run fails, and the volume's next backup is full.
-// It neither attaches the volume nor touches its data; a full drill
-// (the job's full-drill parameter) restores into a scratch volume of its
-// own.
-func (r *Runner) backupVerify(ctx context.Context, volume string, full bool) (string, error) {
-	b, err := r.API.VerifyBackup(ctx, volume, "", full)
+// backupVerify drills the volume's newest Completed backup in each
+// target the job drills (drillTargets), one target after another, and
+// waits for each drill. It returns a reason when the volume was skipped
+// (no target holds a Completed backup of it), and an error naming each
+// target whose backup is damaged or could not be drilled: the run fails
+// for the volume, and its next backup is full. Each target's drill is
+// recorded on its Backup and logged with the target. It neither attaches
+// the volume nor touches its data; a full drill (the job's full-drill
+// parameter) restores into a scratch volume of its own.
+func (r *Runner) backupVerify(ctx context.Context, job *longhorn.RecurringJob, volume string, full bool) (string, error) {
+	targets, err := r.drillTargets(ctx, job, volume)
+	if err != nil {
+		return "", err
+	}
+	var errs, skipped []string
+	drilled := 0
+	for _, target := range targets {
+		skip, err := r.backupVerifyIn(ctx, volume, target, full)
+		switch {
+		case err != nil:
+			errs = append(errs, "backup target "+target+": "+err.Error())
+		case skip != "":
+			skipped = append(skipped, target)
+		default:
+			drilled++
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return "", errors.New(strings.Join(errs, "; "))
+	}
+	if drilled == 0 {
+		if len(targets) == 0 {
+			return "the volume has no backup in any backup target", nil
+		}
+		return "the volume has no Completed backup to verify in backup target " + strings.Join(skipped, ", "), nil
+	}
+	return "", nil
+}
+
+// drillTargets are the targets whose backups of the volume the job
+// drills: the job's spec.backupTargetName alone when it names one, else
+// every target that holds a backup volume of it.
+func (r *Runner) drillTargets(ctx context.Context, job *longhorn.RecurringJob, volume string) ([]string, error) {
+	if job.Spec.BackupTargetName != "" {
+		return []string{job.Spec.BackupTargetName}, nil
+	}
+	targets, err := r.API.BackupTargetsOf(ctx, volume)
+	if err != nil {
+		return nil, fmt.Errorf("list the backup targets holding backups of the volume: %w", err)
+	}
+	return targets, nil
+}
+
+// backupVerifyIn drills the volume's newest Completed backup in target
+// (the API's backupVerify on the volume's backup volume there, which the
+// backup verify controller answers) and waits for the drill. It returns
+// a reason when the target holds no Completed backup of the volume.
+func (r *Runner) backupVerifyIn(ctx context.Context, volume, target string, full bool) (string, error) {
+	b, err := r.API.VerifyBackup(ctx, types.BackupVolumeObjectName(volume, target), "", full)
 	var ae *client.APIError
 	if client.IsNotFound(err) || (errors.As(err, &ae) && ae.Status == http.StatusConflict) {
-		return "the volume has no Completed backup to verify", nil
+		return "no Completed backup to verify", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("ask for a drill: %w", err)
@@ -38,7 +94,7 @@ func (r *Runner) backupVerify(ctx context.Context, volume string, full bool) (st
 			return "", ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
-		backups, err := r.API.Backups(ctx, volume)
+		backups, err := r.API.BackupsIn(ctx, volume, target)
 		if err != nil {
 			return "", err
 		}
@@ -49,7 +105,8 @@ func (r *Runner) backupVerify(ctx context.Context, volume string, full bool) (st
 		}
 	}
 	v := b.Verification
-	r.Log.WithFields(map[string]any{"volume": volume, "backup": b.Name, "result": v.Result, "badBlocks": v.BadBlocks, "blocksRead": v.BlocksRead, "seconds": v.DurationSeconds}).Info("Backup drill ended")
+	r.Log.WithFields(logrus.Fields{"volume": volume, "backupTarget": target, "backup": b.Name, "result": v.Result,
+		"badBlocks": v.BadBlocks, "blocksRead": v.BlocksRead, "seconds": v.DurationSeconds}).Info("Backup drill ended")
 	switch v.Result {
 	case longhorn.BackupVerificationPassed:
 		return "", nil

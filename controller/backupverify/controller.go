@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -53,11 +52,11 @@ type Controller struct {
 }
 
 // NewController wires the controller to the Backup informer (a drill is
-// asked for in a Backup's spec), the Node informer (the drilling node
-// changes with readiness) and the Volume informer (a full drill's scratch
-// volume that no drill runs on is deleted: the informer's first list, at
-// start, brings those a crash left). dataDir holds the full drills'
-// devices.
+// asked for in a Backup's spec), the BackupTarget informer (a target's
+// owner drills its backups: a new owner takes the drills asked for) and
+// the Volume informer (a full drill's scratch volume that no drill runs
+// on is deleted: the informer's first list, at start, brings those a
+// crash left). dataDir holds the full drills' devices.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID, dataDir string, recorder record.EventRecorder) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &Controller{ds: ds, nodeID: nodeID, recorder: recorder, now: time.Now,
@@ -66,23 +65,16 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		c.ScratchDeviceRoot = abs // a loop device names its file absolute
 	}
 	c.Base = kit.NewBase("longhorn-backup-verify", logger, metrics, c.sync,
-		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced)
-	enqueue := func(obj any) {
-		if b, ok := obj.(*longhorn.Backup); ok && datastore.VerifyDue(b) {
-			if key, err := cache.MetaNamespaceKeyFunc(b); err == nil {
-				c.Queue.Add(key)
-			}
-		}
-	}
-	lh.Backups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }})
-	// A node that becomes the drilling one takes the drills asked for.
-	lh.Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) {
-		if list, err := ds.ListBackupsRO(""); err == nil {
-			for _, b := range list {
-				enqueue(b)
-			}
-		}
-	}})
+		lh.Backups().Informer().HasSynced, lh.Volumes().Informer().HasSynced, lh.Nodes().Informer().HasSynced, lh.Settings().Informer().HasSynced,
+		lh.BackupTargets().Informer().HasSynced)
+	lh.Backups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueDue, UpdateFunc: func(_, cur any) { c.enqueueDue(cur) }})
+	lh.BackupTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(cur any) { c.targetOwnerChanged(nil, cur) },
+		UpdateFunc: func(old, cur any) {
+			o, _ := old.(*longhorn.BackupTarget)
+			c.targetOwnerChanged(o, cur)
+		},
+	})
 	enqueueScratch := func(obj any) {
 		if v, ok := obj.(*longhorn.Volume); ok && types.IsBackupVerifyScratch(v.Labels) {
 			c.Queue.Add(scratchKey(v.Name))
@@ -101,20 +93,49 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return c.Base.Run(ctx, workers)
 }
 
-// leader reports whether this node drills: the first Ready node by name,
-// the one that polls the target.
-func (c *Controller) leader() bool {
-	nodes, err := c.ds.ListNodesRO()
-	if err != nil {
-		return false
-	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	for _, n := range nodes {
-		if datastore.IsNodeReady(n) {
-			return n.Name == c.nodeID
+// enqueueDue queues a Backup whose drill was asked for and not made.
+func (c *Controller) enqueueDue(obj any) {
+	if b, ok := obj.(*longhorn.Backup); ok && datastore.VerifyDue(b) {
+		if key, err := cache.MetaNamespaceKeyFunc(b); err == nil {
+			c.Queue.Add(key)
 		}
 	}
-	return false
+}
+
+// targetOwnerChanged queues the drills asked for of a target's backups
+// when the target gets an owner or another one: the node that now owns
+// it takes them (the node that went away left them undone).
+func (c *Controller) targetOwnerChanged(old *longhorn.BackupTarget, obj any) {
+	bt, ok := obj.(*longhorn.BackupTarget)
+	if !ok || bt.Status.OwnerID == "" || (old != nil && old.Status.OwnerID == bt.Status.OwnerID) {
+		return
+	}
+	list, err := c.ds.ListBackupsRO("")
+	if err != nil {
+		c.Logger.WithError(err).WithField("backupTarget", bt.Name).Warn("Cannot list the backups whose drills the target's new owner takes")
+		return
+	}
+	for _, b := range list {
+		if datastore.BackupTargetOf(b) == bt.Name {
+			c.enqueueDue(b)
+		}
+	}
+}
+
+// drills reports whether this node makes b's drill: the owner of b's
+// BackupTarget, the node that polls it. The backup target controller
+// claims a target with kit.Ownership (status.ownerID) and another node
+// takes it over when its owner's manager goes down, so one node drills a
+// target's backups and the drills move with the polling. A target with
+// no owner yet, or owned by a node that is down until another claims it,
+// is drilled by none: the claim brings its backups back
+// (targetOwnerChanged).
+func (c *Controller) drills(b *longhorn.Backup) bool {
+	bt, err := c.ds.GetBackupTargetRO(datastore.BackupTargetOf(b))
+	if err != nil || bt.DeletionTimestamp != nil {
+		return false
+	}
+	return bt.Status.OwnerID == c.nodeID
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
@@ -132,11 +153,11 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, err
 	}
-	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.leader() {
+	if !datastore.VerifyDue(b) || b.DeletionTimestamp != nil || c.written.Stale(key, b.ResourceVersion) || !c.drills(b) {
 		return kit.Result{}, nil
 	}
 	volume := datastore.BackupVolumeName(b)
-	log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": volume, "requestedAt": b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)})
+	log := c.Logger.WithFields(logrus.Fields{"backup": b.Name, "volume": volume, "backupTarget": datastore.BackupTargetOf(b), "requestedAt": b.Spec.VerifyRequestedAt.UTC().Format(time.RFC3339)})
 	var rec longhorn.BackupVerification
 	if b.Status.State != longhorn.BackupStateCompleted {
 		rec = longhorn.BackupVerification{Result: longhorn.BackupVerificationError,
@@ -154,11 +175,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err := c.writeBackup(ctx, key, b, rec); err != nil {
 		return kit.Result{}, err
 	}
-	full, err := c.writeVolume(ctx, volume, b.Name, rec)
-	if err != nil {
+	if err := c.writeVolume(ctx, volume, b.Name, rec); err != nil {
 		return kit.Result{}, err
 	}
-	c.report(b, volume, rec, full, log)
+	c.report(b, volume, rec, c.nextBackupFull(volume, b, rec), log)
 	return kit.Result{}, nil
 }
 
@@ -218,12 +238,11 @@ func (c *Controller) writeBackup(ctx context.Context, key string, b *longhorn.Ba
 }
 
 // writeVolume records the drill on the volume when the backup is the
-// volume's newest Completed one (a drill of an older backup says nothing
-// of what the volume restores to now), and tells whether the volume's
-// next backup is now full. A backup of a volume no longer in the cluster
-// is recorded on the Backup alone.
-func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec longhorn.BackupVerification) (full bool, err error) {
-	err = datastore.RetryOnConflict(func() error {
+// volume's newest Completed one, in any target (a drill of an older
+// backup says nothing of what the volume restores to now). A backup of a
+// volume no longer in the cluster is recorded on the Backup alone.
+func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec longhorn.BackupVerification) error {
+	return datastore.RetryOnConflict(func() error {
 		v, err := c.ds.GetVolumeFresh(ctx, volume)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -246,18 +265,40 @@ func (c *Controller) writeVolume(ctx context.Context, volume, backup string, rec
 		onVolume := rec
 		onVolume.Backup = backup
 		updated.Status.LastBackupVerification = &onVolume
-		if _, err := c.ds.UpdateVolumeStatus(ctx, updated); err != nil {
-			return err
-		}
-		full, _ = datastore.NextBackupFull(updated, backups)
-		return nil
+		_, err = c.ds.UpdateVolumeStatus(ctx, updated)
+		return err
 	})
-	return full, err
+}
+
+// nextBackupFull tells whether the volume's next backup to b's target is
+// full now that b's drill found rec (datastore.NextBackupFull over the
+// cached backups, b as drilled: the cache may not have the write yet).
+// A volume no longer in the cluster has no next backup.
+func (c *Controller) nextBackupFull(volume string, b *longhorn.Backup, rec longhorn.BackupVerification) bool {
+	v, err := c.ds.GetVolumeRO(volume)
+	if err != nil {
+		return false
+	}
+	backups, err := c.ds.ListBackupsRO(volume)
+	if err != nil {
+		return false
+	}
+	drilled := b.DeepCopy()
+	drilled.Status.Verification = &rec
+	list := []*longhorn.Backup{drilled}
+	for _, other := range backups {
+		if other.Name != b.Name {
+			list = append(list, other)
+		}
+	}
+	full, _ := datastore.NextBackupFull(v, list, datastore.BackupTargetOf(b))
+	return full
 }
 
 // report logs the drill and says it in an event on the volume (on the
-// Backup when the volume is gone).
+// Backup when the volume is gone), naming the backup and its target.
 func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.BackupVerification, full bool, log *logrus.Entry) {
+	which := fmt.Sprintf("backup %s in backup target %s", b.Name, datastore.BackupTargetOf(b))
 	log = log.WithFields(logrus.Fields{"result": rec.Result, "badBlocks": rec.BadBlocks, "blocksRead": rec.BlocksRead, "digest": rec.Digest, "seconds": rec.DurationSeconds})
 	var obj runtime.Object = b
 	if v, err := c.ds.GetVolumeRO(volume); err == nil {
@@ -265,7 +306,7 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 	}
 	switch rec.Result {
 	case longhorn.BackupVerificationPassed:
-		msg := fmt.Sprintf("backup %s: every block read back whole (%d blocks read, digest %s)", b.Name, rec.BlocksRead, rec.Digest)
+		msg := fmt.Sprintf("%s: every block read back whole (%d blocks read, digest %s)", which, rec.BlocksRead, rec.Digest)
 		if f := rec.Full; f != nil {
 			msg += fmt.Sprintf("; restored in %ss, filesystem %s, check %s", f.RestoreSeconds, f.Filesystem, f.FilesystemCheck)
 			log = log.WithFields(logrus.Fields{"restoreSeconds": f.RestoreSeconds, "filesystem": f.Filesystem, "filesystemCheck": f.FilesystemCheck})
@@ -273,15 +314,15 @@ func (c *Controller) report(b *longhorn.Backup, volume string, rec longhorn.Back
 		log.Info("Backup drill passed: every block read back whole")
 		c.event(obj, corev1.EventTypeNormal, EventBackupVerified, msg)
 	case longhorn.BackupVerificationFailed:
-		msg := fmt.Sprintf("backup %s is damaged: %s", b.Name, rec.Message)
+		msg := fmt.Sprintf("%s is damaged: %s", which, rec.Message)
 		if full {
-			msg += "; the volume's next backup will be full, so the damaged blocks stop being shared"
+			msg += "; the volume's next backup will be full in backup target " + datastore.BackupTargetOf(b) + ", so the damaged blocks stop being shared"
 		}
 		log.WithField("problem", rec.Message).Warn("Backup drill failed: the backup is damaged")
 		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyFailed, msg)
 	default:
 		log.WithField("reason", rec.Message).Warn("Backup drill could not be made")
-		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyError, fmt.Sprintf("backup %s: %s", b.Name, rec.Message))
+		c.event(obj, corev1.EventTypeWarning, EventBackupVerifyError, fmt.Sprintf("%s: %s", which, rec.Message))
 	}
 }
 

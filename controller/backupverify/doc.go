@@ -6,7 +6,7 @@
 // (backupstore.Verifier); the controller records what it found in the
 // Backup's status.verification and the volume's
 // status.lastBackupVerification, and says so in an event on the volume.
-// A damaged backup makes the volume's next backup full
+// A damaged backup makes the volume's next backup to its target full
 // (datastore.NextBackupFull).
 //
 // A full drill (spec.verifyFull), once the blocks passed, restores the
@@ -16,8 +16,11 @@
 // it, whatever happened; a scratch volume no drill runs on, one a crash
 // left, is deleted when the Volume informer brings it (at start, too).
 //
-// One node makes the drills, the one that polls the target (the first
-// Ready node by name), one drill at a time, each reading
-// backup-concurrent-limit blocks at once: drills are throttled cluster
-// wide, and never write to the target but their lock.
+// A target's owner makes the drills of its backups: the node the
+// backup target controller gave the BackupTarget (kit.Ownership,
+// status.ownerID), the one that polls it. When that node's manager goes
+// down another claims the target and takes the drills asked for, as it
+// takes the polling. A node makes one drill at a time, each reading
+// backup-concurrent-limit blocks at once, and never writes to the target
+// but its lock.
 package backupverify

@@ -43,6 +43,26 @@ func readyNode(name string) *longhorn.Node {
 		Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue}}}}
 }
 
+// removeBlock deletes the i-th block of the backup from the file://
+// store at root, as rot would.
+func removeBlock(backup string, i int) func(t *testing.T, store *backupstore.Store, root string) {
+	return func(t *testing.T, store *backupstore.Store, root string) {
+		info, err := store.Get("vol", backup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ownedTarget is a BackupTarget at url that node-1 owns.
+func ownedTarget(name, url string) *longhorn.BackupTarget {
+	return &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: longhorn.BackupTargetSpec{BackupTargetURL: url}, Status: longhorn.BackupTargetStatus{OwnerID: "node-1"}}
+}
+
 // writes are the updates a sync made, as "update resource/subresource name".
 func writes(actions []k8stesting.Action) []string {
 	var out []string
@@ -69,10 +89,13 @@ func TestSync(t *testing.T) {
 		name    string
 		backup  string // the key synced
 		objects []runtime.Object
-		damage  func(t *testing.T, store *backupstore.Store, root string)
-		writes  []string
-		result  string // the Backup's verification result; "" for none
-		event   string // a fragment of the event
+		// target changes the default BackupTarget, owned by node-1 and
+		// holding the backups.
+		target func(bt *longhorn.BackupTarget)
+		damage func(t *testing.T, store *backupstore.Store, root string)
+		writes []string
+		result string // the Backup's verification result; "" for none
+		event  string // a fragment of the event
 	}{{
 		name:    "a drill not asked for writes nothing",
 		backup:  "b-new",
@@ -82,48 +105,65 @@ func TestSync(t *testing.T) {
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Status.Verification = &longhorn.BackupVerification{RequestedAt: asked} })},
 	}, {
-		name:    "another node drills",
+		name:    "the target's owner, another node that is up, drills: not this one",
 		backup:  "b-new",
 		objects: []runtime.Object{readyNode("node-0"), backupObj("b-new", "2026-11-26T09:00:00Z")},
+		target:  func(bt *longhorn.BackupTarget) { bt.Status.OwnerID = "node-0" },
+	}, {
+		name:    "the target's owner is down: none drills until another node claims the target",
+		backup:  "b-new",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z")},
+		target:  func(bt *longhorn.BackupTarget) { bt.Status.OwnerID = "node-0" },
+	}, {
+		name:    "a target no node owns yet: none drills",
+		backup:  "b-new",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z")},
+		target:  func(bt *longhorn.BackupTarget) { bt.Status.OwnerID = "" },
+	}, {
+		name:   "a backup of another target is drilled by that target's owner, though default is another node's",
+		backup: "b-new",
+		objects: []runtime.Object{readyNode("node-0"), backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) {
+			b.Labels[types.LabelBackupTarget], b.Status.BackupTargetName = "offsite", "offsite"
+		})},
+		target: func(bt *longhorn.BackupTarget) {
+			bt.Status.OwnerID = "node-0"
+		},
+		writes: []string{"update backups/status b-new", "update volumes/status vol"},
+		result: longhorn.BackupVerificationPassed,
+		event:  "Normal BackupVerified backup b-new in backup target offsite: every block read back whole",
 	}, {
 		name:    "the newest backup whole: Passed, on the Backup and the volume",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-old", "2026-11-26T08:00:00Z"), backupObj("b-new", "2026-11-26T09:00:00Z")},
 		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
 		result:  longhorn.BackupVerificationPassed,
-		event:   "Normal BackupVerified backup b-new: every block read back whole",
+		event:   "Normal BackupVerified backup b-new in backup target default: every block read back whole",
 	}, {
 		name:    "a block gone: Failed, and the event says the next backup is full",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z")},
-		damage: func(t *testing.T, store *backupstore.Store, root string) {
-			info, err := store.Get("vol", "b-new")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[1])); err != nil {
-				t.Fatal(err)
-			}
-		},
-		writes: []string{"update backups/status b-new", "update volumes/status vol"},
+		damage:  removeBlock("b-new", 1),
+		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
+		result:  longhorn.BackupVerificationFailed,
+		event:   "offset 2097152 missing; the volume's next backup will be full",
+	}, {
+		name:   "offsite's backup damaged, older than default's newest: recorded on the Backup, and the next backup to offsite is full",
+		backup: "b-old",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z"), backupObj("b-old", "2026-11-26T08:00:00Z", func(b *longhorn.Backup) {
+			b.Labels[types.LabelBackupTarget], b.Status.BackupTargetName = "offsite", "offsite"
+		})},
+		damage: removeBlock("b-old", 0),
+		writes: []string{"update backups/status b-old"},
 		result: longhorn.BackupVerificationFailed,
-		event:  "offset 2097152 missing; the volume's next backup will be full",
+		event:  "the volume's next backup will be full in backup target offsite",
 	}, {
 		name:    "a full drill of a backup whose blocks are damaged restores nothing: Failed by its blocks",
 		backup:  "b-new",
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull, b.Status.VolumeSize = true, "6291456" })},
-		damage: func(t *testing.T, store *backupstore.Store, root string) {
-			info, err := store.Get("vol", "b-new")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(root + "/" + backupstore.BlockKey(info, info.Blocks[0])); err != nil {
-				t.Fatal(err)
-			}
-		},
-		writes: []string{"update backups/status b-new", "update volumes/status vol"},
-		result: longhorn.BackupVerificationFailed,
-		event:  "offset 0 missing",
+		damage:  removeBlock("b-new", 0),
+		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
+		result:  longhorn.BackupVerificationFailed,
+		event:   "offset 0 missing",
 	}, {
 		name:    "a full drill that cannot make its scratch volume is an Error, and creates nothing",
 		backup:  "b-new",
@@ -161,8 +201,13 @@ func TestSync(t *testing.T) {
 			if tc.damage != nil {
 				tc.damage(t, store, root)
 			}
+			def := ownedTarget(types.DefaultBackupTargetName, "file://"+root)
+			if tc.target != nil {
+				tc.target(def)
+			}
 			objects := append([]runtime.Object{
 				&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: string(types.SettingNameBackupTarget), Namespace: "ns"}, Value: "file://" + root},
+				def, ownedTarget("offsite", "file://"+root),
 				readyNode("node-1"),
 				&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"}},
 			}, tc.objects...)
@@ -180,6 +225,8 @@ func TestSync(t *testing.T) {
 					err = lhi.Nodes().Informer().GetIndexer().Add(o)
 				case *longhorn.Volume:
 					err = lhi.Volumes().Informer().GetIndexer().Add(o)
+				case *longhorn.BackupTarget:
+					err = lhi.BackupTargets().Informer().GetIndexer().Add(o)
 				}
 				if err != nil {
 					t.Fatal(err)

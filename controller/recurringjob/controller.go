@@ -47,20 +47,24 @@ type Controller struct {
 }
 
 // NewController wires the controller to the RecurringJob,
-// CronJob and Setting informers.
+// CronJob, Setting and BackupTarget informers.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
 	recorder record.EventRecorder, clk clock.Clock, cfg CronJobConfig) *Controller {
 	jobs := inf.Longhorn.Longhorn().V1beta2().RecurringJobs().Informer()
 	cronJobs := inf.Kube.Batch().V1().CronJobs().Informer()
 	settings := inf.Longhorn.Longhorn().V1beta2().Settings().Informer()
 	volumes := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
+	targets := inf.Longhorn.Longhorn().V1beta2().BackupTargets().Informer()
 	c := &Controller{
 		ds: ds, recorder: recorder, clock: clk, cfg: cfg,
 		ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp},
 	}
 	c.Base = kit.NewBase("longhorn-recurring-job", logger, metrics, c.sync,
-		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced)
+		jobs.HasSynced, cronJobs.HasSynced, settings.HasSynced, volumes.HasSynced, targets.HasSynced)
 	jobs.AddEventHandler(c.jobEventHandler())
+	// A job naming a backup target says whether it exists
+	// (setBackupTargetFound): a target made or deleted queues its jobs.
+	targets.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueJobsOfTarget, DeleteFunc: c.enqueueJobsOfTarget})
 	// A CronJob changed or deleted by hand brings its job back to the queue,
 	// so the edit is reverted at once.
 	cronJobs.AddEventHandler(cache.FilteringResourceEventHandler{
@@ -225,6 +229,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 	}
 	c.setReady(d, longhorn.ConditionStatusTrue, reason, warning)
+	if err := c.setBackupTargetFound(d, job, log); err != nil {
+		return kit.Result{}, err
+	}
 	if !d.changed(job) {
 		c.settled.remember(key, job.ResourceVersion)
 		return kit.Result{}, nil

@@ -3,6 +3,7 @@ package recurringjob
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,23 @@ func TestControllerSync(t *testing.T) {
 			}
 		}
 	}
+	targetFound := func(status longhorn.ConditionStatus, fragment string) func(*testing.T, *longhorn.RecurringJob) {
+		return func(t *testing.T, job *longhorn.RecurringJob) {
+			t.Helper()
+			c := kit.GetCondition(job.Status.Conditions, longhorn.RecurringJobConditionTypeBackupTargetFound)
+			if c.Status != status || !strings.Contains(c.Message, fragment) {
+				t.Errorf("BackupTargetFound %+v, want %s saying %q", c, status, fragment)
+			}
+			ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
+			if job.Spec.BackupTargetName != "" && job.Spec.BackupTargetName != "offsite" {
+				t.Errorf("spec.backupTargetName changed to %q", job.Spec.BackupTargetName)
+			}
+		}
+	}
+	toOffsite := func(j *longhorn.RecurringJob) {
+		j.Spec.Task, j.Spec.BackupTargetName = longhorn.RecurringJobTypeBackup, "offsite"
+	}
+	offsite := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: "offsite", Namespace: "ns"}, Spec: longhorn.BackupTargetSpec{BackupTargetURL: "file:///offsite"}}
 	for _, tc := range []struct {
 		name    string
 		objects []runtime.Object // Longhorn objects
@@ -234,6 +252,33 @@ func TestControllerSync(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:    "a backup job whose target was deleted: BackupTargetFound False naming it, still Ready, its spec left",
+			objects: []runtime.Object{syncJob(toOffsite), syncNode("node-1", true)},
+			runner:  longhorn.RecurringJobRunnerManager,
+			writes:  []string{"update recurringjobs/status"},
+			check:   targetFound(longhorn.ConditionStatusFalse, `BackupTarget "offsite" does not exist`),
+		},
+		{
+			name:    "a backup job whose target exists: BackupTargetFound True",
+			objects: []runtime.Object{syncJob(toOffsite), syncNode("node-1", true), offsite},
+			runner:  longhorn.RecurringJobRunnerManager,
+			writes:  []string{"update recurringjobs/status"},
+			check:   targetFound(longhorn.ConditionStatusTrue, ""),
+		},
+		{
+			name: "a job that no longer names a target loses the condition",
+			objects: []runtime.Object{syncJob(func(j *longhorn.RecurringJob) {
+				j.Status.Conditions = []longhorn.Condition{{Type: longhorn.RecurringJobConditionTypeBackupTargetFound, Status: longhorn.ConditionStatusFalse}}
+			}), syncNode("node-1", true)},
+			runner: longhorn.RecurringJobRunnerManager,
+			writes: []string{"update recurringjobs/status"},
+			check: func(t *testing.T, job *longhorn.RecurringJob) {
+				if c := kit.GetCondition(job.Status.Conditions, longhorn.RecurringJobConditionTypeBackupTargetFound); c.Status != longhorn.ConditionStatusUnknown {
+					t.Errorf("BackupTargetFound %+v, want none", c)
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lh := lhfake.NewSimpleClientset(tc.objects...)
@@ -249,6 +294,8 @@ func TestControllerSync(t *testing.T) {
 					err = lhi.Nodes().Informer().GetIndexer().Add(o)
 				case *longhorn.Volume:
 					err = lhi.Volumes().Informer().GetIndexer().Add(o)
+				case *longhorn.BackupTarget:
+					err = lhi.BackupTargets().Informer().GetIndexer().Add(o)
 				}
 				if err != nil {
 					t.Fatal(err)

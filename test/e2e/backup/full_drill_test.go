@@ -78,18 +78,7 @@ func TestAFullDrillRestoresChecksTheFilesystemAndDeletesItsScratchVolume(t *test
 		t.Fatalf("the volume's record of the full drill: %+v, %v", vol.Status.LastBackupVerification, err)
 	}
 	noScratchVolumes(t, e)
-	framework.Eventually(t, 10*time.Second, "the volume's event names the corrupt filesystem", func() (bool, error) {
-		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == "db" && ev.Reason == "BackupVerifyFailed" && strings.Contains(ev.Message, "filesystem is corrupt") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	e.WaitEvent(t, "Volume", "db", "BackupVerifyFailed", "filesystem is corrupt")
 	// The blocks were whole: the next backup is not made full.
 	if b3 := takeBackup(t, e, "s3"); backupObject(t, e, b3).Status.BackupMode != "incremental" {
 		t.Fatalf("the backup after a failed filesystem check is %q", backupObject(t, e, b3).Status.BackupMode)

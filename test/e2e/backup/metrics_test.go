@@ -44,7 +44,7 @@ func TestMetricsOfBackupsAndTheTarget(t *testing.T) {
 			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "backup_target", "default", "state", "Completed"):  1,
 			framework.Series("longhorn_backup_state", "backup", backup, "volume", "src", "backup_target", "default", "state", "InProgress"): 0,
 			framework.Series("longhorn_backup_size_bytes", "backup", backup, "volume", "src", "backup_target", "default"):                   size,
-			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "src"):                                              float64(done.UnixNano()) / 1e9,
+			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "src", "backup_target", "default"):                  float64(done.UnixNano()) / 1e9,
 			framework.Series("longhorn_backup_target_reachable", "backup_target", "default"):                                                1,
 		}
 		// The duration runs from the Backup object's creation, when the

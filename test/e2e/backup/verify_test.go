@@ -129,22 +129,11 @@ func drillScenario(t *testing.T, target string, cred map[string]string) {
 		vol.Status.LastBackupVerification.Result != longhorn.BackupVerificationFailed {
 		t.Fatalf("the volume's record of the drill: %+v, %v", vol.Status.LastBackupVerification, err)
 	}
-	framework.Eventually(t, 10*time.Second, "the volume's event says the next backup is full", func() (bool, error) {
-		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == "db" && ev.Reason == "BackupVerifyFailed" && strings.Contains(ev.Message, "next backup will be full") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	e.WaitEvent(t, "Volume", "db", "BackupVerifyFailed", "next backup will be full")
 	framework.Eventually(t, 30*time.Second, "the failed drill on /metrics", func() (bool, error) {
 		m := e.ScrapeMetrics(t)
 		return m[`longhorn_backup_verify_result{backup="`+b1+`",result="Failed",volume="db"}`] == 1 &&
-			m[`longhorn_volume_newest_backup_verified_timestamp_seconds{volume="db"}`] == 0, nil
+			m[`longhorn_volume_newest_backup_verified_timestamp_seconds{backup_target="default",volume="db"}`] == 0, nil
 	})
 
 	// The next backup, asked for as incremental, is full; it heals the

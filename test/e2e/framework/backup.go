@@ -61,14 +61,32 @@ func (e *APIEnv) BackupCount(t *testing.T) (all, completed int) {
 // fragment.
 func (e *APIEnv) SettingWarning(t *testing.T, setting types.SettingName, fragments ...string) {
 	t.Helper()
-	Eventually(t, 30*time.Second, "a Warning event on "+string(setting)+" saying "+strings.Join(fragments, ", "), func() (bool, error) {
+	e.waitEvent(t, "a Warning event on "+string(setting), func(ev corev1.Event) bool {
+		return ev.InvolvedObject.Kind == "Setting" && ev.InvolvedObject.Name == string(setting) && ev.Type == corev1.EventTypeWarning
+	}, fragments)
+}
+
+// WaitEvent waits for an event of reason on the object kind/name
+// (Volume, RecurringJob, ...) that says every fragment.
+func (e *APIEnv) WaitEvent(t *testing.T, kind, name, reason string, fragments ...string) {
+	t.Helper()
+	e.waitEvent(t, "a "+reason+" event on "+kind+" "+name, func(ev corev1.Event) bool {
+		return ev.InvolvedObject.Kind == kind && ev.InvolvedObject.Name == name && ev.Reason == reason
+	}, fragments)
+}
+
+// waitEvent waits for an event that match takes and whose message says
+// every fragment.
+func (e *APIEnv) waitEvent(t *testing.T, what string, match func(corev1.Event) bool, fragments []string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, what+" saying "+strings.Join(fragments, ", "), func() (bool, error) {
 		events, err := e.Kube.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 	next:
 		for _, ev := range events.Items {
-			if ev.InvolvedObject.Kind != "Setting" || ev.InvolvedObject.Name != string(setting) || ev.Type != corev1.EventTypeWarning {
+			if !match(ev) {
 				continue
 			}
 			for _, f := range fragments {

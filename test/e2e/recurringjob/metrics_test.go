@@ -89,8 +89,8 @@ func TestMetricsOfRecurringJobRuns(t *testing.T) {
 			framework.Series("longhorn_volume_recurring_job", "volume", "vol-bad", "recurring_job", "bak", "task", "backup"):   1,
 			framework.Series("longhorn_volume_backup_jobs", "volume", "vol-ok"):                                                0,
 			framework.Series("longhorn_volume_backup_jobs", "volume", "vol-bad"):                                               1,
-			framework.Series("longhorn_volume_backup_interval_seconds", "volume", "vol-bad"):                                   60,
-			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "vol-bad"):                             0,
+			framework.Series("longhorn_volume_backup_interval_seconds", "volume", "vol-bad", "backup_target", "default"):       60,
+			framework.Series("longhorn_volume_last_backup_timestamp_seconds", "volume", "vol-bad", "backup_target", "default"): 0,
 			framework.Series("longhorn_volume_snapshots", "volume", "vol-ok"):                                                  e.LiveSnapshots(t, "vol-ok"),
 			framework.Series("longhorn_volume_state", "volume", "vol-ok", "state", "attached"):                                 1,
 			framework.Series("longhorn_volume_state", "volume", "vol-ok", "state", "detached"):                                 0,
@@ -108,7 +108,7 @@ func TestMetricsOfRecurringJobRuns(t *testing.T) {
 		if _, ok := m[framework.Series("longhorn_recurring_job_next_run_timestamp_seconds", "recurring_job", "paused")]; ok || paused.Status.ExecutionCount != 0 {
 			t.Fatalf("a suspended job shows a next run or ran: %+v", paused.Status)
 		}
-		if _, ok := m[framework.Series("longhorn_volume_backup_interval_seconds", "volume", "vol-ok")]; ok {
+		if _, ok := m[framework.Series("longhorn_volume_backup_interval_seconds", "volume", "vol-ok", "backup_target", "default")]; ok {
 			t.Fatal("vol-ok has a backup interval, yet no backup job selects it")
 		}
 		if m[framework.Series("longhorn_volume_last_snapshot_timestamp_seconds", "volume", "vol-ok")] < unixOf(snap.Status.LastScheduleTime, true) {

@@ -33,7 +33,9 @@ type RecurringJobSpec struct {
 	Retain int `json:"retain"`
 	// The BackupTarget a backup job's backups go to (not Longhorn's:
 	// longhorn/longhorn#11421); empty: each volume's own target. Its
-	// retention counts the backups in that target only.
+	// retention counts the backups in that target only. A backup-verify
+	// job naming one drills the backups in that target only; naming
+	// none, in every target that holds backups of the volume.
 	// +optional
 	BackupTargetName string `json:"backupTargetName,omitempty"`
 	// RetentionPolicy (Longhorn v1.12) says what a snapshot or backup job
@@ -208,6 +210,18 @@ const (
 	// RecurringJobConditionReasonCronJobNameTaken: not scheduled, a
 	// CronJob the manager did not make has the job's name.
 	RecurringJobConditionReasonCronJobNameTaken = "CronJobNameTaken"
+)
+
+// RecurringJobConditionTypeBackupTargetFound is, on a job naming a
+// backup target (spec.backupTargetName), whether that BackupTarget
+// exists: False (reason BackupTargetNotFound) once it was deleted after
+// the job was made, when the job's runs fail for want of it. The job
+// stays scheduled and its spec is left as the user wrote it. A job
+// naming no target has no such condition.
+const (
+	RecurringJobConditionTypeBackupTargetFound      = "BackupTargetFound"
+	RecurringJobConditionReasonBackupTargetFound    = "BackupTargetFound"
+	RecurringJobConditionReasonBackupTargetNotFound = "BackupTargetNotFound"
 )
 
 // +genclient

@@ -1,4 +1,4 @@
-package recurringjob
+package datastore
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 
 // A job's backup goes to the job's target, else the volume's, else
 // default.
-func TestBackupTargetOf(t *testing.T) {
+func TestJobBackupTarget(t *testing.T) {
 	for _, tc := range []struct{ job, volume, want string }{
 		{"offsite", "local", "offsite"},
 		{"", "local", "local"},
@@ -17,7 +17,7 @@ func TestBackupTargetOf(t *testing.T) {
 	} {
 		job := &longhorn.RecurringJob{Spec: longhorn.RecurringJobSpec{BackupTargetName: tc.job}}
 		v := &longhorn.Volume{Spec: longhorn.VolumeSpec{BackupTargetName: tc.volume}}
-		if got := backupTargetOf(job, v); got != tc.want {
+		if got := JobBackupTarget(job, v); got != tc.want {
 			t.Errorf("job %q, volume %q: %q, want %q", tc.job, tc.volume, got, tc.want)
 		}
 	}
