@@ -31,5 +31,7 @@ func Main(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(testcluster.Main(m))
+	code := testcluster.Main(m)
+	removeManagerBinary()
+	os.Exit(code)
 }

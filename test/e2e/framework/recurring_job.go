@@ -72,6 +72,14 @@ func ManagerBinary(t *testing.T) string {
 	return binary
 }
 
+// removeManagerBinary removes what ManagerBinary built, once the
+// package's tests are done (a 100 MB binary per package run otherwise).
+func removeManagerBinary() {
+	if binary != "" {
+		os.RemoveAll(filepath.Dir(binary))
+	}
+}
+
 // ServiceAccountKubeconfig writes a kubeconfig that acts as the manager's
 // ServiceAccount, which the CronJob pods run as.
 func ServiceAccountKubeconfig(t *testing.T, cluster *testcluster.Cluster, ns string) string {
