@@ -97,7 +97,9 @@ var files = []file{
 	{"kubernetes/persistentvolumes.yaml", "PersistentVolumeList", func(c *Contents) any { return listOf("PersistentVolumeList", "v1", c.PersistentVolumes) },
 		func(c *Contents, b []byte) error { return decodeList(b, "PersistentVolumeList", &c.PersistentVolumes) }},
 	{"kubernetes/persistentvolumeclaims.yaml", "PersistentVolumeClaimList", func(c *Contents) any { return listOf("PersistentVolumeClaimList", "v1", c.PersistentVolumeClaims) },
-		func(c *Contents, b []byte) error { return decodeList(b, "PersistentVolumeClaimList", &c.PersistentVolumeClaims) }},
+		func(c *Contents, b []byte) error {
+			return decodeList(b, "PersistentVolumeClaimList", &c.PersistentVolumeClaims)
+		}},
 }
 
 // Build writes the archive of a system backup named name.
