@@ -41,6 +41,14 @@ const (
 	// LabelValueEnabled is the value of job and group selection labels.
 	LabelValueEnabled = "enabled"
 
+	// LabelSystemBackup, on the snapshots and backups a system backup
+	// makes, names it.
+	LabelSystemBackup = "longhorn.io/system-backup"
+	// LabelVersion, on a SystemBackup made for an archive found in the
+	// backup target, is the Longhorn version folder it was found in, as
+	// Longhorn's.
+	LabelVersion = "longhorn.io/version"
+
 	// LabelVolume names the volume a snapshot, engine or replica belongs to.
 	LabelVolume = "longhornvolume"
 	// LabelNode names the node an object belongs to.

@@ -1,0 +1,106 @@
+package systembackup
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+)
+
+func systemBackup(t *testing.T, e *framework.APIEnv, name string) *longhorn.SystemBackup {
+	t.Helper()
+	sb, err := e.LH.LonghornV1beta2().SystemBackups(e.NS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return sb
+}
+
+// TestASystemBackupOfOneClusterIsRestoredOnAnother backs up a cluster
+// (an attached volume with bytes written, a recurring job, a setting) to
+// a file:// target, and restores it on a fresh cluster pointed at the
+// same target: the objects come back and the volume, restored from the
+// backup the system backup made, reads every byte.
+func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
+	a := framework.NewAPIEnv(t)
+	target := "file://" + t.TempDir()
+	a.SetBackupTarget(t, target)
+	a.Call(t, "POST", "/v1/volumes", `{"name":"data","size":"8Mi","numberOfReplicas":1}`).Expect(t, 200)
+	a.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
+	v := a.WaitVolume(t, "data", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "write -P 0xc3 5M 1M", "flush")
+	want := framework.DeviceContent(t, v["endpoint"].(string))
+	a.Call(t, "POST", "/v1/recurringjobs", `{"name":"nightly","task":"snapshot","cron":"0 1 * * *","retain":3,"groups":["default"]}`).Expect(t, 200)
+	a.Call(t, "PUT", "/v1/settings/backup-concurrent-limit", `{"value":"3"}`).Expect(t, 200)
+
+	ctx := context.Background()
+	if _, err := a.LH.LonghornV1beta2().SystemBackups(a.NS).Create(ctx, &longhorn.SystemBackup{ObjectMeta: metav1.ObjectMeta{Name: "sb-1"},
+		Spec: longhorn.SystemBackupSpec{VolumeBackupPolicy: longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, "system backup sb-1 Ready", func() (bool, error) {
+		sb := systemBackup(t, a, "sb-1")
+		if sb != nil && sb.Status.State == longhorn.SystemBackupStateError {
+			t.Fatalf("system backup failed: %+v", sb.Status.Conditions)
+		}
+		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version != "", nil
+	})
+	sb := systemBackup(t, a, "sb-1")
+	dir := filepath.Join(target[len("file://"):], "backupstore/system-backups", sb.Status.Version, "sb-1")
+	for _, f := range []string{"system-backup.zip", "system-backup.cfg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("the archive is not in Longhorn's layout: %v", err)
+		}
+	}
+	// The volume backup the policy asked for (the volume had none).
+	framework.Eventually(t, 30*time.Second, "the backup the system backup made listed", func() (bool, error) {
+		r := a.Call(t, "POST", "/v1/backupvolumes/data?action=backupList", "")
+		if r.Status == 200 && len(framework.Names(r)) > 1 {
+			t.Fatalf("backups %v, want the 1 the system backup made", framework.Names(r))
+		}
+		return r.Status == 200 && len(framework.Names(r)) == 1, nil
+	})
+	// Written after the system backup: not in what is restored.
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x00 0 8M", "flush")
+
+	b := secondCluster(t)
+	b.SetBackupTarget(t, target)
+	framework.Eventually(t, 60*time.Second, "the target's system backup seen by the fresh cluster", func() (bool, error) {
+		sb := systemBackup(t, b, "sb-1")
+		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version == systemBackup(t, a, "sb-1").Status.Version, nil
+	})
+	if _, err := b.LH.LonghornV1beta2().SystemRestores(b.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "sr-1"},
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: "sb-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, "system restore sr-1 Completed", func() (bool, error) {
+		sr, err := b.LH.LonghornV1beta2().SystemRestores(b.NS).Get(ctx, "sr-1", metav1.GetOptions{})
+		if err == nil && sr.Status.State == longhorn.SystemRestoreStateError {
+			t.Fatalf("system restore failed: %+v", sr.Status.Conditions)
+		}
+		return err == nil && sr.Status.State == longhorn.SystemRestoreStateCompleted, nil
+	})
+	job := b.Call(t, "GET", "/v1/recurringjobs/nightly", "").Expect(t, 200)
+	if job.Body["cron"] != "0 1 * * *" || job.Body["task"] != "snapshot" {
+		t.Errorf("restored job %v", job.Body)
+	}
+	if s := b.Call(t, "GET", "/v1/settings/backup-concurrent-limit", "").Expect(t, 200); s.Body["value"] != "3" {
+		t.Errorf("restored setting backup-concurrent-limit = %v, want 3", s.Body["value"])
+	}
+	framework.Eventually(t, 60*time.Second, "the volume restored from its backup", func() (bool, error) {
+		vol, err := b.LH.LonghornV1beta2().Volumes(b.NS).Get(ctx, "data", metav1.GetOptions{})
+		return err == nil && vol.Spec.FromBackup != "" && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
+	})
+	b.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
+	rv := b.WaitVolume(t, "data", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	if got := framework.DeviceContent(t, rv["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Fatal("the restored volume does not read the bytes written before the system backup")
+	}
+}
