@@ -29,6 +29,7 @@ func systemBackup(t *testing.T, e *framework.APIEnv, name string) *longhorn.Syst
 // same target: the objects come back and the volume, restored from the
 // backup the system backup made, reads every byte.
 func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
+	t.Parallel()
 	a := framework.NewAPIEnv(t)
 	target := "file://" + t.TempDir()
 	a.SetBackupTarget(t, target)
@@ -103,4 +104,15 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	if got := framework.DeviceContent(t, rv["endpoint"].(string)); !bytes.Equal(got, want) {
 		t.Fatal("the restored volume does not read the bytes written before the system backup")
 	}
+
+	// Deleting the SystemBackup (here, on the cluster that found it)
+	// deletes its archive.
+	if err := b.LH.LonghornV1beta2().SystemBackups(b.NS).Delete(ctx, "sb-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "the archive deleted with its SystemBackup", func() (bool, error) {
+		_, zerr := os.Stat(filepath.Join(dir, "system-backup.zip"))
+		_, cerr := os.Stat(filepath.Join(dir, "system-backup.cfg"))
+		return os.IsNotExist(zerr) && os.IsNotExist(cerr) && systemBackup(t, b, "sb-1") == nil, nil
+	})
 }
