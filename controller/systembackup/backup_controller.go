@@ -187,7 +187,7 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 		_, werr := c.setState(ctx, sb, longhorn.SystemBackupStateError, reason, err)
 		return werr
 	}
-	if _, err := ParsePolicy(string(sb.Spec.VolumeBackupPolicy)); err != nil {
+	if _, err := systembackup.ParsePolicy(string(sb.Spec.VolumeBackupPolicy)); err != nil {
 		return fail(longhorn.SystemBackupConditionReasonGenerate, err)
 	}
 	store, d, t, cred, err := c.store(ctx)

@@ -15,22 +15,9 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/systembackup"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
-
-// ParsePolicy checks a volume backup policy; empty is if-not-present,
-// Longhorn's default.
-func ParsePolicy(p string) (longhorn.SystemBackupCreateVolumeBackupPolicy, error) {
-	switch longhorn.SystemBackupCreateVolumeBackupPolicy(p) {
-	case "", longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent:
-		return longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent, nil
-	case longhorn.SystemBackupCreateVolumeBackupPolicyAlways:
-		return longhorn.SystemBackupCreateVolumeBackupPolicyAlways, nil
-	case longhorn.SystemBackupCreateVolumeBackupPolicyDisabled:
-		return longhorn.SystemBackupCreateVolumeBackupPolicyDisabled, nil
-	}
-	return "", fmt.Errorf("volumeBackupPolicy %q: must be if-not-present, always or disabled", p)
-}
 
 // volumeBackup is what the archive records of one volume: the backup it
 // is restored from, none when the policy made none and it had none.
@@ -57,7 +44,7 @@ func needsBackup(p longhorn.SystemBackupCreateVolumeBackupPolicy, newest string)
 // faulted) is an error naming it: an archive without it would restore
 // an empty volume.
 func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.SystemBackup, store *backupstore.Store, t datastore.Target, cred map[string]string) (map[string]volumeBackup, error) {
-	policy, err := ParsePolicy(string(sb.Spec.VolumeBackupPolicy))
+	policy, err := systembackup.ParsePolicy(string(sb.Spec.VolumeBackupPolicy))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/systembackup"
 )
 
 func TestThePolicyDecidesWhichVolumesAreBackedUp(t *testing.T) {
@@ -22,7 +23,7 @@ func TestThePolicyDecidesWhichVolumesAreBackedUp(t *testing.T) {
 		{"disabled", "", false},
 		{"disabled", "backup-1", false},
 	} {
-		p, err := ParsePolicy(tc.policy)
+		p, err := systembackup.ParsePolicy(tc.policy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,10 +31,10 @@ func TestThePolicyDecidesWhichVolumesAreBackedUp(t *testing.T) {
 			t.Errorf("policy %q, newest backup %q: needsBackup = %v, want %v", tc.policy, tc.newest, got, tc.want)
 		}
 	}
-	if _, err := ParsePolicy("sometimes"); err == nil || !strings.Contains(err.Error(), "volumeBackupPolicy") {
-		t.Errorf("ParsePolicy(sometimes) = %v, want an error naming volumeBackupPolicy", err)
+	if _, err := systembackup.ParsePolicy("sometimes"); err == nil || !strings.Contains(err.Error(), "volumeBackupPolicy") {
+		t.Errorf("systembackup.ParsePolicy(sometimes) = %v, want an error naming volumeBackupPolicy", err)
 	}
-	if p, _ := ParsePolicy(""); p != longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent {
+	if p, _ := systembackup.ParsePolicy(""); p != longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent {
 		t.Errorf("the empty policy is %q, want Longhorn's default if-not-present", p)
 	}
 }

@@ -42,10 +42,8 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	a.Call(t, "PUT", "/v1/settings/backup-concurrent-limit", `{"value":"3"}`).Expect(t, 200)
 
 	ctx := context.Background()
-	if _, err := a.LH.LonghornV1beta2().SystemBackups(a.NS).Create(ctx, &longhorn.SystemBackup{ObjectMeta: metav1.ObjectMeta{Name: "sb-1"},
-		Spec: longhorn.SystemBackupSpec{VolumeBackupPolicy: longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// As Longhorn's UI asks for it.
+	a.Call(t, "POST", "/v1/systembackups", `{"name":"sb-1","volumeBackupPolicy":"if-not-present"}`).Expect(t, 200)
 	framework.Eventually(t, 60*time.Second, "system backup sb-1 Ready", func() (bool, error) {
 		sb := systemBackup(t, a, "sb-1")
 		if sb != nil && sb.Status.State == longhorn.SystemBackupStateError {
@@ -53,6 +51,9 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 		}
 		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version != "", nil
 	})
+	if got := a.Call(t, "GET", "/v1/systembackups/sb-1", "").Expect(t, 200); got.Body["state"] != "Ready" || got.Body["version"] == "" || got.Body["createdAt"] == "" {
+		t.Errorf("GET /v1/systembackups/sb-1: %s", got.Raw)
+	}
 	sb := systemBackup(t, a, "sb-1")
 	dir := filepath.Join(target[len("file://"):], "backupstore/system-backups", sb.Status.Version, "sb-1")
 	for _, f := range []string{"system-backup.zip", "system-backup.cfg"} {
@@ -77,10 +78,7 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 		sb := systemBackup(t, b, "sb-1")
 		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version == systemBackup(t, a, "sb-1").Status.Version, nil
 	})
-	if _, err := b.LH.LonghornV1beta2().SystemRestores(b.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "sr-1"},
-		Spec: longhorn.SystemRestoreSpec{SystemBackup: "sb-1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	b.Call(t, "POST", "/v1/systemrestores", `{"name":"sr-1","systemBackup":"sb-1"}`).Expect(t, 200)
 	framework.Eventually(t, 60*time.Second, "system restore sr-1 Completed", func() (bool, error) {
 		sr, err := b.LH.LonghornV1beta2().SystemRestores(b.NS).Get(ctx, "sr-1", metav1.GetOptions{})
 		if err == nil && sr.Status.State == longhorn.SystemRestoreStateError {
@@ -107,9 +105,7 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 
 	// Deleting the SystemBackup (here, on the cluster that found it)
 	// deletes its archive.
-	if err := b.LH.LonghornV1beta2().SystemBackups(b.NS).Delete(ctx, "sb-1", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	b.Call(t, "DELETE", "/v1/systembackups/sb-1", "").Expect(t, 204)
 	framework.Eventually(t, 30*time.Second, "the archive deleted with its SystemBackup", func() (bool, error) {
 		_, zerr := os.Stat(filepath.Join(dir, "system-backup.zip"))
 		_, cerr := os.Stat(filepath.Join(dir, "system-backup.cfg"))
