@@ -125,6 +125,11 @@ const RecurringJobParameterFullBackupInterval = "full-backup-interval"
 // its filesystem checked.
 const RecurringJobParameterFullDrill = "full-drill"
 
+// RecurringJobParameterVolumeBackupPolicy, on a system-backup job, is
+// the volumeBackupPolicy of the SystemBackups it makes: if-not-present
+// (the default), always or disabled (Longhorn v1.9).
+const RecurringJobParameterVolumeBackupPolicy = "volume-backup-policy"
+
 // LabelBackupVerifyScratch marks a scratch volume a full drill restores a
 // backup into; its value is the backup. Only the backup verify controller
 // makes such volumes, and it deletes every one no drill of its uses. A

@@ -57,7 +57,7 @@ const (
 )
 
 // RecurringJobType is the task a recurring job performs.
-// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create;backup-verify
+// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create;backup-verify;system-backup
 type RecurringJobType string
 
 const (
@@ -70,6 +70,10 @@ const (
 	// RecurringJobTypeBackupVerify drills the newest Completed backup of
 	// each volume: every block read back and checked (see backups.md).
 	RecurringJobTypeBackupVerify RecurringJobType = "backup-verify"
+	// RecurringJobTypeSystemBackup (Longhorn v1.9) makes a SystemBackup
+	// each run, with the volume-backup-policy parameter, and keeps the
+	// newest retain of the job's.
+	RecurringJobTypeSystemBackup RecurringJobType = "system-backup"
 )
 
 // RecurringJobTypes lists every task, in the order the API shows them (the
@@ -77,6 +81,7 @@ const (
 var RecurringJobTypes = []RecurringJobType{
 	RecurringJobTypeSnapshot, RecurringJobTypeSnapshotForceCreate, RecurringJobTypeSnapshotCleanup,
 	RecurringJobTypeSnapshotDelete, RecurringJobTypeBackup, RecurringJobTypeBackupForceCreate, RecurringJobTypeBackupVerify,
+	RecurringJobTypeSystemBackup,
 }
 
 // VolumeRecurringJobSpec is one entry of the deprecated per-volume job list
