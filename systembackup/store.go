@@ -74,13 +74,24 @@ func Checksum(zip []byte) string {
 }
 
 // Upload writes the archive, then its record: a record is only ever
-// found beside a whole archive.
+// found beside a whole archive. A system backup of the same name and
+// version already in the target is not overwritten, unless it is this
+// one (the same creation time: an upload started again); nor is one
+// whose record cannot be read.
 func Upload(d backupstore.Driver, cfg Config, zip []byte) error {
 	if err := CheckName(cfg.Name); err != nil {
 		return err
 	}
 	if err := CheckVersion(cfg.LonghornVersion); err != nil {
 		return err
+	}
+	existing, err := LoadConfig(d, cfg.LonghornVersion, cfg.Name)
+	switch {
+	case errors.Is(err, backupstore.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("system backup %s is in the target already, and its %s cannot be read (%v): it is left as it is; choose another name", cfg.Name, ConfigFile, err)
+	case !existing.CreatedAt.Equal(cfg.CreatedAt):
+		return fmt.Errorf("system backup %s is in the target already (made %s): it is left as it is; choose another name", cfg.Name, existing.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	cfg.Checksum = Checksum(zip)
 	data, err := json.Marshal(cfg)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 )
@@ -27,6 +28,14 @@ func TestASystemBackupIsStoredListedReadAndDeletedInLonghornsLayout(t *testing.T
 		if _, err := os.Stat(filepath.Join(root, "backupstore/system-backups/v1.9.0/sb-1", f)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Another system backup of the same name is not overwritten; the
+	// same one (an upload started again) is.
+	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", CreatedAt: time.Unix(1, 0)}, []byte("other")); err == nil || !strings.Contains(err.Error(), "in the target already") {
+		t.Fatalf("an upload over another system backup: %v", err)
+	}
+	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", BackupTargetURL: "file://" + root}, archive); err != nil {
+		t.Fatalf("the same upload again: %v", err)
 	}
 	list, err := List(d)
 	if err != nil || len(list) != 1 || list["sb-1"] != "v1.9.0" {
