@@ -145,27 +145,36 @@ func (c *BackupController) sync(ctx context.Context, key string) (kit.Result, er
 	return kit.Result{}, c.make(ctx, sb, log)
 }
 
-// store opens the default backup target; nil when none is set.
-func (c *BackupController) store(ctx context.Context) (*backupstore.Store, backupstore.Driver, datastore.Target, map[string]string, error) {
-	t, err := c.ds.GetTarget(datastore.DefaultBackupTargetName)
-	if err != nil {
-		return nil, nil, t, nil, err
-	}
-	if t.URL == "" {
-		return nil, nil, t, nil, nil
+// target is the default backup target, opened: its store and driver
+// (nil when no target is set), and the credential it takes.
+type target struct {
+	datastore.Target
+	store  *backupstore.Store
+	driver backupstore.Driver
+	cred   map[string]string
+}
+
+// openDefaultTarget opens the default backup target.
+func openDefaultTarget(ctx context.Context, ds *datastore.DataStore) (target, error) {
+	t, err := ds.GetTarget(datastore.DefaultBackupTargetName)
+	if err != nil || t.URL == "" {
+		return target{Target: t}, err
 	}
 	var cred map[string]string
 	if backupstore.UsesCredential(t.URL) {
-		if cred, err = c.ds.TargetCredential(ctx, t); err != nil {
-			return nil, nil, t, nil, err
+		if cred, err = ds.TargetCredential(ctx, t); err != nil {
+			return target{Target: t}, err
 		}
 	}
 	d, err := backupstore.NewDriver(t.URL, cred)
 	if err != nil {
-		return nil, nil, t, nil, err
+		return target{Target: t}, err
 	}
-	return backupstore.NewStore(t.URL, d), d, t, cred, nil
+	return target{Target: t, store: backupstore.NewStore(t.URL, d), driver: d, cred: cred}, nil
 }
+
+// errNoTarget is said when the backup-target setting is empty.
+var errNoTarget = errors.New("no backup target is set (the backup-target setting is empty)")
 
 // setState writes the state (and, on an error, the Error condition
 // with the reason) and returns the stored copy.
@@ -190,12 +199,12 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 	if _, err := systembackup.ParsePolicy(string(sb.Spec.VolumeBackupPolicy)); err != nil {
 		return fail(longhorn.SystemBackupConditionReasonGenerate, err)
 	}
-	store, d, t, cred, err := c.store(ctx)
+	t, err := openDefaultTarget(ctx, c.ds)
 	if err != nil {
 		return fail(longhorn.SystemBackupConditionReasonUpload, fmt.Errorf("default backup target: %w", err))
 	}
-	if store == nil {
-		return fail(longhorn.SystemBackupConditionReasonUpload, errors.New("no backup target is set (the backup-target setting is empty)"))
+	if t.driver == nil {
+		return fail(longhorn.SystemBackupConditionReasonUpload, errNoTarget)
 	}
 	if sb.Status.Version == "" || sb.Status.State == longhorn.SystemBackupStateNone {
 		st := sb.DeepCopy()
@@ -213,7 +222,7 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 	}
 	log.WithField("volumeBackupPolicy", sb.Spec.VolumeBackupPolicy).Info("Backing up the volumes the system backup needs")
 	vctx, cancel := context.WithTimeout(ctx, volumeBackupTimeout)
-	backups, err := c.backupVolumes(vctx, sb, store, t, cred)
+	backups, err := c.backupVolumes(vctx, sb, t)
 	cancel()
 	if err != nil {
 		return fail(longhorn.SystemBackupConditionReasonGenerate, err)
@@ -234,7 +243,7 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 	if sb, err = c.setState(ctx, sb, longhorn.SystemBackupStateUploading, "", nil); err != nil {
 		return err
 	}
-	if err := systembackup.Upload(d, systembackup.Config{Name: sb.Name, LonghornVersion: sb.Status.Version, LonghornGitCommit: sb.Status.GitCommit,
+	if err := systembackup.Upload(t.driver, systembackup.Config{Name: sb.Name, LonghornVersion: sb.Status.Version, LonghornGitCommit: sb.Status.GitCommit,
 		BackupTargetURL: t.URL, ManagerImage: sb.Status.ManagerImage, CreatedAt: sb.Status.CreatedAt.Time}, archive); err != nil {
 		return fail(longhorn.SystemBackupConditionReasonUpload, err)
 	}
@@ -249,14 +258,14 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 // syncFromTarget fills the status of a SystemBackup made for an archive
 // found in the target, from its record.
 func (c *BackupController) syncFromTarget(ctx context.Context, sb *longhorn.SystemBackup, version string, log *logrus.Entry) error {
-	_, d, _, _, err := c.store(ctx)
-	if err == nil && d == nil {
-		err = errors.New("no backup target is set (the backup-target setting is empty)")
+	t, err := openDefaultTarget(ctx, c.ds)
+	if err == nil && t.driver == nil {
+		err = errNoTarget
 	}
 	if err != nil {
 		return err // the target may come back; retried
 	}
-	cfg, err := systembackup.LoadConfig(d, version, sb.Name)
+	cfg, err := systembackup.LoadConfig(t.driver, version, sb.Name)
 	if err != nil {
 		log.WithError(err).Warn("The system backup's record in the target cannot be used")
 		_, werr := c.setState(ctx, sb, longhorn.SystemBackupStateError, longhorn.SystemBackupConditionReasonSync, err)
@@ -280,12 +289,12 @@ func (c *BackupController) delete(ctx context.Context, sb *longhorn.SystemBackup
 		return nil
 	}
 	if sb.Status.Version != "" && systembackup.CheckVersion(sb.Status.Version) == nil {
-		_, d, _, _, err := c.store(ctx)
+		t, err := openDefaultTarget(ctx, c.ds)
 		if err != nil {
 			return fmt.Errorf("delete the archive of system backup %s: %w", sb.Name, err)
 		}
-		if d != nil {
-			if err := systembackup.Delete(d, sb.Status.Version, sb.Name); err != nil {
+		if t.driver != nil {
+			if err := systembackup.Delete(t.driver, sb.Status.Version, sb.Name); err != nil {
 				return fmt.Errorf("delete the archive of system backup %s: %w", sb.Name, err)
 			}
 			log.WithField("version", sb.Status.Version).Info("Deleted the system backup's archive from the backup target")
@@ -313,23 +322,23 @@ func (c *BackupController) syncTarget(ctx context.Context) (kit.Result, error) {
 	if bt.Status.OwnerID != c.cfg.NodeID {
 		return kit.Result{}, nil
 	}
-	_, d, t, _, err := c.store(ctx)
-	if err != nil || d == nil {
+	t, err := openDefaultTarget(ctx, c.ds)
+	if err != nil || t.driver == nil {
 		if err != nil {
 			c.Logger.WithError(err).Debug("The default backup target cannot be read for its system backups")
 		}
-		return c.nextPoll(t), nil // the target controller says why
+		return c.nextPoll(t.Target), nil // the target controller says why
 	}
-	found, err := systembackup.List(d)
+	found, err := systembackup.List(t.driver)
 	if err != nil {
 		c.Logger.WithError(err).Debug("The default backup target's system backups cannot be listed")
-		return c.nextPoll(t), nil
+		return c.nextPoll(t.Target), nil
 	}
 	for name, version := range found {
 		if _, err := c.ds.GetSystemBackupRO(name); !apierrors.IsNotFound(err) {
 			continue
 		}
-		if _, err := systembackup.LoadConfig(d, version, name); err != nil {
+		if _, err := systembackup.LoadConfig(t.driver, version, name); err != nil {
 			// Not there yet (an upload under way) or not usable: no
 			// object for it.
 			continue
@@ -340,7 +349,7 @@ func (c *BackupController) syncTarget(ctx context.Context) (kit.Result, error) {
 		}
 		c.Logger.WithFields(logrus.Fields{"systemBackup": name, "version": version}).Info("Found a system backup in the backup target")
 	}
-	return c.nextPoll(t), nil
+	return c.nextPoll(t.Target), nil
 }
 
 func (c *BackupController) nextPoll(t datastore.Target) kit.Result {

@@ -131,10 +131,9 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 		}
 		return nil // the SystemBackup's becoming Ready brings it back
 	}
-	bc := &BackupController{ds: c.ds}
-	store, d, t, _, err := bc.store(ctx)
-	if err == nil && d == nil {
-		err = errors.New("no backup target is set (the backup-target setting is empty)")
+	t, err := openDefaultTarget(ctx, c.ds)
+	if err == nil && t.driver == nil {
+		err = errNoTarget
 	}
 	if err != nil {
 		return fail(longhorn.SystemRestoreConditionReasonRestore, fmt.Errorf("default backup target: %w", err))
@@ -145,11 +144,11 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 	if sr, err = c.writeStatus(ctx, st); err != nil {
 		return err
 	}
-	cfg, err := systembackup.LoadConfig(d, sb.Status.Version, sb.Name)
+	cfg, err := systembackup.LoadConfig(t.driver, sb.Status.Version, sb.Name)
 	if err != nil {
 		return fail(longhorn.SystemRestoreConditionReasonUnpack, err)
 	}
-	archive, err := systembackup.Download(d, cfg)
+	archive, err := systembackup.Download(t.driver, cfg)
 	if err != nil {
 		return fail(longhorn.SystemRestoreConditionReasonUnpack, err)
 	}
@@ -163,7 +162,7 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 	if sr, err = c.setState(ctx, sr, longhorn.SystemRestoreStateRestoring, "", nil); err != nil {
 		return err
 	}
-	res, err := c.apply(ctx, contents, store.URL, log)
+	res, err := c.apply(ctx, contents, t.store.URL, log)
 	var pe *planError
 	if errors.As(err, &pe) {
 		return fail(longhorn.SystemRestoreConditionReasonRestore, err)

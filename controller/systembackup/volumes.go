@@ -43,7 +43,7 @@ func needsBackup(p longhorn.SystemBackupCreateVolumeBackupPolicy, newest string)
 // from. A volume that needs a backup and cannot have one (detached,
 // faulted) is an error naming it: an archive without it would restore
 // an empty volume.
-func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.SystemBackup, store *backupstore.Store, t datastore.Target, cred map[string]string) (map[string]volumeBackup, error) {
+func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.SystemBackup, t target) (map[string]volumeBackup, error) {
 	policy, err := systembackup.ParsePolicy(string(sb.Spec.VolumeBackupPolicy))
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 	out := map[string]volumeBackup{}
 	var errs []error
 	for _, v := range vols {
-		info, err := store.Volume(v.Name)
+		info, err := t.store.Volume(v.Name)
 		if err != nil && !errors.Is(err, backupstore.ErrNotExist) {
 			return nil, fmt.Errorf("volume %s: read its backups in the target: %w", v.Name, err)
 		}
@@ -70,7 +70,7 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 			}
 			continue
 		}
-		made, err := c.backupVolume(ctx, sb, v, t, cred)
+		made, err := c.backupVolume(ctx, sb, v, t)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s: %w", v.Name, err))
 			continue
@@ -82,7 +82,7 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 
 // backupVolume takes a snapshot of an attached volume and backs it up to
 // the default target, waiting for the backup.
-func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.SystemBackup, v *longhorn.Volume, t datastore.Target, cred map[string]string) (volumeBackup, error) {
+func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.SystemBackup, v *longhorn.Volume, t target) (volumeBackup, error) {
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
 	if err != nil || v.Status.State != longhorn.VolumeStateAttached || e.Status.CurrentState != longhorn.InstanceStateRunning || e.Status.Port == 0 {
 		return volumeBackup{}, fmt.Errorf("needs a backup (volumeBackupPolicy %q) and is not attached: attach it, or back it up first", sb.Spec.VolumeBackupPolicy)
@@ -106,7 +106,7 @@ func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.System
 		return volumeBackup{}, err
 	}
 	name, err := client.SnapshotBackup(ctx, engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: snap, Target: t.URL,
-		Credential: cred, Labels: labels, Compression: compression, Concurrency: concurrency})
+		Credential: t.cred, Labels: labels, Compression: compression, Concurrency: concurrency})
 	if err != nil {
 		return volumeBackup{}, err
 	}
