@@ -3,6 +3,7 @@ package datastore
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -64,4 +65,35 @@ func (ds *DataStore) UpdateSystemRestoreStatus(ctx context.Context, sr *longhorn
 // DeleteSystemRestore deletes a SystemRestore (what it restored stays).
 func (ds *DataStore) DeleteSystemRestore(ctx context.Context, name string) error {
 	return ds.lhClient.LonghornV1beta2().SystemRestores(ds.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// ListPersistentVolumes lists every PersistentVolume from the API (the
+// manager's ClusterRole lists them cluster-wide): what a system backup
+// archives of Longhorn's volumes.
+func (ds *DataStore) ListPersistentVolumes(ctx context.Context) ([]corev1.PersistentVolume, error) {
+	list, err := ds.kubeClient.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// GetPersistentVolume reads a PersistentVolume from the API.
+func (ds *DataStore) GetPersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return ds.kubeClient.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// GetPersistentVolumeClaim reads a claim from the API.
+func (ds *DataStore) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return ds.kubeClient.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CreatePersistentVolume creates a PersistentVolume (a system restore's).
+func (ds *DataStore) CreatePersistentVolume(ctx context.Context, pv *corev1.PersistentVolume) (*corev1.PersistentVolume, error) {
+	return ds.kubeClient.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+}
+
+// CreatePersistentVolumeClaim creates a claim (a system restore's).
+func (ds *DataStore) CreatePersistentVolumeClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return ds.kubeClient.CoreV1().PersistentVolumeClaims(pvc.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
 }

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -250,13 +252,39 @@ func (c *Contents) validate() error {
 			return err
 		}
 	}
+	volumes := map[string]bool{}
 	for _, v := range c.Volumes {
 		if v.Spec.Size <= 0 {
 			return fmt.Errorf("Volume %q: spec.size %d is not a size", v.Name, v.Spec.Size)
 		}
+		volumes[v.Name] = true
+	}
+	// A PersistentVolume is restored only as what it was archived for:
+	// an archived Longhorn volume's, and nothing else (a hostPath one,
+	// say, would give a claim the node's files).
+	pvs := map[string]bool{}
+	for _, pv := range c.PersistentVolumes {
+		csi := pv.Spec.CSI
+		if csi == nil || csi.Driver != CSIDriver || !volumes[csi.VolumeHandle] ||
+			!equality.Semantic.DeepEqual(pv.Spec.PersistentVolumeSource, corev1.PersistentVolumeSource{CSI: csi}) {
+			return fmt.Errorf("PersistentVolume %q: not a %s volume of a Volume in the archive", pv.Name, CSIDriver)
+		}
+		pvs[pv.Name] = true
+	}
+	for _, pvc := range c.PersistentVolumeClaims {
+		if errs := validation.IsDNS1123Label(pvc.Namespace); len(errs) > 0 {
+			return fmt.Errorf("PersistentVolumeClaim %s/%s: namespace: %s", pvc.Namespace, pvc.Name, strings.Join(errs, "; "))
+		}
+		if !pvs[pvc.Spec.VolumeName] {
+			return fmt.Errorf("PersistentVolumeClaim %s/%s: spec.volumeName %q is not a PersistentVolume in the archive", pvc.Namespace, pvc.Name, pvc.Spec.VolumeName)
+		}
 	}
 	return nil
 }
+
+// CSIDriver is the Longhorn CSI driver's name (csi.DriverName), whose
+// PersistentVolumes an archive holds.
+const CSIDriver = "driver.longhorn.io"
 
 func namesOf[T any](list []T, name func(T) string) []string {
 	out := make([]string, 0, len(list))

@@ -19,8 +19,35 @@ func sample() *Contents {
 		Volumes:       []longhorn.Volume{{ObjectMeta: metav1.ObjectMeta{Name: "vol-1", Labels: map[string]string{"a": "b"}}, Spec: longhorn.VolumeSpec{Size: 4 << 20, NumberOfReplicas: 2}}},
 		RecurringJobs: []longhorn.RecurringJob{{ObjectMeta: metav1.ObjectMeta{Name: "daily"}, Spec: longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeBackup, Cron: "0 0 * * *"}}},
 		BackupTargets: []longhorn.BackupTarget{{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: longhorn.BackupTargetSpec{BackupTargetURL: "file:///b"}}},
+		PersistentVolumes: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: CSIDriver, VolumeHandle: "vol-1"}}}}},
 		PersistentVolumeClaims: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "app"},
-			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "vol-1"}}},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}},
+	}
+}
+
+// TestAnArchivedPersistentVolumeMustBeALonghornVolumesOwn: a PV of
+// another driver, of no archived volume, or with a second source (a
+// hostPath beside the CSI one) is refused; so is a claim of no archived
+// PV.
+func TestAnArchivedPersistentVolumeMustBeALonghornVolumesOwn(t *testing.T) {
+	for name, change := range map[string]func(c *Contents){
+		"another driver":       func(c *Contents) { c.PersistentVolumes[0].Spec.CSI.Driver = "evil.example.com" },
+		"no archived volume":   func(c *Contents) { c.PersistentVolumes[0].Spec.CSI.VolumeHandle = "other" },
+		"a hostPath beside":    func(c *Contents) { c.PersistentVolumes[0].Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/"} },
+		"a claim of no PV":     func(c *Contents) { c.PersistentVolumeClaims[0].Spec.VolumeName = "pv-2" },
+		"a claim's bad ns":     func(c *Contents) { c.PersistentVolumeClaims[0].Namespace = "Not/A/Namespace" },
+		"no CSI source at all": func(c *Contents) { c.PersistentVolumes[0].Spec.CSI = nil },
+	} {
+		c := sample()
+		change(c)
+		data, err := Build("sb", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse("sb", data); err == nil || !strings.Contains(err.Error(), "Persistent") {
+			t.Errorf("%s: Parse = %v, want an error naming the PersistentVolume or claim", name, err)
+		}
 	}
 }
 
@@ -36,7 +63,7 @@ func TestAnArchiveReadsBackWhatWasWritten(t *testing.T) {
 	if got.Meta.LonghornVersion != "v1.9.0" || len(got.Settings) != 1 || got.Settings[0].Value != "file:///b" ||
 		len(got.Volumes) != 1 || got.Volumes[0].Spec.Size != 4<<20 || got.Volumes[0].Labels["a"] != "b" ||
 		len(got.RecurringJobs) != 1 || got.RecurringJobs[0].Spec.Cron != "0 0 * * *" ||
-		len(got.BackupTargets) != 1 || len(got.PersistentVolumeClaims) != 1 || got.PersistentVolumeClaims[0].Spec.VolumeName != "vol-1" {
+		len(got.BackupTargets) != 1 || len(got.PersistentVolumeClaims) != 1 || got.PersistentVolumeClaims[0].Spec.VolumeName != "pv-1" || len(got.PersistentVolumes) != 1 {
 		t.Fatalf("read back %+v", got)
 	}
 	// Another name's archive is not this one's.

@@ -230,7 +230,7 @@ func (c *BackupController) make(ctx context.Context, sb *longhorn.SystemBackup, 
 	if sb, err = c.setState(ctx, sb, longhorn.SystemBackupStateGenerating, "", nil); err != nil {
 		return err
 	}
-	contents, err := c.collect(backups)
+	contents, err := c.collect(ctx, backups)
 	if err != nil {
 		return err
 	}

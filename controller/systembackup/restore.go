@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,6 +35,8 @@ type restorePlan struct {
 	jobs     []*longhorn.RecurringJob
 	images   []*longhorn.BackingImage
 	volumes  []*longhorn.Volume
+	pvs      []*corev1.PersistentVolume
+	pvcs     []*corev1.PersistentVolumeClaim
 	kept     int
 	noBackup []string
 }
@@ -43,7 +46,7 @@ type restorePlan struct {
 // archived object that could not be created as it is (a setting's value
 // this manager refuses, a recurring job breaking a rule) is an error
 // naming it, and nothing is written.
-func (c *RestoreController) plan(in *systembackup.Contents, backupURL func(volume, backup string) string) (*restorePlan, error) {
+func (c *RestoreController) plan(ctx context.Context, in *systembackup.Contents, backupURL func(volume, backup string) string) (*restorePlan, error) {
 	p := &restorePlan{}
 	exists := func(err error) (bool, error) {
 		if apierrors.IsNotFound(err) {
@@ -136,6 +139,51 @@ func (c *RestoreController) plan(in *systembackup.Contents, backupURL func(volum
 		nv.Spec.FromBackup = backupURL(v.Name, v.Status.LastBackup)
 		p.volumes = append(p.volumes, nv)
 	}
+	restoredVolumes := map[string]bool{}
+	for _, v := range p.volumes {
+		restoredVolumes[v.Name] = true
+	}
+	restoredPVs := map[string]bool{}
+	for i := range in.PersistentVolumes {
+		pv := &in.PersistentVolumes[i]
+		// Only the PV of a volume this restore makes: one of a volume
+		// left as it was is that volume's business.
+		if !restoredVolumes[pv.Spec.CSI.VolumeHandle] {
+			continue
+		}
+		ok, err := exists(getErr(c.ds.GetPersistentVolume(ctx, pv.Name)))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.kept++
+			continue
+		}
+		restoredPVs[pv.Name] = true
+		npv := &corev1.PersistentVolume{ObjectMeta: withoutBinding(restored(pv.ObjectMeta)), Spec: *pv.Spec.DeepCopy()}
+		if ref := npv.Spec.ClaimRef; ref != nil {
+			// The claim of this cluster has another UID.
+			npv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name}
+		}
+		p.pvs = append(p.pvs, npv)
+	}
+	for i := range in.PersistentVolumeClaims {
+		pvc := &in.PersistentVolumeClaims[i]
+		if !restoredPVs[pvc.Spec.VolumeName] {
+			continue
+		}
+		ok, err := exists(getErr(c.ds.GetPersistentVolumeClaim(ctx, pvc.Namespace, pvc.Name)))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.kept++
+			continue
+		}
+		m := withoutBinding(restored(pvc.ObjectMeta))
+		m.Namespace = pvc.Namespace
+		p.pvcs = append(p.pvcs, &corev1.PersistentVolumeClaim{ObjectMeta: m, Spec: claimSpec(pvc.Spec)})
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -153,7 +201,7 @@ func restored(m metav1.ObjectMeta) metav1.ObjectMeta {
 // settings, recurring jobs, backing images, volumes. An object made
 // meanwhile by another hand is left as it is.
 func (c *RestoreController) apply(ctx context.Context, in *systembackup.Contents, backupURL func(volume, backup string) string, log *logrus.Entry) (applied, error) {
-	p, err := c.plan(in, backupURL)
+	p, err := c.plan(ctx, in, backupURL)
 	if err != nil {
 		return applied{}, &planError{err}
 	}
@@ -196,6 +244,23 @@ func (c *RestoreController) apply(ctx context.Context, in *systembackup.Contents
 	}
 	for _, v := range p.volumes {
 		if err := created("Volume", v.Name, getErr(c.ds.CreateVolume(ctx, v))); err != nil {
+			return res, err
+		}
+	}
+	for _, pv := range p.pvs {
+		if err := created("PersistentVolume", pv.Name, getErr(c.ds.CreatePersistentVolume(ctx, pv))); err != nil {
+			return res, err
+		}
+	}
+	for _, pvc := range p.pvcs {
+		_, err := c.ds.CreatePersistentVolumeClaim(ctx, pvc)
+		if apierrors.IsNotFound(err) {
+			// Its namespace is not there: the claim is the workload's,
+			// made with it; the PV waits for it.
+			log.WithFields(logrus.Fields{"claim": pvc.Namespace + "/" + pvc.Name}).Warn("The claim's namespace does not exist: the claim is not restored")
+			continue
+		}
+		if err := created("PersistentVolumeClaim", pvc.Namespace+"/"+pvc.Name, err); err != nil {
 			return res, err
 		}
 	}

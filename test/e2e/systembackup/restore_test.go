@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -38,10 +40,34 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	v := a.WaitVolume(t, "data", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "write -P 0xc3 5M 1M", "flush")
 	want := framework.DeviceContent(t, v["endpoint"].(string))
+	// The volume's PV and a claim bound to it, as the CSI driver's
+	// static provisioning makes them.
+	ctx := context.Background()
+	app := a.Cluster.NewPlainNamespace(t)
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + app},
+		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: "longhorn-static",
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: app, Name: "data"},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "driver.longhorn.io", VolumeHandle: "data"}}}}
+	if _, err := a.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	storageClass := "longhorn-static"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: app},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &storageClass,
+			VolumeName: pv.Name, Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")}}}}
+	if _, err := a.Kube.CoreV1().PersistentVolumeClaims(app).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, "the claim bound to the volume's PV", func() (bool, error) {
+		got, err := a.Kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.VolumeBound, nil
+	})
 	a.Call(t, "POST", "/v1/recurringjobs", `{"name":"nightly","task":"snapshot","cron":"0 1 * * *","retain":3,"groups":["default"]}`).Expect(t, 200)
 	a.Call(t, "PUT", "/v1/settings/backup-concurrent-limit", `{"value":"3"}`).Expect(t, 200)
 
-	ctx := context.Background()
 	// As Longhorn's UI asks for it.
 	a.Call(t, "POST", "/v1/systembackups", `{"name":"sb-1","volumeBackupPolicy":"if-not-present"}`).Expect(t, 200)
 	framework.Eventually(t, 60*time.Second, "system backup sb-1 Ready", func() (bool, error) {
@@ -74,6 +100,11 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 
 	b := secondCluster(t)
 	b.SetBackupTarget(t, target)
+	// The workload's namespace exists in the fresh cluster; its claim
+	// does not.
+	if _, err := b.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	framework.Eventually(t, 60*time.Second, "the target's system backup seen by the fresh cluster", func() (bool, error) {
 		sb := systemBackup(t, b, "sb-1")
 		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version == systemBackup(t, a, "sb-1").Status.Version, nil
@@ -96,6 +127,10 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	framework.Eventually(t, 60*time.Second, "the volume restored from its backup", func() (bool, error) {
 		vol, err := b.LH.LonghornV1beta2().Volumes(b.NS).Get(ctx, "data", metav1.GetOptions{})
 		return err == nil && vol.Spec.FromBackup != "" && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
+	})
+	framework.Eventually(t, 60*time.Second, "the restored claim bound to the restored PV", func() (bool, error) {
+		got, err := b.Kube.CoreV1().PersistentVolumeClaims(app).Get(ctx, "data", metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.ClaimBound && got.Spec.VolumeName == pv.Name, nil
 	})
 	b.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	rv := b.WaitVolume(t, "data", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
