@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
@@ -26,15 +27,35 @@ func systemBackup(t *testing.T, e *framework.APIEnv, name string) *longhorn.Syst
 }
 
 // TestASystemBackupOfOneClusterIsRestoredOnAnother backs up a cluster
-// (an attached volume with bytes written, a recurring job, a setting) to
-// a file:// target, and restores it on a fresh cluster pointed at the
-// same target: the objects come back and the volume, restored from the
-// backup the system backup made, reads every byte.
+// (an attached volume with bytes written and its PV and claim, a
+// recurring job, a setting) to a file:// target, and restores it on a
+// fresh cluster pointed at the same target: the objects come back and
+// the volume, restored from the backup the system backup made, reads
+// every byte.
 func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	t.Parallel()
+	root := t.TempDir()
+	acrossClusters(t, root, func(e *framework.APIEnv) { e.SetBackupTarget(t, "file://"+root) })
+}
+
+// TestASystemBackupOnS3IsRestoredOnAnotherCluster is the same through a
+// real S3 server (versitygw) and the credential Secret, in each cluster.
+func TestASystemBackupOnS3IsRestoredOnAnotherCluster(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	acrossClusters(t, filepath.Join(srv.DataDir, srv.Bucket, "cluster"), func(e *framework.APIEnv) {
+		e.PutSecret(t, "longhorn-backup-credential", srv.Credential())
+		e.Call(t, "PUT", "/v1/settings/backup-target-credential-secret", `{"value":"longhorn-backup-credential"}`).Expect(t, 200)
+		e.SetBackupTarget(t, srv.Target("cluster"))
+	})
+}
+
+// acrossClusters runs the system backup on the package's cluster and the
+// restore on a fresh one, both given the target by setTarget; root is
+// where the target keeps its files (backupstore/ under it).
+func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)) {
 	a := framework.NewAPIEnv(t)
-	target := "file://" + t.TempDir()
-	a.SetBackupTarget(t, target)
+	setTarget(a)
 	a.Call(t, "POST", "/v1/volumes", `{"name":"data","size":"8Mi","numberOfReplicas":1}`).Expect(t, 200)
 	a.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	v := a.WaitVolume(t, "data", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
@@ -83,7 +104,7 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 		t.Errorf("GET /v1/systembackups/sb-1: %s", got.Raw)
 	}
 	sb := systemBackup(t, a, "sb-1")
-	dir := filepath.Join(target[len("file://"):], "backupstore/system-backups", sb.Status.Version, "sb-1")
+	dir := filepath.Join(root, "backupstore/system-backups", sb.Status.Version, "sb-1")
 	for _, f := range []string{"system-backup.zip", "system-backup.cfg"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatalf("the archive is not in Longhorn's layout: %v", err)
@@ -101,7 +122,7 @@ func TestASystemBackupOfOneClusterIsRestoredOnAnother(t *testing.T) {
 	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x00 0 8M", "flush")
 
 	b := secondCluster(t)
-	b.SetBackupTarget(t, target)
+	setTarget(b)
 	// The workload's namespace exists in the fresh cluster; its claim
 	// does not.
 	if _, err := b.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app}}, metav1.CreateOptions{}); err != nil {
