@@ -124,6 +124,9 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 	if err != nil {
 		return err
 	}
+	if sb.Status.State == longhorn.SystemBackupStateError {
+		return fail(longhorn.SystemRestoreConditionReasonRestore, fmt.Errorf("spec.systemBackup: SystemBackup %q failed; restore another", sb.Name))
+	}
 	if sb.Status.State != longhorn.SystemBackupStateReady {
 		if sr.Status.State != longhorn.SystemRestoreStatePending {
 			_, err := c.setState(ctx, sr, longhorn.SystemRestoreStatePending, "", nil)
