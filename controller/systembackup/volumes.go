@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -83,9 +84,22 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 // backupVolume takes a snapshot of an attached volume and backs it up to
 // the default target, waiting for the backup.
 func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.SystemBackup, v *longhorn.Volume, t target) (volumeBackup, error) {
+	log := c.Logger.WithFields(logrus.Fields{"systemBackup": sb.Name, "volume": v.Name})
+	if v.Spec.NodeID == "" && v.Status.State == longhorn.VolumeStateDetached {
+		// As Longhorn does, a detached volume is attached for its backup
+		// and detached after it.
+		if err := c.attachForBackup(ctx, sb.Name, v, log); err != nil && !errors.Is(err, errTakenOver) {
+			c.detachAfterBackup(context.WithoutCancel(ctx), sb.Name, v.Name, log)
+			return volumeBackup{}, fmt.Errorf("attach it for its backup: %w", err)
+		}
+		defer c.detachAfterBackup(context.WithoutCancel(ctx), sb.Name, v.Name, log)
+		if cur, err := c.ds.GetVolumeRO(v.Name); err == nil {
+			v = cur
+		}
+	}
 	e, err := c.ds.GetEngineRO(datastore.EngineName(v.Name))
 	if err != nil || v.Status.State != longhorn.VolumeStateAttached || e.Status.CurrentState != longhorn.InstanceStateRunning || e.Status.Port == 0 {
-		return volumeBackup{}, fmt.Errorf("needs a backup (volumeBackupPolicy %q) and is not attached: attach it, or back it up first", sb.Spec.VolumeBackupPolicy)
+		return volumeBackup{}, fmt.Errorf("needs a backup (volumeBackupPolicy %q) and is not attached (state %q): attach it, or back it up first", sb.Spec.VolumeBackupPolicy, v.Status.State)
 	}
 	client, err := engineapi.NewGRPCClient(net.JoinHostPort(e.Status.IP, strconv.Itoa(e.Status.Port)), v.Name, 0, c.internalTLS)
 	if err != nil {
@@ -118,6 +132,7 @@ func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.System
 		if s := st[name]; s != nil {
 			switch s.State {
 			case string(longhorn.BackupStateCompleted):
+				c.waitMirrored(ctx, v.Name, name, log)
 				return volumeBackup{name: name, at: time.Now().UTC().Format(time.RFC3339)}, nil
 			case string(longhorn.BackupStateError):
 				return volumeBackup{}, fmt.Errorf("backup %s: %s", name, s.Error)
@@ -129,4 +144,31 @@ func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.System
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// mirrorWait bounds the wait for the Engine object to show a finished
+// backup.
+const mirrorWait = 30 * time.Second
+
+// waitMirrored waits until the volume's Engine object shows the backup
+// finished: that change is what makes the backup target controller read
+// the volume's backups (its Backup object), and a volume the system
+// backup attached is detached right after, its engine gone before its
+// mirror would say so.
+func (c *BackupController) waitMirrored(ctx context.Context, volume, backup string, log *logrus.Entry) {
+	deadline := time.Now().Add(mirrorWait)
+	for time.Now().Before(deadline) {
+		e, err := c.ds.GetEngineRO(datastore.EngineName(volume))
+		if err == nil {
+			if st := e.Status.BackupStatus[backup]; st != nil && st.State == string(longhorn.BackupStateCompleted) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	log.WithField("backup", backup).Info("The Engine object does not show the backup yet; its Backup object comes at the next poll of the target")
 }

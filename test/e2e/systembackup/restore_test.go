@@ -57,6 +57,9 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 	a := framework.NewAPIEnv(t)
 	setTarget(a)
 	a.Call(t, "POST", "/v1/volumes", `{"name":"data","size":"8Mi","numberOfReplicas":1}`).Expect(t, 200)
+	// A detached volume: the system backup attaches it for its backup
+	// and detaches it after.
+	a.Call(t, "POST", "/v1/volumes", `{"name":"idle","size":"4Mi","numberOfReplicas":1}`).Expect(t, 200)
 	a.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	v := a.WaitVolume(t, "data", "attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
 	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 2M", "write -P 0xc3 5M 1M", "flush")
@@ -118,6 +121,14 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 		}
 		return r.Status == 200 && len(framework.Names(r)) == 1, nil
 	})
+	idle, err := a.LH.LonghornV1beta2().Volumes(a.NS).Get(ctx, "idle", metav1.GetOptions{})
+	if err != nil || idle.Spec.NodeID != "" || idle.Annotations["longhorn.io/attached-by"] != "" {
+		t.Fatalf("the detached volume was not detached again after its backup: %+v, %v", idle, err)
+	}
+	framework.Eventually(t, 30*time.Second, "the detached volume's backup listed", func() (bool, error) {
+		r := a.Call(t, "POST", "/v1/backupvolumes/idle?action=backupList", "")
+		return r.Status == 200 && len(framework.Names(r)) == 1, nil
+	})
 	// Written after the system backup: not in what is restored.
 	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x00 0 8M", "flush")
 
@@ -154,6 +165,10 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 	framework.Eventually(t, 60*time.Second, "the restored claim bound to the restored PV", func() (bool, error) {
 		got, err := b.Kube.CoreV1().PersistentVolumeClaims(app).Get(ctx, "data", metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.ClaimBound && got.Spec.VolumeName == pv.Name, nil
+	})
+	framework.Eventually(t, 60*time.Second, "the detached volume restored from its backup", func() (bool, error) {
+		vol, err := b.LH.LonghornV1beta2().Volumes(b.NS).Get(ctx, "idle", metav1.GetOptions{})
+		return err == nil && vol.Spec.FromBackup != "" && vol.Status.RestoreInitiated && !vol.Status.RestoreRequired, nil
 	})
 	b.Call(t, "POST", "/v1/volumes/data?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	rv := b.WaitVolume(t, "data", "restored volume attached", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
