@@ -88,10 +88,12 @@ func Upload(d backupstore.Driver, cfg Config, zip []byte) error {
 	existing, err := LoadConfig(d, cfg.LonghornVersion, cfg.Name)
 	switch {
 	case errors.Is(err, backupstore.ErrNotExist):
+	case errors.Is(err, ErrMalformed):
+		return fmt.Errorf("%w (%v): it is left as it is; choose another name", ErrOther, err)
 	case err != nil:
-		return fmt.Errorf("system backup %s is in the target already, and its %s cannot be read (%v): it is left as it is; choose another name", cfg.Name, ConfigFile, err)
-	case !existing.CreatedAt.Equal(cfg.CreatedAt):
-		return fmt.Errorf("system backup %s is in the target already (made %s): it is left as it is; choose another name", cfg.Name, existing.CreatedAt.UTC().Format(time.RFC3339))
+		return err
+	case !sameBackup(existing, cfg.CreatedAt):
+		return fmt.Errorf("%w (made %s): it is left as it is; choose another name", ErrOther, existing.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	cfg.Checksum = Checksum(zip)
 	data, err := json.Marshal(cfg)
@@ -160,15 +162,29 @@ func LoadConfig(d backupstore.Driver, version, name string) (*Config, error) {
 	}
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return nil, fmt.Errorf("%s of system backup %s: %w", ConfigFile, name, err)
+		return nil, fmt.Errorf("%w: %s of system backup %s: %v", ErrMalformed, ConfigFile, name, err)
 	}
 	if cfg.Name != name || cfg.LonghornVersion != version {
-		return nil, fmt.Errorf("%s of system backup %s names %q version %q, not the directory it is in", ConfigFile, name, cfg.Name, cfg.LonghornVersion)
+		return nil, fmt.Errorf("%w: %s of system backup %s names %q version %q, not the directory it is in", ErrMalformed, ConfigFile, name, cfg.Name, cfg.LonghornVersion)
 	}
 	if len(cfg.Checksum) != 2*sha512.Size {
-		return nil, fmt.Errorf("%s of system backup %s: Checksum %q is not a SHA-512", ConfigFile, name, cfg.Checksum)
+		return nil, fmt.Errorf("%w: %s of system backup %s: Checksum %q is not a SHA-512", ErrMalformed, ConfigFile, name, cfg.Checksum)
 	}
 	return &cfg, nil
+}
+
+// ErrMalformed is a record that cannot be used.
+var ErrMalformed = errors.New("malformed")
+
+// ErrOther is a system backup in the target that is not the one asked
+// about: another of the same name and version (another creation time),
+// or one whose record is malformed. It is left as it is.
+var ErrOther = errors.New("another system backup of that name is in the target")
+
+// sameBackup tells whether a record is of the system backup made at
+// createdAt (to the second, as Kubernetes keeps times).
+func sameBackup(cfg *Config, createdAt time.Time) bool {
+	return cfg.CreatedAt.Truncate(time.Second).Equal(createdAt.Truncate(time.Second))
 }
 
 // Download reads a system backup's archive and checks it against its
@@ -184,14 +200,21 @@ func Download(d backupstore.Driver, cfg *Config) ([]byte, error) {
 	return zip, nil
 }
 
-// Delete removes a system backup's record, then its archive: a record
-// is never left without its archive.
-func Delete(d backupstore.Driver, version, name string) error {
-	if err := CheckName(name); err != nil {
+// Delete removes the record, then the archive, of the system backup
+// made at createdAt: a record is never left without its archive. One of
+// the same name made at another time, or whose record is malformed, is
+// another's: ErrOther, and it is left as it is. None there is no error.
+func Delete(d backupstore.Driver, version, name string, createdAt time.Time) error {
+	cfg, err := LoadConfig(d, version, name)
+	switch {
+	case errors.Is(err, backupstore.ErrNotExist):
+		return nil
+	case errors.Is(err, ErrMalformed):
+		return fmt.Errorf("%w (%v)", ErrOther, err)
+	case err != nil:
 		return err
-	}
-	if err := CheckVersion(version); err != nil {
-		return err
+	case !sameBackup(cfg, createdAt):
+		return fmt.Errorf("%w (made %s, not %s)", ErrOther, cfg.CreatedAt.UTC().Format(time.RFC3339), createdAt.UTC().Format(time.RFC3339))
 	}
 	for _, key := range []string{ConfigKey(version, name), ZipKey(version, name)} {
 		if err := d.Delete(key); err != nil && !errors.Is(err, backupstore.ErrNotExist) {

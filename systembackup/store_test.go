@@ -21,7 +21,8 @@ func TestASystemBackupIsStoredListedReadAndDeletedInLonghornsLayout(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", BackupTargetURL: "file://" + root}, archive); err != nil {
+	made := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", BackupTargetURL: "file://" + root, CreatedAt: made}, archive); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{ZipFile, ConfigFile} {
@@ -31,10 +32,10 @@ func TestASystemBackupIsStoredListedReadAndDeletedInLonghornsLayout(t *testing.T
 	}
 	// Another system backup of the same name is not overwritten; the
 	// same one (an upload started again) is.
-	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", CreatedAt: time.Unix(1, 0)}, []byte("other")); err == nil || !strings.Contains(err.Error(), "in the target already") {
+	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", CreatedAt: time.Unix(1, 0)}, []byte("other")); !errors.Is(err, ErrOther) {
 		t.Fatalf("an upload over another system backup: %v", err)
 	}
-	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", BackupTargetURL: "file://" + root}, archive); err != nil {
+	if err := Upload(d, Config{Name: "sb-1", LonghornVersion: "v1.9.0", BackupTargetURL: "file://" + root, CreatedAt: made}, archive); err != nil {
 		t.Fatalf("the same upload again: %v", err)
 	}
 	list, err := List(d)
@@ -58,7 +59,15 @@ func TestASystemBackupIsStoredListedReadAndDeletedInLonghornsLayout(t *testing.T
 		t.Fatalf("Download of a changed archive = %v, want a checksum error", err)
 	}
 
-	if err := Delete(d, "v1.9.0", "sb-1"); err != nil {
+	// Deleting another system backup of the name (another creation
+	// time) leaves this one.
+	if err := Delete(d, "v1.9.0", "sb-1", time.Unix(1, 0)); !errors.Is(err, ErrOther) {
+		t.Fatalf("Delete of another system backup of the name: %v, want ErrOther", err)
+	}
+	if _, err := LoadConfig(d, "v1.9.0", "sb-1"); err != nil {
+		t.Fatalf("the system backup after another's deletion: %v", err)
+	}
+	if err := Delete(d, "v1.9.0", "sb-1", cfg.CreatedAt.Add(300*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadConfig(d, "v1.9.0", "sb-1"); !errors.Is(err, backupstore.ErrNotExist) {

@@ -294,10 +294,15 @@ func (c *BackupController) delete(ctx context.Context, sb *longhorn.SystemBackup
 			return fmt.Errorf("delete the archive of system backup %s: %w", sb.Name, err)
 		}
 		if t.driver != nil {
-			if err := systembackup.Delete(t.driver, sb.Status.Version, sb.Name); err != nil {
+			err := systembackup.Delete(t.driver, sb.Status.Version, sb.Name, sb.Status.CreatedAt.Time)
+			switch {
+			case errors.Is(err, systembackup.ErrOther):
+				log.WithError(err).Warn("The archive of this name in the backup target is not this system backup's: it is left as it is")
+			case err != nil:
 				return fmt.Errorf("delete the archive of system backup %s: %w", sb.Name, err)
+			default:
+				log.WithField("version", sb.Status.Version).Info("Deleted the system backup's archive from the backup target")
 			}
-			log.WithField("version", sb.Status.Version).Info("Deleted the system backup's archive from the backup target")
 		} else {
 			log.Warn("No backup target is set: the system backup's archive, if any, is left where it is")
 		}
