@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/systembackup"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -77,13 +79,19 @@ func (c *RestoreController) plan(ctx context.Context, in *systembackup.Contents,
 		upd.Value = s.Value
 		p.settings = append(p.settings, upd)
 	}
+	targets, err := c.ds.ListTargets()
+	if err != nil {
+		return nil, err
+	}
 	for i := range in.BackupTargets {
 		bt := &in.BackupTargets[i]
 		ok, err := exists(getErr(c.ds.GetBackupTargetRO(bt.Name)))
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if ok || sharesURL(targets, bt.Spec.BackupTargetURL) {
+			// A target of another name at the same URL is the same
+			// target: two may not share one.
 			p.kept++
 			continue
 		}
@@ -272,3 +280,13 @@ type planError struct{ err error }
 
 func (e *planError) Error() string { return e.err.Error() }
 func (e *planError) Unwrap() error { return e.err }
+
+// sharesURL tells whether a target of this cluster is at url.
+func sharesURL(targets []datastore.Target, url string) bool {
+	for _, t := range targets {
+		if url != "" && t.URL != "" && backupstore.SameTarget(t.URL, url) {
+			return true
+		}
+	}
+	return false
+}

@@ -93,6 +93,14 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 	})
 	a.Call(t, "POST", "/v1/recurringjobs", `{"name":"nightly","task":"snapshot","cron":"0 1 * * *","retain":3,"groups":["default"]}`).Expect(t, 200)
 	a.Call(t, "PUT", "/v1/settings/backup-concurrent-limit", `{"value":"3"}`).Expect(t, 200)
+	// Two more backup targets: the fresh cluster has one at the second's
+	// URL already, under another name.
+	offsite, dr := "file://"+t.TempDir(), "file://"+t.TempDir()
+	a.Call(t, "POST", "/v1/backuptargets", `{"name":"offsite","backupTargetURL":"`+offsite+`","pollInterval":"0"}`).Expect(t, 200)
+	a.Call(t, "POST", "/v1/backuptargets", `{"name":"dr","backupTargetURL":"`+dr+`","pollInterval":"0"}`).Expect(t, 200)
+	framework.Eventually(t, 10*time.Second, "the targets cached", func() (bool, error) {
+		return a.Call(t, "GET", "/v1/backuptargets/dr", "").Status == 200 && a.Call(t, "GET", "/v1/backuptargets/offsite", "").Status == 200, nil
+	})
 
 	// As Longhorn's UI asks for it.
 	a.Call(t, "POST", "/v1/systembackups", `{"name":"sb-1","volumeBackupPolicy":"if-not-present"}`).Expect(t, 200)
@@ -143,6 +151,7 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 		sb := systemBackup(t, b, "sb-1")
 		return sb != nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version == systemBackup(t, a, "sb-1").Status.Version, nil
 	})
+	b.Call(t, "POST", "/v1/backuptargets", `{"name":"mine","backupTargetURL":"`+dr+`","pollInterval":"0"}`).Expect(t, 200)
 	b.Call(t, "POST", "/v1/systemrestores", `{"name":"sr-1","systemBackup":"sb-1"}`).Expect(t, 200)
 	framework.Eventually(t, 60*time.Second, "system restore sr-1 Completed", func() (bool, error) {
 		sr, err := b.LH.LonghornV1beta2().SystemRestores(b.NS).Get(ctx, "sr-1", metav1.GetOptions{})
@@ -155,6 +164,10 @@ func acrossClusters(t *testing.T, root string, setTarget func(*framework.APIEnv)
 	if job.Body["cron"] != "0 1 * * *" || job.Body["task"] != "snapshot" {
 		t.Errorf("restored job %v", job.Body)
 	}
+	if bt := b.Call(t, "GET", "/v1/backuptargets/offsite", "").Expect(t, 200); bt.Body["backupTargetURL"] != offsite {
+		t.Errorf("restored target offsite: %s", bt.Raw)
+	}
+	b.Call(t, "GET", "/v1/backuptargets/dr", "").Expect(t, 404)
 	if s := b.Call(t, "GET", "/v1/settings/backup-concurrent-limit", "").Expect(t, 200); s.Body["value"] != "3" {
 		t.Errorf("restored setting backup-concurrent-limit = %v, want 3", s.Body["value"])
 	}
