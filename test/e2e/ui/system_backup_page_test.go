@@ -35,9 +35,7 @@ func TestLonghornUISystemBackupPage(t *testing.T) {
 	b.typeText(".ant-modal #name", "ui-sb")
 	b.shot("system-backup-create-form")
 	b.modalOK()
-	if w := b.waitWrites("Create System Backup", 1); len(w) != 1 || w[0].Status != 200 || !strings.HasSuffix(w[0].URL, "/v1/systembackups") {
-		t.Fatalf("Create System Backup sent %+v", w)
-	}
+	oneWrite(t, b, "Create System Backup", "/v1/systembackups")
 	framework.Eventually(t, 30*time.Second, "SystemBackup ui-sb Ready", func() (bool, error) {
 		sb, err := e.LH.LonghornV1beta2().SystemBackups(e.NS).Get(ctx, "ui-sb", metav1.GetOptions{})
 		return err == nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Spec.VolumeBackupPolicy == longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent, nil
@@ -50,9 +48,7 @@ func TestLonghornUISystemBackupPage(t *testing.T) {
 	b.waitText("the restore form", "Restore System Backup")
 	b.typeText(".ant-modal #name", "ui-restore")
 	b.modalOK()
-	if w := b.waitWrites("Restore System Backup", 1); len(w) != 1 || w[0].Status != 200 || !strings.HasSuffix(w[0].URL, "/v1/systemrestores") {
-		t.Fatalf("Restore System Backup sent %+v", w)
-	}
+	oneWrite(t, b, "Restore System Backup", "/v1/systemrestores")
 	framework.Eventually(t, 30*time.Second, "SystemRestore ui-restore Completed", func() (bool, error) {
 		sr, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Get(ctx, "ui-restore", metav1.GetOptions{})
 		return err == nil && sr.Spec.SystemBackup == "ui-sb" && sr.Status.State == longhorn.SystemRestoreStateCompleted, nil
@@ -63,13 +59,20 @@ func TestLonghornUISystemBackupPage(t *testing.T) {
 	b.recordRequests()
 	b.rowMenu("ui-sb", "Delete")
 	b.maybeModalOK()
-	if w := b.waitWrites("Delete System Backup", 1); len(w) != 1 || w[0].Status/100 != 2 || !strings.HasSuffix(w[0].URL, "/v1/systembackups/ui-sb") {
-		t.Fatalf("Delete System Backup sent %+v", w)
-	}
+	oneWrite(t, b, "Delete System Backup", "/v1/systembackups/ui-sb")
 	framework.Eventually(t, 30*time.Second, "SystemBackup ui-sb gone", func() (bool, error) {
 		_, err := e.LH.LonghornV1beta2().SystemBackups(e.NS).Get(ctx, "ui-sb", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	b.checkConsole("Delete System Backup")
 	b.streamsHealthy("the System Backup page")
+}
+
+// oneWrite waits for the one write what sends, and checks it succeeded
+// at the URL ending in path.
+func oneWrite(t *testing.T, b *uiBrowser, what, path string) {
+	t.Helper()
+	if w := b.waitWrites(what, 1); len(w) != 1 || w[0].Status/100 != 2 || !strings.HasSuffix(w[0].URL, path) {
+		t.Fatalf("%s sent %+v", what, w)
+	}
 }
