@@ -146,6 +146,14 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/backuptargets/{name}", http.MethodPut, "backuptargets.update", s.updateBackupTarget)
 	handle("/v1/backuptargets/{name}", http.MethodPost, "backuptargets.action", s.backupTargetAction)
 	handle("/v1/backuptargets/{name}", http.MethodDelete, "backuptargets.delete", s.deleteBackupTarget)
+	handle("/v1/systembackups", http.MethodGet, "systembackups.list", s.listSystemBackups)
+	handle("/v1/systembackups", http.MethodPost, "systembackups.create", s.createSystemBackup)
+	handle("/v1/systembackups/{name}", http.MethodGet, "systembackups.get", s.getSystemBackup)
+	handle("/v1/systembackups/{name}", http.MethodDelete, "systembackups.delete", s.deleteSystemBackup)
+	handle("/v1/systemrestores", http.MethodGet, "systemrestores.list", s.listSystemRestores)
+	handle("/v1/systemrestores", http.MethodPost, "systemrestores.create", s.createSystemRestore)
+	handle("/v1/systemrestores/{name}", http.MethodGet, "systemrestores.get", s.getSystemRestore)
+	handle("/v1/systemrestores/{name}", http.MethodDelete, "systemrestores.delete", s.deleteSystemRestore)
 	handle("/v1/nodetags", http.MethodGet, "tags.list", s.listTags)
 	handle("/v1/disktags", http.MethodGet, "tags.list", s.listTags)
 	for path := range emptyKinds {
@@ -179,7 +187,7 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
 	base := baseURL(r)
 	w.Header().Set("X-API-Schemas", base+"/v1/schemas")
 	links := map[string]string{"self": base + "/v1", "schemas": base + "/v1/schemas"}
-	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages", "events", "backuptargets", "volumeattachments"} {
+	for _, c := range []string{"recurringjobs", "volumes", "settings", "nodes", "backupvolumes", "backingimages", "events", "backuptargets", "volumeattachments", "systembackups", "systemrestores"} {
 		links[c] = base + "/v1/" + c
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": "v1", "type": "apiRoot", "links": links})

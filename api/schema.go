@@ -286,6 +286,22 @@ func schemas() []Schema {
 			},
 		},
 		{
+			ID: "systemBackup", PluralName: "systemBackups", collectionPath: "systembackups",
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "DELETE"},
+			ResourceFields: map[string]Field{
+				"name": {Type: "string", Create: true, Required: true}, "volumeBackupPolicy": {Type: "string", Create: true},
+				"version": {Type: "string"}, "managerImage": {Type: "string"}, "state": {Type: "string"}, "createdAt": {Type: "string"}, "error": {Type: "string"},
+			},
+		},
+		{
+			ID: "systemRestore", PluralName: "systemRestores", collectionPath: "systemrestores",
+			CollectionMethods: []string{"GET", "POST"}, ResourceMethods: []string{"GET", "DELETE"},
+			ResourceFields: map[string]Field{
+				"name": {Type: "string", Create: true, Required: true}, "systemBackup": {Type: "string", Create: true, Required: true},
+				"state": {Type: "string"}, "createdAt": {Type: "string"}, "error": {Type: "string"},
+			},
+		},
+		{
 			ID: "recurringJobRun",
 			ResourceFields: map[string]Field{
 				"scheduledTime": {Type: "date"}, "startTime": {Type: "date", Nullable: true},

@@ -14,7 +14,7 @@ import (
 
 // addUIHubs adds the streams Longhorn's UI opens on every page besides the
 // project's own resources: events, backup targets, volume attachments,
-// backup volumes and backups, and empty ones for kinds the project does
+// backup volumes and backups, system backups and restores, and empty ones for kinds the project does
 // not have, which send an empty collection and stay open.
 func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[string][]cache.SharedIndexInformer) {
 	lh := inf.Longhorn.Longhorn().V1beta2()
@@ -29,6 +29,10 @@ func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[s
 	informers["backupvolumes"] = []cache.SharedIndexInformer{lh.BackupVolumes().Informer()}
 	st.hubs["backups"] = &hub{list: func(base string) (any, error) { return s.allBackupsCollection(base) }}
 	informers["backups"] = []cache.SharedIndexInformer{lh.Backups().Informer()}
+	st.hubs["systembackups"] = &hub{list: func(base string) (any, error) { return s.systemBackupCollection(base) }}
+	informers["systembackups"] = []cache.SharedIndexInformer{lh.SystemBackups().Informer()}
+	st.hubs["systemrestores"] = &hub{list: func(base string) (any, error) { return s.systemRestoreCollection(base) }}
+	informers["systemrestores"] = []cache.SharedIndexInformer{lh.SystemRestores().Informer()}
 	for path := range emptyKinds {
 		st.hubs[path] = &hub{list: func(base string) (any, error) { return emptyCollection(base, path), nil }}
 	}

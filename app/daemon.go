@@ -45,6 +45,9 @@ import (
 type DaemonOptions struct {
 	// Namespace holds every Longhorn object the daemon manages.
 	Namespace string
+	// Version is the manager's version: system backups are archived
+	// under it ("dev" when empty).
+	Version string
 	// NodeName is this node's name; the Node object carries it.
 	NodeName string
 	// DataDir is this node's default disk.

@@ -83,6 +83,7 @@ func DaemonCmd() cli.Command {
 				Namespace:                c.String("namespace"),
 				NodeName:                 c.String("node-name"),
 				DataDir:                  c.String("data-dir"),
+				Version:                  c.App.Version,
 				APIAddress:               c.String("api-address"),
 				MetricsAddress:           c.String("metrics-address"),
 				ProfilerAddress:          c.String("profiler-address"),

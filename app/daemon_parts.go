@@ -4,6 +4,7 @@ package app
 // this node's engine service, and the controllers.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/pvc"
 	"github.com/cadence-storage/longhorn-manager/controller/setting"
 	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
+	sbcontroller "github.com/cadence-storage/longhorn-manager/controller/systembackup"
 	"github.com/cadence-storage/longhorn-manager/controller/volume"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
@@ -138,6 +140,8 @@ type controllers struct {
 	backupTarget  *backup.TargetController
 	targetSync    *backuptarget.Controller
 	backupVerify  *backupverify.Controller
+	systemBackup  *sbcontroller.BackupController
+	systemRestore *sbcontroller.RestoreController
 	backingImage  *bicontroller.ImageController
 	dataSource    *bicontroller.DataSourceController
 	imageManager  *bicontroller.ManagerController
@@ -167,6 +171,9 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
 		stopProcesses: func() {},
 	}
+	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id}
+	c.systemBackup = sbcontroller.NewBackupController(log, metrics, ds, inf, sbConfig)
+	c.systemRestore = sbcontroller.NewRestoreController(log, metrics, ds, inf, sbConfig)
 	if c.kubernetesPV, err = pvc.NewController(log, metrics, ds, inf, o.NodeName, o.Clock, recorder); err != nil {
 		return nil, err
 	}
@@ -212,6 +219,10 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	// once: a drill reads a whole backup, and must not crowd out backups
 	// and restores.
 	run("backup-verify", func(ctx context.Context) error { return c.backupVerify.Run(ctx, 1) })
+	// A system backup's sync waits for its volume backups: two workers,
+	// so that a deletion or the target's sync is not held up by one.
+	run("system-backup", func(ctx context.Context) error { return c.systemBackup.Run(ctx, 2) })
+	run("system-restore", func(ctx context.Context) error { return c.systemRestore.Run(ctx, 1) })
 	run("snapshot", func(ctx context.Context) error { return c.snapshot.Run(ctx, ioWorkers) })
 	run("backing-image", func(ctx context.Context) error { return c.backingImage.Run(ctx, workers) })
 	run("backing-image-data-source", func(ctx context.Context) error { return c.dataSource.Run(ctx, workers) })

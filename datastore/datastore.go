@@ -31,16 +31,18 @@ type DataStore struct {
 	lhClient   lhclientset.Interface
 	kubeClient kubernetes.Interface
 
-	settingLister      lhlisters.SettingLister
-	nodeLister         lhlisters.NodeLister
-	volumeLister       lhlisters.VolumeLister
-	engineLister       lhlisters.EngineLister
-	replicaLister      lhlisters.ReplicaLister
-	snapshotLister     lhlisters.SnapshotLister
-	backupLister       lhlisters.BackupLister
-	backupVolumeLister lhlisters.BackupVolumeLister
-	backupTargetLister lhlisters.BackupTargetLister
-	recurringJobLister lhlisters.RecurringJobLister
+	settingLister       lhlisters.SettingLister
+	nodeLister          lhlisters.NodeLister
+	volumeLister        lhlisters.VolumeLister
+	engineLister        lhlisters.EngineLister
+	replicaLister       lhlisters.ReplicaLister
+	snapshotLister      lhlisters.SnapshotLister
+	backupLister        lhlisters.BackupLister
+	backupVolumeLister  lhlisters.BackupVolumeLister
+	backupTargetLister  lhlisters.BackupTargetLister
+	recurringJobLister  lhlisters.RecurringJobLister
+	systemBackupLister  lhlisters.SystemBackupLister
+	systemRestoreLister lhlisters.SystemRestoreLister
 
 	backingImageLister           lhlisters.BackingImageLister
 	backingImageDataSourceLister lhlisters.BackingImageDataSourceLister
@@ -142,19 +144,21 @@ func (i Informers) Shutdown() {
 func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, inf Informers) *DataStore {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	ds := &DataStore{
-		namespace:          namespace,
-		lhClient:           lhClient,
-		kubeClient:         kubeClient,
-		settingLister:      lh.Settings().Lister(),
-		nodeLister:         lh.Nodes().Lister(),
-		volumeLister:       lh.Volumes().Lister(),
-		engineLister:       lh.Engines().Lister(),
-		replicaLister:      lh.Replicas().Lister(),
-		snapshotLister:     lh.Snapshots().Lister(),
-		backupLister:       lh.Backups().Lister(),
-		backupVolumeLister: lh.BackupVolumes().Lister(),
-		backupTargetLister: lh.BackupTargets().Lister(),
-		recurringJobLister: lh.RecurringJobs().Lister(),
+		namespace:           namespace,
+		lhClient:            lhClient,
+		kubeClient:          kubeClient,
+		settingLister:       lh.Settings().Lister(),
+		nodeLister:          lh.Nodes().Lister(),
+		volumeLister:        lh.Volumes().Lister(),
+		engineLister:        lh.Engines().Lister(),
+		replicaLister:       lh.Replicas().Lister(),
+		snapshotLister:      lh.Snapshots().Lister(),
+		backupLister:        lh.Backups().Lister(),
+		backupVolumeLister:  lh.BackupVolumes().Lister(),
+		backupTargetLister:  lh.BackupTargets().Lister(),
+		recurringJobLister:  lh.RecurringJobs().Lister(),
+		systemBackupLister:  lh.SystemBackups().Lister(),
+		systemRestoreLister: lh.SystemRestores().Lister(),
 
 		backingImageLister:           lh.BackingImages().Lister(),
 		backingImageDataSourceLister: lh.BackingImageDataSources().Lister(),
@@ -180,6 +184,8 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.BackupVolumes().Informer().HasSynced,
 		lh.BackupTargets().Informer().HasSynced,
 		lh.RecurringJobs().Informer().HasSynced,
+		lh.SystemBackups().Informer().HasSynced,
+		lh.SystemRestores().Informer().HasSynced,
 		lh.BackingImages().Informer().HasSynced,
 		lh.BackingImageDataSources().Informer().HasSynced,
 		lh.BackingImageManagers().Informer().HasSynced,

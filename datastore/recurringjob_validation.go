@@ -17,6 +17,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/systembackup"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -62,6 +63,9 @@ func ValidateRecurringJob(job *longhorn.RecurringJob, maxRetention int, now time
 		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), name, RecurringJobNameMaxLength))
 	case !recurringJobNamePattern.MatchString(name):
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, "must be lowercase letters, digits, '-', '_' or '.', start with a letter or digit, and be at least 2 characters"))
+	}
+	if spec.Task == longhorn.RecurringJobTypeSystemBackup && strings.Contains(name, "_") {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, "a system-backup job names its system backups after itself: no '_'"))
 	}
 	if spec.Name != "" && spec.Name != name {
 		errs = append(errs, field.Invalid(specPath.Child("name"), spec.Name, fmt.Sprintf("must equal the object name %q", name)))
@@ -189,8 +193,17 @@ func validateParameters(p *field.Path, spec longhorn.RecurringJobSpec) field.Err
 			if _, err := ParseFullDrill(value); err != nil {
 				errs = append(errs, field.Invalid(kp, value, err.Error()))
 			}
+		case types.RecurringJobParameterVolumeBackupPolicy:
+			if spec.Task != longhorn.RecurringJobTypeSystemBackup {
+				errs = append(errs, field.Invalid(kp, value, fmt.Sprintf("applies to the system-backup task only, not %s", spec.Task)))
+				continue
+			}
+			if _, err := systembackup.ParsePolicy(value); err != nil {
+				errs = append(errs, field.Invalid(kp, value, "must be if-not-present, always or disabled"))
+			}
 		default:
-			errs = append(errs, field.NotSupported(kp, key, []string{types.RecurringJobParameterFullBackupInterval, types.RecurringJobParameterFullDrill}))
+			errs = append(errs, field.NotSupported(kp, key, []string{types.RecurringJobParameterFullBackupInterval, types.RecurringJobParameterFullDrill,
+				types.RecurringJobParameterVolumeBackupPolicy}))
 		}
 	}
 	return errs
@@ -244,6 +257,13 @@ func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.T
 	}
 	if err := ValidateRecurringJob(job, maxRetention, now); err != nil {
 		return err
+	}
+	if job.Spec.Task == longhorn.RecurringJobTypeSystemBackup {
+		if url, err := ds.GetSettingValue(types.SettingNameBackupTarget); err != nil {
+			return err
+		} else if url == "" {
+			return fmt.Errorf("spec.task: a system-backup job stores its system backups in the default backup target, and the %s setting is empty; set it first", types.SettingNameBackupTarget)
+		}
 	}
 	if name := job.Spec.BackupTargetName; name != "" {
 		if _, err := ds.GetTarget(name); apierrors.IsNotFound(err) {

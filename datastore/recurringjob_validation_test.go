@@ -74,6 +74,18 @@ func TestValidateRecurringJob(t *testing.T) {
 		{"full-drill on a backup job is refused", func(j *longhorn.RecurringJob) {
 			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-drill": "true"}
 		}, "spec.parameters[full-drill]: Invalid value: \"true\": applies to the backup-verify task only"},
+		{"a system-backup job with its policy is accepted", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeSystemBackup, map[string]string{"volume-backup-policy": "always"}
+		}, ""},
+		{"an unknown volume-backup-policy is refused, naming the parameter", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeSystemBackup, map[string]string{"volume-backup-policy": "sometimes"}
+		}, "spec.parameters[volume-backup-policy]: Invalid value: \"sometimes\": must be if-not-present, always or disabled"},
+		{"volume-backup-policy on a backup job is refused", func(j *longhorn.RecurringJob) {
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"volume-backup-policy": "always"}
+		}, "spec.parameters[volume-backup-policy]: Invalid value: \"always\": applies to the system-backup task only"},
+		{"a system-backup job whose name its system backups cannot take is refused", func(j *longhorn.RecurringJob) {
+			j.Name, j.Spec.Task = "nightly_sb", longhorn.RecurringJobTypeSystemBackup
+		}, "metadata.name: Invalid value: \"nightly_sb\": a system-backup job names its system backups after itself"},
 		{"retain above the setting is refused", func(j *longhorn.RecurringJob) { j.Spec.Retain = 51 }, "between 1 and 50"},
 		{"retain at the setting is allowed", func(j *longhorn.RecurringJob) { j.Spec.Retain = 50 }, ""},
 		{"negative retain is refused for backups", func(j *longhorn.RecurringJob) {
@@ -99,8 +111,8 @@ func TestValidateRecurringJob(t *testing.T) {
 			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"full-backup-interval": "-2"}
 		}, "must be a whole number"},
 		{"an unknown parameter is refused, naming the known ones", func(j *longhorn.RecurringJob) {
-			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"volume-backup-policy": "always"}
-		}, "spec.parameters[volume-backup-policy]: Unsupported value: \"volume-backup-policy\": supported values: \"full-backup-interval\""},
+			j.Spec.Task, j.Spec.Parameters = longhorn.RecurringJobTypeBackup, map[string]string{"retention-days": "7"}
+		}, "spec.parameters[retention-days]: Unsupported value: \"retention-days\": supported values: \"full-backup-interval\", \"full-drill\", \"volume-backup-policy\""},
 		{"age-based retention with an age is accepted", func(j *longhorn.RecurringJob) {
 			j.Spec.RetentionPolicy, j.Spec.RetainAge = longhorn.RecurringJobRetentionPolicyAgeBased, &metav1.Duration{Duration: 72 * time.Hour}
 		}, ""},

@@ -41,6 +41,14 @@ const (
 	// LabelValueEnabled is the value of job and group selection labels.
 	LabelValueEnabled = "enabled"
 
+	// LabelSystemBackup, on the snapshots and backups a system backup
+	// makes, names it.
+	LabelSystemBackup = "longhorn.io/system-backup"
+	// LabelVersion, on a SystemBackup made for an archive found in the
+	// backup target, is the Longhorn version folder it was found in, as
+	// Longhorn's.
+	LabelVersion = "longhorn.io/version"
+
 	// LabelVolume names the volume a snapshot, engine or replica belongs to.
 	LabelVolume = "longhornvolume"
 	// LabelNode names the node an object belongs to.
@@ -116,6 +124,11 @@ const RecurringJobParameterFullBackupInterval = "full-backup-interval"
 // its drills full: each backup is also restored into a scratch volume and
 // its filesystem checked.
 const RecurringJobParameterFullDrill = "full-drill"
+
+// RecurringJobParameterVolumeBackupPolicy, on a system-backup job, is
+// the volumeBackupPolicy of the SystemBackups it makes: if-not-present
+// (the default), always or disabled (Longhorn v1.9).
+const RecurringJobParameterVolumeBackupPolicy = "volume-backup-policy"
 
 // LabelBackupVerifyScratch marks a scratch volume a full drill restores a
 // backup into; its value is the backup. Only the backup verify controller

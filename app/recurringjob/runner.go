@@ -150,6 +150,12 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 	if warning != "" {
 		log.Warn(warning)
 	}
+	if job.Spec.Task == longhorn.RecurringJobTypeSystemBackup {
+		// A system backup is of the cluster, not of the job's volumes.
+		res := r.runSystemBackup(ctx, job, log)
+		r.record(ctx, job, &res)
+		return res, nil
+	}
 	volumes, err := r.selectVolumes(ctx, job)
 	if err != nil {
 		return Result{}, err
@@ -210,13 +216,19 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 		kind, reason = corev1.EventTypeWarning, "VolumesFailed"
 	}
 	r.event(ctx, job, kind, reason, msg)
+	r.record(ctx, job, &res)
+	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
+	return res, nil
+}
+
+// record keeps what the run did in res.Record, and on the job unless the
+// manager runner writes it.
+func (r *Runner) record(ctx context.Context, job *longhorn.RecurringJob, res *Result) {
 	res.Record = &types.RecurringJobRunVolumes{Tick: r.Tick.UTC().Format(time.RFC3339),
 		Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped}
 	if !r.LeaveRecord {
 		r.recordVolumes(ctx, job.Name, *res.Record)
 	}
-	log.WithFields(logrus.Fields{"succeeded": res.Succeeded, "failed": res.Failed, "skipped": res.Skipped, "maxInFlight": res.MaxInFlight}).Info("Recurring job run finished")
-	return res, nil
 }
 
 // setting reads a setting's value: from the cache in the manager runner

@@ -174,6 +174,7 @@ func TestEveryResourceHasItsShortNameAndTheLonghornCategory(t *testing.T) {
 		"settings": "lhs", "nodes": "lhn", "volumes": "lhv", "engines": "lhe", "replicas": "lhr",
 		"snapshots": "lhsnap", "backups": "lhb", "backupvolumes": "lhbv", "backuptargets": "lhbt", "recurringjobs": "lhrj",
 		"backingimages": "lhbi", "backingimagedatasources": "lhbids", "backingimagemanagers": "lhbim",
+		"systembackups": "lhsb", "systemrestores": "lhsr",
 	}
 	all, err := crds.All()
 	if err != nil {

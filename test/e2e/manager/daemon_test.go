@@ -193,6 +193,10 @@ func TestServiceAccountHasNoRightsBeyondItsNamespace(t *testing.T) {
 	checks["delete a Kubernetes node"] = sa.CoreV1().Nodes().Delete(ctx, "node-1", metav1.DeleteOptions{})
 	_, checks["update a claim"] = sa.CoreV1().PersistentVolumeClaims(other).Update(ctx,
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}, metav1.UpdateOptions{})
+	// It creates PVs and claims (a system restore's), and changes or
+	// deletes none.
+	checks["delete a PersistentVolume"] = sa.CoreV1().PersistentVolumes().Delete(ctx, "pv-x", metav1.DeleteOptions{})
+	checks["delete a claim"] = sa.CoreV1().PersistentVolumeClaims(other).Delete(ctx, "x", metav1.DeleteOptions{})
 	checks["delete a Longhorn node"] = saLH.LonghornV1beta2().Nodes(ns).Delete(ctx, "node-1", metav1.DeleteOptions{})
 	for what, err := range checks {
 		if !apierrors.IsForbidden(err) {

@@ -38,6 +38,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&BackingImage{}, &BackingImageList{},
 		&BackingImageDataSource{}, &BackingImageDataSourceList{},
 		&BackingImageManager{}, &BackingImageManagerList{},
+		&SystemBackup{}, &SystemBackupList{},
+		&SystemRestore{}, &SystemRestoreList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -57,7 +57,7 @@ const (
 )
 
 // RecurringJobType is the task a recurring job performs.
-// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create;backup-verify;filesystem-trim
+// +kubebuilder:validation:Enum=snapshot;snapshot-force-create;snapshot-cleanup;snapshot-delete;backup;backup-force-create;backup-verify;filesystem-trim;system-backup
 type RecurringJobType string
 
 const (
@@ -74,6 +74,10 @@ const (
 	// from each attached volume (the trimFilesystem action), then purges
 	// the snapshots already removed, as Longhorn's does.
 	RecurringJobTypeFilesystemTrim RecurringJobType = "filesystem-trim"
+	// RecurringJobTypeSystemBackup (Longhorn v1.9) makes a SystemBackup
+	// each run, with the volume-backup-policy parameter, and keeps the
+	// newest retain of the job's.
+	RecurringJobTypeSystemBackup RecurringJobType = "system-backup"
 )
 
 // RecurringJobTypes lists every task, in the order the API shows them (the
@@ -81,7 +85,7 @@ const (
 var RecurringJobTypes = []RecurringJobType{
 	RecurringJobTypeSnapshot, RecurringJobTypeSnapshotForceCreate, RecurringJobTypeSnapshotCleanup,
 	RecurringJobTypeSnapshotDelete, RecurringJobTypeBackup, RecurringJobTypeBackupForceCreate, RecurringJobTypeBackupVerify,
-	RecurringJobTypeFilesystemTrim,
+	RecurringJobTypeFilesystemTrim, RecurringJobTypeSystemBackup,
 }
 
 // VolumeRecurringJobSpec is one entry of the deprecated per-volume job list

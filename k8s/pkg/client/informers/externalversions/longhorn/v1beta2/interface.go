@@ -48,6 +48,10 @@ type Interface interface {
 	Settings() TypedSettingInformer
 	// Snapshots returns a SnapshotInformer.
 	Snapshots() TypedSnapshotInformer
+	// SystemBackups returns a SystemBackupInformer.
+	SystemBackups() TypedSystemBackupInformer
+	// SystemRestores returns a SystemRestoreInformer.
+	SystemRestores() TypedSystemRestoreInformer
 	// Volumes returns a VolumeInformer.
 	Volumes() TypedVolumeInformer
 }
@@ -121,6 +125,16 @@ func (v *version) Settings() TypedSettingInformer {
 // Snapshots returns a TypedSnapshotInformer.
 func (v *version) Snapshots() TypedSnapshotInformer {
 	return &snapshotInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// SystemBackups returns a TypedSystemBackupInformer.
+func (v *version) SystemBackups() TypedSystemBackupInformer {
+	return &systemBackupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// SystemRestores returns a TypedSystemRestoreInformer.
+func (v *version) SystemRestores() TypedSystemRestoreInformer {
+	return &systemRestoreInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // Volumes returns a TypedVolumeInformer.

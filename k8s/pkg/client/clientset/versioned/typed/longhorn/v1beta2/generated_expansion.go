@@ -42,4 +42,8 @@ type SettingExpansion interface{}
 
 type SnapshotExpansion interface{}
 
+type SystemBackupExpansion interface{}
+
+type SystemRestoreExpansion interface{}
+
 type VolumeExpansion interface{}

@@ -40,6 +40,8 @@ type LonghornV1beta2Interface interface {
 	ReplicasGetter
 	SettingsGetter
 	SnapshotsGetter
+	SystemBackupsGetter
+	SystemRestoresGetter
 	VolumesGetter
 }
 
@@ -94,6 +96,14 @@ func (c *LonghornV1beta2Client) Settings(namespace string) SettingInterface {
 
 func (c *LonghornV1beta2Client) Snapshots(namespace string) SnapshotInterface {
 	return newSnapshots(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) SystemBackups(namespace string) SystemBackupInterface {
+	return newSystemBackups(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) SystemRestores(namespace string) SystemRestoreInterface {
+	return newSystemRestores(c, namespace)
 }
 
 func (c *LonghornV1beta2Client) Volumes(namespace string) VolumeInterface {

@@ -76,6 +76,14 @@ func (c *FakeLonghornV1beta2) Snapshots(namespace string) v1beta2.SnapshotInterf
 	return newFakeSnapshots(c, namespace)
 }
 
+func (c *FakeLonghornV1beta2) SystemBackups(namespace string) v1beta2.SystemBackupInterface {
+	return newFakeSystemBackups(c, namespace)
+}
+
+func (c *FakeLonghornV1beta2) SystemRestores(namespace string) v1beta2.SystemRestoreInterface {
+	return newFakeSystemRestores(c, namespace)
+}
+
 func (c *FakeLonghornV1beta2) Volumes(namespace string) v1beta2.VolumeInterface {
 	return newFakeVolumes(c, namespace)
 }

@@ -1,0 +1,119 @@
+package recurringjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cadence-storage/longhorn-manager/client"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// systemBackupPoll is how often a run looks at its system backup.
+const systemBackupPoll = 2 * time.Second
+
+// systemBackupName is the system backup a job's run for tick makes: the
+// job's name and the tick, so that a second run for the same tick finds
+// the first's instead of making another, and the job's own are told
+// from any other by name alone (see ownSystemBackup).
+func systemBackupName(job string, tick time.Time) string {
+	return job + "-" + strings.ToLower(tick.UTC().Format("20060102T150405Z"))
+}
+
+// ownSystemBackup tells whether a system backup is one job made.
+func ownSystemBackup(job, name string) bool {
+	rest, ok := strings.CutPrefix(name, job+"-")
+	return ok && tickSuffix.MatchString(rest)
+}
+
+var tickSuffix = regexp.MustCompile(`^[0-9]{8}t[0-9]{6}z$`)
+
+// runSystemBackup is a system-backup job's run: one SystemBackup through
+// the manager's API, waited for until Ready or Error, then the job's
+// system backups beyond the newest retain deleted (those still being
+// made are neither counted nor deleted).
+func (r *Runner) runSystemBackup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) Result {
+	name := systemBackupName(job.Name, r.Tick)
+	log = log.WithField("systemBackup", name)
+	fail := func(err error) Result {
+		log.WithError(err).Error("System backup failed")
+		r.event(ctx, job, corev1.EventTypeWarning, "SystemBackupFailed", fmt.Sprintf("run for %s: system backup %s: %v", r.Tick.UTC().Format(time.RFC3339), name, err))
+		return Result{Failed: 1}
+	}
+	policy := job.Spec.Parameters[types.RecurringJobParameterVolumeBackupPolicy]
+	_, err := r.API.CreateSystemBackup(ctx, name, policy)
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+		log.Info("This tick's system backup exists already; waiting for it")
+		err = nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	timeout := r.BackupTimeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		sb, err := r.API.SystemBackup(ctx, name)
+		if err != nil {
+			return fail(err)
+		}
+		if sb.State == string(longhorn.SystemBackupStateReady) {
+			break
+		}
+		if sb.State == string(longhorn.SystemBackupStateError) {
+			return fail(errors.New(sb.Error))
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("not Ready within %s (state %q)", timeout, sb.State))
+		}
+		select {
+		case <-ctx.Done():
+			return fail(context.Cause(ctx))
+		case <-time.After(systemBackupPoll):
+		}
+	}
+	log.Info("System backup Ready")
+	if err := r.systemBackupRetention(ctx, job, log); err != nil {
+		log.WithError(err).Warn("The job's older system backups could not all be deleted; the next run tries again")
+	}
+	r.event(ctx, job, corev1.EventTypeNormal, "Completed", fmt.Sprintf("run for %s: system backup %s Ready", r.Tick.UTC().Format(time.RFC3339), name))
+	return Result{Succeeded: 1}
+}
+
+// systemBackupRetention deletes the job's Ready or Error system backups
+// beyond the newest retain (their archives go with them).
+func (r *Runner) systemBackupRetention(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+	list, err := r.API.SystemBackups(ctx)
+	if err != nil {
+		return err
+	}
+	var own []string
+	for _, sb := range list {
+		if ownSystemBackup(job.Name, sb.Name) && (sb.State == string(longhorn.SystemBackupStateReady) || sb.State == string(longhorn.SystemBackupStateError)) {
+			own = append(own, sb.Name)
+		}
+	}
+	// The tick in the name orders them: newest first.
+	sort.Sort(sort.Reverse(sort.StringSlice(own)))
+	var errs []error
+	for i := max(job.Spec.Retain, 1); i < len(own); i++ {
+		if err := r.API.DeleteSystemBackup(ctx, own[i]); err != nil && !client.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		log.WithFields(logrus.Fields{"expired": own[i], "retain": job.Spec.Retain}).Info("Deleted a system backup beyond the job's retain")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,9 @@
+package systembackup
+
+import (
+	"testing"
+
+	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
