@@ -17,12 +17,19 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// keptSettings are not restored: they are the backup target the restore
-// reads from, which the cluster already has.
+// keptSettings are not restored: the backup target the restore reads
+// from, which the cluster already has, and what guards this cluster
+// against what it downloads and pulls, which an archive read from a
+// target (trusted by nothing) must not loosen: the backing image
+// download ranges (an archive could open the guard to the cluster's own
+// addresses) and the registry secret.
 var keptSettings = map[types.SettingName]bool{
-	types.SettingNameBackupTarget:                 true,
-	types.SettingNameBackupTargetCredentialSecret: true,
-	types.SettingNameBackupstorePollInterval:      true,
+	types.SettingNameBackupTarget:                      true,
+	types.SettingNameBackupTargetCredentialSecret:      true,
+	types.SettingNameBackupstorePollInterval:           true,
+	types.SettingNameBackingImageDownloadAllowedRanges: true,
+	types.SettingNameBackingImageDownloadDeniedRanges:  true,
+	types.SettingNameRegistrySecret:                    true,
 }
 
 type applied struct {

@@ -105,3 +105,44 @@ func TestAHostileArchiveIsRefusedAndNothingOfItIsWritten(t *testing.T) {
 			strings.Contains(sr.Status.Conditions[0].Message, `SystemBackup "missing" does not exist`), nil
 	})
 }
+
+// An archive's settings are restored but for those that guard the
+// cluster: one that would open the backing image download guard to every
+// address is left as this cluster has it, while an ordinary setting of
+// the same archive is restored.
+func TestAnArchiveCannotLoosenTheClustersGuards(t *testing.T) {
+	t.Parallel()
+	e := framework.NewAPIEnv(t)
+	root := t.TempDir()
+	settings := "apiVersion: longhorn.io/v1beta2\nkind: SettingList\nitems:\n" +
+		"- metadata: {name: backing-image-download-allowed-ranges}\n  value: 0.0.0.0/0\n" +
+		"- metadata: {name: recurring-job-max-retention}\n  value: '77'\n"
+	plant(t, root, "v1.9.0", "guards", map[string]string{
+		"guards/metadata.yaml":                "longhornVersion: v1.9.0\n",
+		"guards/yamls/longhorn/setting.yaml": settings,
+	})
+	before := e.Call(t, "GET", "/v1/settings/backing-image-download-allowed-ranges", "").Expect(t, 200).Body["value"]
+	e.SetBackupTarget(t, "file://"+root)
+	ctx := context.Background()
+	framework.Eventually(t, 30*time.Second, "the planted archive's SystemBackup Ready", func() (bool, error) {
+		sb, err := e.LH.LonghornV1beta2().SystemBackups(e.NS).Get(ctx, "guards", metav1.GetOptions{})
+		return err == nil && sb.Status.State == longhorn.SystemBackupStateReady, nil
+	})
+	if _, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "r"},
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: "guards"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "the restore Completed", func() (bool, error) {
+		sr, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Get(ctx, "r", metav1.GetOptions{})
+		if err == nil && sr.Status.State == longhorn.SystemRestoreStateError {
+			t.Fatalf("the restore failed: %+v", sr.Status.Conditions)
+		}
+		return err == nil && sr.Status.State == longhorn.SystemRestoreStateCompleted, nil
+	})
+	framework.Eventually(t, 10*time.Second, "the ordinary setting restored", func() (bool, error) {
+		return e.Call(t, "GET", "/v1/settings/recurring-job-max-retention", "").Body["value"] == "77", nil
+	})
+	if got := e.Call(t, "GET", "/v1/settings/backing-image-download-allowed-ranges", "").Body["value"]; got != before {
+		t.Errorf("the archive set the download allowed ranges to %v (was %v)", got, before)
+	}
+}
