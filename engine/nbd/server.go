@@ -391,7 +391,9 @@ func (s *Server) transmit(c *conn, window bool) error {
 			}
 			errno = s.write(data, int64(offset), flags&cmdFlagFUA != 0)
 		case cmdWriteZeroes:
-			if !inRange {
+			// Zeroes carry no payload: like a trim, the range is not
+			// bounded by maxRequest (nbdcopy zeroes a file's holes so).
+			if offset > size || uint64(length) > size-offset {
 				errno = errInvalid
 				break
 			}
@@ -399,9 +401,7 @@ func (s *Server) transmit(c *conn, window bool) error {
 				errno = errNoSpace
 				break
 			}
-			zero := buf[:length]
-			clear(zero)
-			errno = s.write(zero, int64(offset), flags&cmdFlagFUA != 0)
+			errno = s.writeZeroes(&buf, int64(offset), int64(length), flags&cmdFlagFUA != 0)
 		case cmdFlush:
 			if err := s.device.Sync(); err != nil {
 				errno = ioErrno(err)
@@ -428,6 +428,30 @@ func (s *Server) transmit(c *conn, window bool) error {
 func (s *Server) write(data []byte, offset int64, fua bool) uint32 {
 	if _, err := s.device.WriteAt(data, offset); err != nil {
 		return ioErrno(err)
+	}
+	if fua {
+		if err := s.device.Sync(); err != nil {
+			return ioErrno(err)
+		}
+	}
+	return 0
+}
+
+// writeZeroes writes zeros over [offset, offset+length), at most
+// maxRequest bytes at a time from one cleared buffer, then syncs once
+// when fua asks.
+func (s *Server) writeZeroes(buf *[]byte, offset, length int64, fua bool) uint32 {
+	chunk := min(length, maxRequest)
+	if int64(cap(*buf)) < chunk {
+		*buf = make([]byte, 0, chunk)
+	}
+	zero := (*buf)[:chunk]
+	clear(zero)
+	for done := int64(0); done < length; done += chunk {
+		n := min(chunk, length-done)
+		if errno := s.write(zero[:n], offset+done, false); errno != 0 {
+			return errno
+		}
 	}
 	if fua {
 		if err := s.device.Sync(); err != nil {

@@ -30,7 +30,13 @@ func serve(t *testing.T) (*replica.Replica, string) {
 // (its bounds) before it serves, and returns the replica and address.
 func serveWith(t *testing.T, set func(*Server)) (*replica.Replica, string) {
 	t.Helper()
-	r, err := replica.Create(filepath.Join(t.TempDir(), "r"), size)
+	return serveSized(t, size, set)
+}
+
+// serveSized is serveWith for a replica of n bytes.
+func serveSized(t *testing.T, n int64, set func(*Server)) (*replica.Replica, string) {
+	t.Helper()
+	r, err := replica.Create(filepath.Join(t.TempDir(), "r"), n)
 	if err != nil {
 		t.Fatal(err)
 	}
