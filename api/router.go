@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engineapi"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 )
@@ -48,8 +49,10 @@ type Server struct {
 	// allowedOrigins are browser origins trusted to open streams besides
 	// the manager's own address; see checkOrigin.
 	allowedOrigins map[string]bool
-	// internalTLS is what engines and data sources are called with.
+	// internalTLS is what engines and data sources are called with;
+	// engineConns the engines' connections, one per node (Close).
 	internalTLS *mtls.Identity
+	engineConns *engineapi.Conns
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -61,8 +64,19 @@ func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Info
 }
 
 // SetInternalTLS sets the identity the API calls engines (snapshot
-// actions) and data sources (uploads) with.
-func (s *Server) SetInternalTLS(id *mtls.Identity) { s.internalTLS = id }
+// actions) and data sources (uploads) with. The engines are called over
+// one connection per node, kept until Close.
+func (s *Server) SetInternalTLS(id *mtls.Identity) {
+	s.internalTLS = id
+	s.engineConns = engineapi.NewConns(id)
+}
+
+// Close closes the connections the API keeps to the engines.
+func (s *Server) Close() {
+	if s.engineConns != nil {
+		s.engineConns.Close()
+	}
+}
 
 // handlerFunc is a handler that returns its error for writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error

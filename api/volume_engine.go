@@ -61,7 +61,7 @@ func (s *Server) engineClient(name string) (engineapi.EngineClient, error) {
 	if err != nil || v.Status.State != longhorn.VolumeStateAttached || e.Status.CurrentState != longhorn.InstanceStateRunning || e.Status.Port == 0 {
 		return nil, &httpError{http.StatusBadRequest, "InvalidState", "volume " + name + " must be attached for snapshot actions"}
 	}
-	return engineapi.NewGRPCClient(net.JoinHostPort(e.Status.IP, strconv.Itoa(e.Status.Port)), name, 0, s.internalTLS)
+	return s.engineConns.Client(net.JoinHostPort(e.Status.IP, strconv.Itoa(e.Status.Port)), name, 0)
 }
 
 // engineError maps an engine error to the API's status codes.

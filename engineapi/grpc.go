@@ -25,6 +25,8 @@ type GRPCClient struct {
 	volume  string
 	address string
 	timeout time.Duration
+	// shared: the connection is a Conns', which Close leaves open.
+	shared bool
 }
 
 // NewGRPCClient returns a client of the engine of volume served at
@@ -44,8 +46,13 @@ func NewGRPCClient(address, volume string, timeout time.Duration, id *mtls.Ident
 	return &GRPCClient{conn: conn, client: pb.NewEngineClient(conn), volume: volume, address: address, timeout: timeout}, nil
 }
 
-// Close closes the connection.
-func (c *GRPCClient) Close() error { return c.conn.Close() }
+// Close closes the connection, unless it is shared (Conns).
+func (c *GRPCClient) Close() error {
+	if c.shared {
+		return nil
+	}
+	return c.conn.Close()
+}
 
 func (c *GRPCClient) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, c.timeout)
