@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/api"
-	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/backingimage/runner"
 	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
@@ -31,6 +30,7 @@ import (
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
+	"github.com/cadence-storage/longhorn-manager/jobrun"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
@@ -491,7 +491,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {
-		r := &recurringjob.Runner{
+		r := &jobrun.Runner{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
 			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, LeaveRecord: true, Cache: ds,
 			BeforeVolume: o.Hooks.RecurringJobBeforeVolume, Recorder: recorder,

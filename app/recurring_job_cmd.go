@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/jobrun"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 )
 
@@ -67,7 +67,7 @@ func RecurringJobCmd() cli.Command {
 			if path := c.String("api-token-file"); path != "" {
 				client.Token = tokenFile(path)
 			}
-			runner := &recurringjob.Runner{
+			runner := &jobrun.Runner{
 				Namespace: c.String("namespace"), Longhorn: lh, Kube: kube,
 				API:      client,
 				Log:      logrus.WithField("component", "recurring-job"),

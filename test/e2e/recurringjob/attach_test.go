@@ -8,8 +8,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/cadence-storage/longhorn-manager/app/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/jobrun"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
@@ -38,7 +38,7 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	heldBy := map[string]any{}
-	r := &recurringjob.Runner{
+	r := &jobrun.Runner{
 		Namespace: e.NS, Longhorn: e.LH, Kube: e.Kube, API: client.NewClient(e.Base+"/v1", 10*time.Second),
 		Log: logrus.NewEntry(log), RetryFor: 10 * time.Second, Tick: tick, BackupTimeout: time.Minute, Decided: true,
 		AfterAttach: func(ctx context.Context, job, volume string) {

@@ -1,8 +1,8 @@
-// Package recurringjob is one run of a recurring job: what
+// Package jobrun is one run of a recurring job: what
 // `longhorn-manager recurring-job <name>` does in a CronJob pod. It reads
 // the job, selects its volumes by label, and runs the job's task on each,
 // at most `concurrency` at a time, through the manager's API.
-package recurringjob
+package jobrun
 
 import (
 	"context"
