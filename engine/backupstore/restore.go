@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
 
 // Restore writes a backup into dst, which must read as zeros where the
@@ -84,19 +86,10 @@ func (s *Store) restoreBlocks(info *BackupInfo, dst io.WriterAt, progress func(i
 				data, err := s.restoreBlock(&d, info, ref)
 				mu.Lock()
 				if err == nil && firstErr == nil {
-					if _, werr := dst.WriteAt(data, ref.Offset); werr != nil {
-						err = fmt.Errorf("backup %s: write at %d: %w", info.Name, ref.Offset, werr)
-					}
+					err = writeRestored(dst, info, ref, data, &done, progress)
 				}
-				if err != nil {
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else if firstErr == nil {
-					done++
-					if progress != nil {
-						progress(done * 100 / len(info.Blocks))
-					}
+				if err != nil && firstErr == nil {
+					firstErr = err
 				}
 				mu.Unlock()
 			}
@@ -111,6 +104,22 @@ func (s *Store) restoreBlocks(info *BackupInfo, dst io.WriterAt, progress func(i
 	close(work)
 	wg.Wait()
 	return firstErr
+}
+
+// writeRestored writes a checked block at its offset and reports the
+// progress; the caller holds the restore's lock. A panic in the write or
+// the progress (done on a worker, where no caller recovers it) is the
+// restore's error, never the process's.
+func writeRestored(dst io.WriterAt, info *BackupInfo, ref *BlockRef, data []byte, done *int, progress func(int)) (err error) {
+	defer panics.Recover(logrus.WithFields(logrus.Fields{"restore": info.Name, "from": info.VolumeName, "offset": ref.Offset}), &err)
+	if _, err := dst.WriteAt(data, ref.Offset); err != nil {
+		return fmt.Errorf("backup %s: write at %d: %w", info.Name, ref.Offset, err)
+	}
+	*done++
+	if progress != nil {
+		progress(*done * 100 / len(info.Blocks))
+	}
+	return nil
 }
 
 // restoreBlock reads one block and returns its content, checked against

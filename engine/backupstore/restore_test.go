@@ -163,3 +163,44 @@ func TestRestoreOnWorkersStopsAtACorruptBlockNamingIt(t *testing.T) {
 		})
 	}
 }
+
+// panickingWriterAt panics on its third write.
+type panickingWriterAt struct{ writes atomic.Int32 }
+
+func (w *panickingWriterAt) WriteAt(p []byte, _ int64) (int, error) {
+	if w.writes.Add(1) == 3 {
+		panic("replica bug")
+	}
+	return len(p), nil
+}
+
+// A destination that panics, on a worker where no caller recovers it,
+// fails the restore with the panic, takes neither the process down nor
+// the restore's lock with it, and leaves no goroutine.
+func TestRestoreOnWorkersTurnsAPanickingWriteIntoItsError(t *testing.T) {
+	s, _ := newStore(t)
+	if err := s.SetBackupDefaults(CompressionLZ4, 4); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 8*BlockSize)
+	for off := 0; off < len(data); off += BlockSize {
+		copy(data[off:], halfRandom(int64(off), BlockSize))
+	}
+	info, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", Source: &memSource{data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	if _, err := s.Restore("vol", info.Name, &panickingWriterAt{}, nil); err == nil || !strings.Contains(err.Error(), "replica bug") {
+		t.Fatalf("Restore: %v, want the panic as its error", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after the restore, %d before", n, before)
+	}
+	// The lock was released: the volume restores again.
+	mustRestore(t, s, "vol", info.Name, data)
+}
