@@ -69,39 +69,11 @@ func BenchmarkRestoreAgainstBaselines(b *testing.B) {
 	var restore, restoreOne, discard, base, baseSHA, res time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		dir := b.TempDir()
-		dst, err := replica.Create(filepath.Join(dir, "restore"), size)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := s.Restore("vol", info.Name, dst, nil); err != nil {
-			b.Fatal(err)
-		}
-		restore += time.Since(start)
-		dst.Close()
-		// Dropped, as restic's output is: no round pays for another's
-		// dirty pages.
-		if err := os.RemoveAll(dir); err != nil {
-			b.Fatal(err)
-		}
-
+		restore += restoreIntoReplica(b, s, info)
 		// The same on one worker: block after block, as restores were.
-		dir = b.TempDir()
-		if dst, err = replica.Create(filepath.Join(dir, "restore"), size); err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		if _, err := one.Restore("vol", info.Name, dst, nil); err != nil {
-			b.Fatal(err)
-		}
-		restoreOne += time.Since(start)
-		dst.Close()
-		if err := os.RemoveAll(dir); err != nil {
-			b.Fatal(err)
-		}
+		restoreOne += restoreIntoReplica(b, one, info)
 
-		start = time.Now()
+		start := time.Now()
 		if _, err := s.Restore("vol", info.Name, discardWriterAt{}, nil); err != nil {
 			b.Fatal(err)
 		}
@@ -135,6 +107,27 @@ func BenchmarkRestoreAgainstBaselines(b *testing.B) {
 	b.ReportMetric(mb/res.Seconds(), "MB/s-restic")
 	b.ReportMetric(res.Seconds()/restore.Seconds(), "ratio-restic")
 	b.Logf("%s: restore %v", restic.version, res)
+}
+
+// restoreIntoReplica times a restore of the backup into a new replica,
+// removed after it, as restic's output is: no round pays for another's
+// dirty pages.
+func restoreIntoReplica(b *testing.B, s *Store, info *BackupInfo) time.Duration {
+	dir := b.TempDir()
+	dst, err := replica.Create(filepath.Join(dir, "restore"), info.VolumeSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := s.Restore(info.VolumeName, info.Name, dst, nil); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	dst.Close()
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // discardWriterAt takes every write and keeps nothing.
