@@ -151,7 +151,8 @@ func (d *blockDecoder) decode(method string, z []byte, limit int64) ([]byte, err
 		return nil, fmt.Errorf("compression %q is not known", method)
 	}
 	if limit < 0 {
-		limit = 0
+		// No place for any byte, as io.LimitReader would have found.
+		return nil, fmt.Errorf("it holds more than the %d bytes it may", limit)
 	}
 	if int64(cap(d.buf)) < limit+1 {
 		d.buf = make([]byte, limit+1)

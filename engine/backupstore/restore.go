@@ -130,11 +130,13 @@ func (s *Store) restoreBlock(d *blockDecoder, info *BackupInfo, ref *BlockRef) (
 		if r := recover(); r != nil {
 			logrus.WithFields(logrus.Fields{"block": ref.Checksum, "panic": fmt.Sprint(r), "stack": string(debug.Stack())}).Error("Recovered a panic restoring a backup block; the block counts as corrupt")
 			data, err = nil, fmt.Errorf("backup %s: block %s at offset %d is corrupt: decoding it panicked: %v", info.Name, ref.Checksum, ref.Offset, r)
+			*d = blockDecoder{} // its decoders' state is unknown
+
 		}
 	}()
 	z, err := s.driver.Read(blockKey(info.VolumeName, ref.Checksum, info.Compression), maxBlockFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("backup %s: read block %s: %w", info.Name, ref.Checksum, err)
+		return nil, fmt.Errorf("backup %s: read block %s at offset %d: %w", info.Name, ref.Checksum, ref.Offset, err)
 	}
 	data, err = d.decode(info.Compression, z, min(int64(BlockSize), info.VolumeSize-ref.Offset))
 	if err != nil {
