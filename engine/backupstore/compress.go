@@ -108,29 +108,79 @@ type blockWriter interface {
 // decompress decodes a stored block, reading at most limit+1 bytes of it
 // so that a block that expands past its place is caught, not held.
 func decompress(method string, z []byte, limit int64) ([]byte, error) {
+	var d blockDecoder
+	return d.decode(method, z, limit)
+}
+
+// blockDecoder decodes stored blocks one after another, reusing its
+// decoders and its output buffer: what decode returns is valid until the
+// next call. It is not safe for concurrent use.
+type blockDecoder struct {
+	src bytes.Reader
+	lz4 *lz4.Reader
+	gz  *gzip.Reader
+	buf []byte
+}
+
+// decode is decompress into the decoder's buffer.
+func (d *blockDecoder) decode(method string, z []byte, limit int64) ([]byte, error) {
+	d.src.Reset(z)
 	var r io.Reader
 	switch method {
 	case CompressionNone:
-		r = bytes.NewReader(z)
+		r = &d.src
 	case CompressionGzip:
-		g, err := gzip.NewReader(bytes.NewReader(z))
-		if err != nil {
+		if d.gz == nil {
+			g, err := gzip.NewReader(&d.src)
+			if err != nil {
+				return nil, err
+			}
+			d.gz = g
+		} else if err := d.gz.Reset(&d.src); err != nil {
 			return nil, err
 		}
-		r = g
+		r = d.gz
 	case CompressionLZ4:
-		r = lz4.NewReader(bytes.NewReader(z))
+		if d.lz4 == nil {
+			d.lz4 = lz4.NewReader(&d.src)
+		} else {
+			d.lz4.Reset(&d.src)
+		}
+		r = d.lz4
 	default:
 		return nil, fmt.Errorf("compression %q is not known", method)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
+	if limit < 0 {
+		// No place for any byte, as io.LimitReader would have found.
 		return nil, fmt.Errorf("it holds more than the %d bytes it may", limit)
 	}
-	return data, nil
+	if int64(cap(d.buf)) < limit+1 {
+		d.buf = make([]byte, limit+1)
+	}
+	buf := d.buf[:limit+1]
+	// Read until the end of the stream or limit+1 bytes, as
+	// io.ReadAll(io.LimitReader(r, limit+1)) would; a reader that makes
+	// no progress is an error, never a loop.
+	n, stalled := 0, 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m > 0 {
+			stalled = 0
+		} else if stalled++; stalled >= 100 {
+			return nil, io.ErrNoProgress
+		}
+	}
+	if int64(n) > limit {
+		return nil, fmt.Errorf("it holds more than the %d bytes it may", limit)
+	}
+	return buf[:n], nil
 }
 
 // CheckCompression validates a backup-compression-method value.
