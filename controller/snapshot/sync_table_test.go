@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
@@ -21,28 +20,12 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	lhinformers "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/informers/externalversions/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
-
-// tableWrites are the create, update and delete actions a sync made, as
-// "verb resource[/subresource]" (recurringjob's writes).
-func tableWrites(actions []k8stesting.Action) []string {
-	var out []string
-	for _, a := range actions {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-			r := a.GetResource().Resource
-			if a.GetSubresource() != "" {
-				r += "/" + a.GetSubresource()
-			}
-			out = append(out, a.GetVerb()+" "+r)
-		}
-	}
-	return out
-}
 
 // testEngines is this node's engine runtime for a test, at a fake clock,
 // and a folder for its replicas, removed after the engines stop.
@@ -356,7 +339,7 @@ func TestControllerSync(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sync: %v", err)
 			}
-			if got := tableWrites(lh.Actions()); !slices.Equal(got, tc.writes) {
+			if got := synctable.Writes(lh.Actions()); !slices.Equal(got, tc.writes) {
 				t.Errorf("writes %v, want %v", got, tc.writes)
 			}
 			if res.RequeueAfter != tc.requeue {
