@@ -333,6 +333,32 @@ func TestControllerSync(t *testing.T) {
 			},
 		},
 		{
+			name:   "an attached volume asked to detach: the engine stopped, the Engine's spec and status stopped, the replica stopped, status detached",
+			volume: syncVolume(attached),
+			settle: true,
+			change: func(v *longhorn.Volume) { v.Spec.NodeID = "" },
+			writes: []string{"update engines", "update engines/status", "update replicas/status", "update volumes/status"},
+			check: func(t *testing.T, env *syncEnv, _ string) {
+				if _, running := env.instances.Get("vol"); running {
+					t.Error("the engine still runs")
+				}
+				v := env.volume(t)
+				if v.Status.State != longhorn.VolumeStateDetached || v.Status.CurrentNodeID != "" ||
+					kit.GetCondition(v.Status.Conditions, ConditionTypeAttach).Status != longhorn.ConditionStatusUnknown {
+					t.Errorf("volume status %+v", v.Status)
+				}
+				ctx := context.Background()
+				e, _ := env.lh.LonghornV1beta2().Engines("ns").Get(ctx, datastore.EngineName("vol"), metav1.GetOptions{})
+				if e.Spec.NodeID != "" || e.Spec.DesireState != longhorn.InstanceStateStopped || e.Status.CurrentState != longhorn.InstanceStateStopped || e.Status.Endpoint != "" {
+					t.Errorf("engine spec %+v, status %+v", e.Spec, e.Status)
+				}
+				r, _ := env.lh.LonghornV1beta2().Replicas("ns").Get(ctx, "vol-r-0", metav1.GetOptions{})
+				if r.Status.CurrentState != longhorn.InstanceStateStopped || r.Status.Started || r.Spec.HealthyAt == "" {
+					t.Errorf("replica healthyAt %q, status %+v", r.Spec.HealthyAt, r.Status)
+				}
+			},
+		},
+		{
 			name:   "an attached volume being deleted: the engine stopped, the replica's data removed, the finalizer dropped (its objects go by owner reference)",
 			volume: syncVolume(attached),
 			settle: true,
