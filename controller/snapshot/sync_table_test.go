@@ -102,11 +102,11 @@ func TestControllerSync(t *testing.T) {
 		s.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)}
 	}
 	// inSync gives the object the status the engine's entry of s1 shows.
-	inSync := func(e *volumeengine.Engine) func(*longhorn.Snapshot) {
+	inSync := func(t *testing.T, e *volumeengine.Engine) func(*longhorn.Snapshot) {
 		return func(s *longhorn.Snapshot) {
 			taken, err := e.Snapshot("s1")
 			if err != nil {
-				panic(err)
+				t.Fatal(err)
 			}
 			s.Status = snapshotStatus(kit.SnapshotInfo(taken), tableVolume("node-1"), "node-1")
 		}
@@ -147,7 +147,7 @@ func TestControllerSync(t *testing.T) {
 		prepare func(*testing.T, *volumeengine.Engine)
 		// objects are the objects besides the Volume and the Engine
 		// (running, unless stopped), given the engine when it runs.
-		objects func(*volumeengine.Engine) []runtime.Object
+		objects func(*testing.T, *volumeengine.Engine) []runtime.Object
 		writes  []string
 		requeue time.Duration
 		check   func(*testing.T, *longhorn.Snapshot) // the stored s1, nil when there is none
@@ -155,7 +155,7 @@ func TestControllerSync(t *testing.T) {
 	}{
 		{
 			name: "a new Snapshot with createSnapshot: label, finalizer and owner in one write, then the engine snapshot (its status comes with the engine's next round)",
-			objects: func(*volumeengine.Engine) []runtime.Object {
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
 				return []runtime.Object{tableSnapshot(func(s *longhorn.Snapshot) { s.Labels, s.Finalizers, s.OwnerReferences = nil, nil, nil })}
 			},
 			writes: []string{"update snapshots"},
@@ -178,7 +178,7 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "taken in the engine, the object without a status: one status write from the engine's entry",
 			prepare: take,
-			objects: func(*volumeengine.Engine) []runtime.Object { return []runtime.Object{tableSnapshot()} },
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object { return []runtime.Object{tableSnapshot()} },
 			writes:  []string{"update snapshots/status"},
 			check: func(t *testing.T, s *longhorn.Snapshot) {
 				if !s.Status.ReadyToUse || s.Status.CreationTime == "" || s.Status.OwnerID != "node-1" || s.Status.RestoreSize != 4<<20 ||
@@ -191,16 +191,18 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "in sync with the engine: no write",
 			prepare: take,
-			objects: func(e *volumeengine.Engine) []runtime.Object { return []runtime.Object{tableSnapshot(inSync(e))} },
-			engine:  engineHas(false),
+			objects: func(t *testing.T, e *volumeengine.Engine) []runtime.Object {
+				return []runtime.Object{tableSnapshot(inSync(t, e))}
+			},
+			engine: engineHas(false),
 		},
 		{
 			name:    "a status change alone (a child taken since): one status write, no metadata write",
 			prepare: take,
-			objects: func(e *volumeengine.Engine) []runtime.Object {
-				s := tableSnapshot(inSync(e))
+			objects: func(t *testing.T, e *volumeengine.Engine) []runtime.Object {
+				s := tableSnapshot(inSync(t, e))
 				if _, err := e.CreateSnapshot("s2", nil); err != nil {
-					panic(err)
+					t.Fatal(err)
 				}
 				return []runtime.Object{s}
 			},
@@ -214,14 +216,14 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "its volume owned by another node: no write, and the engine not asked",
 			owner:   "node-2",
-			objects: func(*volumeengine.Engine) []runtime.Object { return []runtime.Object{tableSnapshot()} },
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object { return []runtime.Object{tableSnapshot()} },
 			engine:  engineLacks,
 		},
 		{
 			name:    "being deleted, in the engine: deleted there, the status says marked removed, the finalizer stays (the purge ends it)",
 			prepare: take,
-			objects: func(e *volumeengine.Engine) []runtime.Object {
-				return []runtime.Object{tableSnapshot(inSync(e), deleted)}
+			objects: func(t *testing.T, e *volumeengine.Engine) []runtime.Object {
+				return []runtime.Object{tableSnapshot(inSync(t, e), deleted)}
 			},
 			writes: []string{"update snapshots/status"},
 			check: func(t *testing.T, s *longhorn.Snapshot) {
@@ -239,7 +241,7 @@ func TestControllerSync(t *testing.T) {
 		},
 		{
 			name: "being deleted, gone from the engine: the finalizer dropped",
-			objects: func(*volumeengine.Engine) []runtime.Object {
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
 				return []runtime.Object{tableSnapshot(deleted, func(s *longhorn.Snapshot) { s.Status.CreationTime, s.Status.MarkRemoved = "2026-11-26T00:00:00Z", true })}
 			},
 			writes: []string{"update snapshots"},
@@ -248,7 +250,7 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "being deleted while its engine is stopped: status.error says it waits, and a look again after deletionRecheck",
 			stopped: true,
-			objects: func(*volumeengine.Engine) []runtime.Object {
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
 				return []runtime.Object{tableEngine(longhorn.InstanceStateStopped),
 					tableSnapshot(deleted, func(s *longhorn.Snapshot) { s.Status.CreationTime = "2026-11-26T00:00:00Z" })}
 			},
@@ -264,7 +266,7 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:    "being deleted while its engine is stopped, the wait already said: no write, a look again after deletionRecheck",
 			stopped: true,
-			objects: func(*volumeengine.Engine) []runtime.Object {
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
 				return []runtime.Object{tableEngine(longhorn.InstanceStateStopped), tableSnapshot(deleted, func(s *longhorn.Snapshot) {
 					s.Status = longhorn.SnapshotStatus{CreationTime: "2026-11-26T00:00:00Z", OwnerID: "node-1",
 						Error: "the deletion waits for volume vol to be attached: its engine deletes the snapshot's data"}
@@ -281,7 +283,7 @@ func TestControllerSync(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			objects: func(*volumeengine.Engine) []runtime.Object { return nil },
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object { return nil },
 			writes:  []string{"create snapshots"},
 			check: func(t *testing.T, s *longhorn.Snapshot) {
 				if s.Spec.Volume != "vol" || s.Spec.CreateSnapshot || s.Spec.Labels[types.LabelRecurringJob] != "daily" {
@@ -297,7 +299,7 @@ func TestControllerSync(t *testing.T) {
 		{
 			name:  "its volume gone: the finalizer dropped (the data went with it)",
 			owner: "-",
-			objects: func(*volumeengine.Engine) []runtime.Object {
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
 				return []runtime.Object{tableSnapshot()}
 			},
 			writes: []string{"update snapshots"},
@@ -321,7 +323,7 @@ func TestControllerSync(t *testing.T) {
 					tc.prepare(t, e)
 				}
 			}
-			objects := tc.objects(e)
+			objects := tc.objects(t, e)
 			switch tc.owner {
 			case "":
 				objects = append(objects, tableVolume("node-1"))
