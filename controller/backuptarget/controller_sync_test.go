@@ -11,11 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -85,23 +85,6 @@ func objects(bt *longhorn.BackupTarget, settings ...*longhorn.Setting) []runtime
 	}
 	if bt != nil {
 		out = append(out, bt)
-	}
-	return out
-}
-
-// writes are the create, update and delete actions a sync made, as
-// "verb resource[/subresource]".
-func writes(actions []k8stesting.Action) []string {
-	var out []string
-	for _, a := range actions {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-			r := a.GetResource().Resource
-			if a.GetSubresource() != "" {
-				r += "/" + a.GetSubresource()
-			}
-			out = append(out, a.GetVerb()+" "+r)
-		}
 	}
 	return out
 }
@@ -197,7 +180,7 @@ func (f *fixture) sync(t *testing.T) []string {
 	if _, err := f.c.sync(context.Background(), "ns/default"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	return writes(f.lh.Actions())
+	return synctable.Writes(f.lh.Actions())
 }
 
 // inStep checks that default's spec and the settings hold url, secret

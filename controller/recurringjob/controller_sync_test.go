@@ -13,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -61,23 +61,6 @@ func syncNode(name string, ready bool) *longhorn.Node {
 
 func syncCronJob(labels map[string]string) *batchv1.CronJob {
 	return &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: "ns", Labels: labels}}
-}
-
-// writes are the create, update and delete actions a sync made, as
-// "verb resource[/subresource]".
-func writes(actions []k8stesting.Action) []string {
-	var out []string
-	for _, a := range actions {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-			r := a.GetResource().Resource
-			if a.GetSubresource() != "" {
-				r += "/" + a.GetSubresource()
-			}
-			out = append(out, a.GetVerb()+" "+r)
-		}
-	}
-	return out
 }
 
 // TestControllerSync is the recurring job controller's sync decision by
@@ -315,7 +298,7 @@ func TestControllerSync(t *testing.T) {
 				t.Fatalf("sync: %v", err)
 			}
 
-			got := append(writes(kube.Actions()), writes(lh.Actions())...)
+			got := append(synctable.Writes(kube.Actions()), synctable.Writes(lh.Actions())...)
 			if !slices.Equal(got, tc.writes) {
 				t.Errorf("writes %v, want %v", got, tc.writes)
 			}

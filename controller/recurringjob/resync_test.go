@@ -8,6 +8,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
@@ -52,7 +53,7 @@ func TestASweepOrRedeliveryOfASettledJobIsNotQueued(t *testing.T) {
 				if _, err := c.sync(context.Background(), "ns/daily"); err != nil {
 					t.Fatal(err)
 				}
-				if len(writes(lh.Actions())) == 0 {
+				if len(synctable.Writes(lh.Actions())) == 0 {
 					break
 				}
 				if rv > 5 {

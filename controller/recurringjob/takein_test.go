@@ -15,6 +15,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
@@ -42,7 +43,7 @@ func syncOnce(t *testing.T, job *longhorn.RecurringJob) ([]string, *longhorn.Rec
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writes(lh.Actions()), got
+	return synctable.Writes(lh.Actions()), got
 }
 
 // The status write that takes a job in for the manager runner carries

@@ -10,12 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
-	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
@@ -27,10 +25,7 @@ func purgedSnapshotEnv(t *testing.T, objects ...*longhorn.Snapshot) (*Controller
 	t.Helper()
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	dir := t.TempDir() // made first: its removal runs after the engines stop
-	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)),
-		logrus.NewEntry(log), func(string) {}, func(string) {})
-	t.Cleanup(instances.StopAll)
+	instances, dir := testEngines(t, log)
 	run, err := instances.Start("vol", 4<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(dir, "r1"), New: true}}, false)
 	if err != nil {
 		t.Fatal(err)

@@ -217,10 +217,7 @@ func waitQueued(t *testing.T, c *Controller, want string) {
 func TestADeletionWaitingForItsEngineComesBack(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	dir := t.TempDir() // made first: its removal runs after the engines stop
-	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)),
-		logrus.NewEntry(log), func(string) {}, func(string) {})
-	t.Cleanup(instances.StopAll)
+	instances, dir := testEngines(t, log)
 	now := metav1.Now()
 	snap := &longhorn.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns", DeletionTimestamp: &now,
 		Labels: map[string]string{types.LabelVolume: "vol"}, Finalizers: []string{types.LonghornFinalizer}},
@@ -331,23 +328,5 @@ func TestHeldRecheck(t *testing.T) {
 // and the clientset.
 func deletionEnv(t *testing.T, log *logrus.Logger, instances *instance.Engines, snap *longhorn.Snapshot) (*Controller, *lhfake.Clientset, lhinformers.Interface) {
 	t.Helper()
-	lh := lhfake.NewSimpleClientset()
-	kube := kubefake.NewSimpleClientset()
-	inf := datastore.NewInformers(lh, kube, "ns", 0)
-	lhi := inf.Longhorn.Longhorn().V1beta2()
-	for _, add := range []error{
-		lhi.Volumes().Informer().GetIndexer().Add(&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns"},
-			Spec: longhorn.VolumeSpec{Size: 4 << 20}, Status: longhorn.VolumeStatus{OwnerID: "node-1"}}),
-		lhi.Snapshots().Informer().GetIndexer().Add(snap),
-	} {
-		if add != nil {
-			t.Fatal(add)
-		}
-	}
-	if _, err := lh.LonghornV1beta2().Snapshots("ns").Create(context.Background(), snap, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
-	t.Cleanup(c.Queue.ShutDown)
-	return c, lh, lhi
+	return snapshotEnv(t, log, instances, tableVolume("node-1"), snap)
 }
