@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -333,5 +335,38 @@ func TestAnActionNeedsUpdateOnTheObjectOrOnTheActionsSubresource(t *testing.T) {
 	rec := call("attach")
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `may not update volumes.longhorn.io \"v\", nor update volumes/attach.longhorn.io \"v\"`) {
 		t.Errorf("attach with only snapshotCreate granted: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A full drill needs a right of its own: update on
+// backupvolumes/backupVerifyFull (or on the backup volume), beside the
+// backupVerify subresource a block drill needs.
+func TestAFullDrillNeedsItsOwnRight(t *testing.T) {
+	s := newTestServer(t, &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "bv", Namespace: testNamespace}})
+	eventually(t, "the backup volume in the cache", func() bool { _, err := s.server.ds.GetBackupVolumeRO("bv"); return err == nil })
+	full := false
+	f := &fakeReviews{allow: func(ra *authorizationv1.ResourceAttributes) bool {
+		return ra.Resource == "backupvolumes" && ra.Verb == "update" &&
+			(ra.Subresource == "backupVerify" || (full && ra.Subresource == "backupVerifyFull"))
+	}}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	call := func(body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/v1/backupvolumes/bv?action=backupVerify", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer good")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call(`{}`); rec.Code == http.StatusForbidden || rec.Code == http.StatusUnauthorized {
+		t.Fatalf("a block drill with backupVerify granted: %d %s", rec.Code, rec.Body)
+	}
+	rec := call(`{"full":true}`)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `nor update backupvolumes/backupVerifyFull.longhorn.io \"bv\"`) {
+		t.Errorf("a full drill with backupVerify alone: %d %s", rec.Code, rec.Body)
+	}
+	full = true
+	if rec := call(`{"full":true}`); rec.Code == http.StatusForbidden || rec.Code == http.StatusUnauthorized {
+		t.Errorf("a full drill with backupVerifyFull granted: %d %s", rec.Code, rec.Body)
 	}
 }

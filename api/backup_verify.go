@@ -34,6 +34,16 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, bvName str
 		}
 	}
 	full := in.Full != nil && *in.Full
+	if full {
+		// A full drill restores the whole backup onto this node's disk
+		// (a scratch volume the size of the backed-up one): a right of
+		// its own beside backupVerify's, update on the subresource
+		// backupvolumes/backupVerifyFull (or on the backup volume).
+		if err := s.requireAccess(r, access{verb: "update", resource: "backupvolumes", name: bvName,
+			orElse: &access{verb: "update", resource: "backupvolumes", subresource: "backupVerifyFull", name: bvName}}); err != nil {
+			return err
+		}
+	}
 	bv, err := s.ds.GetBackupVolumeRO(bvName)
 	if apierrors.IsNotFound(err) {
 		return notFound("backup volume %q not found", bvName)
