@@ -134,13 +134,16 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 		}
 	}
 	// What the API asks of the tasks it runs besides a snapshot's (which
-	// the run above did): a backup, a backup's listing and deletion, and
-	// the backup-verify task's drill, each action as its subresource.
+	// the run above did): a backup, a backup's listing and deletion, the
+	// backup-verify task's drill (and full drill), the filesystem-trim
+	// task's trim, each action as its subresource.
 	for _, attr := range []authorizationv1.ResourceAttributes{
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotBackup", Name: "vol"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotPurge", Name: "vol"},
 		{Namespace: ns, Verb: "get", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Subresource: "backupVerify", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Subresource: "backupVerifyFull", Name: "vol"},
+		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "trimFilesystem", Name: "vol"},
 		{Namespace: ns, Verb: "delete", Group: "longhorn.io", Resource: "backups"},
 	} {
 		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
