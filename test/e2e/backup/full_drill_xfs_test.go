@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore/s3test"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -39,7 +40,7 @@ func TestAnXFSFullDrillOnS3(t *testing.T) {
 	b1 := takeBackup(t, e, "s1")
 	waitBackupVolume(t, e)
 	r := e.Call(t, "POST", "/v1/backupvolumes/db?action=backupVerify", `{"full":true}`).Expect(t, 200)
-	ver := waitDrill(t, e, b1, r.Body["verifyRequestedAt"].(string))
+	ver := waitDrillFor(t, e, b1, r.Body["verifyRequestedAt"].(string), 3*time.Minute)
 	if ver.Result != longhorn.BackupVerificationPassed || ver.Full == nil || !ver.Full.Restored || ver.Full.Filesystem != "xfs" ||
 		ver.Full.FilesystemCheck != longhorn.FilesystemCheckPassed || !strings.Contains(ver.Full.FilesystemCheckOutput, "xfs_repair -n") {
 		t.Fatalf("the full drill of a whole xfs backup: %+v %+v", ver, ver.Full)
@@ -49,7 +50,7 @@ func TestAnXFSFullDrillOnS3(t *testing.T) {
 	writeImage(t, endpoint, xfsImage(t, true))
 	b2 := takeBackup(t, e, "s2")
 	r = e.Call(t, "POST", "/v1/backupvolumes/db?action=backupVerify", `{"full":true}`).Expect(t, 200)
-	ver = waitDrill(t, e, b2, r.Body["verifyRequestedAt"].(string))
+	ver = waitDrillFor(t, e, b2, r.Body["verifyRequestedAt"].(string), 3*time.Minute)
 	if ver.Result != longhorn.BackupVerificationFailed || ver.BadBlocks != 0 || ver.Full == nil || !ver.Full.Restored ||
 		ver.Full.FilesystemCheck != longhorn.FilesystemCheckFailed || !strings.Contains(ver.Message, "the restored xfs filesystem is corrupt") {
 		t.Fatalf("the full drill of a corrupt xfs filesystem: %+v %+v", ver, ver.Full)

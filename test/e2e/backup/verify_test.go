@@ -191,12 +191,19 @@ func backupObject(t *testing.T, e *framework.APIEnv, name string) *longhorn.Back
 // waitDrill waits for the drill asked for at requestedAt and returns it.
 func waitDrill(t *testing.T, e *framework.APIEnv, backup, requestedAt string) *longhorn.BackupVerification {
 	t.Helper()
+	return waitDrillFor(t, e, backup, requestedAt, 60*time.Second)
+}
+
+// waitDrillFor is waitDrill for a drill that may take up to timeout (a
+// full drill of a larger volume).
+func waitDrillFor(t *testing.T, e *framework.APIEnv, backup, requestedAt string, timeout time.Duration) *longhorn.BackupVerification {
+	t.Helper()
 	asked, err := time.Parse(time.RFC3339, requestedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ver *longhorn.BackupVerification
-	framework.Eventually(t, 60*time.Second, "the drill of "+backup, func() (bool, error) {
+	framework.Eventually(t, timeout, "the drill of "+backup, func() (bool, error) {
 		ver = backupObject(t, e, backup).Status.Verification
 		return ver != nil && !ver.RequestedAt.Time.Before(asked), nil
 	})
