@@ -118,7 +118,7 @@ func TestAnArchiveCannotLoosenTheClustersGuards(t *testing.T) {
 		"- metadata: {name: backing-image-download-allowed-ranges}\n  value: 0.0.0.0/0\n" +
 		"- metadata: {name: recurring-job-max-retention}\n  value: '77'\n"
 	plant(t, root, "v1.9.0", "guards", map[string]string{
-		"guards/metadata.yaml":                "longhornVersion: v1.9.0\n",
+		"guards/metadata.yaml":               "longhornVersion: v1.9.0\n",
 		"guards/yamls/longhorn/setting.yaml": settings,
 	})
 	before := e.Call(t, "GET", "/v1/settings/backing-image-download-allowed-ranges", "").Expect(t, 200).Body["value"]
