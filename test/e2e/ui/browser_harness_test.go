@@ -59,12 +59,23 @@ func newUIBrowser(t *testing.T, base string) *uiBrowser {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
+	// The profile is removed once the browser is gone, with retries: a
+	// child process of chromium may still write in it for a moment after
+	// the browser's own exit, which t.TempDir's removal fails the test on.
+	profile, err := os.MkdirTemp("", "longhorn-ui-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true))
+		chromedp.UserDataDir(profile), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		removeProfile(t, profile)
+	})
 	b := &uiBrowser{t: t, ctx: ctx, base: base, shots: shots}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch e := ev.(type) {
@@ -308,4 +319,17 @@ func (b *uiBrowser) streamsHealthy(where string) {
 		b.shot("streams-failed")
 		b.t.Errorf("%s: %d websocket streams failed", where, failed)
 	}
+}
+
+// removeProfile removes the browser's profile folder, trying again for a
+// few seconds while what chromium left running still writes in it.
+func removeProfile(t *testing.T, dir string) {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the browser's profile %s is left: %v", dir, err)
 }
