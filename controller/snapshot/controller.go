@@ -131,24 +131,25 @@ func (c *Controller) localEngineChanged(volume string) {
 // engineSnapshot is the entry of snapshot name in the volume's engine:
 // from the engine itself when it runs here, else from its Engine
 // object's mirror (nil when either has no such snapshot). running tells
-// whether the engine runs.
-func engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running bool) {
+// whether the engine runs; listed, whether the engine itself answered
+// (its nil is then the truth, a mirror's only maybe: see view).
+func engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running, listed bool) {
 	if hasEngine {
 		st := run.Engine.Status()
 		if st.SnapshotsError == nil {
 			for _, s := range st.Snapshots {
 				if s.Name == name {
-					return kit.SnapshotInfo(s), true
+					return kit.SnapshotInfo(s), true, true
 				}
 			}
-			return nil, true
+			return nil, true, true
 		}
 		// No healthy replica to read: the mirror keeps the last entries.
 	}
 	if e == nil {
-		return nil, hasEngine
+		return nil, hasEngine, false
 	}
-	return e.Status.Snapshots[name], hasEngine || e.Status.CurrentState == longhorn.InstanceStateRunning
+	return e.Status.Snapshots[name], hasEngine || e.Status.CurrentState == longhorn.InstanceStateRunning, false
 }
 
 // enqueueVolume enqueues every snapshot of a volume.
@@ -254,8 +255,8 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, err
 	}
 	run, hasEngine := c.instances.Get(v.Name)
-	info, running := engineSnapshot(run, hasEngine, e, snap.Name)
-	vw := view{snap: snap, volume: v, info: info, running: running, hasEngine: hasEngine}
+	info, running, listed := engineSnapshot(run, hasEngine, e, snap.Name)
+	vw := view{snap: snap, volume: v, info: info, running: running, hasEngine: hasEngine, listed: listed}
 	if hasEngine && info == nil {
 		vw.purged = run.Engine.WasPurged(snap.Name)
 	}
@@ -418,7 +419,7 @@ func (c *Controller) adoptEngineSnapshot(ctx context.Context, name string) error
 	}
 	for _, e := range engines {
 		run, hasEngine := c.instances.Get(e.Spec.VolumeName)
-		info, _ := engineSnapshot(run, hasEngine, e, name)
+		info, _, _ := engineSnapshot(run, hasEngine, e, name)
 		if info == nil || info.Removed {
 			continue
 		}

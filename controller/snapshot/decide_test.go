@@ -35,8 +35,10 @@ func TestDecide(t *testing.T) {
 		says string // in the plan's message
 	}{
 		// A deletion.
-		{"deleted, the running engine has no such snapshot: the object goes", view{snap: snap(beingDeleted, created), info: nil, running: true, hasEngine: true}, releaseFinalizer, ""},
-		{"deleted, the mirror of a running engine elsewhere has none: the object goes", view{snap: snap(beingDeleted, created), running: true}, releaseFinalizer, ""},
+		{"deleted, the running engine has no such snapshot: the object goes", view{snap: snap(beingDeleted, created), info: nil, running: true, hasEngine: true, listed: true}, releaseFinalizer, ""},
+		// A mirror lags: the snapshot may have been taken since.
+		{"deleted, the mirror of a running engine elsewhere has none: waits for the engine", view{snap: snap(beingDeleted, created), running: true}, reportError, "waits for volume vol to be attached"},
+		{"deleted, the engine here cannot list its snapshots, the mirror has none: waits", view{snap: snap(beingDeleted, created), running: true, hasEngine: true}, reportError, "cannot list its snapshots"},
 		{"deleted while detached: waits for the engine, saying why", view{snap: snap(beingDeleted, created), info: entry}, reportError, "waits for volume vol to be attached"},
 		{"deleted, the engine runs elsewhere (the mirror has it): waits", view{snap: snap(beingDeleted, created), info: entry, running: true}, reportError, "waits for volume vol"},
 		{"deleted, the engine here has it: delete it there", view{snap: snap(beingDeleted, created), info: entry, running: true, hasEngine: true}, deleteInEngine, ""},
@@ -51,8 +53,9 @@ func TestDecide(t *testing.T) {
 		{"shown removed, now purged: the object goes", view{snap: snap(created, shownRemoved), running: true}, deleteObject, ""},
 		{"purged here before its removal was ever shown: the object goes", view{snap: snap(created), running: true, hasEngine: true, purged: true}, deleteObject, ""},
 		{"adopted and purged before its first status: the object goes", view{snap: snap(adopted), running: true, hasEngine: true, purged: true}, deleteObject, ""},
-		{"gone from a running engine, never deleted: an error, the object kept", view{snap: snap(created), running: true, hasEngine: true}, reportError, "gone from the engine"},
-		{"adopted, no such snapshot: an error naming the volume", view{snap: snap(adopted), running: true, hasEngine: true}, reportError, "volume vol has no snapshot of this name"},
+		{"gone from a running engine, never deleted: an error, the object kept", view{snap: snap(created), running: true, hasEngine: true, listed: true}, reportError, "gone from the engine"},
+		{"adopted, no such snapshot: an error naming the volume", view{snap: snap(adopted), running: true, hasEngine: true, listed: true}, reportError, "volume vol has no snapshot of this name"},
+		{"no entry in the mirror of an engine elsewhere: nothing (it may lag)", view{snap: snap(created), running: true}, nothing, ""},
 		{"created, detached, no entry in the mirror: nothing (no data is judged lost while detached)", view{snap: snap(created)}, nothing, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,14 +17,22 @@ import (
 // owns: the object (its metadata given already), its volume, the
 // snapshot's entry in the volume's engine (nil when the engine has none),
 // whether that engine runs (here, or as its mirror says), whether it runs
-// here (hasEngine: the engine calls are possible), and whether the engine
-// here purged a snapshot of the name.
+// here (hasEngine: the engine calls are possible), whether the engine
+// here listed its snapshots (listed: info is then the engine's own
+// answer, not its Engine object's mirror), and whether the engine here
+// purged a snapshot of the name.
+//
+// A mirror lags its engine (a round of status writes, statusPace): a
+// snapshot taken a moment ago is in the engine and not yet in the
+// mirror. So no entry in a mirror never proves that the engine has no
+// such snapshot, and nothing is released or judged lost on it.
 type view struct {
 	snap      *longhorn.Snapshot
 	volume    *longhorn.Volume
 	info      *longhorn.SnapshotInfo
 	running   bool
 	hasEngine bool
+	listed    bool
 	purged    bool
 }
 
@@ -70,10 +78,12 @@ func decide(v view) plan {
 	snap := v.snap
 	if snap.DeletionTimestamp != nil {
 		switch {
-		case v.info == nil && v.running:
-			return plan{action: releaseFinalizer}
 		case !v.hasEngine:
 			return plan{action: reportError, message: fmt.Sprintf("the deletion waits for volume %s to be attached: its engine deletes the snapshot's data", v.volume.Name)}
+		case v.info == nil && v.listed:
+			return plan{action: releaseFinalizer}
+		case v.info == nil:
+			return plan{action: reportError, message: fmt.Sprintf("the deletion waits: the engine of volume %s cannot list its snapshots (no healthy replica to read)", v.volume.Name)}
 		case !v.info.Removed:
 			return plan{action: deleteInEngine}
 		}
@@ -90,7 +100,11 @@ func decide(v view) plan {
 		// have had its first status written.
 		switch {
 		case snap.Status.MarkRemoved || (v.hasEngine && v.purged):
+			// Its deletion was asked for already: the object follows.
 			return plan{action: deleteObject}
+		case !v.listed:
+			// Only a mirror says so, which may lag.
+			return plan{action: nothing}
 		case snap.Status.CreationTime == "":
 			return plan{action: reportError, message: fmt.Sprintf("volume %s has no snapshot of this name, and createSnapshot is false", v.volume.Name)}
 		}

@@ -264,6 +264,28 @@ func TestControllerSync(t *testing.T) {
 			},
 		},
 		{
+			// The CSI driver's DeleteSnapshot right after its
+			// CreateSnapshot: the detach and attach again stopped and
+			// started the engine, and the Engine object still says
+			// running from a mirror older than the snapshot. The
+			// finalizer was released on that, and the engine snapshot,
+			// still there, was adopted back: the deletion was lost.
+			name:    "being deleted while its engine is stopped, the Engine's mirror (which lags) says running without the snapshot: the finalizer stays, status.error says it waits",
+			stopped: true,
+			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
+				return []runtime.Object{tableEngine(longhorn.InstanceStateRunning),
+					tableSnapshot(deleted, func(s *longhorn.Snapshot) { s.Status.CreationTime = "2026-11-26T00:00:00Z" })}
+			},
+			writes:  []string{"update snapshots/status"},
+			requeue: deletionRecheck,
+			check: func(t *testing.T, s *longhorn.Snapshot) {
+				finalizer(true)(t, s)
+				if !strings.Contains(s.Status.Error, "the deletion waits for volume vol to be attached") {
+					t.Errorf("status %+v, want why the deletion waits", s.Status)
+				}
+			},
+		},
+		{
 			name:    "being deleted while its engine is stopped, the wait already said: no write, a look again after deletionRecheck",
 			stopped: true,
 			objects: func(*testing.T, *volumeengine.Engine) []runtime.Object {
