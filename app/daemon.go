@@ -3,10 +3,9 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,7 +34,6 @@ import (
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	lhmetrics "github.com/cadence-storage/longhorn-manager/metrics"
-	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 	"github.com/cadence-storage/longhorn-manager/upgrade"
 	"github.com/cadence-storage/longhorn-manager/upgrade/step"
@@ -146,9 +144,6 @@ type DaemonOptions struct {
 	// apiToken is the bearer token the manager runner sends to this
 	// daemon's API under --api-auth=kubernetes.
 	apiToken func() string
-	// apiClientTLS is the TLS of the manager runner's calls to this API,
-	// under APITLS.
-	apiClientTLS *tls.Config
 	// Hooks are what tests and benchmarks change; the command line cannot
 	// set them.
 	Hooks TestHooks
@@ -180,6 +175,9 @@ type TestHooks struct {
 	// OnRecurringJobFired, when set, is told by the manager runner of
 	// every run it fires and how late; benchmarks use it.
 	OnRecurringJobFired func(job string, tick time.Time, lateness time.Duration)
+	// OnAPIRequestOverNetwork, when set, is told of each request the API
+	// serves on its port (not those the manager runner makes in process).
+	OnAPIRequestOverNetwork func(r *http.Request)
 }
 
 // RecurringJobRunnerWorkers is the least number of manager-runner workers.
@@ -300,9 +298,6 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 			o.apiToken = tokenFile(o.APITokenFile)
 		}
 	}
-	if o.APITLS {
-		o.apiClientTLS = mtls.APIClientConfigOf(internal.id)
-	}
 	served, err := serveAPI(log, apiServer, o, internal.id)
 	if err != nil {
 		return err
@@ -335,7 +330,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return err
 	}
 	defer engines.stop()
-	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.addr, internal, o)
+	ctrls, err := newControllers(runCtx, log, metrics, registry, ds, inf, kubeClient, lhClient, engines, served.handler, internal, o)
 	if err != nil {
 		return err
 	}
@@ -478,16 +473,12 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
 func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiAddr net.Addr, o DaemonOptions) *jobcontroller.Runner {
+	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiHandler http.Handler, o DaemonOptions) *jobcontroller.Runner {
 	const retryFor = 2 * time.Minute
-	scheme := "http://"
-	if o.apiClientTLS != nil {
-		scheme = "https://"
-	}
-	api := client.NewClient(scheme+loopbackAddress(apiAddr)+"/v1", retryFor)
-	if o.apiClientTLS != nil {
-		api.SetTLS(o.apiClientTLS)
-	}
+	// The runs call this daemon's API in process: its handler, with the
+	// same authentication and checks as a CronJob pod's calls over the
+	// network, and no socket or TLS of its own.
+	api := client.NewInProcess(apiHandler, retryFor)
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {
@@ -543,19 +534,6 @@ func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interf
 	r := runner.NewProcessRunner(log, command, o.Hooks.BackingImageServerEnv)
 	r.TLSDir, r.DataSourceTLSDir = tls.serverDir, tls.dataSourceDir
 	return r, nil
-}
-
-// loopbackAddress is addr with an unspecified host (0.0.0.0, ::) replaced
-// by the loopback address, so this process can call itself.
-func loopbackAddress(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return addr.String()
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 func newDataStore(lhClient lhclientset.Interface, kubeClient kubernetes.Interface, o DaemonOptions) (*datastore.DataStore, datastore.Informers) {

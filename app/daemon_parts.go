@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,9 @@ import (
 // servedAPI is the API server once it listens.
 type servedAPI struct {
 	addr net.Addr
+	// handler is what serves the API, for the manager runner's calls in
+	// process.
+	handler http.Handler
 	// ready holds why the daemon is not ready ("" once it is), for
 	// /readyz.
 	ready    *atomic.Value
@@ -61,14 +65,22 @@ func serveAPI(log *logrus.Entry, apiServer *api.Server, o DaemonOptions, id *mtl
 	ready.Store("starting")
 	apiServer.SetTimeouts(o.APITimeouts)
 	apiServer.SetAllowedHosts(apiAllowedHosts(o))
-	server := api.HTTPServer(apiServer.Router(func() (bool, string) {
+	handler := apiServer.Router(func() (bool, string) {
 		r := ready.Load().(string)
 		return r == "", r
-	}), o.APITimeouts)
+	})
+	onNetwork := handler
+	if seen := o.Hooks.OnAPIRequestOverNetwork; seen != nil {
+		onNetwork = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen(r)
+			handler.ServeHTTP(w, r)
+		})
+	}
+	server := api.HTTPServer(onNetwork, o.APITimeouts)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	log.WithFields(logrus.Fields{"address": listener.Addr().String(), "tls": o.APITLS}).Info("API listening")
-	return &servedAPI{addr: listener.Addr(), ready: ready, err: serveErr, shutdown: func() {
+	return &servedAPI{addr: listener.Addr(), handler: handler, ready: ready, err: serveErr, shutdown: func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		_ = server.Shutdown(shutdownCtx)
@@ -149,7 +161,7 @@ type controllers struct {
 }
 
 func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiAddr net.Addr, internal internalTLS, o DaemonOptions) (*controllers, error) {
+	kubeClient kubernetes.Interface, lhClient lhclientset.Interface, engines *engineService, apiHandler http.Handler, internal internalTLS, o DaemonOptions) (*controllers, error) {
 	recorder := kit.NewEventRecorder(runCtx, kubeClient, o.Namespace, o.NodeName)
 	serverRunner, err := newBackingImageServerRunner(log, kubeClient, o, ds, internal)
 	if err != nil {
@@ -185,7 +197,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		c.stopProcesses = p.StopAll
 	}
 	if o.CronJob.ManagerRuns() {
-		c.runner = newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, apiAddr, o)
+		c.runner = newManagerRunner(log, metrics, registry, ds, inf, recorder, lhClient, kubeClient, apiHandler, o)
 	}
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +18,16 @@ import (
 // the clear reaches no handler, a client that does not trust the
 // cluster's internal CA refuses the API's certificate, and the callers
 // that check it with the CA's certificates the managers publish (the
-// ConfigMap longhorn-internal-ca-cert) work: a CronJob pod's run, and the
-// manager runner calling its own API.
+// ConfigMap longhorn-internal-ca-cert) work: a CronJob pod's run. The
+// manager runner calls its own API in process: none of its requests
+// reaches the port.
 func TestTheAPIOverTLS(t *testing.T) {
 	t.Parallel()
-	e, _ := framework.NewRunnerEnv(t, func(o *app.DaemonOptions) { o.APITLS = true })
+	var overNetwork sync.Map // "METHOD path" of each request on the API's port
+	e, _ := framework.NewRunnerEnv(t, func(o *app.DaemonOptions) {
+		o.APITLS = true
+		o.Hooks.OnAPIRequestOverNetwork = func(r *http.Request) { overNetwork.Store(r.Method+" "+r.URL.Path, true) }
+	})
 	plain := e.Base
 	caFile := e.UseAPITLS(t)
 
@@ -51,14 +57,25 @@ func TestTheAPIOverTLS(t *testing.T) {
 		t.Errorf("%d snapshots of the run over TLS, want 1", n)
 	}
 
-	// The manager runner calls its own API over TLS.
+	// The manager runner's run, whose snapshot calls (snapshotCreate of
+	// the volume, its snapshot list) none of the test's own calls makes.
 	e.Call(t, "POST", "/v1/recurringjobs", `{"name":"minutely","task":"snapshot","cron":"* * * * *","retain":2,"suspend":true}`).Expect(t, 200)
 	e.AttachedVolume(t, "by-manager", "minutely")
+	overNetwork.Clear()
 	e.Call(t, "PUT", "/v1/recurringjobs/minutely", `{"suspend":false}`).Expect(t, 200)
 	job := e.WaitJob(t, "minutely", "a run of the manager runner", 100*time.Second, func(j *longhorn.RecurringJob) bool {
 		return j.Status.LastScheduleTime != nil && j.Status.LastSuccessfulTime != nil && len(j.Status.Active) == 0
 	})
+	if _, seen := overNetwork.Load("PUT /v1/recurringjobs/minutely"); !seen {
+		t.Error("the port's requests are not seen: the test's own call is not among them")
+	}
+	overNetwork.Range(func(k, _ any) bool {
+		if k != "PUT /v1/recurringjobs/minutely" {
+			t.Errorf("the API's port served %s while the manager runner ran: its calls are made in process", k)
+		}
+		return true
+	})
 	if n := e.TickSnapshots(t, "by-manager", job.Status.LastScheduleTime.Time); n != 1 {
-		t.Errorf("%d snapshots of the manager runner's run over TLS, want 1", n)
+		t.Errorf("%d snapshots of the manager runner's run, want 1", n)
 	}
 }
