@@ -482,7 +482,7 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 	api.Token = o.apiToken
 	runLog := log.WithField("component", "recurring-job")
 	run := func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error) {
-		r := &jobrun.Runner{
+		r := &jobrun.Executor{
 			Namespace: o.Namespace, Longhorn: lhClient, Kube: kubeClient, API: api, Log: runLog,
 			RetryFor: retryFor, Tick: tick, BackupTimeout: time.Hour, Decided: true, LeaveRecord: true, Cache: ds,
 			BeforeVolume: o.Hooks.RecurringJobBeforeVolume, Recorder: recorder,

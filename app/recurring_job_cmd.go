@@ -67,7 +67,7 @@ func RecurringJobCmd() cli.Command {
 			if path := c.String("api-token-file"); path != "" {
 				client.Token = tokenFile(path)
 			}
-			runner := &jobrun.Runner{
+			runner := &jobrun.Executor{
 				Namespace: c.String("namespace"), Longhorn: lh, Kube: kube,
 				API:      client,
 				Log:      logrus.WithField("component", "recurring-job"),

@@ -42,11 +42,11 @@ const (
 
 // attacherID names this run when it attaches volumes:
 // recurring-job/<job>/<tick>.
-func (r *Runner) attacherID(job string) string {
+func (r *Executor) attacherID(job string) string {
 	return "recurring-job/" + job + "/" + r.tickLabel()
 }
 
-func (r *Runner) tickLabel() string { return r.Tick.UTC().Format("20060102T150405Z") }
+func (r *Executor) tickLabel() string { return r.Tick.UTC().Format("20060102T150405Z") }
 
 // decideAttachment says what the run, named me, does about vol. Only a
 // volume that is detached with no node set is attached by the run.
@@ -81,7 +81,7 @@ func attacher(by string) string {
 // attachForRun makes the volume usable for the run. It returns whether the
 // run owns the attachment (and must call releaseAfterRun), or a reason to
 // skip the volume.
-func (r *Runner) attachForRun(ctx context.Context, job string, vol *client.Volume, allowDetached bool) (own bool, skipReason string, err error) {
+func (r *Executor) attachForRun(ctx context.Context, job string, vol *client.Volume, allowDetached bool) (own bool, skipReason string, err error) {
 	me := r.attacherID(job)
 	log := r.Log.WithFields(logrus.Fields{"volume": vol.Name, "attacher": me})
 	// A few rounds: a detach to wait for, or an attach lost to someone
@@ -141,7 +141,7 @@ func (r *Runner) attachForRun(ctx context.Context, job string, vol *client.Volum
 // releaseAfterRun detaches a volume the run attached, in the run's name:
 // a volume taken over meanwhile (a user's or workload's attach) stays
 // attached.
-func (r *Runner) releaseAfterRun(ctx context.Context, job, volume string) {
+func (r *Executor) releaseAfterRun(ctx context.Context, job, volume string) {
 	me := r.attacherID(job)
 	log := r.Log.WithFields(logrus.Fields{"volume": volume, "attacher": me})
 	err := r.API.Detach(ctx, volume, me)
@@ -165,7 +165,7 @@ const detachedGrace = 3 * time.Second
 // waitAttached waits until the volume is attached; it fails when the
 // volume has had no node for detachedGrace (detached meanwhile) or after
 // attachWait.
-func (r *Runner) waitAttached(ctx context.Context, volume string) error {
+func (r *Executor) waitAttached(ctx context.Context, volume string) error {
 	deadline := time.Now().Add(attachWait)
 	var noNodeSince time.Time
 	for {

@@ -120,7 +120,7 @@ func (f *attachFake) userAttach() {
 
 func runAttachFake(t *testing.T, f *attachFake, afterAttach func()) Result {
 	t.Helper()
-	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: 1}, f)
+	r := newTaskExecutor(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: 1}, f)
 	if afterAttach != nil {
 		r.AfterAttach = func(context.Context, string, string) { afterAttach() }
 	}

@@ -28,7 +28,7 @@ func TestBackupModeEveryNthRun(t *testing.T) {
 		}
 		return j
 	}
-	r := &Runner{Tick: tick}
+	r := &Executor{Tick: tick}
 	for _, tc := range []struct {
 		name string
 		job  *longhorn.RecurringJob

@@ -24,7 +24,7 @@ import (
 func TestAManagerRunReadsSettingsFromTheCacheNotTheAPI(t *testing.T) {
 	var settingRequests atomic.Int32
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
-	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 3, Concurrency: 1}, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r := newTaskExecutor(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 3, Concurrency: 1}, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/v1/settings/") {
 			settingRequests.Add(1)
 		}

@@ -15,7 +15,7 @@ import (
 // in the job's last-run annotation, for the metrics; a failure is logged,
 // not the run's. Only what changes the record is written
 // (RecurringJobRunVolumes.ChangesRecord).
-func (r *Runner) recordVolumes(ctx context.Context, name string, run types.RecurringJobRunVolumes) {
+func (r *Executor) recordVolumes(ctx context.Context, name string, run types.RecurringJobRunVolumes) {
 	jobs := r.Longhorn.LonghornV1beta2().RecurringJobs(r.Namespace)
 	cached := r.Cache != nil
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -11,7 +11,7 @@ import (
 // with the others and the process with it.
 func TestAPanickingVolumeFailsOnlyItself(t *testing.T) {
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
-	r := newRunner(t, 4, 2, f)
+	r := newExecutor(t, 4, 2, f)
 	r.BeforeVolume = func(_ context.Context, _, volume string) {
 		if volume == "vol-0001" {
 			var m map[string]int

@@ -41,7 +41,7 @@ var tickSuffix = regexp.MustCompile(`^[0-9]{8}t[0-9]{6}z$`)
 // the manager's API, waited for until Ready or Error, then the job's
 // system backups beyond the newest retain deleted (those still being
 // made are neither counted nor deleted).
-func (r *Runner) runSystemBackup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) Result {
+func (r *Executor) runSystemBackup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) Result {
 	name := systemBackupName(job.Name, r.Tick)
 	log = log.WithField("systemBackup", name)
 	fail := func(err error) Result {
@@ -94,7 +94,7 @@ func (r *Runner) runSystemBackup(ctx context.Context, job *longhorn.RecurringJob
 
 // systemBackupRetention deletes the job's Ready or Error system backups
 // beyond the newest retain (their archives go with them).
-func (r *Runner) systemBackupRetention(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
+func (r *Executor) systemBackupRetention(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
 	list, err := r.API.SystemBackups(ctx)
 	if err != nil {
 		return err

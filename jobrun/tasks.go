@@ -18,7 +18,7 @@ import (
 
 // runVolume runs the job's task on one volume. It returns a reason when
 // the volume was skipped.
-func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *longhorn.Volume, allowDetached bool) (string, error) {
+func (r *Executor) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *longhorn.Volume, allowDetached bool) (string, error) {
 	vol, err := r.API.Volume(ctx, v.Name)
 	if client.IsNotFound(err) {
 		return "the volume was deleted", nil
@@ -70,7 +70,7 @@ func (r *Runner) runVolume(ctx context.Context, job *longhorn.RecurringJob, v *l
 	return "", fmt.Errorf("task %q is not known", job.Spec.Task)
 }
 
-func (r *Runner) waitState(ctx context.Context, volume, state string) error {
+func (r *Executor) waitState(ctx context.Context, volume, state string) error {
 	deadline := time.Now().Add(attachWait)
 	for time.Now().Before(deadline) {
 		v, err := r.API.Volume(ctx, volume)
@@ -122,13 +122,13 @@ func compareCreated(a, b string) int {
 
 // deleteOldest deletes all but the newest keep snapshots of list, except
 // those in protect.
-func (r *Runner) deleteOldest(ctx context.Context, volume string, list []client.Snapshot, keep int, protect map[string]bool) error {
+func (r *Executor) deleteOldest(ctx context.Context, volume string, list []client.Snapshot, keep int, protect map[string]bool) error {
 	return r.deleteExpired(ctx, volume, list, retention{newest: keep}, protect)
 }
 
 // deleteExpired deletes the snapshots of list (oldest first) that p no
 // longer keeps, except those in protect.
-func (r *Runner) deleteExpired(ctx context.Context, volume string, list []client.Snapshot, p retention, protect map[string]bool) error {
+func (r *Executor) deleteExpired(ctx context.Context, volume string, list []client.Snapshot, p retention, protect map[string]bool) error {
 	created := make([]string, len(list))
 	for i, s := range list {
 		created[i] = s.Created
@@ -158,7 +158,7 @@ func hasTick(list []client.Snapshot, tick string) (string, bool) {
 // under age-based those younger than retainAge), creates one unless
 // cleanup failed (or force), keeps the newest retain (and the young), and
 // purges.
-func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
+func (r *Executor) snapshot(ctx context.Context, job *longhorn.RecurringJob, volume string, labels map[string]string, force bool) error {
 	all, err := r.API.Snapshots(ctx, volume)
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func (r *Runner) snapshot(ctx context.Context, job *longhorn.RecurringJob, volum
 }
 
 // snapshotDelete keeps the newest retain of the volume's user snapshots.
-func (r *Runner) snapshotDelete(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
+func (r *Executor) snapshotDelete(ctx context.Context, job *longhorn.RecurringJob, volume string) error {
 	all, err := r.API.Snapshots(ctx, volume)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (r *Runner) snapshotDelete(ctx context.Context, job *longhorn.RecurringJob,
 }
 
 // snapshotCleanup removes system snapshots and purges removed ones.
-func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
+func (r *Executor) snapshotCleanup(ctx context.Context, volume string) error {
 	all, err := r.API.Snapshots(ctx, volume)
 	if err != nil {
 		return err
@@ -226,7 +226,7 @@ func (r *Runner) snapshotCleanup(ctx context.Context, volume string) error {
 // for it, then keeps the newest retain of the job's backups in target and
 // only the job's newest snapshot, which the next incremental backup
 // starts from.
-func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume, target string, labels map[string]string, force bool) error {
+func (r *Executor) backup(ctx context.Context, job *longhorn.RecurringJob, volume, target string, labels map[string]string, force bool) error {
 	tick := labels[types.LabelRecurringJobTick]
 	backups, err := r.API.BackupsIn(ctx, volume, target)
 	if err != nil {
@@ -267,7 +267,7 @@ func (r *Runner) backup(ctx context.Context, job *longhorn.RecurringJob, volume,
 // backupMode is the mode of this run's backups: full on every Nth run of
 // a job whose full-backup-interval parameter is N (N > 0), as Longhorn
 // counts (the job's runs, its executionCount), else incremental.
-func (r *Runner) backupMode(job *longhorn.RecurringJob) string {
+func (r *Executor) backupMode(job *longhorn.RecurringJob) string {
 	n, err := strconv.Atoi(job.Spec.Parameters[types.RecurringJobParameterFullBackupInterval])
 	if err != nil || n <= 0 {
 		return backupstore.ModeIncremental
@@ -289,7 +289,7 @@ func runNumber(job *longhorn.RecurringJob, tick time.Time) int64 {
 	return job.Status.ExecutionCount + 1
 }
 
-func (r *Runner) waitBackup(ctx context.Context, volume, target, name string) error {
+func (r *Executor) waitBackup(ctx context.Context, volume, target, name string) error {
 	deadline := time.Now().Add(r.BackupTimeout)
 	for {
 		backups, err := r.API.BackupsIn(ctx, volume, target)
@@ -323,7 +323,7 @@ func (r *Runner) waitBackup(ctx context.Context, volume, target, name string) er
 // beyond retain and older than retainAge: counted in each target apart)
 // and the job's snapshots but the newest, sparing any a running backup
 // reads.
-func (r *Runner) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume, target string) error {
+func (r *Executor) backupRetention(ctx context.Context, job *longhorn.RecurringJob, volume, target string) error {
 	backups, err := r.API.BackupsIn(ctx, volume, target)
 	if err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 // attaches nothing: a detached volume, or one from which no filesystem is
 // mounted (a raw block volume, one attached for a backup), is skipped
 // with the reason.
-func (r *Runner) filesystemTrim(ctx context.Context, vol *client.Volume) (string, error) {
+func (r *Executor) filesystemTrim(ctx context.Context, vol *client.Volume) (string, error) {
 	if vol.State != string(longhorn.VolumeStateAttached) {
 		return fmt.Sprintf("the volume is %s: a filesystem is trimmed where a pod mounts the attached volume", vol.State), nil
 	}

@@ -64,7 +64,7 @@ func (f *trimManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and fails a volume whose fstrim failed.
 func TestTheFilesystemTrimTask(t *testing.T) {
 	f := &trimManager{}
-	r := newTaskRunner(t, 4, longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeFilesystemTrim, Cron: "@daily", Concurrency: 1}, f)
+	r := newTaskExecutor(t, 4, longhorn.RecurringJobSpec{Task: longhorn.RecurringJobTypeFilesystemTrim, Cron: "@daily", Concurrency: 1}, f)
 	res, err := r.Run(context.Background(), "snap")
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // recorded on its Backup and logged with the target. It neither attaches
 // the volume nor touches its data; a full drill (the job's full-drill
 // parameter) restores into a scratch volume of its own.
-func (r *Runner) backupVerify(ctx context.Context, job *longhorn.RecurringJob, volume string, full bool) (string, error) {
+func (r *Executor) backupVerify(ctx context.Context, job *longhorn.RecurringJob, volume string, full bool) (string, error) {
 	targets, err := r.drillTargets(ctx, job, volume)
 	if err != nil {
 		return "", err
@@ -60,7 +60,7 @@ func (r *Runner) backupVerify(ctx context.Context, job *longhorn.RecurringJob, v
 // drillTargets are the targets whose backups of the volume the job
 // drills: the job's spec.backupTargetName alone when it names one, else
 // every target that holds a backup volume of it.
-func (r *Runner) drillTargets(ctx context.Context, job *longhorn.RecurringJob, volume string) ([]string, error) {
+func (r *Executor) drillTargets(ctx context.Context, job *longhorn.RecurringJob, volume string) ([]string, error) {
 	if job.Spec.BackupTargetName != "" {
 		return []string{job.Spec.BackupTargetName}, nil
 	}
@@ -75,7 +75,7 @@ func (r *Runner) drillTargets(ctx context.Context, job *longhorn.RecurringJob, v
 // (the API's backupVerify on the volume's backup volume there, which the
 // backup verify controller answers) and waits for the drill. It returns
 // a reason when the target holds no Completed backup of the volume.
-func (r *Runner) backupVerifyIn(ctx context.Context, volume, target string, full bool) (string, error) {
+func (r *Executor) backupVerifyIn(ctx context.Context, volume, target string, full bool) (string, error) {
 	b, err := r.API.VerifyBackup(ctx, types.BackupVolumeObjectName(volume, target), "", full)
 	var ae *client.APIError
 	if client.IsNotFound(err) || (errors.As(err, &ae) && ae.Status == http.StatusConflict) {

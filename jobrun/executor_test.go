@@ -111,13 +111,13 @@ func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func newRunner(t testing.TB, volumes int, concurrency int, f *fakeManager) *Runner {
+func newExecutor(t testing.TB, volumes int, concurrency int, f *fakeManager) *Executor {
 	t.Helper()
-	return newTaskRunner(t, volumes, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: concurrency}, f)
+	return newTaskExecutor(t, volumes, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 1, Concurrency: concurrency}, f)
 }
 
-// newTaskRunner runs a job named snap with spec over volumes labelled for it.
-func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f http.Handler) *Runner {
+// newTaskExecutor runs a job named snap with spec over volumes labelled for it.
+func newTaskExecutor(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f http.Handler) *Executor {
 	t.Helper()
 	objs := []runtime.Object{&longhorn.RecurringJob{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: spec}}
 	for i := 0; i < volumes; i++ {
@@ -129,7 +129,7 @@ func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f 
 	t.Cleanup(srv.Close)
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	return &Runner{
+	return &Executor{
 		Namespace: ns, Longhorn: lhfake.NewSimpleClientset(objs...), Kube: kubefake.NewSimpleClientset(),
 		API: client.NewClient(srv.URL+"/v1", time.Second), Log: logrus.NewEntry(log), RetryFor: time.Second,
 		Tick: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC), BackupTimeout: time.Minute,
@@ -138,7 +138,7 @@ func newTaskRunner(t testing.TB, volumes int, spec longhorn.RecurringJobSpec, f 
 
 func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}, failing: map[string]bool{"vol-0002": true}}
-	r := newRunner(t, 6, 3, f)
+	r := newExecutor(t, 6, 3, f)
 	res, err := r.Run(context.Background(), "snap")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestAFailingVolumeDoesNotFailTheOthers(t *testing.T) {
 
 func TestAMissingJobEndsTheRunCleanly(t *testing.T) {
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
-	r := newRunner(t, 1, 1, f)
+	r := newExecutor(t, 1, 1, f)
 	if res, err := r.Run(context.Background(), "gone"); err != nil || res != (Result{}) {
 		t.Fatalf("got %+v, %v", res, err)
 	}
@@ -171,7 +171,7 @@ func TestAMissingJobEndsTheRunCleanly(t *testing.T) {
 
 func TestAnUnreachableManagerStopsTheRunWithAClearError(t *testing.T) {
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}}
-	r := newRunner(t, 1, 1, f)
+	r := newExecutor(t, 1, 1, f)
 	r.API = client.NewClient("http://127.0.0.1:1/v1", 300*time.Millisecond)
 	if _, err := r.Run(context.Background(), "snap"); err == nil || !strings.Contains(err.Error(), "manager API cannot be reached") {
 		t.Fatalf("want a clear error, got %v", err)
@@ -185,7 +185,7 @@ func BenchmarkOneThousandVolumes(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	for i := 0; i < b.N; i++ {
 		f := &fakeManager{snapshots: map[string][]client.Snapshot{}, opLatency: latency}
-		r := newRunner(b, 1000, 10, f)
+		r := newExecutor(b, 1000, 10, f)
 		start := time.Now()
 		res, err := r.Run(context.Background(), "snap")
 		if err != nil || res.Succeeded != 1000 {
@@ -217,7 +217,7 @@ func TestSnapshotDeleteKeepsTheNewestRetainUserSnapshots(t *testing.T) {
 	user := snapshotsAt(5, 1, 3, 2, 4)
 	system := client.Snapshot{Name: "sys", UserCreated: false, Created: "2026-11-22T01:00:00Z"}
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{"vol-0000": append(user, system)}}
-	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-delete", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
+	r := newTaskExecutor(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-delete", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
 	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -229,7 +229,7 @@ func TestSnapshotDeleteKeepsTheNewestRetainUserSnapshots(t *testing.T) {
 func TestSnapshotCleanupRemovesSystemSnapshotsOnly(t *testing.T) {
 	system := []client.Snapshot{{Name: "sys1", Created: "2026-11-22T01:00:00Z"}, {Name: "sys2", Created: "2026-11-22T01:01:00Z"}}
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{"vol-0000": append(snapshotsAt(3, 4), system...)}}
-	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-cleanup", Cron: "@hourly", Retain: 0, Concurrency: 1}, f)
+	r := newTaskExecutor(t, 1, longhorn.RecurringJobSpec{Task: "snapshot-cleanup", Cron: "@hourly", Retain: 0, Concurrency: 1}, f)
 	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -246,7 +246,7 @@ func TestSnapshotTaskCleansUpBeforeItCreates(t *testing.T) {
 		mine("old1", "2026-11-22T00:01:00Z"), mine("old2", "2026-11-22T00:02:00Z"), mine("old3", "2026-11-22T00:03:00Z"),
 		{Name: "other", UserCreated: true, Created: "2026-11-22T00:00:00Z"},
 	}}}
-	r := newTaskRunner(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
+	r := newTaskExecutor(t, 1, longhorn.RecurringJobSpec{Task: "snapshot", Cron: "@hourly", Retain: 2, Concurrency: 1}, f)
 	if res, err := r.Run(context.Background(), "snap"); err != nil || res.Succeeded != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -284,7 +284,7 @@ func TestSnapshotsSortByCreationTimeNotByString(t *testing.T) {
 // the apiserver.
 func TestARunWithARecorderRecordsThroughIt(t *testing.T) {
 	f := &fakeManager{snapshots: map[string][]client.Snapshot{}, failing: map[string]bool{"vol-0001": true}}
-	r := newRunner(t, 2, 2, f)
+	r := newExecutor(t, 2, 2, f)
 	rec := record.NewFakeRecorder(10)
 	r.Recorder = rec
 	if _, err := r.Run(context.Background(), "snap"); err != nil {

@@ -38,8 +38,10 @@ const (
 	snapshotPrefixLength = 8
 )
 
-// Runner runs recurring jobs.
-type Runner struct {
+// Executor performs one run of a recurring job: its volumes selected and
+// its task done on each. The manager runner (controller/recurringjob.Runner,
+// which decides when a job fires) and a CronJob pod both run jobs with it.
+type Executor struct {
 	Namespace string
 	Longhorn  lhclientset.Interface
 	Kube      kubernetes.Interface
@@ -107,7 +109,7 @@ func (res Result) Err() error {
 
 // Run runs job once. It returns an error only when the run could not
 // happen at all; failures of single volumes are counted and reported.
-func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
+func (r *Executor) Run(ctx context.Context, name string) (Result, error) {
 	log := r.Log.WithFields(logrus.Fields{"recurringJob": name, "tick": r.Tick.UTC().Format(time.RFC3339)})
 	var job *longhorn.RecurringJob
 	err := wait.PollUntilContextTimeout(ctx, time.Second, r.RetryFor, true, func(ctx context.Context) (bool, error) {
@@ -223,7 +225,7 @@ func (r *Runner) Run(ctx context.Context, name string) (Result, error) {
 
 // record keeps what the run did in res.Record, and on the job unless the
 // manager runner writes it.
-func (r *Runner) record(ctx context.Context, job *longhorn.RecurringJob, res *Result) {
+func (r *Executor) record(ctx context.Context, job *longhorn.RecurringJob, res *Result) {
 	res.Record = &types.RecurringJobRunVolumes{Tick: r.Tick.UTC().Format(time.RFC3339),
 		Succeeded: res.Succeeded, Failed: res.Failed, Skipped: res.Skipped}
 	if !r.LeaveRecord {
@@ -234,7 +236,7 @@ func (r *Runner) record(ctx context.Context, job *longhorn.RecurringJob, res *Re
 // setting reads a setting's value: from the cache in the manager runner
 // (the same value the API answers with, without a request to it per run),
 // else from the manager's API.
-func (r *Runner) setting(ctx context.Context, name types.SettingName) (string, error) {
+func (r *Executor) setting(ctx context.Context, name types.SettingName) (string, error) {
 	if r.Cache != nil {
 		return r.Cache.GetSettingValue(name)
 	}
@@ -259,7 +261,7 @@ func notThisTick(job *longhorn.RecurringJob, tick time.Time) string {
 
 // selectVolumes lists the volumes labelled with the job or one of its
 // groups, each once, sorted by name.
-func (r *Runner) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) ([]*longhorn.Volume, error) {
+func (r *Executor) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) ([]*longhorn.Volume, error) {
 	keys := []string{types.RecurringJobLabelKey(job.Name)}
 	for _, g := range job.Spec.Groups {
 		keys = append(keys, types.RecurringJobGroupLabelKey(g))
@@ -292,7 +294,7 @@ func (r *Runner) selectVolumes(ctx context.Context, job *longhorn.RecurringJob) 
 	return out, nil
 }
 
-func (r *Runner) event(ctx context.Context, job *longhorn.RecurringJob, kind, reason, msg string) {
+func (r *Executor) event(ctx context.Context, job *longhorn.RecurringJob, kind, reason, msg string) {
 	if r.Recorder != nil {
 		r.Recorder.Event(job, kind, reason, msg)
 		return
