@@ -38,7 +38,7 @@ func TestRecurringJobRunKeepsAVolumeAUserTookOver(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	heldBy := map[string]any{}
-	r := &jobrun.Runner{
+	r := &jobrun.Executor{
 		Namespace: e.NS, Longhorn: e.LH, Kube: e.Kube, API: client.NewClient(e.Base+"/v1", 10*time.Second),
 		Log: logrus.NewEntry(log), RetryFor: 10 * time.Second, Tick: tick, BackupTimeout: time.Minute, Decided: true,
 		AfterAttach: func(ctx context.Context, job, volume string) {
