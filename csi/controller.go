@@ -21,6 +21,10 @@ const (
 	minimalSizeXFS   = 300 << 20
 	defaultWaitState = 90 * time.Second
 	pollState        = 500 * time.Millisecond
+	// cacheLagWait bounds, and cacheLagPoll paces, the wait for the API
+	// to show a write of the driver's own (waitSeen).
+	cacheLagWait = 5 * time.Second
+	cacheLagPoll = 20 * time.Millisecond
 	// volumeDeleting is the state of a volume being deleted.
 	volumeDeleting = "deleting"
 )

@@ -252,7 +252,9 @@ func (o *snapshotOp) attach(ctx context.Context) (release func(), err error) {
 		release = func() { o.release(context.WithoutCancel(ctx)) }
 	}
 	if err := o.s.waitVolume(ctx, o.volume, "attached to node "+node, func(v *client.Volume) bool {
-		return v != nil && v.State == "attached" && v.CurrentNodeID == node
+		// spec.nodeID too: a status from before a detach still pending
+		// (the API's cache lagging it) says attached as well.
+		return v != nil && v.NodeID == node && v.State == "attached" && v.CurrentNodeID == node
 	}); err != nil {
 		release()
 		return nil, err
@@ -273,6 +275,37 @@ func (o *snapshotOp) release(ctx context.Context) {
 		return
 	}
 	o.log.Info("Detached the volume attached for a CSI snapshot")
+	// The API answers reads from its cache, which brings the detach a
+	// moment later. Until it does, the next call on the volume would read
+	// it attached as before (its engine about to stop under it): wait
+	// until the API shows the detach asked for.
+	o.s.waitSeen(ctx, o.volume, "the detach", func(v *client.Volume) bool {
+		return v == nil || v.NodeID == "" || v.AttachedBy != by
+	})
+}
+
+// waitSeen waits, briefly, until the API's reads of a volume show a write
+// the driver made (seen says whether they do): the API serves reads
+// from a cache that lags its writes by a moment. It only logs when they
+// do not in time.
+func (s *controllerServer) waitSeen(ctx context.Context, volume, what string, seen func(*client.Volume) bool) {
+	ctx, cancel := context.WithTimeout(ctx, cacheLagWait)
+	defer cancel()
+	for {
+		v, err := s.d.api.Volume(ctx, volume)
+		if client.IsNotFound(err) {
+			v, err = nil, nil
+		}
+		if err == nil && seen(v) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.d.log.WithFields(logrus.Fields{"volume": volume, "what": what}).Warn("The API does not show the driver's write yet; going on")
+			return
+		case <-time.After(cacheLagPoll):
+		}
+	}
 }
 
 // settled says whether a volume is where it is asked to be: detached, or
