@@ -36,6 +36,13 @@ import (
 // EnvKubeconfig names a kubeconfig of a running control plane to reuse.
 const EnvKubeconfig = "LONGHORN_TEST_KUBECONFIG"
 
+// EnvControllerManagerQPS, when set, is the kube-controller-manager's
+// client-side request rate in the control planes the tests start (its
+// burst twice that): a benchmark of what the PersistentVolume binder
+// hands over measures with it raised, as a cluster may set it. Unset, the
+// controller manager keeps its defaults (20 a second, burst 30).
+const EnvControllerManagerQPS = "LONGHORN_TEST_CONTROLLER_MANAGER_QPS"
+
 // Cluster is one running control plane.
 type Cluster struct {
 	// Config is an admin client config.
@@ -95,12 +102,20 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("%s is missing: run `make test` or scripts/build-controlplane.sh to build it", bin)
 	}
 	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
-	cmd := exec.Command(bin,
+	args := []string{
 		"--data-dir", o.DataDir,
 		"--kubeconfig", kubeconfig,
 		"--crd-dir", filepath.Join(root, "k8s", "crds"),
 		"--controllers", strings.Join(Controllers, ","),
-	)
+	}
+	if v := os.Getenv(EnvControllerManagerQPS); v != "" {
+		qps, err := strconv.Atoi(v)
+		if err != nil || qps <= 0 {
+			return nil, fmt.Errorf("%s=%q: a positive whole number of requests a second", EnvControllerManagerQPS, v)
+		}
+		args = append(args, "--controller-manager-qps", strconv.Itoa(qps), "--controller-manager-burst", strconv.Itoa(2*qps))
+	}
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -13,8 +14,9 @@ import (
 // startControllerManager runs the chosen kube-controller-manager controllers
 // in this process. It is built from the options package rather than
 // NewControllerManagerCommand, which cannot be stopped and would fight the
-// apiserver over global feature gates.
-func startControllerManager(ctx context.Context, kubeconfig string, controllers []string, done chan<- error) error {
+// apiserver over global feature gates. qps and burst, when not 0, are its
+// client-side request limits.
+func startControllerManager(ctx context.Context, kubeconfig string, controllers []string, qps float64, burst int, done chan<- error) error {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager options: %w", err)
@@ -33,6 +35,12 @@ func startControllerManager(ctx context.Context, kubeconfig string, controllers 
 		// default 10-minute GC sync is fine, but resync quickly so new
 		// custom resources are noticed by the garbage collector.
 		"--min-resync-period=30s",
+	}
+	if qps > 0 {
+		args = append(args, "--kube-api-qps="+strconv.FormatFloat(qps, 'f', -1, 64))
+	}
+	if burst > 0 {
+		args = append(args, "--kube-api-burst="+strconv.Itoa(burst))
 	}
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("kube-controller-manager flags: %w", err)

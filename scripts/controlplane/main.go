@@ -38,8 +38,13 @@ type options struct {
 	crdDir        string
 	controllers   string
 	noControllers bool
-	namespaces    string
-	verbosity     string
+	// kcmQPS and kcmBurst are kube-controller-manager's client-side
+	// request limits (its --kube-api-qps, --kube-api-burst); 0 keeps its
+	// defaults (20, 30).
+	kcmQPS     float64
+	kcmBurst   int
+	namespaces string
+	verbosity  string
 }
 
 func main() {
@@ -53,6 +58,8 @@ func main() {
 	fs.StringVar(&o.controllers, "controllers", "garbagecollector,namespace,job,cronjob", "kube-controller-manager controllers to run")
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create when missing")
 	fs.BoolVar(&o.noControllers, "no-controller-manager", false, "run etcd and kube-apiserver only")
+	fs.Float64Var(&o.kcmQPS, "controller-manager-qps", 0, "kube-controller-manager's --kube-api-qps (0: its default, 20)")
+	fs.IntVar(&o.kcmBurst, "controller-manager-burst", 0, "kube-controller-manager's --kube-api-burst (0: its default, 30)")
 	fs.StringVar(&o.verbosity, "verbosity", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
 	fs.Parse(os.Args[1:])
 	if o.kubeconfig == "" {
@@ -132,7 +139,7 @@ func run(o options) (err error) {
 	kcmCtx, stopKCM := context.WithCancel(ctx)
 	defer stopKCM()
 	if !o.noControllers {
-		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), kcmDone); err != nil {
+		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmDone); err != nil {
 			return err
 		}
 	}
