@@ -49,24 +49,21 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	run, err := c.instances.Start(v.Name, size, startDirs, plan.frontend)
 	if err != nil {
 		status.CurrentState = longhorn.InstanceStateError
-		_, _ = c.writeEngineStatus(ctx, e, status)
+		w := attachWrites{engine: e, status: status, volume: v, vstatus: vstatus}
 		reason := ReasonEngineStartFailed
 		var missing *instance.MissingDataError
 		if errors.Is(err, volumeengine.ErrNoHealthyReplica) {
 			reason = ReasonReplicaDataBehind
 		}
 		if errors.As(err, &missing) {
+			// The Replicas' status is written then: the one whose data
+			// is missing is in error.
 			reason = ReasonReplicaDataMissing
 			failed[missing.Replica] = true
-			if serr := c.syncReplicaStatus(ctx, replicas, status, failed, nil); serr != nil {
-				c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
-			}
+			w.replicas, w.failed = replicas, failed
 		}
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
-		if serr := c.updateVolumeStatus(ctx, v, vstatus); serr != nil {
-			c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
-		}
-		return nil, nil, err
+		return nil, nil, c.writeFailure(ctx, w, err)
 	}
 	if err := c.markHealthy(ctx, replicas); err != nil {
 		return nil, nil, err

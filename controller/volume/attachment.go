@@ -46,7 +46,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			msg := fmt.Sprintf("the replicas of its source (dataSource %s) are on node %s, whose manager makes the clone; it is not up", v.Spec.DataSource, node)
 			vstatus := v.Status.DeepCopy()
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
-			if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
+			if _, err := c.writeAttachment(ctx, attachWrites{volume: v, vstatus: vstatus}); err != nil {
 				return err
 			}
 			return fmt.Errorf("volume %s: %s", v.Name, msg)
@@ -119,12 +119,8 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		var err error
 		if restoring, err = c.syncRestore(v, dirs); err != nil {
 			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
-			if _, werr := c.writeEngineStatus(ctx, e, status); werr != nil {
-				c.Logger.WithError(werr).WithField("volume", v.Name).Warn("Could not write the failed restore into the Engine's status")
-			}
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoreFailed, err.Error(), c.clock.Now())
-			c.updateVolumeStatus(ctx, v, vstatus)
-			return err
+			return c.writeFailure(ctx, attachWrites{engine: e, status: status, volume: v, vstatus: vstatus}, err)
 		}
 		if restoring {
 			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
@@ -194,13 +190,8 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 	}
 	c.setReplicaFailedCondition(vstatus, failedReplicas, failures)
-	if written, err = c.writeEngineStatus(ctx, e, status); err != nil {
-		return err
-	}
-	if err := c.syncReplicaStatus(ctx, replicas, status, failed, failures); err != nil {
-		return err
-	}
-	return c.updateVolumeStatus(ctx, v, vstatus)
+	written, err = c.writeAttachment(ctx, attachWrites{engine: e, status: status, replicas: replicas, failed: failed, failures: failures, volume: v, vstatus: vstatus})
+	return err
 }
 
 // The volume's Restore condition, on a volume made fromBackup: False
