@@ -9,8 +9,8 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -75,6 +75,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		return err
 	}
 	c.recordExpansionRefusal(v, status, refused)
+	// failed: the replicas an engine start found without their data.
 	failed := map[string]bool{}
 	// failures: why the running engine does not use a replica.
 	var failures map[string]volumeengine.Failure
@@ -89,71 +90,21 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
 		}
 	}
-	dirs := make([]instance.ReplicaDir, 0, len(replicas))
-	// startDirs are dirs and the failed replicas, which the engine does
-	// not open but compares the others with: none behind them is RW.
-	var startDirs []instance.ReplicaDir
-	var failedReplicas []*longhorn.Replica
-	for _, r := range replicas {
-		// Only a replica whose data was never created may be created: any
-		// other is opened, and its data missing is an error.
-		rd := instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""}
-		// A failed replica missed writes: it stays out of the engine.
-		if r.Spec.FailedAt != "" {
-			failedReplicas = append(failedReplicas, r)
-			rd.Failed = true
-			startDirs = append(startDirs, rd)
-			continue
-		}
-		dirs = append(dirs, rd)
-		startDirs = append(startDirs, rd)
-	}
+	dirs, startDirs := replicaDirs(replicas, backing)
+	failedReplicas := markedFailed(replicas)
 	allFailed := len(replicas) > 0 && len(dirs) == 0
 	_, running := c.instances.Get(v.Name)
 	// An engine already running keeps its open backing files; one that is
 	// not starts only once every replica's file is ready.
 	ready := waiting == "" || running
-	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
-	restoring := false
-	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil && !allFailed {
-		var err error
-		if restoring, err = c.syncRestore(v, dirs); err != nil {
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoreFailed, err.Error(), c.clock.Now())
-			return c.writeFailure(ctx, attachWrites{engine: e, status: status, volume: v, vstatus: vstatus}, err)
-		}
-		if restoring {
-			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
-			// The engine's own status once its restore has begun (before,
-			// it may still hold a failed attempt's).
-			if run, ok := c.instances.Get(v.Name); ok {
-				if rs := run.Engine.RestoreStatus(); rs.IsRestoring {
-					st = rs
-				}
-			}
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, st)
-			vstatus.RestoreInitiated = true
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoring,
-				fmt.Sprintf("restoring %s: %d%%", v.Spec.FromBackup, st.Progress), c.clock.Now())
-		} else {
-			if err := c.markHealthy(ctx, replicas); err != nil {
-				return err
-			}
-			_, _, backup, _ := backupstore.ParseURL(v.Spec.FromBackup)
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "complete", Progress: 100, LastRestored: backup})
-			status.LastRestoredBackup = v.Spec.FromBackup
-			vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
-		}
+	// canOpen: the engine may open the replicas here, for a restore or a
+	// clone.
+	canOpen := ready && notLocal == nil && !allFailed
+	restoring, err := c.syncRestoreStatus(ctx, v, e, replicas, dirs, status, vstatus, canOpen)
+	if err != nil {
+		return err
 	}
-	if v.Spec.FromBackup != "" && !vstatus.RestoreRequired && kit.GetCondition(vstatus.Conditions, ConditionTypeRestore).Status != longhorn.ConditionStatusTrue {
-		// The Engine says the volume holds its backup: a volume status
-		// write lost after the restore (a conflict) must not leave it
-		// Restoring, which the CSI driver waits on.
-		vstatus.RestoreInitiated = true
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
-	}
-	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, ready && notLocal == nil && !allFailed)
+	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, canOpen)
 	if err != nil {
 		return err
 	}
@@ -183,15 +134,43 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	} else if failures, err = c.detachEngine(ctx, v, plan, replicas, status, vstatus); err != nil {
 		return err
 	}
-	failedReplicas = nil
-	for _, r := range replicas {
-		if r.Spec.FailedAt != "" {
-			failedReplicas = append(failedReplicas, r)
-		}
-	}
-	c.setReplicaFailedCondition(vstatus, failedReplicas, failures)
+	// Replicas marked failed in this sync are named too.
+	c.setReplicaFailedCondition(vstatus, markedFailed(replicas), failures)
 	written, err = c.writeAttachment(ctx, attachWrites{engine: e, status: status, replicas: replicas, failed: failed, failures: failures, volume: v, vstatus: vstatus})
 	return err
+}
+
+// replicaDirs are the replicas' directories the engine opens (dirs: not
+// failed ones), and those it starts with (startDirs: dirs and the failed
+// replicas, which the engine does not open but compares the others with:
+// none behind them is RW).
+func replicaDirs(replicas []*longhorn.Replica, backing map[string]*replica.BackingFile) (dirs, startDirs []instance.ReplicaDir) {
+	dirs = make([]instance.ReplicaDir, 0, len(replicas))
+	for _, r := range replicas {
+		// Only a replica whose data was never created may be created: any
+		// other is opened, and its data missing is an error.
+		rd := instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""}
+		// A failed replica missed writes: it stays out of the engine.
+		if r.Spec.FailedAt != "" {
+			rd.Failed = true
+			startDirs = append(startDirs, rd)
+			continue
+		}
+		dirs = append(dirs, rd)
+		startDirs = append(startDirs, rd)
+	}
+	return dirs, startDirs
+}
+
+// markedFailed are the replicas marked failed (spec.failedAt).
+func markedFailed(replicas []*longhorn.Replica) []*longhorn.Replica {
+	var failed []*longhorn.Replica
+	for _, r := range replicas {
+		if r.Spec.FailedAt != "" {
+			failed = append(failed, r)
+		}
+	}
+	return failed
 }
 
 // The volume's Restore condition, on a volume made fromBackup: False
