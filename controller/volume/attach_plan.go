@@ -68,10 +68,6 @@ const (
 	setConditionFalse
 )
 
-func (c conditionChange) String() string {
-	return [...]string{"keepCondition", "removeCondition", "setConditionFalse"}[c]
-}
-
 // attachPlan is decideAttach's answer.
 type attachPlan struct {
 	// attach, reason and message: the Attach condition as the sync
@@ -83,7 +79,7 @@ type attachPlan struct {
 	// serves the volume on this node (a clone alone reads it without).
 	run      bool
 	frontend bool
-	// Without run the volume is detached: stop says its engine stops
+	// Without run the volume is detached here: stop says its engine stops
 	// (one restoring or cloning it runs on until that ends), and
 	// robustness is the volume's.
 	stop       bool
