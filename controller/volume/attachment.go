@@ -2,27 +2,23 @@ package volume
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"slices"
-	"strconv"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
 // syncAttachment starts the engine where the volume is attached, stops it
 // when it is detached, and mirrors the engine into the Engine's and the
-// Volume's status.
+// Volume's status. Whether the engine runs here is decideAttach's
+// (attach_plan.go); runEngine and detachEngine apply it.
 func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) error {
 	// written is the Engine's resource version once its status is current.
 	var written string
@@ -50,7 +46,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			msg := fmt.Sprintf("the replicas of its source (dataSource %s) are on node %s, whose manager makes the clone; it is not up", v.Spec.DataSource, node)
 			vstatus := v.Status.DeepCopy()
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeClone, longhorn.ConditionStatusFalse, ReasonCloning, msg, c.clock.Now())
-			if err := c.updateVolumeStatus(ctx, v, vstatus); err != nil {
+			if _, err := c.writeAttachment(ctx, attachWrites{volume: v, vstatus: vstatus}); err != nil {
 				return err
 			}
 			return fmt.Errorf("volume %s: %s", v.Name, msg)
@@ -79,6 +75,7 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		return err
 	}
 	c.recordExpansionRefusal(v, status, refused)
+	// failed: the replicas an engine start found without their data.
 	failed := map[string]bool{}
 	// failures: why the running engine does not use a replica.
 	var failures map[string]volumeengine.Failure
@@ -93,18 +90,68 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
 		}
 	}
-	dirs := make([]instance.ReplicaDir, 0, len(replicas))
-	// startDirs are dirs and the failed replicas, which the engine does
-	// not open but compares the others with: none behind them is RW.
-	var startDirs []instance.ReplicaDir
-	var failedReplicas []*longhorn.Replica
+	dirs, startDirs := replicaDirs(replicas, backing)
+	failedReplicas := markedFailed(replicas)
+	allFailed := len(replicas) > 0 && len(dirs) == 0
+	_, running := c.instances.Get(v.Name)
+	// An engine already running keeps its open backing files; one that is
+	// not starts only once every replica's file is ready.
+	ready := waiting == "" || running
+	// canOpen: the engine may open the replicas here, for a restore or a
+	// clone.
+	canOpen := ready && notLocal == nil && !allFailed
+	restoring, err := c.syncRestoreStatus(ctx, v, e, replicas, dirs, status, vstatus, canOpen)
+	if err != nil {
+		return err
+	}
+	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, canOpen)
+	if err != nil {
+		return err
+	}
+	plan := decideAttach(attachView{
+		volume:          v,
+		nodeID:          c.ownership.NodeID,
+		notLocal:        notLocal,
+		forClone:        forClone,
+		replicas:        len(replicas),
+		failed:          failedReplicas,
+		allFailed:       allFailed,
+		running:         running,
+		ready:           ready,
+		restoreRequired: vstatus.RestoreRequired,
+		cloneRequired:   cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}),
+		restoring:       restoring,
+		cloning:         cloning,
+	})
+	c.setAttachCondition(v, vstatus, plan, failedReplicas)
+	if plan.run {
+		var recordMirror func(written string)
+		failures, recordMirror, err = c.runEngine(ctx, v, e, plan, size, replicas, startDirs, failedReplicas, status, vstatus, failed)
+		if err != nil {
+			return err
+		}
+		defer func() { recordMirror(written) }()
+	} else if failures, err = c.detachEngine(ctx, v, plan, replicas, status, vstatus); err != nil {
+		return err
+	}
+	// Replicas marked failed in this sync are named too.
+	c.setReplicaFailedCondition(vstatus, markedFailed(replicas), failures)
+	written, err = c.writeAttachment(ctx, attachWrites{engine: e, status: status, replicas: replicas, failed: failed, failures: failures, volume: v, vstatus: vstatus})
+	return err
+}
+
+// replicaDirs are the replicas' directories the engine opens (dirs: not
+// failed ones), and those it starts with (startDirs: dirs and the failed
+// replicas, which the engine does not open but compares the others with:
+// none behind them is RW).
+func replicaDirs(replicas []*longhorn.Replica, backing map[string]*replica.BackingFile) (dirs, startDirs []instance.ReplicaDir) {
+	dirs = make([]instance.ReplicaDir, 0, len(replicas))
 	for _, r := range replicas {
 		// Only a replica whose data was never created may be created: any
 		// other is opened, and its data missing is an error.
 		rd := instance.ReplicaDir{Name: r.Name, Dir: replicaDir(r), Backing: backing[r.Name], New: r.Spec.HealthyAt == ""}
 		// A failed replica missed writes: it stays out of the engine.
 		if r.Spec.FailedAt != "" {
-			failedReplicas = append(failedReplicas, r)
 			rd.Failed = true
 			startDirs = append(startDirs, rd)
 			continue
@@ -112,206 +159,18 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		dirs = append(dirs, rd)
 		startDirs = append(startDirs, rd)
 	}
-	allFailed := len(replicas) > 0 && len(dirs) == 0
-	_, running := c.instances.Get(v.Name)
-	// An engine already running keeps its open backing files; one that is
-	// not starts only once every replica's file is ready.
-	ready := waiting == "" || running
-	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
-	restoring := false
-	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && ready && notLocal == nil && !allFailed {
-		var err error
-		if restoring, err = c.syncRestore(v, dirs); err != nil {
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
-			if _, werr := c.writeEngineStatus(ctx, e, status); werr != nil {
-				c.Logger.WithError(werr).WithField("volume", v.Name).Warn("Could not write the failed restore into the Engine's status")
-			}
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoreFailed, err.Error(), c.clock.Now())
-			c.updateVolumeStatus(ctx, v, vstatus)
-			return err
-		}
-		if restoring {
-			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
-			// The engine's own status once its restore has begun (before,
-			// it may still hold a failed attempt's).
-			if run, ok := c.instances.Get(v.Name); ok {
-				if rs := run.Engine.RestoreStatus(); rs.IsRestoring {
-					st = rs
-				}
-			}
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, st)
-			vstatus.RestoreInitiated = true
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoring,
-				fmt.Sprintf("restoring %s: %d%%", v.Spec.FromBackup, st.Progress), c.clock.Now())
-		} else {
-			if err := c.markHealthy(ctx, replicas); err != nil {
-				return err
-			}
-			_, _, backup, _ := backupstore.ParseURL(v.Spec.FromBackup)
-			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "complete", Progress: 100, LastRestored: backup})
-			status.LastRestoredBackup = v.Spec.FromBackup
-			vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
-		}
-	}
-	if v.Spec.FromBackup != "" && !vstatus.RestoreRequired && kit.GetCondition(vstatus.Conditions, ConditionTypeRestore).Status != longhorn.ConditionStatusTrue {
-		// The Engine says the volume holds its backup: a volume status
-		// write lost after the restore (a conflict) must not leave it
-		// Restoring, which the CSI driver waits on.
-		vstatus.RestoreInitiated = true
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
-	}
-	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, ready && notLocal == nil && !allFailed)
-	if err != nil {
-		return err
-	}
-	switch {
-	case v.Spec.NodeID == "":
-		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach })
-	case v.Spec.NodeID == c.ownership.NodeID && notLocal != nil:
-		reason := ReasonReplicasOnOtherNode
-		var disk *diskNotHereError
-		if errors.As(notLocal, &disk) {
-			reason = ReasonReplicaDiskMissing
-		}
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, notLocal.Error(), c.clock.Now())
-	case v.Spec.NodeID == c.ownership.NodeID && allFailed && !running:
-		msg := allFailedMessage(v, failedReplicas, nil)
-		if cond := kit.GetCondition(vstatus.Conditions, ConditionTypeAttach); cond.Reason != ReasonAllReplicasFailed || cond.Message != msg {
-			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "node": v.Spec.NodeID, "failed": describeFailed(failedReplicas, nil)}).
-				Error("Volume does not attach: every replica failed")
-		}
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, ReasonAllReplicasFailed, msg, c.clock.Now())
-	}
-	wanted := v.Spec.NodeID == c.ownership.NodeID || forClone
-	if wanted && notLocal == nil && len(replicas) > 0 && !vstatus.RestoreRequired && !cloneRequired(&longhorn.Volume{Spec: v.Spec, Status: *vstatus}) &&
-		ready && (!allFailed || running) {
-		run, err := c.instances.Start(v.Name, size, startDirs, !v.Spec.DisableFrontend && v.Spec.NodeID != "")
-		if err != nil {
-			status.CurrentState = longhorn.InstanceStateError
-			_, _ = c.writeEngineStatus(ctx, e, status)
-			reason := ReasonEngineStartFailed
-			var missing *instance.MissingDataError
-			if errors.Is(err, volumeengine.ErrNoHealthyReplica) {
-				reason = ReasonReplicaDataBehind
-			}
-			if errors.As(err, &missing) {
-				reason = ReasonReplicaDataMissing
-				failed[missing.Replica] = true
-				if serr := c.syncReplicaStatus(ctx, replicas, status, failed, nil); serr != nil {
-					c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not mark the replica failed")
-				}
-			}
-			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
-			if serr := c.updateVolumeStatus(ctx, v, vstatus); serr != nil {
-				c.Logger.WithError(serr).WithField("volume", v.Name).Warn("Could not say why the volume does not attach")
-			}
-			return err
-		}
-		if err := c.markHealthy(ctx, replicas); err != nil {
-			return err
-		}
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
-		host, port, _ := net.SplitHostPort(c.engineAddress)
-		status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.NodeID
-		status.IP, status.StorageIP = host, host
-		status.Port, _ = strconv.Atoi(port)
-		status.Endpoint = run.Endpoint
-		c.expandEngine(v, size, run.Engine, status)
-		// Read the generation first: a change while mirroring moves it, so
-		// the next sync reads the engine again.
-		gen := run.Engine.Generation()
-		var readAt time.Time
-		// listChanged: the mirror changes the snapshot list; listOnly: it
-		// changes nothing else, and so waits until engineListPace has
-		// passed since the list was last written, alone or with other
-		// changes. listDeferred: it waits; the status keeps the old list
-		// and the generation is not recorded, so a later sync writes the
-		// new one.
-		listChanged, listOnly, listDeferred := false, false, false
-		if !c.mirrors.current(v.Name, run.Engine, gen, e) {
-			readAt = time.Now()
-			c.mirrorEngine(run.Engine, status)
-			// The replicas kept out of the engine are ERR in its status too.
-			for _, r := range failedReplicas {
-				if _, in := status.ReplicaModeMap[r.Name]; !in {
-					status.ReplicaModeMap[r.Name] = longhorn.ReplicaModeERR
-				}
-			}
-			listChanged = kit.StatusChanged(status.Snapshots, e.Status.Snapshots) || status.SnapshotsError != e.Status.SnapshotsError
-			listOnly = listChanged && !changedBeyondList(status, &e.Status)
-			if wait := c.mirrors.listWait(v.Name, readAt); listOnly && wait > 0 {
-				status.Snapshots, status.SnapshotsError = e.Status.Snapshots, e.Status.SnapshotsError
-				listDeferred = true
-				c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
-			}
-		}
-		defer func() {
-			if written != "" && !listDeferred {
-				c.mirrors.record(v.Name, run.Engine, gen, written)
-			}
-			// The pace spaces the mirrors that write. One that found the
-			// status as it was (an engine started again after the
-			// manager's restart) folds nothing: the changes that follow
-			// it are mirrored once gathered.
-			if !readAt.IsZero() && written != "" && written != e.ResourceVersion {
-				c.mirrors.readAt(v.Name, readAt)
-				if listChanged && !listDeferred {
-					c.mirrors.listedAt(v.Name, readAt)
-				}
-			}
-		}()
-		// What the engine serves: a frontend is started on a running
-		// engine when asked for, never taken away from one.
-		vstatus.State, vstatus.CurrentNodeID, vstatus.FrontendDisabled = longhorn.VolumeStateAttached, c.ownership.NodeID, run.Endpoint == ""
-		vstatus.Robustness = robustness(status.ReplicaModeMap, v.Spec.NumberOfReplicas)
-		// A replica the engine dropped, or started ERR, is marked failed.
-		for name, mode := range status.ReplicaModeMap {
-			if r := findReplica(replicas, name); mode == longhorn.ReplicaModeERR && r != nil && r.Spec.FailedAt == "" {
-				failures = run.Engine.ReplicaFailures()
-				break
-			}
-		}
-		if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
-			return err
-		}
-	} else {
-		// A replica the engine dropped is marked failed before the engine
-		// stops: a stopped engine says nothing of it.
-		if run, ok := c.instances.Get(v.Name); ok {
-			failures = run.Engine.ReplicaFailures()
-			if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
-				return err
-			}
-		}
-		// An engine restoring or cloning the volume stops when that ends.
-		if !restoring && !cloning {
-			if err := c.instances.Stop(v.Name); err != nil {
-				c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
-			}
-		}
-		c.mirrors.forget(v.Name)
-		status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
-		status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
-		vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", longhorn.VolumeRobustnessUnknown
-		if allFailed && v.Spec.NodeID != "" {
-			vstatus.Robustness = longhorn.VolumeRobustnessFaulted
-		}
-	}
-	failedReplicas = nil
+	return dirs, startDirs
+}
+
+// markedFailed are the replicas marked failed (spec.failedAt).
+func markedFailed(replicas []*longhorn.Replica) []*longhorn.Replica {
+	var failed []*longhorn.Replica
 	for _, r := range replicas {
 		if r.Spec.FailedAt != "" {
-			failedReplicas = append(failedReplicas, r)
+			failed = append(failed, r)
 		}
 	}
-	c.setReplicaFailedCondition(vstatus, failedReplicas, failures)
-	if written, err = c.writeEngineStatus(ctx, e, status); err != nil {
-		return err
-	}
-	if err := c.syncReplicaStatus(ctx, replicas, status, failed, failures); err != nil {
-		return err
-	}
-	return c.updateVolumeStatus(ctx, v, vstatus)
+	return failed
 }
 
 // The volume's Restore condition, on a volume made fromBackup: False
@@ -322,20 +181,6 @@ const (
 	ReasonRestoring      = "Restoring"
 	ReasonRestoreFailed  = "RestoreFailed"
 	ReasonRestored       = "Restored"
-)
-
-// The volume's Attach condition: True once its engine runs on the node in
-// spec.nodeID, False with the reason while it cannot; a volume with no
-// node has none.
-const (
-	ConditionTypeAttach       = "Attach"
-	ReasonReplicasOnOtherNode = "ReplicasOnOtherNode"
-	ReasonReplicaDiskMissing  = "ReplicaDiskMissing"
-	ReasonReplicaDataMissing  = "ReplicaDataMissing"
-	ReasonEngineStartFailed   = "EngineStartFailed"
-	// ReasonReplicaDataBehind: the replicas the engine would open are
-	// behind one that failed (see ReasonAllReplicasFailed for salvage).
-	ReasonReplicaDataBehind = "ReplicaDataBehind"
 )
 
 // replicasNotLocal says why this node's engine may not open the volume's

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
@@ -82,6 +83,58 @@ func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir)
 	default:
 		return true, nil
 	}
+}
+
+// syncRestoreStatus syncs the restore of a volume made fromBackup, when
+// the replicas are all made and canRun (the engine may open them here),
+// and writes its state into status (the Engine's restoreStatus and
+// lastRestoredBackup) and vstatus (restoreRequired, restoreInitiated and
+// the Restore condition). It reports whether the restore runs. A failed
+// restore's error is returned after its status is written.
+func (c *Controller) syncRestoreStatus(ctx context.Context, v *longhorn.Volume, e *longhorn.Engine, replicas []*longhorn.Replica,
+	dirs []instance.ReplicaDir, status *longhorn.EngineStatus, vstatus *longhorn.VolumeStatus, canRun bool,
+) (bool, error) {
+	vstatus.RestoreRequired = v.Spec.FromBackup != "" && status.LastRestoredBackup != v.Spec.FromBackup
+	restoring := false
+	if vstatus.RestoreRequired && len(replicas) == v.Spec.NumberOfReplicas && canRun {
+		var err error
+		if restoring, err = c.syncRestore(v, dirs); err != nil {
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "error", Error: err.Error()})
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoreFailed, err.Error(), c.clock.Now())
+			return false, c.writeFailure(ctx, attachWrites{engine: e, status: status, volume: v, vstatus: vstatus}, err)
+		}
+		if restoring {
+			st := volumeengine.RestoreStatus{IsRestoring: true, State: "in_progress"}
+			// The engine's own status once its restore has begun (before,
+			// it may still hold a failed attempt's).
+			if run, ok := c.instances.Get(v.Name); ok {
+				if rs := run.Engine.RestoreStatus(); rs.IsRestoring {
+					st = rs
+				}
+			}
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, st)
+			vstatus.RestoreInitiated = true
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusFalse, ReasonRestoring,
+				fmt.Sprintf("restoring %s: %d%%", v.Spec.FromBackup, st.Progress), c.clock.Now())
+		} else {
+			if err := c.markHealthy(ctx, replicas); err != nil {
+				return false, err
+			}
+			_, _, backup, _ := backupstore.ParseURL(v.Spec.FromBackup)
+			status.RestoreStatus = restoreStatus(dirs, v.Spec.FromBackup, volumeengine.RestoreStatus{State: "complete", Progress: 100, LastRestored: backup})
+			status.LastRestoredBackup = v.Spec.FromBackup
+			vstatus.RestoreRequired, vstatus.RestoreInitiated = false, true
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
+		}
+	}
+	if v.Spec.FromBackup != "" && !vstatus.RestoreRequired && kit.GetCondition(vstatus.Conditions, ConditionTypeRestore).Status != longhorn.ConditionStatusTrue {
+		// The Engine says the volume holds its backup: a volume status
+		// write lost after the restore (a conflict) must not leave it
+		// Restoring, which the CSI driver waits on.
+		vstatus.RestoreInitiated = true
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeRestore, longhorn.ConditionStatusTrue, ReasonRestored, "", c.clock.Now())
+	}
+	return restoring, nil
 }
 
 // restoring reports whether a restore of the volume runs on this node.
