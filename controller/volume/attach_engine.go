@@ -62,13 +62,20 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 			failed[missing.Replica] = true
 			w.replicas, w.failed = replicas, failed
 		}
-		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
+		if plan.attach != removeCondition {
+			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
+		}
 		return nil, nil, c.writeFailure(ctx, w, err)
 	}
 	if err := c.markHealthy(ctx, replicas); err != nil {
 		return nil, nil, err
 	}
-	vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
+	// A volume with no node (its engine runs for a clone) has no Attach
+	// condition: set each sync after its removal, it would change its
+	// transition time, and so the Volume's status, every second.
+	if plan.attach != removeCondition {
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusTrue, "Attached", "", c.clock.Now())
+	}
 	host, port, _ := net.SplitHostPort(c.engineAddress)
 	status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.NodeID
 	status.IP, status.StorageIP = host, host

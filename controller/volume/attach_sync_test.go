@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -211,5 +212,41 @@ func TestSyncAttachmentRefusals(t *testing.T) {
 			}
 			tc.check(t, env, disk)
 		})
+	}
+}
+
+// A volume with no node whose engine runs because a clone reads it is
+// attached here without a frontend and has no Attach condition; a later
+// sync with nothing new writes nothing. (Setting the condition each sync
+// after removing it gave it a new transition time, and so the Volume a
+// status write, every second the clone ran.)
+func TestADetachedCloneSourceHasNoAttachCondition(t *testing.T) {
+	disk := t.TempDir() // made before the engines: its removal runs after they stop
+	env := newSyncEnv(t, syncVolume(func(v *longhorn.Volume) { v.Spec.NodeID = "" }), syncNode("node-1", true, disk))
+	clk := clocktesting.NewFakeClock(syncNow)
+	env.c.clock = clk
+	env.settle(t)
+	if _, running := env.instances.Get("vol"); running {
+		t.Fatal("the engine of a detached volume runs")
+	}
+	// A clone of it starts reading it.
+	env.c.clones.mu.Lock()
+	env.c.clones.runs = map[string]*cloneRun{"clone": {dataSource: "vol", source: "vol"}}
+	env.c.clones.mu.Unlock()
+	env.settle(t)
+	run, running := env.instances.Get("vol")
+	if !running || run.Endpoint != "" {
+		t.Fatalf("the engine for the clone: running %v, endpoint %q; want it running without a frontend", running, run.Endpoint)
+	}
+	v := env.volume(t)
+	if i := slices.IndexFunc(v.Status.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeAttach }); i >= 0 {
+		t.Errorf("Attach condition %+v on a volume with no node", v.Status.Conditions[i])
+	}
+	if v.Status.State != longhorn.VolumeStateAttached || !v.Status.FrontendDisabled {
+		t.Errorf("state %s, frontend disabled %v; want attached without a frontend", v.Status.State, v.Status.FrontendDisabled)
+	}
+	clk.Step(3 * time.Second)
+	if _, writes := env.sync(t); len(writes) != 0 {
+		t.Errorf("a sync with nothing new wrote %v", writes)
 	}
 }
