@@ -155,6 +155,13 @@ func (c *Controller) detachEngine(ctx context.Context, v *longhorn.Volume, plan 
 		if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
 			return nil, err
 		}
+		if plan.stop {
+			// The Engine's snapshot list is what a detached volume's
+			// snapshots are read from until it attaches again: it is the
+			// engine's last, not a mirror a list-only change left behind
+			// (engineListPace).
+			mirrorSnapshots(run.Engine.Status(), status)
+		}
 	}
 	if plan.stop {
 		if err := c.instances.Stop(v.Name); err != nil {

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -248,5 +249,37 @@ func TestADetachedCloneSourceHasNoAttachCondition(t *testing.T) {
 	clk.Step(3 * time.Second)
 	if _, writes := env.sync(t); len(writes) != 0 {
 		t.Errorf("a sync with nothing new wrote %v", writes)
+	}
+}
+
+// A detached volume's snapshots are read from its Engine's list until it
+// attaches again: the detach writes the engine's last list, also when no
+// mirror wrote it since the snapshot was taken (a list-only change waits
+// for engineListPace; here the detach comes first).
+func TestADetachWritesTheEnginesLastSnapshotList(t *testing.T) {
+	disk := t.TempDir() // made before the engines: its removal runs after they stop
+	env := newSyncEnv(t, syncVolume(func(v *longhorn.Volume) { v.Spec.NodeID = "node-1" }), syncNode("node-1", true, disk))
+	env.settle(t)
+	run, running := env.instances.Get("vol")
+	if !running {
+		t.Fatal("the attached volume's engine does not run")
+	}
+	if _, err := run.Engine.CreateSnapshot("just-taken", nil); err != nil {
+		t.Fatal(err)
+	}
+	env.update(t, func(v *longhorn.Volume) { v.Spec.NodeID = "" })
+	env.settle(t)
+	if _, running := env.instances.Get("vol"); running {
+		t.Fatal("the engine runs after the detach")
+	}
+	e, err := env.lh.LonghornV1beta2().Engines("ns").Get(context.Background(), datastore.EngineName("vol"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status.CurrentState != longhorn.InstanceStateStopped {
+		t.Errorf("engine state %s after the detach", e.Status.CurrentState)
+	}
+	if _, listed := e.Status.Snapshots["just-taken"]; !listed {
+		t.Errorf("the detached volume's Engine lists %v: not the snapshot taken before the detach", slices.Sorted(maps.Keys(e.Status.Snapshots)))
 	}
 }

@@ -19,21 +19,27 @@ func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.Engin
 	for name, mode := range st.ReplicaModes {
 		status.ReplicaModeMap[name] = longhorn.ReplicaMode(mode)
 	}
-	if st.SnapshotsError != nil {
-		status.SnapshotsError = st.SnapshotsError.Error()
-	} else {
-		status.SnapshotsError = ""
-		status.Snapshots = map[string]*longhorn.SnapshotInfo{}
-		for _, s := range st.Snapshots {
-			status.Snapshots[s.Name] = kit.SnapshotInfo(s)
-		}
-	}
+	mirrorSnapshots(st, status)
 	status.BackupStatus = map[string]*longhorn.EngineBackupStatus{}
 	for name, b := range st.Backups {
 		status.BackupStatus[name] = &longhorn.EngineBackupStatus{SnapshotName: b.Snapshot, Progress: b.Progress, State: b.State, BackupURL: b.URL, Error: b.Error}
 	}
 	p := st.Purge
 	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}
+}
+
+// mirrorSnapshots sets the Engine's snapshot list from the engine's
+// status; one the engine cannot read keeps the last list, with the error.
+func mirrorSnapshots(st volumeengine.Status, status *longhorn.EngineStatus) {
+	if st.SnapshotsError != nil {
+		status.SnapshotsError = st.SnapshotsError.Error()
+		return
+	}
+	status.SnapshotsError = ""
+	status.Snapshots = map[string]*longhorn.SnapshotInfo{}
+	for _, s := range st.Snapshots {
+		status.Snapshots[s.Name] = kit.SnapshotInfo(s)
+	}
 }
 
 // writeEngineStatus writes the Engine's status when it changed and returns the
