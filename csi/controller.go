@@ -22,7 +22,7 @@ const (
 	defaultWaitState = 90 * time.Second
 	pollState        = 500 * time.Millisecond
 	// cacheLagWait bounds, and cacheLagPoll paces, the wait for the API
-	// to show a write of the driver's own (waitSeen).
+	// to show a write of the driver's own (its cache lags its writes).
 	cacheLagWait = 5 * time.Second
 	cacheLagPoll = 20 * time.Millisecond
 	// volumeDeleting is the state of a volume being deleted.
@@ -372,7 +372,14 @@ func (s *controllerServer) ListVolumes(ctx context.Context, req *csi.ListVolumes
 // API does not find it: just created, the API's cache may not have it
 // yet), the call's deadline or defaultWaitState passes.
 func (s *controllerServer) waitVolume(ctx context.Context, name, what string, done func(*client.Volume) bool) error {
-	ctx, cancel := context.WithTimeout(ctx, defaultWaitState)
+	return s.pollVolume(ctx, name, what, defaultWaitState, pollState, done)
+}
+
+// pollVolume reads the volume every interval until done says so, the
+// call's deadline or timeout passes (DeadlineExceeded, saying what it
+// waited for and how the volume was).
+func (s *controllerServer) pollVolume(ctx context.Context, name, what string, timeout, interval time.Duration, done func(*client.Volume) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		v, err := s.d.api.Volume(ctx, name)
@@ -394,7 +401,7 @@ func (s *controllerServer) waitVolume(ctx context.Context, name, what string, do
 				msg += fmt.Sprintf(" (state %q)", v.State)
 			}
 			return status.Error(codes.DeadlineExceeded, msg)
-		case <-time.After(pollState):
+		case <-time.After(interval):
 		}
 	}
 }

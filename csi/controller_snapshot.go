@@ -279,32 +279,10 @@ func (o *snapshotOp) release(ctx context.Context) {
 	// moment later. Until it does, the next call on the volume would read
 	// it attached as before (its engine about to stop under it): wait
 	// until the API shows the detach asked for.
-	o.s.waitSeen(ctx, o.volume, "the detach", func(v *client.Volume) bool {
+	if err := o.s.pollVolume(ctx, o.volume, "shown detached by the API", cacheLagWait, cacheLagPoll, func(v *client.Volume) bool {
 		return v == nil || v.NodeID == "" || v.AttachedBy != by
-	})
-}
-
-// waitSeen waits, briefly, until the API's reads of a volume show a write
-// the driver made (seen says whether they do): the API serves reads
-// from a cache that lags its writes by a moment. It only logs when they
-// do not in time.
-func (s *controllerServer) waitSeen(ctx context.Context, volume, what string, seen func(*client.Volume) bool) {
-	ctx, cancel := context.WithTimeout(ctx, cacheLagWait)
-	defer cancel()
-	for {
-		v, err := s.d.api.Volume(ctx, volume)
-		if client.IsNotFound(err) {
-			v, err = nil, nil
-		}
-		if err == nil && seen(v) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.d.log.WithFields(logrus.Fields{"volume": volume, "what": what}).Warn("The API does not show the driver's write yet; going on")
-			return
-		case <-time.After(cacheLagPoll):
-		}
+	}); err != nil {
+		o.log.WithError(err).Warn("The API does not show the detach yet; going on")
 	}
 }
 
