@@ -27,6 +27,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	"github.com/cadence-storage/longhorn-manager/jobrun"
@@ -473,7 +474,7 @@ func connect(ctx context.Context, cfg *rest.Config, namespace string) (kubernete
 // recurring-job command's logic, run in this process against this
 // daemon's own API.
 func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiHandler http.Handler, o DaemonOptions) *jobcontroller.Runner {
+	recorder record.EventRecorder, lhClient lhclientset.Interface, kubeClient kubernetes.Interface, apiHandler http.Handler, o DaemonOptions) *managerrunner.Runner {
 	const retryFor = 2 * time.Minute
 	// The runs call this daemon's API in process: its handler, with the
 	// same authentication and checks as a CronJob pod's calls over the
@@ -493,8 +494,9 @@ func newManagerRunner(log *logrus.Entry, metrics *kit.Metrics, registry promethe
 		}
 		return res.Record, res.Err()
 	}
-	return jobcontroller.NewRunner(log, metrics, registry, ds, inf, recorder, o.Clock,
-		jobcontroller.RunnerConfig{Identity: o.NodeName, OnFire: o.Hooks.OnRecurringJobFired}, run)
+	return managerrunner.New(log, metrics, registry, ds, inf, recorder, o.Clock, managerrunner.Config{
+		Identity: o.NodeName, SkipImmediatelyDefault: o.CronJob.SkipImmediatelyDefault, OnFire: o.Hooks.OnRecurringJobFired,
+	}, run)
 }
 
 // Where the backing image servers run (--backing-image-server-runner).

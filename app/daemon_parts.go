@@ -15,6 +15,7 @@ import (
 
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
 	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 
@@ -145,7 +146,7 @@ type controllers struct {
 	node          *node.Controller
 	setting       *setting.Controller
 	recurringJob  *jobcontroller.Controller
-	runner        *jobcontroller.Runner // nil unless the manager runs jobs
+	runner        *managerrunner.Runner // nil unless the manager runs jobs
 	volume        *volume.Controller
 	kubernetesPV  *pvc.Controller
 	snapshot      *snapshot.Controller

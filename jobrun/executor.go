@@ -39,7 +39,7 @@ const (
 )
 
 // Executor performs one run of a recurring job: its volumes selected and
-// its task done on each. The manager runner (controller/recurringjob.Runner,
+// its task done on each. The manager runner (controller/recurringjob/managerrunner.Runner,
 // which decides when a job fires) and a CronJob pod both run jobs with it.
 type Executor struct {
 	Namespace string

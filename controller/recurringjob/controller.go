@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -171,15 +171,16 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		c.written.Remember(key, job.ResourceVersion)
 	}
 
-	// One status write carries what changed: the owner, the observed
-	// suspend (and a skip), the accepted generation, the observed
-	// schedule, the CronJob's status or the next tick, the Ready
-	// condition.
+	// One status write carries what changed: the owner, the accepted
+	// generation, the observed schedule, the Ready condition and, under
+	// the CronJob runner, the observed suspend (and a skip) and the
+	// CronJob's status. (The manager runner keeps the job's time itself:
+	// it observes the suspend and writes the next tick.)
 	d := c.takeIn(job)
 	if !c.cfg.ManagerRuns() {
 		// A CronJob may fire as soon as it exists: the owner and a skip
 		// are stored before it is made. (The manager runner fires
-		// nothing before the Ready write, which carries both.)
+		// nothing before the Ready write.)
 		if job, err = c.store(ctx, key, job, d, log); err != nil {
 			return kit.Result{}, err
 		}
@@ -192,7 +193,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, c.markInvalid(ctx, key, job, d, verr, log)
 	}
 	status.ObservedGeneration = job.Generation
-	if !scheduleObserved(job) {
+	if !jobstate.ScheduleObserved(job) {
 		c.observeSchedule(job, status, log)
 	}
 	if c.cfg.ManagerRuns() {
@@ -201,7 +202,6 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		if err := c.deleteManagedCronJob(ctx, job, log); err != nil {
 			return kit.Result{}, err
 		}
-		status.NextScheduleTime = firstNextScheduleTime(job, status, c.clock.Now())
 	} else {
 		if err := c.syncCronJob(ctx, job, log); errors.Is(err, errCronJobNameTaken) {
 			// The user's to resolve: said in the job's status, not retried.
@@ -257,17 +257,19 @@ func (d *statusDraft) changed(job *longhorn.RecurringJob) bool {
 }
 
 // takeIn starts the draft of a job's status: this node as its owner
-// (Responsible has said it should be) and, when the job's suspend is new
-// to the controller, that suspend observed, with a skip if it skips the
-// tick due now.
+// (Responsible has said it should be) and, under the CronJob runner, when
+// the job's suspend is new to the controller, that suspend observed, with
+// a skip if it skips the tick due now (jobstate.ObserveSuspend). The
+// manager runner observes the suspend itself: the controller never
+// writes the fields that keep a manager-run job's time.
 func (c *Controller) takeIn(job *longhorn.RecurringJob) *statusDraft {
 	d := &statusDraft{status: job.Status.DeepCopy()}
 	if owner := job.Status.OwnerID; owner != c.ownership.NodeID {
 		d.tookOver, d.previousOwner = true, owner
 		d.status.OwnerID = c.ownership.NodeID
 	}
-	if !suspendObserved(job) {
-		d.skipped = c.recordSuspend(job, d.status)
+	if !c.cfg.ManagerRuns() && !jobstate.SuspendObserved(job) {
+		d.skipped = jobstate.ObserveSuspend(job, d.status, c.clock.Now(), c.cfg.SkipImmediatelyDefault)
 	}
 	return d
 }
@@ -309,25 +311,6 @@ func (c *Controller) observeSchedule(job *longhorn.RecurringJob, status *longhor
 		log.WithFields(logrus.Fields{"from": old.Cron, "to": job.Spec.Cron, "timeZone": job.Spec.TimeZone}).Info("Schedule changed; it takes effect from its next tick")
 	}
 	status.ObservedSchedule = observed
-}
-
-// recordSuspend sets, in status, the job's suspend as observed (see
-// takeIn). A job seen created, or resumed, with skipImmediately (or the
-// daemon's default when unset) skips the tick due now: status.lastSkipped
-// is set to now, and a run for a tick not after it does nothing. The spec
-// is left as it is. It reports whether it skips.
-func (c *Controller) recordSuspend(job *longhorn.RecurringJob, status *longhorn.RecurringJobStatus) bool {
-	status.ObservedSuspend = ptr.To(job.Spec.Suspend)
-	skip := c.cfg.SkipImmediatelyDefault
-	if job.Spec.SkipImmediately != nil {
-		skip = *job.Spec.SkipImmediately
-	}
-	now := metav1.NewTime(c.clock.Now())
-	skipped := !job.Spec.Suspend && skip && (job.Status.LastSkipped == nil || job.Status.LastSkipped.Before(&now))
-	if skipped {
-		status.LastSkipped = &now
-	}
-	return skipped
 }
 
 // markInvalid records why the job cannot run and makes sure nothing runs

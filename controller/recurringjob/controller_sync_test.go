@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -108,7 +109,7 @@ func TestControllerSync(t *testing.T) {
 			objects: []runtime.Object{newSyncJob(), syncNode("node-1", true)},
 			writes:  []string{"create cronjobs", "update recurringjobs", "update recurringjobs/status", "update recurringjobs/status"},
 			check: func(t *testing.T, job *longhorn.RecurringJob) {
-				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !suspendObserved(job) {
+				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !jobstate.SuspendObserved(job) {
 					t.Errorf("finalizer %v, owner %q, observed suspend %v", job.Finalizers, job.Status.OwnerID, job.Status.ObservedSuspend)
 				}
 				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)
@@ -116,12 +117,13 @@ func TestControllerSync(t *testing.T) {
 			cronJob: ptr.To(true),
 		},
 		{
-			name:    "a new job (manager runner): the finalizer, then one status write with owner, suspend, schedule, Ready and next tick",
+			name:    "a new job (manager runner): the finalizer, then one status write with owner, schedule and Ready; its time is the runner's",
 			objects: []runtime.Object{newSyncJob(), syncNode("node-1", true)},
 			runner:  longhorn.RecurringJobRunnerManager,
 			writes:  []string{"update recurringjobs", "update recurringjobs/status"},
 			check: func(t *testing.T, job *longhorn.RecurringJob) {
-				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !suspendObserved(job) || !scheduleObserved(job) || job.Status.NextScheduleTime == nil {
+				if !kit.HasFinalizer(job) || job.Status.OwnerID != "node-1" || !jobstate.ScheduleObserved(job) ||
+					job.Status.ObservedSuspend != nil || job.Status.NextScheduleTime != nil {
 					t.Errorf("finalizer %v, status %+v", job.Finalizers, job.Status)
 				}
 				ready(longhorn.RecurringJobConditionReasonScheduled)(t, job)

@@ -35,8 +35,9 @@ type CronJobConfig struct {
 	ServiceAccount string
 	// ManagerURL is the manager API the pods call.
 	ManagerURL string
-	// SkipImmediatelyDefault is skipImmediately for new jobs that do not
-	// set it (--recurring-job-skip-immediately).
+	// SkipImmediatelyDefault is skipImmediately for jobs that do not set
+	// it (--recurring-job-skip-immediately), under the CronJob runner; the
+	// manager runner is given the same (managerrunner.Config).
 	SkipImmediatelyDefault bool
 	// Runner is what fires jobs (--recurring-job-runner): a CronJob per job,
 	// or the manager holding the runner Lease. Empty means cronjob.

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -73,7 +74,7 @@ func (c *Controller) mirrorCronJobStatus(job *longhorn.RecurringJob, status *lon
 	}
 	status.Active = active
 	if sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone); err == nil {
-		if next := cronJobNextScheduleTime(sched, job, cj, len(active) > 0, c.clock.Now()); !sameTime(next, status.NextScheduleTime) {
+		if next := cronJobNextScheduleTime(sched, job, cj, len(active) > 0, c.clock.Now()); !jobstate.SameTime(next, status.NextScheduleTime) {
 			status.NextScheduleTime = next
 		}
 	}
@@ -84,10 +85,10 @@ func (c *Controller) mirrorCronJobStatus(job *longhorn.RecurringJob, status *lon
 // counts an @every schedule from the CronJob's last tick, or from its
 // creation before one.
 func cronJobNextScheduleTime(sched schedule.Schedule, job *longhorn.RecurringJob, cj *batchv1.CronJob, active bool, now time.Time) *metav1.Time {
-	st := jobState(job, active)
+	st := jobstate.State(job, active)
 	st.Anchor = cj.CreationTimestamp.Time
 	if last := cj.Status.LastScheduleTime; last != nil {
 		st.Anchor = last.Time
 	}
-	return nextScheduleTime(sched, st, now)
+	return jobstate.NextScheduleTime(sched, st, now)
 }

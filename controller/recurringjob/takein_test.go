@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
-	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -46,48 +46,11 @@ func syncOnce(t *testing.T, job *longhorn.RecurringJob) ([]string, *longhorn.Rec
 	return synctable.Writes(lh.Actions()), got
 }
 
-// The status write that takes a job in for the manager runner carries
-// its next tick, as the runner computes it: the runner has nothing left
-// to write for a new job.
-func TestTakingAJobInForTheManagerRunnerRecordsItsNextTick(t *testing.T) {
-	w, job := syncOnce(t, syncJob())
-	if !slices.Equal(w, []string{"update recurringjobs/status"}) {
-		t.Fatalf("writes %v, want one status write", w)
-	}
-	want := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC) // "0 3 * * *" after syncNow
-	if job.Status.NextScheduleTime == nil || !job.Status.NextScheduleTime.Time.Equal(want) {
-		t.Fatalf("nextScheduleTime %v, want %s", job.Status.NextScheduleTime, want)
-	}
-	sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if runner := nextScheduleTime(sched, jobState(job, false), syncNow); !sameTime(runner, job.Status.NextScheduleTime) {
-		t.Fatalf("the runner would write %v over %v", runner, job.Status.NextScheduleTime)
-	}
-
-	// The runner keeps it from then on: the controller does not write it
-	// back when the runner has moved it.
-	moved := metav1.NewTime(want.Add(24 * time.Hour))
-	w, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
-		j.Status = *job.Status.DeepCopy()
-		j.Status.NextScheduleTime = &moved
-	}))
-	if len(w) != 0 || !job.Status.NextScheduleTime.Equal(&moved) {
-		t.Fatalf("a job taken in already: writes %v, nextScheduleTime %v (want none, %v)", w, job.Status.NextScheduleTime, moved)
-	}
-
-	// A suspended job has no next tick.
-	_, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) { j.Spec.Suspend = true; j.Status.ObservedSuspend = &j.Spec.Suspend }))
-	if job.Status.NextScheduleTime != nil {
-		t.Fatalf("a suspended job got nextScheduleTime %v", job.Status.NextScheduleTime)
-	}
-}
-
-// Under the manager runner a job's owner, observed suspend (with the skip
-// of the tick due now), schedule and Ready are one status write: the
-// runner fires nothing before it.
-func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
+// Under the manager runner the controller's take-in is one status write
+// with the owner, the schedule and Ready, and none of the fields that
+// keep the job's time (observed suspend, lastSkipped, nextScheduleTime):
+// the runner alone writes those.
+func TestTakingAJobInForTheManagerRunnerLeavesItsTimeToTheRunner(t *testing.T) {
 	w, job := syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
 		j.Status = longhorn.RecurringJobStatus{}
 		j.Spec.SkipImmediately = ptr.To(true)
@@ -95,13 +58,25 @@ func TestClaimingANewJobObservesItsSuspendInTheSameWrite(t *testing.T) {
 	if !slices.Equal(w, []string{"update recurringjobs/status"}) {
 		t.Fatalf("writes %v, want one status write", w)
 	}
-	if job.Status.OwnerID != "node-1" || job.Status.ObservedSuspend == nil || *job.Status.ObservedSuspend ||
-		job.Status.LastSkipped == nil || !job.Status.LastSkipped.Time.Equal(syncNow) {
-		t.Fatalf("status after the claim: owner %q, observedSuspend %v, lastSkipped %v; want node-1, false, %s",
-			job.Status.OwnerID, job.Status.ObservedSuspend, job.Status.LastSkipped, syncNow)
+	if job.Status.OwnerID != "node-1" || !jobstate.ScheduleObserved(job) ||
+		kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status != longhorn.ConditionStatusTrue {
+		t.Fatalf("status after the take-in: %+v; want owner node-1, the schedule observed, Ready", job.Status)
 	}
-	if c := kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady); c.Status != longhorn.ConditionStatusTrue || !scheduleObserved(job) {
-		t.Fatalf("Ready %+v, observed schedule %+v: not in the claim's write", c, job.Status.ObservedSchedule)
+	if job.Status.ObservedSuspend != nil || job.Status.LastSkipped != nil || job.Status.NextScheduleTime != nil {
+		t.Fatalf("the controller wrote the runner's fields: observedSuspend %v, lastSkipped %v, nextScheduleTime %v",
+			job.Status.ObservedSuspend, job.Status.LastSkipped, job.Status.NextScheduleTime)
+	}
+
+	// A job the runner keeps: the controller writes nothing, whatever the
+	// runner recorded (a resume it has not yet observed included).
+	at := metav1.NewTime(syncNow.Add(17 * time.Hour))
+	w, job = syncOnce(t, syncJob(func(j *longhorn.RecurringJob) {
+		j.Status = *job.Status.DeepCopy()
+		j.Status.ObservedSuspend = ptr.To(true)
+		j.Status.NextScheduleTime = &at
+	}))
+	if len(w) != 0 || !job.Status.NextScheduleTime.Equal(&at) || !*job.Status.ObservedSuspend || job.Status.LastSkipped != nil {
+		t.Fatalf("a job the runner keeps: writes %v, status %+v", w, job.Status)
 	}
 }
 
@@ -129,7 +104,7 @@ func TestACronJobIsMadeOnlyOnceTheOwnerAndTheSkipAreStored(t *testing.T) {
 			return true, nil, err
 		}
 		j := stored.(*longhorn.RecurringJob)
-		if j.Status.OwnerID != "node-1" || !suspendObserved(j) || j.Status.LastSkipped == nil {
+		if j.Status.OwnerID != "node-1" || !jobstate.SuspendObserved(j) || j.Status.LastSkipped == nil {
 			t.Errorf("the CronJob is made while the stored job has owner %q, observedSuspend %v, lastSkipped %v",
 				j.Status.OwnerID, j.Status.ObservedSuspend, j.Status.LastSkipped)
 		}

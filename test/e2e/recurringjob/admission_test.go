@@ -15,13 +15,15 @@ import (
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
-// TestANewRecurringJobIsTakenInWithOneWrite: in the manager's namespace,
-// labelled as package/namespace.yaml labels longhorn-system, the
-// apiserver gives a new RecurringJob Longhorn's finalizer
-// (package/admission.yaml), and the manager takes the job in with one
-// status write. In a namespace without the label the job is created as
-// written and the manager adds the finalizer itself: two writes.
-func TestANewRecurringJobIsTakenInWithOneWrite(t *testing.T) {
+// TestANewRecurringJobIsTakenInWithOneWriteOfEachWriter: in the
+// manager's namespace, labelled as package/namespace.yaml labels
+// longhorn-system, the apiserver gives a new RecurringJob Longhorn's
+// finalizer (package/admission.yaml), and the manager takes the job in
+// with one status write of each of its two writers: the controller's
+// (owner, schedule, Ready) and the manager runner's (observed suspend,
+// next tick). In a namespace without the label the job is created as
+// written and the controller adds the finalizer itself: one write more.
+func TestANewRecurringJobIsTakenInWithOneWriteOfEachWriter(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
 	for _, c := range []struct {
@@ -30,8 +32,8 @@ func TestANewRecurringJobIsTakenInWithOneWrite(t *testing.T) {
 		finalizedAtCreate bool
 		writes            int
 	}{
-		{"manager namespace", cluster.NewNamespace(t), true, 1},
-		{"unlabelled namespace", cluster.NewPlainNamespace(t), false, 2},
+		{"manager namespace", cluster.NewNamespace(t), true, 2},
+		{"unlabelled namespace", cluster.NewPlainNamespace(t), false, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, _ := framework.NewRunnerEnvIn(t, c.ns)
@@ -49,14 +51,15 @@ func TestANewRecurringJobIsTakenInWithOneWrite(t *testing.T) {
 				t.Fatalf("created with finalizers %v; Longhorn's added at creation: want %v", created.Finalizers, c.finalizedAtCreate)
 			}
 
-			writes, job := framework.WritesUntil(t, jobs, created, "Ready", func(j *longhorn.RecurringJob) bool {
-				return kit.GetCondition(j.Status.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue
+			writes, job := framework.WritesUntil(t, jobs, created, "Ready with its next tick", func(j *longhorn.RecurringJob) bool {
+				return kit.GetCondition(j.Status.Conditions, longhorn.ConditionTypeReady).Status == longhorn.ConditionStatusTrue &&
+					j.Status.NextScheduleTime != nil
 			})
 			if !kit.HasFinalizer(job) || !slices.Contains(job.Finalizers, "example.com/keep") {
 				t.Errorf("taken in with finalizers %v", job.Finalizers)
 			}
-			if job.Status.NextScheduleTime == nil {
-				t.Error("taken in without its next tick")
+			if job.Status.ObservedSuspend == nil || *job.Status.ObservedSuspend {
+				t.Errorf("taken in with observedSuspend %v", job.Status.ObservedSuspend)
 			}
 			if writes != c.writes {
 				t.Errorf("taken in with %d writes, want %d", writes, c.writes)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/app"
-	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
@@ -47,7 +47,7 @@ func TestManagerRunnerRunsAnEveryMinuteJobOnceWithTwoManagers(t *testing.T) {
 	if cjs, err := e.Kube.BatchV1().CronJobs(e.NS).List(context.Background(), metav1.ListOptions{}); err != nil || len(cjs.Items) != 0 {
 		t.Fatalf("CronJobs with the manager runner: %v %v", cjs, err)
 	}
-	lease, err := e.Kube.CoordinationV1().Leases(e.NS).Get(context.Background(), jobcontroller.RunnerLease, metav1.GetOptions{})
+	lease, err := e.Kube.CoordinationV1().Leases(e.NS).Get(context.Background(), managerrunner.Lease, metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, "node-") {
 		t.Fatalf("runner Lease: %+v %v", lease, err)
 	}
@@ -194,7 +194,7 @@ func TestManagerRunnerRestartMidRunNeitherLosesNorDoublesATick(t *testing.T) {
 			t.Errorf("%s has %d snapshots for tick %s, want 1", v, n, tick)
 		}
 	}
-	if ev := e.Events(t, "slow", jobcontroller.EventReasonRunResumed); len(ev) == 0 {
+	if ev := e.Events(t, "slow", managerrunner.EventReasonRunResumed); len(ev) == 0 {
 		t.Error("no RunResumed event")
 	}
 }

@@ -1,4 +1,4 @@
-package recurringjob
+package managerrunner
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/schedule"
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -99,61 +100,6 @@ func (t *runTable) activeFor(job string) bool {
 	return false
 }
 
-// suspendObserved tells whether the controller has seen the job's current
-// suspend, and so made its skipImmediately decision.
-func suspendObserved(job *longhorn.RecurringJob) bool {
-	return job.Status.ObservedSuspend != nil && *job.Status.ObservedSuspend == job.Spec.Suspend
-}
-
-// jobState is what schedule.Decide needs to know of a job.
-func jobState(job *longhorn.RecurringJob, active bool) schedule.State {
-	st := schedule.State{
-		Created: job.CreationTimestamp.Time,
-		Suspend: job.Spec.Suspend,
-		// Until the controller has seen the job's suspend (and recorded a
-		// skip if there is one), the due tick waits for it.
-		SkipImmediately: !suspendObserved(job),
-		Active:          active,
-	}
-	if t := job.Status.LastScheduleTime; t != nil {
-		st.LastSchedule = t.Time
-	}
-	if t := job.Status.LastSkipped; t != nil {
-		st.LastSkipped = t.Time
-	}
-	if o := job.Status.ObservedSchedule; o != nil && o.Since != nil {
-		st.ScheduleChanged = o.Since.Time
-	}
-	if d := job.Spec.StartingDeadlineSeconds; d != nil {
-		st.StartingDeadline = time.Duration(*d) * time.Second
-	}
-	return st
-}
-
-// nextScheduleTime is the tick the job runs at next, as the runner's
-// decision sees it: nil while suspended.
-func nextScheduleTime(s schedule.Schedule, st schedule.State, now time.Time) *metav1.Time {
-	next := schedule.NextTick(s, st, now)
-	if next.IsZero() {
-		return nil
-	}
-	return &metav1.Time{Time: next}
-}
-
-func sameTime(a, b *metav1.Time) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Unix() == b.Unix()
-}
-
-// scheduleObserved reports whether the job's observed schedule is its
-// spec's: until the controller has recorded a change, the runner waits.
-func scheduleObserved(job *longhorn.RecurringJob) bool {
-	o := job.Status.ObservedSchedule
-	return o != nil && o.Cron == job.Spec.Cron && o.TimeZone == job.Spec.TimeZone
-}
-
 func (r *Runner) sync(ctx context.Context, key string) (kit.Result, error) {
 	_, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -171,7 +117,7 @@ func (r *Runner) sync(ctx context.Context, key string) (kit.Result, error) {
 	// back here.
 	if job.DeletionTimestamp != nil || !kit.HasFinalizer(job) ||
 		kit.GetCondition(job.Status.Conditions, longhorn.ConditionTypeReady).Status != longhorn.ConditionStatusTrue ||
-		!scheduleObserved(job) {
+		!jobstate.ScheduleObserved(job) {
 		return kit.Result{}, nil
 	}
 	sched, err := schedule.Parse(job.Spec.Cron, job.Spec.TimeZone)
@@ -197,7 +143,15 @@ func (r *Runner) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 	}
 
-	st := jobState(job, active)
+	if !jobstate.SuspendObserved(job) {
+		// New to the runner, or suspended or resumed since: the runner
+		// records what it saw (and a skip) before it decides.
+		if job, err = r.observeSuspend(ctx, job, sched, active, now, log); err != nil {
+			return kit.Result{}, err
+		}
+	}
+
+	st := jobstate.State(job, active)
 	d := schedule.Decide(sched, st, now)
 	// The decision's next look is kept even when its write fails.
 	again := kit.Result{RequeueAfter: d.Requeue}
@@ -206,18 +160,33 @@ func (r *Runner) sync(ctx context.Context, key string) (kit.Result, error) {
 		return again, r.fire(ctx, job, sched, d, now, log)
 	case schedule.Missed, schedule.Forbidden:
 		return again, r.recordNotRun(ctx, job, sched, d, now, log)
-	case schedule.Skip:
-		// The controller records the skip, if any (one writer); its
-		// write brings the job back.
-		return again, nil
 	}
-	if next := nextScheduleTime(sched, st, now); !sameTime(next, job.Status.NextScheduleTime) {
+	if next := jobstate.NextScheduleTime(sched, st, now); !jobstate.SameTime(next, job.Status.NextScheduleTime) {
 		updated := job.DeepCopy()
 		updated.Status.NextScheduleTime = next
 		_, err := r.ds.UpdateRecurringJobStatus(ctx, updated)
 		return again, err
 	}
 	return again, nil
+}
+
+// observeSuspend records the job's suspend as observed, with the skip
+// of the tick due now when skipImmediately asks for it, and the next
+// tick, in one status write; it returns the job as written. For a new job
+// this is the runner's first write, and its only one until the first
+// tick.
+func (r *Runner) observeSuspend(ctx context.Context, job *longhorn.RecurringJob, sched schedule.Schedule, active bool, now time.Time, log *logrus.Entry) (*longhorn.RecurringJob, error) {
+	updated := job.DeepCopy()
+	skipped := jobstate.ObserveSuspend(job, &updated.Status, now, r.cfg.SkipImmediatelyDefault)
+	updated.Status.NextScheduleTime = jobstate.NextScheduleTime(sched, jobstate.State(updated, active), now)
+	written, err := r.ds.UpdateRecurringJobStatus(ctx, updated)
+	if err != nil {
+		return nil, fmt.Errorf("record the suspend of %s as observed: %w", job.Name, err)
+	}
+	if skipped {
+		log.WithField("lastSkipped", now.UTC().Format(time.RFC3339)).Info("Skipped the tick due now (skipImmediately, the job was created or resumed)")
+	}
+	return written, nil
 }
 
 // fire records the run in the status, then starts it. The write carries
@@ -232,7 +201,7 @@ func (r *Runner) fire(ctx context.Context, job *longhorn.RecurringJob, sched sch
 	updated.Status.Active = append(updated.Status.Active, longhorn.RecurringJobRun{
 		ScheduledTime: tick, StartTime: &start, Runner: longhorn.RecurringJobRunnerManager, Name: r.cfg.Identity,
 	})
-	updated.Status.NextScheduleTime = nextScheduleTime(sched, jobState(updated, true), now)
+	updated.Status.NextScheduleTime = jobstate.NextScheduleTime(sched, jobstate.State(updated, true), now)
 	written, err := r.ds.UpdateRecurringJobStatus(ctx, updated)
 	if err != nil {
 		return fmt.Errorf("record the run of %s for %s: %w", job.Name, d.Tick.UTC().Format(time.RFC3339), err)
@@ -258,7 +227,7 @@ func (r *Runner) recordNotRun(ctx context.Context, job *longhorn.RecurringJob, s
 	tick := metav1.NewTime(d.Tick)
 	updated := job.DeepCopy()
 	updated.Status.LastSkipped = &tick
-	updated.Status.NextScheduleTime = nextScheduleTime(sched, jobState(updated, false), now)
+	updated.Status.NextScheduleTime = jobstate.NextScheduleTime(sched, jobstate.State(updated, false), now)
 	if _, err := r.ds.UpdateRecurringJobStatus(ctx, updated); err != nil {
 		return err
 	}

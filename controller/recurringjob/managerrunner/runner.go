@@ -1,4 +1,4 @@
-package recurringjob
+package managerrunner
 
 import (
 	"context"
@@ -19,19 +19,19 @@ import (
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
-// RunnerLease is the Lease held by the one manager that fires
+// Lease is the Lease held by the one manager that fires
 // recurring jobs when the manager runner is chosen.
-const RunnerLease = "longhorn-recurring-job-runner"
+const Lease = "longhorn-recurring-job-runner"
 
-// RecurringJobRunFunc runs job once for tick: what a CronJob pod does with
+// RunFunc runs job once for tick: what a CronJob pod does with
 // `longhorn-manager recurring-job`, done in the manager. It returns what
 // the run did to its volumes, for the job's last-run annotation (nil if
 // the run did not happen), which the Runner writes as the run ends, and
 // an error when the run could not happen at all or some volume failed.
-type RecurringJobRunFunc func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error)
+type RunFunc func(ctx context.Context, job string, tick time.Time) (*types.RecurringJobRunVolumes, error)
 
-// RunnerConfig tunes the manager runner.
-type RunnerConfig struct {
+// Config tunes the manager runner.
+type Config struct {
 	// Identity names this manager in the Lease and in status.active.
 	Identity string
 	// MaxConcurrentRuns bounds the runs executing at once; runs beyond it
@@ -40,6 +40,9 @@ type RunnerConfig struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune the Lease; zero
 	// means 15 s, 10 s and 2 s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// SkipImmediatelyDefault is skipImmediately for jobs that leave it
+	// out (the daemon's --recurring-job-skip-immediately).
+	SkipImmediatelyDefault bool
 	// OnFire, when set, is told of every run fired and how late; the
 	// benchmarks use it.
 	OnFire func(job string, tick time.Time, lateness time.Duration)
@@ -58,8 +61,8 @@ type Runner struct {
 	ds       *datastore.DataStore
 	recorder record.EventRecorder
 	clock    clock.Clock
-	cfg      RunnerConfig
-	run      RecurringJobRunFunc
+	cfg      Config
+	run      RunFunc
 	synced   []cache.InformerSynced
 	lateness prometheus.Histogram
 
@@ -74,9 +77,9 @@ type Runner struct {
 	terms   leaderTerms
 }
 
-// NewRunner wires the runner to the RecurringJob informer.
-func NewRunner(logger *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
-	recorder record.EventRecorder, clk clock.Clock, cfg RunnerConfig, run RecurringJobRunFunc) *Runner {
+// New wires the runner to the RecurringJob informer.
+func New(logger *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
+	recorder record.EventRecorder, clk clock.Clock, cfg Config, run RunFunc) *Runner {
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 20
 	}
@@ -141,7 +144,7 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 		// before the old Lease expired).
 		identity := r.cfg.Identity + "-" + rand.String(5)
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: r.ds.LeaseLock(RunnerLease, identity), Name: RunnerLease,
+			Lock: r.ds.LeaseLock(Lease, identity), Name: Lease,
 			LeaseDuration: leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
 			// client-go would release the Lease as soon as renewing stops,
 			// before this term's runs have stopped; it is released below,
@@ -164,7 +167,7 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 		}
 		elector.Run(ctx)
 		r.terms.wait()
-		if err := r.ds.ReleaseLease(RunnerLease, identity, r.clock.Now()); err != nil {
+		if err := r.ds.ReleaseLease(Lease, identity, r.clock.Now()); err != nil {
 			r.logger.WithError(err).Warn("Cannot release the recurring-job runner Lease; it expires by itself")
 		}
 	}

@@ -1,4 +1,4 @@
-package recurringjob
+package managerrunner
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestAFiredRunEndsWithoutReadingTheJobAgain(t *testing.T) {
 	enforceResourceVersions(lh)
 	ran := 0
 	rec := &types.RecurringJobRunVolumes{Tick: "2026-11-22T01:00:00Z", Succeeded: 2}
-	r := NewRunner(logrus.NewEntry(log), nil, nil, ds, inf, record.NewFakeRecorder(10), clk, RunnerConfig{Identity: "node-1"},
+	r := New(logrus.NewEntry(log), nil, nil, ds, inf, record.NewFakeRecorder(10), clk, Config{Identity: "node-1"},
 		func(context.Context, string, time.Time) (*types.RecurringJobRunVolumes, error) {
 			ran++
 			return rec, nil

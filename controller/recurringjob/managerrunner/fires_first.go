@@ -1,4 +1,4 @@
-package recurringjob
+package managerrunner
 
 import (
 	"context"
