@@ -16,6 +16,12 @@ func (ds *DataStore) GetSystemBackupRO(name string) (*longhorn.SystemBackup, err
 	return ds.systemBackupLister.SystemBackups(ds.namespace).Get(name)
 }
 
+// GetSystemBackupFresh reads a SystemBackup from the API: for a request
+// that may come right after its creation, before the cache has it.
+func (ds *DataStore) GetSystemBackupFresh(ctx context.Context, name string) (*longhorn.SystemBackup, error) {
+	return ds.lhClient.LonghornV1beta2().SystemBackups(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // ListSystemBackupsRO returns every cached SystemBackup.
 func (ds *DataStore) ListSystemBackupsRO() ([]*longhorn.SystemBackup, error) {
 	return ds.systemBackupLister.SystemBackups(ds.namespace).List(labels.Everything())
@@ -45,6 +51,12 @@ func (ds *DataStore) DeleteSystemBackup(ctx context.Context, name string) error 
 // not modify it.
 func (ds *DataStore) GetSystemRestoreRO(name string) (*longhorn.SystemRestore, error) {
 	return ds.systemRestoreLister.SystemRestores(ds.namespace).Get(name)
+}
+
+// GetSystemRestoreFresh reads a SystemRestore from the API: for a request
+// that may come right after its creation, before the cache has it.
+func (ds *DataStore) GetSystemRestoreFresh(ctx context.Context, name string) (*longhorn.SystemRestore, error) {
+	return ds.lhClient.LonghornV1beta2().SystemRestores(ds.namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // ListSystemRestoresRO returns every cached SystemRestore.
