@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/manager"
@@ -107,7 +108,11 @@ func (s *Server) listBackingImages(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) getBackingImage(w http.ResponseWriter, r *http.Request) error {
-	bi, err := s.vm.GetBackingImage(mux.Vars(r)["name"])
+	name := mux.Vars(r)["name"]
+	bi, err := cachedOrFresh(r.Context(), name, s.ds.GetBackingImageRO, s.ds.GetBackingImageFresh)
+	if apierrors.IsNotFound(err) {
+		return notFound("backing image %q not found", name)
+	}
 	if err != nil {
 		return err
 	}

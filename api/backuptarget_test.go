@@ -132,10 +132,7 @@ func TestBackupTargetURLTaken(t *testing.T) {
 	if code, _, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"offsite","backupTargetURL":"file:///mnt/offsite","pollInterval":"60"}`); code != http.StatusOK {
 		t.Fatalf("create offsite: %d %s", code, raw)
 	}
-	eventually(t, "offsite in the cache", func() bool {
-		code, _, _ := s.do(t, "GET", "/v1/backuptargets/offsite", "")
-		return code == http.StatusOK
-	})
+	eventually(t, "offsite in the cache", func() bool { _, err := s.server.ds.GetBackupTargetRO("offsite"); return err == nil })
 	code, body, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"second","backupTargetURL":"file:///mnt/offsite/","pollInterval":"60"}`)
 	if code != http.StatusBadRequest || !strings.HasPrefix(body["message"].(string), "backupTargetURL: file:///mnt/offsite/ is backup target offsite's already") {
 		t.Errorf("a second target on offsite's URL: %d %s", code, raw)

@@ -37,12 +37,7 @@ func (s *Server) recurringJobCollection(base string, jobs []*longhorn.RecurringJ
 
 func (s *Server) getRecurringJob(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	job, err := s.ds.GetRecurringJobRO(name)
-	if apierrors.IsNotFound(err) {
-		// A job created a moment ago may not be in the cache yet: only
-		// the apiserver says it does not exist.
-		job, err = s.ds.GetRecurringJobFresh(r.Context(), name)
-	}
+	job, err := cachedOrFresh(r.Context(), name, s.ds.GetRecurringJobRO, s.ds.GetRecurringJobFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("recurring job %q not found", name)
 	}

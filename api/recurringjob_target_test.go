@@ -35,10 +35,7 @@ func TestRecurringJobBackupTarget(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(raw, "spec.backupTargetName") {
 		t.Errorf("a snapshot job naming a target: %d %s", code, raw)
 	}
-	eventually(t, "the job in the cache", func() bool {
-		code, _, _ := s.do(t, "GET", "/v1/recurringjobs/nightly", "")
-		return code == http.StatusOK
-	})
+	eventually(t, "the job in the cache", func() bool { _, err := s.server.ds.GetRecurringJobRO("nightly"); return err == nil })
 	code, _, raw = s.do(t, "PUT", "/v1/recurringjobs/nightly", `{"backupTargetName":"nowhere"}`)
 	if code != http.StatusBadRequest || !strings.Contains(raw, "spec.backupTargetName") {
 		t.Errorf("update naming a target that does not exist: %d %s", code, raw)

@@ -127,13 +127,8 @@ func (s *Server) listSystemRestores(w http.ResponseWriter, r *http.Request) erro
 
 func (s *Server) getSystemBackup(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	sb, err := s.ds.GetSystemBackupRO(name)
-	if apierrors.IsNotFound(err) {
-		// One created a moment ago (a system-backup job's run polls its
-		// own right after making it) may not be in the cache yet: only
-		// the apiserver says it does not exist.
-		sb, err = s.ds.GetSystemBackupFresh(r.Context(), name)
-	}
+	// A system-backup job's run polls the one it has just made.
+	sb, err := cachedOrFresh(r.Context(), name, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("system backup %q not found", name)
 	}
@@ -146,10 +141,7 @@ func (s *Server) getSystemBackup(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getSystemRestore(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	sr, err := s.ds.GetSystemRestoreRO(name)
-	if apierrors.IsNotFound(err) {
-		sr, err = s.ds.GetSystemRestoreFresh(r.Context(), name)
-	}
+	sr, err := cachedOrFresh(r.Context(), name, s.ds.GetSystemRestoreRO, s.ds.GetSystemRestoreFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("system restore %q not found", name)
 	}
@@ -207,10 +199,7 @@ func (s *Server) createSystemRestore(w http.ResponseWriter, r *http.Request) err
 	if in.SystemBackup == "" {
 		return badRequest("systemBackup: required, the system backup to restore")
 	}
-	_, err := s.ds.GetSystemBackupRO(in.SystemBackup)
-	if apierrors.IsNotFound(err) {
-		_, err = s.ds.GetSystemBackupFresh(r.Context(), in.SystemBackup)
-	}
+	_, err := cachedOrFresh(r.Context(), in.SystemBackup, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
 	if apierrors.IsNotFound(err) {
 		return badRequest("systemBackup: system backup %q does not exist", in.SystemBackup)
 	} else if err != nil {

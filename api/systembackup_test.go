@@ -1,18 +1,13 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	k8stesting "k8s.io/client-go/testing"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 )
 
 // TestSystemBackupsAndRestoresAsLonghornsUIUsesThem: create, list, get
@@ -79,44 +74,5 @@ func TestSystemBackupsAndRestoresAsLonghornsUIUsesThem(t *testing.T) {
 	}
 	if code, _, _ := s.do(t, "DELETE", "/v1/systembackups/sb", ""); code != http.StatusNotFound {
 		t.Errorf("delete twice: %d", code)
-	}
-}
-
-// TestASystemBackupNotYetInTheCacheIsFound: a system backup (or restore)
-// created a moment ago may not be in the API's cache yet; a GET of it,
-// and a restore naming it, ask the apiserver before saying it does not
-// exist (a system-backup job's run polls its own right after making it).
-func TestASystemBackupNotYetInTheCacheIsFound(t *testing.T) {
-	// The cache never hears of system backups and restores made after
-	// it synced: their watches deliver nothing.
-	s := newTestServerWith(t, func(lh *lhfake.Clientset) {
-		for _, resource := range []string{"systembackups", "systemrestores"} {
-			lh.PrependWatchReactor(resource, func(k8stesting.Action) (bool, watch.Interface, error) {
-				return true, watch.NewFake(), nil
-			})
-		}
-	})
-	ctx := context.Background()
-	if _, err := s.lh.LonghornV1beta2().SystemBackups(testNamespace).Create(ctx, &longhorn.SystemBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly-20261127t010000z"},
-		Status:     longhorn.SystemBackupStatus{State: longhorn.SystemBackupStateGenerating},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.server.ds.GetSystemBackupRO("nightly-20261127t010000z"); !apierrors.IsNotFound(err) {
-		t.Fatalf("the case needs a system backup the cache has not seen: %v", err)
-	}
-	code, body, raw := s.do(t, "GET", "/v1/systembackups/nightly-20261127t010000z", "")
-	if code != http.StatusOK || body["state"] != string(longhorn.SystemBackupStateGenerating) {
-		t.Fatalf("GET of a system backup not yet in the cache: %d %s", code, raw)
-	}
-	if code, _, raw := s.do(t, "GET", "/v1/systembackups/nowhere", ""); code != http.StatusNotFound {
-		t.Fatalf("GET of a system backup the apiserver does not have: %d %s", code, raw)
-	}
-	if code, _, raw := s.do(t, "POST", "/v1/systemrestores", `{"name":"restore-1","systemBackup":"nightly-20261127t010000z"}`); code != http.StatusOK {
-		t.Fatalf("a restore of a system backup not yet in the cache: %d %s", code, raw)
-	}
-	if code, _, raw := s.do(t, "GET", "/v1/systemrestores/restore-1", ""); code != http.StatusOK {
-		t.Fatalf("GET of a system restore not yet in the cache: %d %s", code, raw)
 	}
 }

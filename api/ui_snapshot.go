@@ -68,7 +68,7 @@ func toSnapshotCR(s *longhorn.Snapshot) SnapshotCR {
 // snapshotCRAction runs snapshotCRCreate, snapshotCRList, snapshotCRGet
 // and snapshotCRDelete.
 func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume, action string) error {
-	vol, err := s.ds.GetVolumeRO(volume)
+	vol, err := cachedOrFresh(r.Context(), volume, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", volume)
 	} else if err != nil {

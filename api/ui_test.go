@@ -82,10 +82,7 @@ func TestUIEndpoints(t *testing.T) {
 			t.Errorf("GET %s: %d %s", path, code, raw)
 		}
 	}
-	eventually(t, "the volume in the cache", func() bool {
-		code, _, _ := s.do(t, "GET", "/v1/volumes/vol", "")
-		return code == 200
-	})
+	eventually(t, "the volume in the cache", func() bool { _, err := s.server.ds.GetVolumeRO("vol"); return err == nil })
 	_, vol, raw := s.do(t, "GET", "/v1/volumes/vol", "")
 	if vol["conditions"].(map[string]any)["Scheduled"].(map[string]any)["status"] != "True" {
 		t.Errorf("volume conditions are not keyed by type: %s", raw)

@@ -45,9 +45,10 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
 	return s.writeVolume(w, r, mux.Vars(r)["name"])
 }
 
-// writeVolume answers the volume as the cache holds it.
+// writeVolume answers the volume as the cache holds it (or the
+// apiserver, for one the cache has yet to see).
 func (s *Server) writeVolume(w http.ResponseWriter, r *http.Request, name string) error {
-	v, err := s.ds.GetVolumeRO(name)
+	v, err := cachedOrFresh(r.Context(), name, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", name)
 	}
@@ -193,7 +194,7 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 	)
 	switch action {
 	case "recurringJobList":
-		list, err = s.vm.ListVolumeRecurringJobs(name)
+		list, err = s.vm.ListVolumeRecurringJobs(r.Context(), name)
 	case "recurringJobAdd", "recurringJobDelete":
 		var in VolumeRecurringJobInput
 		if err := decodeBody(w, r, &in); err != nil {

@@ -20,7 +20,7 @@ func TestUpdateBackupTargetName(t *testing.T) {
 	offsite := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: "offsite", Namespace: testNamespace},
 		Spec: longhorn.BackupTargetSpec{BackupTargetURL: "s3://offsite@us-east-1/"}}
 	s := newTestServer(t, vol, offsite)
-	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
+	eventually(t, "the volume in the cache", func() bool { _, err := s.server.ds.GetVolumeRO("vol"); return err == nil })
 	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
 	if _, ok := body["actions"].(map[string]any)["updateBackupTargetName"]; !ok {
 		t.Error("the volume does not offer updateBackupTargetName")

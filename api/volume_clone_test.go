@@ -22,7 +22,7 @@ func TestCreateVolumeChecksItsDataSource(t *testing.T) {
 	s := newTestServer(t,
 		&longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: testNamespace}, Spec: longhorn.VolumeSpec{Size: 1 << 30, NumberOfReplicas: 1}},
 		snap("snap-1", "src", true), snap("other", "x", true), snap("pending", "src", false))
-	eventually(t, "the source in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/src", ""); return code == http.StatusOK })
+	eventually(t, "the source in the cache", func() bool { _, err := s.server.ds.GetVolumeRO("src"); return err == nil })
 	for _, c := range []struct {
 		name, body string
 		code       int

@@ -17,7 +17,7 @@ import (
 func TestUnsupportedVolumeActions(t *testing.T) {
 	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}, Status: longhorn.VolumeStatus{State: longhorn.VolumeStateAttached}}
 	s := newTestServer(t, vol)
-	eventually(t, "the volume in the cache", func() bool { code, _, _ := s.do(t, "GET", "/v1/volumes/vol", ""); return code == http.StatusOK })
+	eventually(t, "the volume in the cache", func() bool { _, err := s.server.ds.GetVolumeRO("vol"); return err == nil })
 	_, body, _ := s.do(t, "GET", "/v1/volumes/vol", "")
 	offered := body["actions"].(map[string]any)
 	listed := map[string]bool{}

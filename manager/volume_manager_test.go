@@ -130,7 +130,7 @@ func TestVolumeManagerRecurringJobSelection(t *testing.T) {
 		t.Fatalf("a volume that selects nothing is back in the default group: %v", got)
 	}
 	waitCached(t, "list from the cache", func() bool {
-		list, err := m.ListVolumeRecurringJobs("db")
+		list, err := m.ListVolumeRecurringJobs(context.Background(), "db")
 		return err == nil && reflect.DeepEqual(list, []datastore.RecurringJobSelectorItem{{Name: "gold", IsGroup: true}, {Name: "nightly"}})
 	})
 }
