@@ -35,7 +35,7 @@ test: controlplane csi-sidecars
 	bash scripts/test.sh
 
 bench: s3server
-	go test -run '^$$' -bench . -benchmem -timeout 150m ./...
+	go test -tags e2e -run '^$$' -bench . -benchmem -timeout 150m ./...
 
 generate:
 	bash scripts/generate.sh
@@ -45,7 +45,7 @@ verify-generated:
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	go vet ./...
+	go vet -tags e2e ./...
 
 clean:
 	rm -rf bin

@@ -15,14 +15,16 @@ bash scripts/build-controlplane.sh
 bash scripts/build-s3server.sh
 bash scripts/build-csi-sidecars.sh
 bash scripts/verify-generated.sh
-go vet ./...
+# The end-to-end tests (test/e2e) carry the build tag e2e, so that the
+# fast tier (go test -short ./...) does not link them; the suite has it.
+go vet -tags e2e ./...
 # -p 2: at most two packages (and so two control planes) at once on two cores.
 # The output is kept so that a failure is summed up at the end, where a CI
 # log's tail shows it, not only among the logs of the tests still running.
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
-go test -p 2 -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$out" || rc=$?
+go test -tags e2e -p 2 -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$out" || rc=$?
 if [ "$rc" -ne 0 ]; then
 	echo "== what failed (go test exit $rc):"
 	grep -E -A12 -- '^\s*--- FAIL|^panic:|^fatal error:|^\[setup failed\]|^# ' "$out" | grep -v -E '^(time=|I[0-9]{4} |W[0-9]{4} |E[0-9]{4} )' | head -200 || true

@@ -5,6 +5,9 @@
 // (StartDaemon, NewAPIEnv, NewRunnerEnv, TwoDiskNode, ...).
 //
 // Waits go through Eventually, whose timeouts LONGHORN_TEST_TIMEOUT_SCALE
-// scales for a slow machine. `go test -short` skips every test here that
-// needs a control plane.
+// scales for a slow machine. The tests carry the build tag e2e, which
+// make test and make bench set: run one package with
+// `go test -tags e2e ./test/e2e/<domain>`; without the tag there is
+// nothing to run (and the fast tier, `go test -short ./...`, links none of
+// them).
 package framework
