@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/mux"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/manager"
 )
@@ -109,7 +110,7 @@ func (s *Server) listBackingImages(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) getBackingImage(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	bi, err := cachedOrFresh(r.Context(), name, s.ds.GetBackingImageRO, s.ds.GetBackingImageFresh)
+	bi, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetBackingImageRO, s.ds.GetBackingImageFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("backing image %q not found", name)
 	}

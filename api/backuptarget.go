@@ -110,7 +110,7 @@ func (s *Server) listBackupTargets(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) getBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	bt, err := cachedOrFresh(r.Context(), name, s.ds.GetBackupTargetRO, s.ds.GetBackupTargetFresh)
+	bt, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetBackupTargetRO, s.ds.GetBackupTargetFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("backup target %q not found", name)
 	}

@@ -37,7 +37,7 @@ func (s *Server) recurringJobCollection(base string, jobs []*longhorn.RecurringJ
 
 func (s *Server) getRecurringJob(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	job, err := cachedOrFresh(r.Context(), name, s.ds.GetRecurringJobRO, s.ds.GetRecurringJobFresh)
+	job, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetRecurringJobRO, s.ds.GetRecurringJobFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("recurring job %q not found", name)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/systembackup"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -128,7 +129,7 @@ func (s *Server) listSystemRestores(w http.ResponseWriter, r *http.Request) erro
 func (s *Server) getSystemBackup(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
 	// A system-backup job's run polls the one it has just made.
-	sb, err := cachedOrFresh(r.Context(), name, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
+	sb, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("system backup %q not found", name)
 	}
@@ -141,7 +142,7 @@ func (s *Server) getSystemBackup(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getSystemRestore(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	sr, err := cachedOrFresh(r.Context(), name, s.ds.GetSystemRestoreRO, s.ds.GetSystemRestoreFresh)
+	sr, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetSystemRestoreRO, s.ds.GetSystemRestoreFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("system restore %q not found", name)
 	}
@@ -199,7 +200,7 @@ func (s *Server) createSystemRestore(w http.ResponseWriter, r *http.Request) err
 	if in.SystemBackup == "" {
 		return badRequest("systemBackup: required, the system backup to restore")
 	}
-	_, err := cachedOrFresh(r.Context(), in.SystemBackup, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
+	_, err := datastore.CachedOrFresh(r.Context(), in.SystemBackup, s.ds.GetSystemBackupRO, s.ds.GetSystemBackupFresh)
 	if apierrors.IsNotFound(err) {
 		return badRequest("systemBackup: system backup %q does not exist", in.SystemBackup)
 	} else if err != nil {

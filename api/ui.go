@@ -182,7 +182,7 @@ func (s *Server) listTags(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getVolumeAttachment(w http.ResponseWriter, r *http.Request) error {
 	name := mux.Vars(r)["name"]
-	v, err := cachedOrFresh(r.Context(), name, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
+	v, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume attachment %q not found", name)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -68,7 +69,7 @@ func toSnapshotCR(s *longhorn.Snapshot) SnapshotCR {
 // snapshotCRAction runs snapshotCRCreate, snapshotCRList, snapshotCRGet
 // and snapshotCRDelete.
 func (s *Server) snapshotCRAction(w http.ResponseWriter, r *http.Request, volume, action string) error {
-	vol, err := cachedOrFresh(r.Context(), volume, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
+	vol, err := datastore.CachedOrFresh(r.Context(), volume, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", volume)
 	} else if err != nil {

@@ -48,7 +48,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
 // writeVolume answers the volume as the cache holds it (or the
 // apiserver, for one the cache has yet to see).
 func (s *Server) writeVolume(w http.ResponseWriter, r *http.Request, name string) error {
-	v, err := cachedOrFresh(r.Context(), name, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
+	v, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetVolumeRO, s.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("volume %q not found", name)
 	}

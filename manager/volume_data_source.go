@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -30,12 +31,9 @@ func (m *VolumeManager) checkDataSource(ctx context.Context, spec longhorn.Volum
 	case spec.BackingImage != "":
 		return invalid("dataSource: a clone holds its source's bytes, those of the source's backing image included; leave backingImage empty")
 	}
-	src, err := m.ds.GetVolumeRO(ds.Volume)
-	if apierrors.IsNotFound(err) {
-		// Made a moment ago, the cache may not have it yet (a client
-		// that creates a volume and clones it at once).
-		src, err = m.ds.GetVolumeFresh(ctx, ds.Volume)
-	}
+	// Made a moment ago, the cache may not have it yet (a client that
+	// creates a volume and clones it at once).
+	src, err := datastore.CachedOrFresh(ctx, ds.Volume, m.ds.GetVolumeRO, m.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: dataSource %s: source volume %q does not exist", ErrNotFound, spec.DataSource, ds.Volume)
 	}

@@ -143,11 +143,7 @@ func (m *VolumeManager) checkSelectorItem(item datastore.RecurringJobSelectorIte
 
 // ListVolumeRecurringJobs lists the jobs and groups a volume selects.
 func (m *VolumeManager) ListVolumeRecurringJobs(ctx context.Context, name string) ([]datastore.RecurringJobSelectorItem, error) {
-	v, err := m.ds.GetVolumeRO(name)
-	if apierrors.IsNotFound(err) {
-		// Made a moment ago, the cache may not have it yet.
-		v, err = m.ds.GetVolumeFresh(ctx, name)
-	}
+	v, err := datastore.CachedOrFresh(ctx, name, m.ds.GetVolumeRO, m.ds.GetVolumeFresh)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%w: volume %q", ErrNotFound, name)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/jobstate"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/synctable"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -174,19 +175,12 @@ func TestRunnerSync(t *testing.T) {
 				(job.Status.ObservedSuspend == nil || *job.Status.ObservedSuspend != job.Spec.Suspend) {
 				t.Errorf("observedSuspend %v, spec.suspend %v", job.Status.ObservedSuspend, job.Spec.Suspend)
 			}
-			if !sameTime(job.Status.LastSkipped, tc.lastSkipped) {
+			if !jobstate.SameTime(job.Status.LastSkipped, tc.lastSkipped) {
 				t.Errorf("lastSkipped %v, want %v", job.Status.LastSkipped, tc.lastSkipped)
 			}
-			if !sameTime(job.Status.NextScheduleTime, tc.next) {
+			if !jobstate.SameTime(job.Status.NextScheduleTime, tc.next) {
 				t.Errorf("nextScheduleTime %v, want %v", job.Status.NextScheduleTime, tc.next)
 			}
 		})
 	}
-}
-
-func sameTime(a, b *metav1.Time) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Time.Equal(b.Time)
 }
