@@ -433,3 +433,60 @@ func TestAFullDrillNeedsItsOwnRight(t *testing.T) {
 		t.Errorf("a full drill with backupVerifyFull granted: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// A backup target's credential Secret, and the setting that names the
+// default target's, need the caller's get on that Secret (the manager
+// reads what it names: the internal CA's is in its namespace); a name
+// left as it was is not asked again.
+func TestABackupTargetsCredentialNeedsTheRightToReadIt(t *testing.T) {
+	s := newTestServer(t, &longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: "backup-target-credential-secret", Namespace: testNamespace}})
+	eventually(t, "the setting in the cache", func() bool {
+		_, err := s.server.ds.GetSettingRO("backup-target-credential-secret")
+		return err == nil
+	})
+	f := &fakeReviews{allow: func(ra *authorizationv1.ResourceAttributes) bool {
+		if ra.Group == "" && ra.Resource == "secrets" {
+			return ra.Verb == "get" && ra.Name == "mine"
+		}
+		return ra.Group == "longhorn.io"
+	}}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	call := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer good")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := call("POST", "/v1/backuptargets", `{"name":"t","backupTargetURL":"s3://b@us-east-1/","credentialSecret":"longhorn-internal-ca","pollInterval":"60"}`)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `alice may not get secrets \"longhorn-internal-ca\"`) {
+		t.Errorf("a target naming a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	if got := f.take(); len(got) == 0 || got[len(got)-1] != "get /secrets "+testNamespace+" longhorn-internal-ca" {
+		t.Errorf("reviews %v: want the last a get on the Secret in the core group", got)
+	}
+	if rec := call("POST", "/v1/backuptargets", `{"name":"t","backupTargetURL":"s3://b@us-east-1/","credentialSecret":"mine","pollInterval":"60"}`); rec.Code != http.StatusOK {
+		t.Fatalf("a target naming a Secret the caller may read: %d %s", rec.Code, rec.Body)
+	}
+	eventually(t, "the target in the cache", func() bool { _, err := s.server.ds.GetBackupTargetRO("t"); return err == nil })
+	if rec := call("PUT", "/v1/backuptargets/t", `{"backupTargetURL":"s3://b@us-east-1/","credentialSecret":"longhorn-internal-ca","pollInterval":"60"}`); rec.Code != http.StatusForbidden {
+		t.Errorf("an update to a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	f.take()
+	if rec := call("PUT", "/v1/backuptargets/t", `{"backupTargetURL":"s3://b@us-east-1/","credentialSecret":"mine","pollInterval":"120"}`); rec.Code != http.StatusOK {
+		t.Errorf("an update that keeps the Secret: %d %s", rec.Code, rec.Body)
+	}
+	for _, r := range f.take() {
+		if strings.Contains(r, "secrets") {
+			t.Errorf("an update that keeps the Secret asked %q", r)
+		}
+	}
+	if rec := call("PUT", "/v1/settings/backup-target-credential-secret", `{"value":"longhorn-internal-ca"}`); rec.Code != http.StatusForbidden ||
+		!strings.Contains(rec.Body.String(), `get secrets \"longhorn-internal-ca\"`) {
+		t.Errorf("the credential setting naming a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	if rec := call("PUT", "/v1/settings/backup-target-credential-secret", `{"value":"mine"}`); rec.Code != http.StatusOK {
+		t.Errorf("the credential setting naming a Secret the caller may read: %d %s", rec.Code, rec.Body)
+	}
+}
