@@ -50,12 +50,21 @@ type kubeAuth struct {
 	// authCacheTTL, so a UI polling the API does not cost the apiserver
 	// two reviews a request. A refused token is remembered for
 	// authRefusalTTL, so one bad token sent again and again costs one
-	// review; a refused access is never remembered, so a new RoleBinding
-	// applies at once, and a revoked one within the TTL.
+	// review; a refused access for authAccessRefusalTTL, so a request
+	// refused again and again costs its reviews once in that time, and a
+	// new RoleBinding applies within it (a revoked one within the TTL).
 	mu      sync.Mutex
 	tokens  map[[32]byte]cached[authenticationv1.UserInfo]
 	refused map[[32]byte]time.Time
 	granted map[string]time.Time
+	denied  map[string]time.Time
+	// refusals is each user's budget of refused SubjectAccessReviews: a
+	// user whose requests the apiserver keeps refusing (each one for
+	// another object) is answered 429 once it is spent, without asking,
+	// so one caller's refusals cannot use up the reviews' shared rate
+	// (authReviewQPS) that the CSI sidecars' calls need too. Granted
+	// reviews spend nothing.
+	refusals map[string]*rate.Limiter
 	// reviews bounds the TokenReviews of tokens in no cache: a flood of
 	// new tokens is answered 429 beyond it, not passed to the apiserver.
 	// Each caller's address has a budget of its own within it (callers),
@@ -80,6 +89,11 @@ const (
 	// A caller's own budget of new tokens.
 	authCallerReviewRate  = 2
 	authCallerReviewBurst = 5
+	// How long a refused access is refused without asking, and each
+	// user's budget of refused SubjectAccessReviews.
+	authAccessRefusalTTL = 5 * time.Second
+	authUserRefusalRate  = 5
+	authUserRefusalBurst = 50
 )
 
 type cached[T any] struct {
@@ -101,6 +115,7 @@ type cached[T any] struct {
 func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace string, audiences ...string) {
 	s.auth = &kubeAuth{kube: kube, namespace: namespace, audiences: audiences, now: time.Now,
 		tokens: map[[32]byte]cached[authenticationv1.UserInfo]{}, refused: map[[32]byte]time.Time{}, granted: map[string]time.Time{},
+		denied: map[string]time.Time{}, refusals: map[string]*rate.Limiter{},
 		reviews: rate.NewLimiter(authReviewRate, authReviewBurst), callers: map[string]*rate.Limiter{}}
 }
 
@@ -113,7 +128,17 @@ func (s *Server) EnableKubernetesAuth(kube kubernetes.Interface, namespace strin
 // which RBAC can grant alone (package/rbac.yaml's recurring-job account).
 type access struct {
 	verb, resource, subresource, name, path string
-	orElse                                  *access
+	// core: the resource is Kubernetes' own (a Secret), not longhorn.io's.
+	core   bool
+	orElse *access
+}
+
+// group is the API group of the access's resource.
+func (a access) group() string {
+	if a.core {
+		return ""
+	}
+	return longhorn.SchemeGroupVersion.Group
 }
 
 func (a access) String() string {
@@ -124,7 +149,10 @@ func (a access) String() string {
 	if a.subresource != "" {
 		res += "/" + a.subresource
 	}
-	s := fmt.Sprintf("%s %s.%s", a.verb, res, longhorn.SchemeGroupVersion.Group)
+	s := a.verb + " " + res
+	if !a.core {
+		s += "." + a.group()
+	}
 	if a.name != "" {
 		s += fmt.Sprintf(" %q", a.name)
 	}
@@ -232,12 +260,21 @@ func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access
 		}
 		allowed := false
 		for _, o := range options {
+			key := grantKey(user, o)
+			if a.isDenied(key) {
+				continue
+			}
+			if !a.mayBeRefused(user) {
+				return &httpError{http.StatusTooManyRequests, "TooManyRequests",
+					fmt.Sprintf("%s was refused too many requests lately: retry later", user.Username)}
+			}
 			if allowed, err = a.authorize(ctx, user, extra, o); err != nil {
 				return err
 			}
 			if allowed {
 				break
 			}
+			a.deny(user, key)
 		}
 		if !allowed {
 			where := ""
@@ -263,8 +300,7 @@ func (a *kubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo
 		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: acc.path, Verb: acc.verb}
 	} else {
 		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
-			Namespace: a.namespace, Verb: acc.verb,
-			Group: longhorn.SchemeGroupVersion.Group, Version: longhorn.SchemeGroupVersion.Version,
+			Namespace: a.namespace, Verb: acc.verb, Group: acc.group(),
 			Resource: acc.resource, Subresource: acc.subresource, Name: acc.name,
 		}
 	}
@@ -393,6 +429,50 @@ func grantKey(user authenticationv1.UserInfo, acc access) string {
 		extra = append(extra, k+"="+strings.Join(values, ","))
 	}
 	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), strings.Join(extra, ";"), acc.verb, acc.resource, acc.subresource, acc.name, acc.path}, "\x00")
+}
+
+// isDenied reports whether the access of key was refused within
+// authAccessRefusalTTL.
+func (a *kubeAuth) isDenied(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.denied[key]
+	return ok && a.now().Sub(at) < authAccessRefusalTTL
+}
+
+// deny remembers a refused access and spends one of the user's refusals.
+func (a *kubeAuth) deny(user authenticationv1.UserInfo, key string) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.denied) >= authCacheMax {
+		clear(a.denied)
+	}
+	a.denied[key] = now
+	a.refusalBudget(user).AllowN(now, 1)
+}
+
+// mayBeRefused reports whether the user has a refusal left to spend: a
+// review may be asked for it only then.
+func (a *kubeAuth) mayBeRefused(user authenticationv1.UserInfo) bool {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refusalBudget(user).TokensAt(now) >= 1
+}
+
+// refusalBudget is the user's budget of refusals; a.mu is held.
+func (a *kubeAuth) refusalBudget(user authenticationv1.UserInfo) *rate.Limiter {
+	who := user.Username + "\x00" + user.UID
+	l, ok := a.refusals[who]
+	if !ok {
+		if len(a.refusals) >= authCacheMax {
+			clear(a.refusals)
+		}
+		l = rate.NewLimiter(authUserRefusalRate, authUserRefusalBurst)
+		a.refusals[who] = l
+	}
+	return l
 }
 
 func (a *kubeAuth) isGranted(key string) bool {

@@ -38,8 +38,11 @@ func (f *fakeReviews) client() *kubefake.Clientset {
 		f.tokens++
 		f.mu.Unlock()
 		time.Sleep(f.delay)
-		if tr.Spec.Token == "good" {
+		switch tr.Spec.Token {
+		case "good":
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"ops"}}}
+		case "attacher":
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:longhorn-system:longhorn-csi-attacher"}}
 		}
 		return true, tr, nil
 	})
@@ -74,7 +77,6 @@ func (f *fakeReviews) take() []string {
 func TestRouteAccessOfEveryRoute(t *testing.T) {
 	s := newTestServer(t)
 	f := &fakeReviews{allow: func(*authorizationv1.ResourceAttributes) bool { return false }}
-	s.server.EnableKubernetesAuth(f.client(), testNamespace)
 	ns := " " + testNamespace
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", "/v1/recurringjobs", "list longhorn.io/recurringjobs" + ns},
@@ -111,6 +113,8 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 		{"GET", "/v1/ws/1s/nodes", "list longhorn.io/nodes" + ns},
 		{"GET", "/metrics", "get /metrics"},
 	} {
+		// Each row with caches of its own: a refusal is remembered.
+		s.server.EnableKubernetesAuth(f.client(), testNamespace)
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer good")
 		if strings.Contains(tc.path, "upload") {
@@ -138,9 +142,9 @@ func TestRouteAccessOfEveryRoute(t *testing.T) {
 }
 
 // A token and a grant are asked once per TTL, and so is a refused token;
-// a refused access is asked every time (a new RoleBinding applies at
-// once).
-func TestAuthCachesTokensGrantsAndRefusedTokensNotRefusedAccesses(t *testing.T) {
+// a refused access once per its shorter TTL (a new RoleBinding applies
+// within it).
+func TestAuthCachesTokensGrantsAndRefusals(t *testing.T) {
 	s := newTestServer(t)
 	f := &fakeReviews{allow: func(a *authorizationv1.ResourceAttributes) bool { return a.Resource == "volumes" }}
 	s.server.EnableKubernetesAuth(f.client(), testNamespace)
@@ -164,8 +168,12 @@ func TestAuthCachesTokensGrantsAndRefusedTokensNotRefusedAccesses(t *testing.T) 
 			t.Fatalf("bad token: %d", code)
 		}
 	}
-	if got := f.take(); len(got) != 4 {
-		t.Errorf("reviews %v: want one for the grant and three for the refusals", got)
+	if got := f.take(); len(got) != 2 {
+		t.Errorf("reviews %v: want one for the grant and one for the refusal", got)
+	}
+	now = now.Add(authAccessRefusalTTL)
+	if code := get("/v1/nodes", "good"); code != 403 || len(f.take()) != 1 {
+		t.Errorf("a refused access after its TTL: %d, want it asked again", code)
 	}
 	if f.tokens != 2 {
 		t.Errorf("%d TokenReviews, want one for the good token and one for the bad", f.tokens)
@@ -247,6 +255,57 @@ func TestAFloodOfNewTokensIsBoundedByTheReviewBudget(t *testing.T) {
 	}
 	if rec := get("good", "10.0.0.9"); rec.Code != 200 {
 		t.Errorf("the known token after the floods: %d", rec.Code)
+	}
+}
+
+// One user's refused requests, each for another object, cost at most the
+// user's budget of refusals: past it the API answers 429 without asking
+// the apiserver, so the reviews' shared rate stays for the others (the
+// CSI attacher's calls among them), and a request the apiserver grants
+// costs the user nothing of it. The budget refills with time.
+func TestOneUsersRefusalsAreBudgeted(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeReviews{allow: func(a *authorizationv1.ResourceAttributes) bool { return a.Resource == "volumes" && a.Verb != "delete" }}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	now := time.Now()
+	s.server.auth.now = func() time.Time { return now }
+	do := func(method, path, token string) int {
+		req := httptest.NewRequest(method, path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	forbidden, tooMany := 0, 0
+	for i := 0; i < 200; i++ {
+		// An action asks two reviews: update on the image, then on its
+		// subresource; both are refused.
+		switch code := do("POST", fmt.Sprintf("/v1/backingimages/i%d?action=backingImageCleanup", i), "good"); code {
+		case http.StatusForbidden:
+			forbidden++
+		case http.StatusTooManyRequests:
+			tooMany++
+		default:
+			t.Fatalf("refused action %d: %d", i, code)
+		}
+	}
+	if asked := len(f.take()); asked != authUserRefusalBurst || forbidden != authUserRefusalBurst/2 || tooMany != 200-authUserRefusalBurst/2 {
+		t.Errorf("one user's flood of refused actions: %d reviews, %d answered 403, %d 429; want %d reviews", asked, forbidden, tooMany, authUserRefusalBurst)
+	}
+	// Another user is asked for as before, and so is a grant of the
+	// flooding user (a grant spends nothing).
+	if code := do("GET", "/v1/volumes/v", "attacher"); code != 404 && code != 200 {
+		t.Errorf("another user during the flood: %d", code)
+	}
+	// The flooding user's requests the apiserver would grant are still
+	// asked: the budget is spent only by refusals, but a user without one
+	// left is not asked about anything new.
+	if code := do("GET", "/v1/volumes/w", "good"); code != http.StatusTooManyRequests {
+		t.Errorf("the flooding user's next new request: %d, want 429 until the budget refills", code)
+	}
+	now = now.Add(time.Second / authUserRefusalRate)
+	if code := do("GET", "/v1/volumes/w", "good"); code != 404 && code != 200 {
+		t.Errorf("after the refill: %d, want the request asked and served", code)
 	}
 }
 
@@ -350,6 +409,8 @@ func TestAFullDrillNeedsItsOwnRight(t *testing.T) {
 			(ra.Subresource == "backupVerify" || (full && ra.Subresource == "backupVerifyFull"))
 	}}
 	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	now := time.Now()
+	s.server.auth.now = func() time.Time { return now }
 	call := func(body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/v1/backupvolumes/bv?action=backupVerify", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer good")
@@ -365,8 +426,67 @@ func TestAFullDrillNeedsItsOwnRight(t *testing.T) {
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `nor update backupvolumes/backupVerifyFull.longhorn.io \"bv\"`) {
 		t.Errorf("a full drill with backupVerify alone: %d %s", rec.Code, rec.Body)
 	}
+	// The grant applies once the refusal is no longer remembered.
 	full = true
+	now = now.Add(authAccessRefusalTTL)
 	if rec := call(`{"full":true}`); rec.Code == http.StatusForbidden || rec.Code == http.StatusUnauthorized {
 		t.Errorf("a full drill with backupVerifyFull granted: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A backup target's credential Secret, and the setting that names the
+// default target's, need the caller's get on that Secret (the manager
+// reads what it names: the internal CA's is in its namespace); a name
+// left as it was is not asked again.
+func TestABackupTargetsCredentialNeedsTheRightToReadIt(t *testing.T) {
+	s := newTestServer(t, &longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: "backup-target-credential-secret", Namespace: testNamespace}})
+	eventually(t, "the setting in the cache", func() bool {
+		_, err := s.server.ds.GetSettingRO("backup-target-credential-secret")
+		return err == nil
+	})
+	f := &fakeReviews{allow: func(ra *authorizationv1.ResourceAttributes) bool {
+		if ra.Group == "" && ra.Resource == "secrets" {
+			return ra.Verb == "get" && ra.Name == "mine"
+		}
+		return ra.Group == "longhorn.io"
+	}}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	call := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer good")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := call("POST", "/v1/backuptargets", `{"name":"t","backupTargetURL":"s3://b@us-east-1/","credentialSecret":"longhorn-internal-ca","pollInterval":"60"}`)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `alice may not get secrets \"longhorn-internal-ca\"`) {
+		t.Errorf("a target naming a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	if got := f.take(); len(got) == 0 || got[len(got)-1] != "get /secrets "+testNamespace+" longhorn-internal-ca" {
+		t.Errorf("reviews %v: want the last a get on the Secret in the core group", got)
+	}
+	if rec := call("POST", "/v1/backuptargets", `{"name":"t","backupTargetURL":"s3://b@us-east-1/","credentialSecret":"mine","pollInterval":"60"}`); rec.Code != http.StatusOK {
+		t.Fatalf("a target naming a Secret the caller may read: %d %s", rec.Code, rec.Body)
+	}
+	eventually(t, "the target in the cache", func() bool { _, err := s.server.ds.GetBackupTargetRO("t"); return err == nil })
+	if rec := call("PUT", "/v1/backuptargets/t", `{"backupTargetURL":"s3://b@us-east-1/","credentialSecret":"longhorn-internal-ca","pollInterval":"60"}`); rec.Code != http.StatusForbidden {
+		t.Errorf("an update to a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	f.take()
+	if rec := call("PUT", "/v1/backuptargets/t", `{"backupTargetURL":"s3://b@us-east-1/","credentialSecret":"mine","pollInterval":"120"}`); rec.Code != http.StatusOK {
+		t.Errorf("an update that keeps the Secret: %d %s", rec.Code, rec.Body)
+	}
+	for _, r := range f.take() {
+		if strings.Contains(r, "secrets") {
+			t.Errorf("an update that keeps the Secret asked %q", r)
+		}
+	}
+	if rec := call("PUT", "/v1/settings/backup-target-credential-secret", `{"value":"longhorn-internal-ca"}`); rec.Code != http.StatusForbidden ||
+		!strings.Contains(rec.Body.String(), `get secrets \"longhorn-internal-ca\"`) {
+		t.Errorf("the credential setting naming a Secret the caller may not read: %d %s", rec.Code, rec.Body)
+	}
+	if rec := call("PUT", "/v1/settings/backup-target-credential-secret", `{"value":"mine"}`); rec.Code != http.StatusOK {
+		t.Errorf("the credential setting naming a Secret the caller may read: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -140,6 +140,18 @@ func (s *Server) checkURLUnused(name, url string) error {
 	return nil
 }
 
+// checkCredentialReadable refuses a credential Secret the caller may not
+// get: the manager reads whatever Secret a target names (its namespace
+// holds the internal CA's), so naming one needs the caller's own right to
+// read it, as k8s/crds/policies/reads-source.yaml asks of kubectl. A name
+// left as it was is not asked again.
+func (s *Server) checkCredentialReadable(r *http.Request, secret, before string) error {
+	if secret == "" || secret == before {
+		return nil
+	}
+	return s.requireAccess(r, access{verb: "get", resource: "secrets", name: secret, core: true})
+}
+
 // createBackupTarget makes a BackupTarget: volumes, recurring jobs and
 // the API's snapshotBackup may then name it (see docs/backups.md).
 func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) error {
@@ -152,6 +164,9 @@ func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	}
 	spec, err := backupTargetSpec(in)
 	if err != nil {
+		return err
+	}
+	if err := s.checkCredentialReadable(r, spec.CredentialSecret, ""); err != nil {
 		return err
 	}
 	if err := s.checkURLUnused(in.Name, spec.BackupTargetURL); err != nil {
@@ -184,6 +199,13 @@ func (s *Server) updateBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	}
 	spec, err := backupTargetSpec(in)
 	if err != nil {
+		return err
+	}
+	before := ""
+	if bt, err := datastore.CachedOrFresh(r.Context(), name, s.ds.GetBackupTargetRO, s.ds.GetBackupTargetFresh); err == nil {
+		before = bt.Spec.CredentialSecret
+	}
+	if err := s.checkCredentialReadable(r, spec.CredentialSecret, before); err != nil {
 		return err
 	}
 	if err := s.checkURLUnused(name, spec.BackupTargetURL); err != nil {

@@ -74,6 +74,15 @@ func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
 	if err := types.ValidateSetting(name, in.Value); err != nil {
 		return badRequest("value: %v", err)
 	}
+	if name == types.SettingNameBackupTargetCredentialSecret {
+		before := ""
+		if st, err := s.ds.GetSettingRO(name); err == nil {
+			before = st.Value
+		}
+		if err := s.checkCredentialReadable(r, in.Value, before); err != nil {
+			return err
+		}
+	}
 	var result *longhorn.Setting
 	err = datastore.RetryOnConflict(func() error {
 		st, err := s.ds.GetSettingFresh(r.Context(), name)

@@ -88,8 +88,9 @@ func BackingImageDataSourceCmd() cli.Command {
 			cli.DurationFlag{Name: "stall-timeout", Value: datasource.DefaultStallTimeout, Usage: "fail a download or upload that receives nothing for this long"},
 			cli.StringFlag{Name: "engine-address", Usage: "host:port of the engine service that runs the volume (required for export-from-volume)"},
 			cli.DurationFlag{Name: "engine-timeout", Value: engineapi.DefaultTimeout, Usage: "deadline of each call of the engine (one range of the snapshot)"},
-			cli.StringFlag{Name: "download-allowed-ranges", Usage: "IP ranges (CIDR, comma-separated) a download may reach besides public addresses; loopback, link-local, private and shared ranges are refused otherwise", EnvVar: EnvDownloadAllowedRanges},
+			cli.StringFlag{Name: "download-allowed-ranges", Usage: "IP ranges (CIDR, comma-separated) a download may reach besides public addresses; loopback, link-local, private and shared ranges are refused otherwise, and only a range inside one of them opens it (0.0.0.0/0 opens none); the cloud metadata addresses are never reached", EnvVar: EnvDownloadAllowedRanges},
 			cli.StringFlag{Name: "download-denied-ranges", Usage: "more IP ranges (CIDR, comma-separated) a download may not reach, such as public cluster ranges; wins over allowed ranges"},
+			cli.StringFlag{Name: "download-node-addresses", Usage: "the cluster's node addresses (comma-separated), refused unless an allowed range names a node alone"},
 			cli.Int64Flag{Name: "download-max-size", Usage: "bytes a download may hold at most; 0 for the disk's free space when it starts"},
 		}, serverFlags...),
 		Action: func(c *cli.Context) error {
@@ -124,7 +125,7 @@ func BackingImageDataSourceCmd() cli.Command {
 			}
 			// A download reaches only public addresses and allowed ranges,
 			// and holds no more than the disk can.
-			guard, err := downloadGuard(c.String("download-allowed-ranges"), c.String("download-denied-ranges"))
+			guard, err := downloadGuard(c.String("download-allowed-ranges"), c.String("download-denied-ranges"), c.String("download-node-addresses"))
 			if err != nil {
 				return err
 			}

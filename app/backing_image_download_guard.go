@@ -51,6 +51,13 @@ func (r downloadGuardRunner) Start(key string, args []string, opts ...runner.Ser
 		if denied != "" {
 			args = append(args, "--download-denied-ranges", denied)
 		}
+		nodes, err := r.nodeAddresses()
+		if err != nil {
+			return err
+		}
+		if nodes != "" {
+			args = append(args, "--download-node-addresses", nodes)
+		}
 	}
 	return r.ServerRunner.Start(key, args, opts...)
 }
@@ -83,8 +90,28 @@ func (r downloadGuardRunner) deniedRanges() (string, error) {
 	return strings.Join(out, ","), nil
 }
 
+// nodeAddresses is the --download-node-addresses of a data source: the
+// cluster's node addresses, comma-separated.
+func (r downloadGuardRunner) nodeAddresses() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := r.ds.ClusterNodeAddresses(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the cluster's node addresses, which downloads may not reach: %w", err)
+	}
+	out := make([]string, 0, len(addrs))
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a.String())
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
 // downloadGuard builds the data source's guard from its flags.
-func downloadGuard(allowed, denied string) (*netguard.Guard, error) {
+func downloadGuard(allowed, denied, nodes string) (*netguard.Guard, error) {
 	allow, err := netguard.ParsePrefixes(allowed)
 	if err != nil {
 		return nil, fmt.Errorf("--download-allowed-ranges: %w", err)
@@ -93,5 +120,16 @@ func downloadGuard(allowed, denied string) (*netguard.Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--download-denied-ranges: %w", err)
 	}
-	return netguard.New(netguard.Options{Allow: allow, Deny: deny}), nil
+	var nodeAddrs []netip.Addr
+	for _, item := range strings.Split(nodes, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		ip, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("--download-node-addresses: %q is not an IP address", item)
+		}
+		nodeAddrs = append(nodeAddrs, ip)
+	}
+	return netguard.New(netguard.Options{Allow: allow, Deny: deny, Nodes: nodeAddrs}), nil
 }

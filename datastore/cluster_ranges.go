@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -42,6 +43,30 @@ func (ds *DataStore) ClusterNetworkRanges(ctx context.Context) ([]netip.Prefix, 
 		for _, c := range cidrs.Items {
 			for _, cidr := range c.Spec.CIDRs {
 				add(cidr)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ClusterNodeAddresses are the addresses of the cluster's nodes, as each
+// Node's status.addresses gives them (internal and external IPs; host
+// names are not addresses). A download may not reach a node unless a
+// node is allowed alone (internal/netguard). Addresses that do not parse
+// are skipped, as in ClusterNetworkRanges.
+func (ds *DataStore) ClusterNodeAddresses(ctx context.Context) ([]netip.Addr, error) {
+	nodes, err := ds.kubeClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the cluster's nodes for their addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, ip.Unmap())
 			}
 		}
 	}

@@ -33,6 +33,11 @@ type Options struct {
 	// pod ranges when they are not private addresses. Deny wins over
 	// Allow.
 	Deny []netip.Prefix
+	// Nodes are the cluster's nodes' own addresses, refused as the
+	// built-in ranges are: only an allowed range inside one opens it
+	// (the address itself), so allowing a node's private network does
+	// not open the node, where a kubelet and host ports listen.
+	Nodes []netip.Addr
 }
 
 // Guard checks the addresses of outgoing connections.
@@ -53,41 +58,59 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("address %s is %s: refused (only public addresses and allowed ranges may be reached)", e.Addr, e.Reason)
 }
 
-// ranges refused by default, with what they are.
-var refused = []struct {
+// refusal is a range refused by default, with what it is. An allowed
+// range opens it only where the allowed range lies inside it: allowing
+// 10.20.0.0/16 opens that part of 10.0.0.0/8, allowing 0.0.0.0/0 opens no
+// refused range at all, so a wide allow list cannot re-open loopback or
+// a node. A range that is never opened (the cloud metadata services) is
+// refused whatever the allow list says.
+type refusal struct {
 	prefix netip.Prefix
 	reason string
-}{
-	{netip.MustParsePrefix("0.0.0.0/32"), "unspecified"},
-	{netip.MustParsePrefix("0.0.0.0/8"), "in \"this network\" (0.0.0.0/8)"},
-	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
-	{netip.MustParsePrefix("169.254.169.254/32"), "link-local (the cloud metadata service)"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
-	{netip.MustParsePrefix("10.0.0.0/8"), "private (10.0.0.0/8)"},
-	{netip.MustParsePrefix("172.16.0.0/12"), "private (172.16.0.0/12)"},
-	{netip.MustParsePrefix("192.168.0.0/16"), "private (192.168.0.0/16)"},
-	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (100.64.0.0/10, carrier-grade NAT and some cluster networks)"},
-	{netip.MustParsePrefix("192.0.0.0/24"), "reserved (IETF protocol assignments)"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "reserved (benchmarking)"},
-	{netip.MustParsePrefix("192.0.2.0/24"), "reserved for documentation (TEST-NET-1)"},
-	{netip.MustParsePrefix("198.51.100.0/24"), "reserved for documentation (TEST-NET-2)"},
-	{netip.MustParsePrefix("203.0.113.0/24"), "reserved for documentation (TEST-NET-3)"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
-	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (240.0.0.0/4)"},
-	{netip.MustParsePrefix("::/128"), "unspecified"},
-	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("fe80::/10"), "link-local"},
-	{netip.MustParsePrefix("fc00::/7"), "private (unique local, fc00::/7)"},
-	{netip.MustParsePrefix("fec0::/10"), "site-local (fec0::/10, deprecated but still routed by some networks)"},
-	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	never  bool
+}
+
+// Cloud metadata services: they hand out the node's credentials, and no
+// download has reason to reach them.
+var metadata = []refusal{
+	{netip.MustParsePrefix("169.254.169.254/32"), "link-local (the cloud metadata service)", true},
+	{netip.MustParsePrefix("169.254.170.2/32"), "link-local (a container metadata service)", true},
+	{netip.MustParsePrefix("fd00:ec2::254/128"), "private (the cloud metadata service over IPv6)", true},
+	{netip.MustParsePrefix("100.100.100.200/32"), "shared address space (a cloud metadata service)", true},
+}
+
+// ranges refused by default, with what they are, after the metadata
+// services.
+var refused = append(append([]refusal(nil), metadata...), []refusal{
+	{netip.MustParsePrefix("0.0.0.0/32"), "unspecified", true},
+	{netip.MustParsePrefix("0.0.0.0/8"), "in \"this network\" (0.0.0.0/8)", false},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback", false},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local", false},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private (10.0.0.0/8)", false},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private (172.16.0.0/12)", false},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private (192.168.0.0/16)", false},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (100.64.0.0/10, carrier-grade NAT and some cluster networks)", false},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved (IETF protocol assignments)", false},
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved (benchmarking)", false},
+	{netip.MustParsePrefix("192.0.2.0/24"), "reserved for documentation (TEST-NET-1)", false},
+	{netip.MustParsePrefix("198.51.100.0/24"), "reserved for documentation (TEST-NET-2)", false},
+	{netip.MustParsePrefix("203.0.113.0/24"), "reserved for documentation (TEST-NET-3)", false},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast", false},
+	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast", false},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (240.0.0.0/4)", false},
+	{netip.MustParsePrefix("::/128"), "unspecified", true},
+	{netip.MustParsePrefix("::1/128"), "loopback", false},
+	{netip.MustParsePrefix("fe80::/10"), "link-local", false},
+	{netip.MustParsePrefix("fc00::/7"), "private (unique local, fc00::/7)", false},
+	{netip.MustParsePrefix("fec0::/10"), "site-local (fec0::/10, deprecated but still routed by some networks)", false},
+	{netip.MustParsePrefix("ff00::/8"), "multicast", false},
 	// Tunnels and translators whose gateway would connect to an IPv4
 	// address this guard cannot see reliably: refused whole.
-	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 (64:ff9b:1::/48), which a gateway turns into an IPv4 address of the local network"},
-	{netip.MustParsePrefix("2001::/32"), "a Teredo tunnel (2001::/32), whose relay connects to an IPv4 address it carries"},
-	{netip.MustParsePrefix("2001:db8::/32"), "reserved for documentation (2001:db8::/32)"},
-	{netip.MustParsePrefix("100::/64"), "discard-only (100::/64)"},
-}
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 (64:ff9b:1::/48), which a gateway turns into an IPv4 address of the local network", false},
+	{netip.MustParsePrefix("2001::/32"), "a Teredo tunnel (2001::/32), whose relay connects to an IPv4 address it carries", false},
+	{netip.MustParsePrefix("2001:db8::/32"), "reserved for documentation (2001:db8::/32)", false},
+	{netip.MustParsePrefix("100::/64"), "discard-only (100::/64)", false},
+}...)
 
 // Prefixes that carry an IPv4 address inside an IPv6 one, which a
 // gateway (or the kernel, for the IPv4-compatible form) may turn into a
@@ -136,17 +159,28 @@ func (g *Guard) Check(ip netip.Addr) error {
 		}
 		return nil
 	}
-	for _, p := range g.o.Allow {
-		if p.Contains(ip) {
-			return nil
-		}
-	}
 	for _, r := range refused {
-		if r.prefix.Contains(ip) {
+		if r.prefix.Contains(ip) && (r.never || !g.opens(ip, r.prefix)) {
 			return &RefusedError{Addr: ip, Reason: r.reason}
 		}
 	}
+	for _, n := range g.o.Nodes {
+		if n.WithZone("") == ip && !g.opens(ip, netip.PrefixFrom(ip, ip.BitLen())) {
+			return &RefusedError{Addr: ip, Reason: "a node's own address (allow it alone to reach it)"}
+		}
+	}
 	return nil
+}
+
+// opens reports whether an allowed range that holds ip lies inside the
+// refused range: it is that refused range's own length or longer.
+func (g *Guard) opens(ip netip.Addr, refused netip.Prefix) bool {
+	for _, p := range g.o.Allow {
+		if p.Contains(ip) && p.Bits() >= refused.Bits() {
+			return true
+		}
+	}
+	return false
 }
 
 // denied refuses an address in one of the guard's denied ranges.

@@ -86,6 +86,51 @@ func TestCheckAllowAndDenyRanges(t *testing.T) {
 	}
 }
 
+// An allow list opens a refused range only where an allowed range lies
+// inside it: a wide list (0.0.0.0/0, ::/0, a /7 over two private ranges)
+// re-opens neither loopback nor the private ranges, the cloud metadata
+// services stay refused whatever is allowed, and a node's own address
+// only opens when it is allowed alone.
+func TestAWideAllowListOpensNoBuiltInRefusal(t *testing.T) {
+	nodes := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("5.6.7.8")}
+	for _, tc := range []struct {
+		name, allow, ip string
+		want            string // "" when allowed
+	}{
+		{"0.0.0.0/0 does not open loopback", "0.0.0.0/0", "127.0.0.1", "loopback"},
+		{"::/0 does not open loopback", "::/0", "::1", "loopback"},
+		{"::/0 does not open loopback in IPv6 clothing", "::/0", "::ffff:127.0.0.1", "loopback"},
+		{"0.0.0.0/0 does not open a private range", "0.0.0.0/0", "10.9.9.9", "private"},
+		{"0.0.0.0/0 does not open the metadata service", "0.0.0.0/0", "169.254.169.254", "metadata"},
+		{"link-local allowed whole: the metadata service stays refused", "169.254.0.0/16", "169.254.169.254", "metadata"},
+		{"the metadata address allowed alone stays refused", "169.254.169.254/32", "169.254.169.254", "metadata"},
+		{"the IPv6 metadata address allowed alone stays refused", "fd00:ec2::254/128", "fd00:ec2::254", "metadata"},
+		{"another container metadata address", "169.254.0.0/16", "169.254.170.2", "metadata"},
+		{"0.0.0.0 stays refused", "0.0.0.0/8", "0.0.0.0", "unspecified"},
+		{"a /7 over two private ranges opens neither", "10.0.0.0/7", "10.1.1.1", "private"},
+		{"a range inside a private one opens it", "10.20.0.0/16", "10.20.3.4", ""},
+		{"loopback allowed by its own range", "127.0.0.0/8", "127.0.0.1", ""},
+		{"link-local allowed whole opens the rest of it", "169.254.0.0/16", "169.254.10.10", ""},
+		{"a node's address is refused though its network is allowed", "10.0.0.0/8", "10.1.0.5", "node"},
+		{"a node's public address is refused under 0.0.0.0/0", "0.0.0.0/0", "5.6.7.8", "node"},
+		{"a node's public address is refused with no allow list", "", "5.6.7.8", "node"},
+		{"a node's address allowed alone", "10.0.0.0/8,10.1.0.5/32", "10.1.0.5", ""},
+		{"another address of the node's network", "10.0.0.0/8", "10.1.0.6", ""},
+	} {
+		allow, err := ParsePrefixes(tc.allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = New(Options{Allow: allow, Nodes: nodes}).Check(netip.MustParseAddr(tc.ip))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want allowed", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 // A denied range holds for the address as dialed, not only for the IPv4
 // address inside it: denying 2002::/16 or 64:ff9b::/96 refuses every 6to4
 // or NAT64 address, public IPv4 inside or not.
