@@ -29,15 +29,24 @@ type snapshotHold struct {
 // reading tells whether a read of the snapshot is open.
 func (h *snapshotHold) reading() bool { return h.readers > 0 || len(h.backups) > 0 }
 
+// backupNames names the backups reading the snapshot, sorted; nil for
+// none.
+func (h *snapshotHold) backupNames() []string {
+	if len(h.backups) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(h.backups))
+	for n := range h.backups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // who names the open reads, for a refused delete.
 func (h *snapshotHold) who() string {
 	var parts []string
-	if len(h.backups) > 0 {
-		names := make([]string, 0, len(h.backups))
-		for n := range h.backups {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+	if names := h.backupNames(); len(names) > 0 {
 		parts = append(parts, "backup "+strings.Join(names, ", backup "))
 	}
 	if h.readers > 0 {
@@ -140,11 +149,14 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, 
 // HeldError is a delete refused because a read holds the snapshot: an
 // export, a clone or a backup.
 // It is an ErrPrecondition; Until is when the hold's lease ends, zero
-// while a read is open (its end is not known).
+// while a read is open (its end is not known). Backups names the backups
+// reading the snapshot, if any: a backup may read for hours, and its end
+// is a change of the engine (OnChange).
 type HeldError struct {
 	Snapshot string
 	Why      string
 	Until    time.Time
+	Backups  []string
 }
 
 func (e *HeldError) Error() string {
@@ -168,7 +180,7 @@ func (e *Engine) held(name string) *HeldError {
 	case h == nil:
 		return nil
 	case h.reading():
-		return &HeldError{Snapshot: name, Why: fmt.Sprintf("is being read by %s; delete it once that is done", h.who())}
+		return &HeldError{Snapshot: name, Why: fmt.Sprintf("is being read by %s; delete it once that is done", h.who()), Backups: h.backupNames()}
 	default:
 		return &HeldError{Snapshot: name, Until: h.until, Why: fmt.Sprintf("is held until %s by an export (a backing image made from the volume, or a clone of it) that read it less than %s ago; delete it after that",
 			h.until.UTC().Format(time.RFC3339), SnapshotHoldLease)}
