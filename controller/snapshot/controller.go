@@ -282,19 +282,26 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 // engine looks again without an event.
 const deletionRecheck = 30 * time.Second
 
-// heldWait is apply's answer for a deletion an export's hold refused: the
-// sync looks again after it, with no error.
+// heldWait is apply's answer for a deletion a read's hold refused (an
+// export's, a clone's, a backup's): the sync looks again after it, with no
+// error.
 type heldWait struct{ after time.Duration }
 
 func (h *heldWait) Error() string {
-	return fmt.Sprintf("the deletion waits %s for an export's hold", h.after)
+	return fmt.Sprintf("the deletion waits %s for a read's hold", h.after)
 }
 
 // heldRecheck is when to try a held snapshot's deletion again: just after
 // its hold's lease ends, or, while a read is open (its end unknown), in
 // readRecheck; never sooner than a second nor later than deletionRecheck.
+// While a backup reads it, in deletionRecheck: a backup may read for
+// hours, and its end, a change of the engine, brings the deletion back
+// at once (localEngineChanged).
 func heldRecheck(held *volumeengine.HeldError, now time.Time) time.Duration {
-	if held.Until.IsZero() {
+	switch {
+	case len(held.Backups) > 0:
+		return deletionRecheck
+	case held.Until.IsZero():
 		return readRecheck
 	}
 	return min(max(held.Until.Sub(now)+200*time.Millisecond, time.Second), deletionRecheck)

@@ -304,21 +304,25 @@ func TestADeletionAnExportHoldsComesBackWhenTheHoldEnds(t *testing.T) {
 	}
 }
 
-// heldRecheck: just after the lease, within [1 s, deletionRecheck], and
-// readRecheck while a read is open.
+// heldRecheck: just after the lease, within [1 s, deletionRecheck],
+// readRecheck while a read is open, deletionRecheck while a backup reads
+// (its end is an engine change, which brings the deletion back sooner).
 func TestHeldRecheck(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		until time.Time
-		want  time.Duration
+		until   time.Time
+		backups []string
+		want    time.Duration
 	}{
-		{time.Time{}, readRecheck},
-		{now.Add(10 * time.Second), 10*time.Second + 200*time.Millisecond},
-		{now.Add(time.Minute), deletionRecheck},
-		{now.Add(-time.Second), time.Second},
+		{time.Time{}, nil, readRecheck},
+		{now.Add(10 * time.Second), nil, 10*time.Second + 200*time.Millisecond},
+		{now.Add(time.Minute), nil, deletionRecheck},
+		{now.Add(-time.Second), nil, time.Second},
+		{time.Time{}, []string{"b1"}, deletionRecheck},
+		{time.Time{}, []string{"b1", "b2"}, deletionRecheck},
 	} {
-		if got := heldRecheck(&volumeengine.HeldError{Until: c.until}, now); got != c.want {
-			t.Errorf("until %v: %v, want %v", c.until, got, c.want)
+		if got := heldRecheck(&volumeengine.HeldError{Until: c.until, Backups: c.backups}, now); got != c.want {
+			t.Errorf("until %v, backups %v: %v, want %v", c.until, c.backups, got, c.want)
 		}
 	}
 }

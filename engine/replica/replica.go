@@ -41,6 +41,12 @@ type Replica struct {
 	location []uint16
 	// backing reads the backing file; nil without one.
 	backing backingReader
+
+	// viewed counts, by snapshot name, the open views that read the
+	// snapshot's layer (view_users.go). viewMu guards it: views open and
+	// close under the shared lock.
+	viewMu sync.Mutex
+	viewed map[string]int
 }
 
 // ErrNotFound is returned for a snapshot the replica does not have.

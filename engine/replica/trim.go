@@ -24,10 +24,26 @@ import (
 // touched: their data is what a revert or a backup of them reads. Blocks
 // cut by either end of the range are left.
 //
+// A removed snapshot that an open view reads (ViewedSnapshots) is kept
+// like a snapshot not removed, with every layer under it: a backup or an
+// export reads it in place, and a punch would turn what it has still to
+// read into zeros. The engine trims every replica keeping the snapshots
+// any of them views (TrimKeeping), so that they all read the same.
+//
 // A later snapshot's ChangedBlocks stays right: a punched block is no
 // longer in any layer above the snapshot kept, and it reads what that
 // layer holds.
 func (r *Replica) Trim(off, length int64) error {
+	return r.TrimKeeping(off, length, nil)
+}
+
+// TrimKeeping is Trim keeping the snapshots named in keep too, as if a
+// view of this replica read them.
+func (r *Replica) TrimKeeping(off, length int64, keep []string) error {
+	kept := make(map[string]bool, len(keep))
+	for _, n := range keep {
+		kept[n] = true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.chain == nil {
@@ -38,8 +54,9 @@ func (r *Replica) Trim(off, length int64) error {
 	}
 	first, end := (off+BlockSize-1)/BlockSize, (off+length)/BlockSize
 	// Layers [top, head] are the head and the removed snapshots just
-	// below it; location holds a layer's index plus one.
-	top := r.removedBelowHead()
+	// below it that no view reads; location holds a layer's index plus
+	// one.
+	top := r.removedBelowHead(kept)
 	for b := first; b < end; {
 		if int(r.location[b]) <= top {
 			b++
@@ -64,12 +81,14 @@ func (r *Replica) Trim(off, length int64) error {
 
 // removedBelowHead is the chain index of the oldest of the snapshots
 // marked removed just below the head with no kept snapshot between; the
-// head's index when the snapshot below it is kept (or there is none).
-func (r *Replica) removedBelowHead() int {
+// head's index when the snapshot below it is kept (or there is none). A
+// removed snapshot a view reads, or named in keep, counts as kept.
+func (r *Replica) removedBelowHead(keep map[string]bool) int {
 	top := len(r.chain) - 1
 	for top > 0 {
-		m := r.meta.Snapshots[r.chainNames[top-1]]
-		if m == nil || !m.Removed {
+		name := r.chainNames[top-1]
+		m := r.meta.Snapshots[name]
+		if m == nil || !m.Removed || r.viewedOrKept(name, keep) {
 			break
 		}
 		top--

@@ -8,7 +8,8 @@ import (
 
 // SnapshotView reads what a snapshot holds: its layer and its ancestors',
 // within a window of the volume (the whole volume, or the range it was
-// opened for). It stays valid while the snapshot is not purged.
+// opened for). It reads what the snapshot held until it is closed, a
+// purge or a trim of the snapshot meanwhile included (view_users.go).
 type SnapshotView struct {
 	size int64
 	// from and to bound the window, block-aligned; location maps its
@@ -22,6 +23,8 @@ type SnapshotView struct {
 	backing backingReader
 	// id and created are the snapshot's, read with the layers.
 	id, created string
+	// release tells the replica the view no longer reads its layers.
+	release func()
 }
 
 // ID is the snapshot's identity (see Snapshot.ID).
@@ -83,6 +86,9 @@ func (r *Replica) OpenSnapshotRange(name string, off, end int64) (*SnapshotView,
 			return nil, err
 		}
 	}
+	// Under the replica's lock: a trim either ran before the view read
+	// the layers or sees the view.
+	v.release = r.viewLayers(names)
 	return v, nil
 }
 
@@ -120,8 +126,11 @@ func (v *SnapshotView) layer(pos int64) uint16 { return v.location[(pos-v.from)/
 // Size is the volume size.
 func (v *SnapshotView) Size() int64 { return v.size }
 
-// Close closes the view's files.
+// Close closes the view's files; a trim may punch its layers from then.
 func (v *SnapshotView) Close() error {
+	if v.release != nil {
+		v.release()
+	}
 	for _, f := range v.files {
 		f.Close()
 	}

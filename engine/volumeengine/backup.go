@@ -53,27 +53,26 @@ func FullBackup() BackupOption { return func(o *backupOptions) { o.full = true }
 // background; BackupStatus follows it. Only the blocks changed since the
 // snapshot of the volume's last backup are read when the replica still
 // has that snapshot.
+//
+// The backup holds its snapshot as an export does, until it ends: a
+// delete meanwhile is refused with a HeldError naming the backup, so no
+// purge merges the snapshot away and no trim punches it while the backup
+// reads it in place. A snapshot already deleted (marked removed) is not
+// backed up: ErrPrecondition.
 func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, opts ...BackupOption) error {
 	var o backupOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	e.called("StartBackup")
-	e.mu.RLock()
-	members := e.healthy()
-	e.mu.RUnlock()
-	if len(members) == 0 {
-		return ErrNoHealthyReplica
-	}
-	r := members[0].r
-	view, err := r.OpenSnapshot(snapshot)
+	view, r, release, err := e.openSnapshot(snapshot, 0, -1, 0, name)
 	if err != nil {
-		return fmt.Errorf("%w: snapshot %s", ErrNotFound, snapshot)
+		return err
 	}
 	e.backupMu.Lock()
 	if st, ok := e.backups[name]; ok && st.State == BackupStateInProgress {
 		e.backupMu.Unlock()
-		view.Close()
+		release()
 		return nil
 	}
 	// The URL from the start: it says which target the backup goes to
@@ -83,8 +82,11 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 	e.generation.Add(1)
 
 	go func() {
-		defer view.Close()
 		done, stats, err := e.runBackup(name, snapshot, store, labels, r, view, o)
+		// The hold ends before the status says the backup ended: a
+		// delete that waits for it finds the snapshot free once it sees
+		// the backup done.
+		release()
 		e.setBackup(name, func(st *BackupStatus) {
 			if err != nil {
 				st.State, st.Error = BackupStateError, err.Error()

@@ -304,14 +304,24 @@ func (e *Engine) onWritable(op func(*replica.Replica) error) error {
 
 // Trim gives back the space of [off, off+length) on every replica that
 // takes writes (replica.Trim): what a filesystem's discards become,
-// through the NBD frontend.
+// through the NBD frontend (a mount with discard, fstrim, the
+// filesystem-trim job). A snapshot a backup or an export reads is held
+// and cannot be marked removed, so a trim leaves it; a removed snapshot
+// that some replica's view reads all the same is kept on every replica,
+// so that they all read the same after the trim.
 func (e *Engine) Trim(off, length int64) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if off < 0 || length < 0 || off+length > e.Size() {
 		return fmt.Errorf("%w: trim of %d+%d is outside the volume", ErrInvalid, off, length)
 	}
-	return e.onWritable(func(r *replica.Replica) error { return r.Trim(off, length) })
+	var viewed []string
+	for _, m := range e.replicas {
+		if m.rw() {
+			viewed = append(viewed, m.r.ViewedSnapshots()...)
+		}
+	}
+	return e.onWritable(func(r *replica.Replica) error { return r.TrimKeeping(off, length, viewed) })
 }
 
 // Sync makes every healthy replica's data durable.
