@@ -16,6 +16,12 @@ func backupAt(name string, state longhorn.BackupState, mode, created string) *lo
 		Status: longhorn.BackupStatus{State: state, BackupMode: mode, BackupCreatedAt: created}}
 }
 
+// reUploaded sets the bytes a backup uploaded again that its target held.
+func reUploaded(b *longhorn.Backup, size string) *longhorn.Backup {
+	b.Status.ReUploadedDataSize = size
+	return b
+}
+
 func TestTheNewestCompletedBackupIsByItsRecordsTime(t *testing.T) {
 	list := []*longhorn.Backup{
 		backupAt("b-late-but-failed", longhorn.BackupStateError, "", "2026-11-26T12:00:00Z"),
@@ -41,7 +47,12 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 	}
 	before := backupAt("b1", longhorn.BackupStateCompleted, "full", "2026-11-26T09:00:00Z")
 	incrementalAfter := backupAt("b2", longhorn.BackupStateCompleted, "incremental", "2026-11-26T11:00:00Z")
-	fullAfter := backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
+	fullAfter := reUploaded(backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "1048576")
+	// A backup an older manager recorded full though it reused every
+	// block (the target's record of the volume's last backup missing):
+	// it uploaded nothing again.
+	fullInNameOnly := reUploaded(backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "0")
+	fullBeforeSizes := backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
 	fullRunning := backupAt("b4", longhorn.BackupStateInProgress, "", "")
 	for _, tc := range []struct {
 		name    string
@@ -55,6 +66,8 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 		{"the drill failed: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullRunning}, true},
 		{"an incremental backup since does not heal it: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, incrementalAfter}, true},
 		{"a full backup completed since: as asked", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullAfter}, false},
+		{"a backup recorded full since that uploaded no block again: full (it shared the damaged blocks)", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullInNameOnly}, true},
+		{"a backup recorded full since with no sizes on record: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullBeforeSizes}, true},
 		{"a full drill that restored the backup whole but found its filesystem corrupt: as asked (no block to heal)", func() *longhorn.Volume {
 			v := vol(longhorn.BackupVerificationFailed)
 			v.Status.LastBackupVerification.Full = &longhorn.BackupFullDrill{Restored: true, FilesystemCheck: longhorn.FilesystemCheckFailed}
@@ -92,8 +105,8 @@ func TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly(t *testing.T) {
 	}
 	undrilled := inTarget(backupAt("b-off", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:00:00Z"), "offsite")
 	newerInDefault := backupAt("b-def", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:30:00Z")
-	fullInDefault := backupAt("b-def-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
-	fullInOffsite := inTarget(backupAt("b-off-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "offsite")
+	fullInDefault := reUploaded(backupAt("b-def-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "4096")
+	fullInOffsite := reUploaded(inTarget(backupAt("b-off-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "offsite"), "4096")
 	recordOf := func(backup string) *longhorn.Volume {
 		v := &longhorn.Volume{}
 		v.Status.LastBackupVerification = &longhorn.BackupVerification{Backup: backup, Result: longhorn.BackupVerificationFailed, VerifiedAt: metav1.NewTime(failedAt)}
