@@ -34,8 +34,21 @@ func VerifyDue(b *longhorn.Backup) bool {
 	if asked.IsZero() {
 		return false
 	}
-	v := b.Status.Verification
-	return v == nil || v.RequestedAt.Time.Before(asked.Time)
+	return !VerificationAnswers(b.Status.Verification, asked.Time, b.Spec.VerifyFull)
+}
+
+// VerificationAnswers tells whether a drill's record answers the request
+// made at asked, a full one when full: a drill made for that request or a
+// later one, and full when a full one was asked. A drill answers only
+// what it ran for: a drill of the blocks alone, running when the request
+// was made full, never answers the full one. A record written before
+// drills recorded what they were asked is full when it holds a full
+// drill's findings.
+func VerificationAnswers(v *longhorn.BackupVerification, asked time.Time, full bool) bool {
+	if v == nil || v.RequestedAt.Time.Before(asked) {
+		return false
+	}
+	return !full || v.RequestedFull || v.Full != nil
 }
 
 // NextBackupFull tells whether a volume's next backup to target must be

@@ -135,22 +135,34 @@ func TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly(t *testing.T) {
 	}
 }
 
-func TestADrillIsDueWhenAskedForAfterTheLastOne(t *testing.T) {
+// TestADrillIsDueUntilADrillAnswersItsRequest: a request (its time, and
+// whether full) is answered only by a drill made for it or a later one,
+// and a full request only by a full drill.
+func TestADrillIsDueUntilADrillAnswersItsRequest(t *testing.T) {
 	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(int64(s), 0)) }
-	b := &longhorn.Backup{}
-	if VerifyDue(b) {
-		t.Fatal("due without a request")
-	}
-	b.Spec.VerifyRequestedAt = at(10)
-	if !VerifyDue(b) {
-		t.Fatal("not due, never drilled")
-	}
-	b.Status.Verification = &longhorn.BackupVerification{RequestedAt: at(10)}
-	if VerifyDue(b) {
-		t.Fatal("due after its drill")
-	}
-	b.Spec.VerifyRequestedAt = at(11)
-	if !VerifyDue(b) {
-		t.Fatal("a new request not due")
+	for _, tc := range []struct {
+		name      string
+		askedAt   metav1.Time
+		askedFull bool
+		last      *longhorn.BackupVerification
+		due       bool
+	}{
+		{"no request: not due", metav1.Time{}, false, nil, false},
+		{"asked, never drilled: due", at(10), false, nil, true},
+		{"its drill made: not due", at(10), false, &longhorn.BackupVerification{RequestedAt: at(10)}, false},
+		{"a new request after the drill: due", at(11), false, &longhorn.BackupVerification{RequestedAt: at(10)}, true},
+		{"a full request, its full drill made: not due", at(10), true, &longhorn.BackupVerification{RequestedAt: at(10), RequestedFull: true}, false},
+		{"a full request answered by a drill of the blocks alone made for the same time: due", at(10), true,
+			&longhorn.BackupVerification{RequestedAt: at(10)}, true},
+		{"a full request, a full drill recorded before drills said what they were asked (its findings): not due", at(10), true,
+			&longhorn.BackupVerification{RequestedAt: at(10), Full: &longhorn.BackupFullDrill{Restored: true}}, false},
+		{"a request of the blocks, answered by a full drill: not due", at(10), false, &longhorn.BackupVerification{RequestedAt: at(10), RequestedFull: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &longhorn.Backup{Spec: longhorn.BackupSpec{VerifyRequestedAt: tc.askedAt, VerifyFull: tc.askedFull}, Status: longhorn.BackupStatus{Verification: tc.last}}
+			if got := VerifyDue(b); got != tc.due {
+				t.Fatalf("VerifyDue = %v, want %v", got, tc.due)
+			}
+		})
 	}
 }

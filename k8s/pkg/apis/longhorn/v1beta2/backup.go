@@ -64,6 +64,11 @@ type BackupVerification struct {
 	// +optional
 	// +nullable
 	RequestedAt metav1.Time `json:"requestedAt"`
+	// RequestedFull is the spec.verifyFull the drill answered: it was
+	// asked to be a full one. A drill answers only the request it ran
+	// for: one of the blocks alone never answers a full one.
+	// +optional
+	RequestedFull bool `json:"requestedFull,omitempty"`
 	// VerifiedAt is when the drill ended.
 	// +optional
 	// +nullable
