@@ -55,9 +55,9 @@ func VerificationAnswers(v *longhorn.BackupVerification, asked time.Time, full b
 // full, and why: a drill found a backup of it in that target damaged (its
 // blocks, or a restore that failed; not a filesystem check, which runs on
 // whole blocks), and no full backup of it that uploaded blocks again
-// (uploadedAgain) has completed there since. A
-// damaged block is shared by every incremental backup to the same target
-// that finds it present; a full backup uploads every block again, whole.
+// (uploadedAgain) has completed there since. A damaged block is shared
+// by every incremental backup to the same target that finds it present;
+// a full backup uploads every block again, whole.
 // The drills counted are each Backup's in target (status.verification)
 // and the volume's record (status.lastBackupVerification) when its
 // backup is in target or no longer listed (deleted since). backups are
