@@ -67,7 +67,8 @@ type Backup struct {
 	// (backupVerify, backup-verify).
 	Verification *longhorn.BackupVerification `json:"verification,omitempty"`
 	// VerifyRequestedAt is when a drill was last asked for; the drill
-	// that answers it has verification.requestedAt equal to it.
+	// that answers it has verification.requestedAt equal to it (or later),
+	// and verification.requestedFull when VerifyFull.
 	VerifyRequestedAt string `json:"verifyRequestedAt,omitempty"`
 	// VerifyFull says the drill asked for is a full one.
 	VerifyFull bool `json:"verifyFull,omitempty"`

@@ -24,8 +24,11 @@ type BackupVerifyInput struct {
 // action): it sets the Backup's spec.verifyRequestedAt, and the backup
 // verify controller makes the drill and records it in the Backup's
 // status.verification, which the answer's verification shows once it is
-// later than the request. A drill asked for while one is pending is the
-// same drill (made full if either asked for a full one).
+// later than the request. A drill of the blocks asked for while one is
+// pending is the same drill. A full one asked for while a drill of the
+// blocks is pending is a new request, of a later time: the drill of the
+// blocks may be running already, and its result answers only the request
+// it ran for (datastore.VerificationAnswers).
 func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, bvName string) error {
 	var in BackupVerifyInput
 	if r.ContentLength != 0 {
@@ -81,18 +84,23 @@ func (s *Server) backupVerify(w http.ResponseWriter, r *http.Request, bvName str
 				return err
 			}
 			updated := live.DeepCopy()
-			if datastore.VerifyDue(live) {
-				// A drill pending, of the blocks alone: it becomes full.
-				updated.Spec.VerifyFull = true
-				b, err = s.ds.UpdateBackup(r.Context(), updated)
-				return err
+			if datastore.VerifyDue(live) && (live.Spec.VerifyFull || !full) {
+				b = live // the drill pending answers this request too
+				return nil
 			}
+			// A drill pending of the blocks alone becomes full with a
+			// new time: the controller may be drilling the blocks for
+			// the old one, whose result must not answer this.
 			updated.Spec.VerifyFull = full
 			// Whole seconds, as the API server keeps times: a request
-			// must compare later than the drill it follows.
+			// must compare later than the drill it follows, and than the
+			// request it replaces.
 			at := time.Now().Truncate(time.Second).Add(time.Second)
 			if prev := live.Status.Verification; prev != nil && !at.After(prev.RequestedAt.Time) {
 				at = prev.RequestedAt.Add(time.Second)
+			}
+			if pending := live.Spec.VerifyRequestedAt; !at.After(pending.Time) {
+				at = pending.Add(time.Second)
 			}
 			updated.Spec.VerifyRequestedAt = metav1.NewTime(at)
 			b, err = s.ds.UpdateBackup(r.Context(), updated)

@@ -9,6 +9,7 @@ import (
 // backupVerification).
 type BackupVerification struct {
 	RequestedAt         time.Time  `json:"requestedAt"`
+	RequestedFull       bool       `json:"requestedFull"`
 	VerifiedAt          time.Time  `json:"verifiedAt"`
 	Result              string     `json:"result"`
 	Message             string     `json:"message"`
@@ -34,19 +35,29 @@ type FullDrill struct {
 
 // VerifyBackup asks for a drill of a backup of the volume (its newest
 // Completed backup when name is empty), a full one when full, and
-// returns the backup, whose VerifyRequestedAt names the drill.
+// returns the backup, whose VerifyRequestedAt names the drill: wait for
+// Answers(VerifyRequestedAt, full).
 func (c *Client) VerifyBackup(ctx context.Context, volume, name string, full bool) (Backup, error) {
 	var b Backup
 	err := c.action(ctx, "backupvolumes", volume, "backupVerify", map[string]any{"name": name, "full": full}, &b)
 	return b, err
 }
 
-// Answers tells whether the backup's verification is the drill its
-// VerifyRequestedAt asked for (or a later one).
-func (b Backup) Answers() bool {
-	if b.Verification == nil || b.VerifyRequestedAt == "" {
+// Answers tells whether the backup's verification answers the drill asked
+// at askedAt (the VerifyRequestedAt that VerifyBackup returned), a full
+// one when full: a drill made for that request or a later one, and full
+// when a full one was asked. A drill of the blocks alone never answers a
+// full request, whatever its time. (A verification written before drills
+// recorded what they were asked is full when it holds a full drill's
+// findings.)
+func (b Backup) Answers(askedAt string, full bool) bool {
+	v := b.Verification
+	if v == nil || askedAt == "" {
 		return false
 	}
-	asked, err := time.Parse(time.RFC3339, b.VerifyRequestedAt)
-	return err == nil && !b.Verification.RequestedAt.Before(asked)
+	asked, err := time.Parse(time.RFC3339, askedAt)
+	if err != nil || v.RequestedAt.Before(asked) {
+		return false
+	}
+	return !full || v.RequestedFull || v.Full != nil
 }

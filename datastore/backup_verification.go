@@ -34,16 +34,30 @@ func VerifyDue(b *longhorn.Backup) bool {
 	if asked.IsZero() {
 		return false
 	}
-	v := b.Status.Verification
-	return v == nil || v.RequestedAt.Time.Before(asked.Time)
+	return !VerificationAnswers(b.Status.Verification, asked.Time, b.Spec.VerifyFull)
+}
+
+// VerificationAnswers tells whether a drill's record answers the request
+// made at asked, a full one when full: a drill made for that request or a
+// later one, and full when a full one was asked. A drill answers only
+// what it ran for: a drill of the blocks alone, running when the request
+// was made full, never answers the full one. A record written before
+// drills recorded what they were asked is full when it holds a full
+// drill's findings.
+func VerificationAnswers(v *longhorn.BackupVerification, asked time.Time, full bool) bool {
+	if v == nil || v.RequestedAt.Time.Before(asked) {
+		return false
+	}
+	return !full || v.RequestedFull || v.Full != nil
 }
 
 // NextBackupFull tells whether a volume's next backup to target must be
 // full, and why: a drill found a backup of it in that target damaged (its
 // blocks, or a restore that failed; not a filesystem check, which runs on
-// whole blocks), and no full backup of it has completed there since. A
-// damaged block is shared by every incremental backup to the same target
-// that finds it present; a full backup uploads every block again, whole.
+// whole blocks), and no full backup of it that uploaded blocks again
+// (uploadedAgain) has completed there since. A damaged block is shared
+// by every incremental backup to the same target that finds it present;
+// a full backup uploads every block again, whole.
 // The drills counted are each Backup's in target (status.verification)
 // and the volume's record (status.lastBackupVerification) when its
 // backup is in target or no longer listed (deleted since). backups are
@@ -80,7 +94,7 @@ func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup, target strin
 		return false, ""
 	}
 	for _, b := range backups {
-		if BackupTargetOf(b) != target || b.Status.State != longhorn.BackupStateCompleted || b.Status.BackupMode != "full" {
+		if BackupTargetOf(b) != target || b.Status.State != longhorn.BackupStateCompleted || !uploadedAgain(b) {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, b.Status.BackupCreatedAt)
@@ -90,6 +104,22 @@ func NextBackupFull(v *longhorn.Volume, backups []*longhorn.Backup, target strin
 	}
 	return true, fmt.Sprintf("the drill of backup %s in backup target %s at %s found it damaged (%s), and no full backup has completed there since",
 		damaged.Backup, target, damaged.VerifiedAt.UTC().Format(time.RFC3339), damaged.Message)
+}
+
+// uploadedAgain tells whether a backup is full and uploaded again blocks
+// its target held: the damaged blocks a drill found were in the target,
+// so a backup that heals them is one that uploaded what was there. An
+// older manager recorded full a backup that reused every block when the
+// target's record of the volume's last backup was missing (it uploaded
+// nothing again), and one with no sizes on record is not known to have;
+// neither is taken to heal. At worst a volume whose every block is new
+// makes one more full backup.
+func uploadedAgain(b *longhorn.Backup) bool {
+	if b.Status.BackupMode != "full" {
+		return false
+	}
+	n, err := strconv.ParseInt(b.Status.ReUploadedDataSize, 10, 64)
+	return err == nil && n > 0
 }
 
 // ParseFullDrill reads a backup-verify job's full-drill parameter: true

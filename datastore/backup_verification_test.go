@@ -16,6 +16,12 @@ func backupAt(name string, state longhorn.BackupState, mode, created string) *lo
 		Status: longhorn.BackupStatus{State: state, BackupMode: mode, BackupCreatedAt: created}}
 }
 
+// reUploaded sets the bytes a backup uploaded again that its target held.
+func reUploaded(b *longhorn.Backup, size string) *longhorn.Backup {
+	b.Status.ReUploadedDataSize = size
+	return b
+}
+
 func TestTheNewestCompletedBackupIsByItsRecordsTime(t *testing.T) {
 	list := []*longhorn.Backup{
 		backupAt("b-late-but-failed", longhorn.BackupStateError, "", "2026-11-26T12:00:00Z"),
@@ -41,7 +47,12 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 	}
 	before := backupAt("b1", longhorn.BackupStateCompleted, "full", "2026-11-26T09:00:00Z")
 	incrementalAfter := backupAt("b2", longhorn.BackupStateCompleted, "incremental", "2026-11-26T11:00:00Z")
-	fullAfter := backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
+	fullAfter := reUploaded(backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "1048576")
+	// A backup an older manager recorded full though it reused every
+	// block (the target's record of the volume's last backup missing):
+	// it uploaded nothing again.
+	fullInNameOnly := reUploaded(backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "0")
+	fullBeforeSizes := backupAt("b3", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
 	fullRunning := backupAt("b4", longhorn.BackupStateInProgress, "", "")
 	for _, tc := range []struct {
 		name    string
@@ -55,6 +66,8 @@ func TestAVolumeWhoseDrillFailedBacksUpFullUntilAFullBackupCompletes(t *testing.
 		{"the drill failed: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullRunning}, true},
 		{"an incremental backup since does not heal it: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, incrementalAfter}, true},
 		{"a full backup completed since: as asked", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullAfter}, false},
+		{"a backup recorded full since that uploaded no block again: full (it shared the damaged blocks)", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullInNameOnly}, true},
+		{"a backup recorded full since with no sizes on record: full", vol(longhorn.BackupVerificationFailed), []*longhorn.Backup{before, fullBeforeSizes}, true},
 		{"a full drill that restored the backup whole but found its filesystem corrupt: as asked (no block to heal)", func() *longhorn.Volume {
 			v := vol(longhorn.BackupVerificationFailed)
 			v.Status.LastBackupVerification.Full = &longhorn.BackupFullDrill{Restored: true, FilesystemCheck: longhorn.FilesystemCheckFailed}
@@ -92,8 +105,8 @@ func TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly(t *testing.T) {
 	}
 	undrilled := inTarget(backupAt("b-off", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:00:00Z"), "offsite")
 	newerInDefault := backupAt("b-def", longhorn.BackupStateCompleted, "incremental", "2026-11-26T09:30:00Z")
-	fullInDefault := backupAt("b-def-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z")
-	fullInOffsite := inTarget(backupAt("b-off-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "offsite")
+	fullInDefault := reUploaded(backupAt("b-def-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "4096")
+	fullInOffsite := reUploaded(inTarget(backupAt("b-off-full", longhorn.BackupStateCompleted, "full", "2026-11-26T11:00:00Z"), "offsite"), "4096")
 	recordOf := func(backup string) *longhorn.Volume {
 		v := &longhorn.Volume{}
 		v.Status.LastBackupVerification = &longhorn.BackupVerification{Backup: backup, Result: longhorn.BackupVerificationFailed, VerifiedAt: metav1.NewTime(failedAt)}
@@ -122,22 +135,34 @@ func TestADamagedBackupMakesTheNextBackupFullInItsTargetOnly(t *testing.T) {
 	}
 }
 
-func TestADrillIsDueWhenAskedForAfterTheLastOne(t *testing.T) {
+// TestADrillIsDueUntilADrillAnswersItsRequest: a request (its time, and
+// whether full) is answered only by a drill made for it or a later one,
+// and a full request only by a full drill.
+func TestADrillIsDueUntilADrillAnswersItsRequest(t *testing.T) {
 	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(int64(s), 0)) }
-	b := &longhorn.Backup{}
-	if VerifyDue(b) {
-		t.Fatal("due without a request")
-	}
-	b.Spec.VerifyRequestedAt = at(10)
-	if !VerifyDue(b) {
-		t.Fatal("not due, never drilled")
-	}
-	b.Status.Verification = &longhorn.BackupVerification{RequestedAt: at(10)}
-	if VerifyDue(b) {
-		t.Fatal("due after its drill")
-	}
-	b.Spec.VerifyRequestedAt = at(11)
-	if !VerifyDue(b) {
-		t.Fatal("a new request not due")
+	for _, tc := range []struct {
+		name      string
+		askedAt   metav1.Time
+		askedFull bool
+		last      *longhorn.BackupVerification
+		due       bool
+	}{
+		{"no request: not due", metav1.Time{}, false, nil, false},
+		{"asked, never drilled: due", at(10), false, nil, true},
+		{"its drill made: not due", at(10), false, &longhorn.BackupVerification{RequestedAt: at(10)}, false},
+		{"a new request after the drill: due", at(11), false, &longhorn.BackupVerification{RequestedAt: at(10)}, true},
+		{"a full request, its full drill made: not due", at(10), true, &longhorn.BackupVerification{RequestedAt: at(10), RequestedFull: true}, false},
+		{"a full request answered by a drill of the blocks alone made for the same time: due", at(10), true,
+			&longhorn.BackupVerification{RequestedAt: at(10)}, true},
+		{"a full request, a full drill recorded before drills said what they were asked (its findings): not due", at(10), true,
+			&longhorn.BackupVerification{RequestedAt: at(10), Full: &longhorn.BackupFullDrill{Restored: true}}, false},
+		{"a request of the blocks, answered by a full drill: not due", at(10), false, &longhorn.BackupVerification{RequestedAt: at(10), RequestedFull: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &longhorn.Backup{Spec: longhorn.BackupSpec{VerifyRequestedAt: tc.askedAt, VerifyFull: tc.askedFull}, Status: longhorn.BackupStatus{Verification: tc.last}}
+			if got := VerifyDue(b); got != tc.due {
+				t.Fatalf("VerifyDue = %v, want %v", got, tc.due)
+			}
+		})
 	}
 }

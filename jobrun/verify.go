@@ -84,8 +84,11 @@ func (r *Executor) backupVerifyIn(ctx context.Context, volume, target string, fu
 	if err != nil {
 		return "", fmt.Errorf("ask for a drill: %w", err)
 	}
+	// Wait for the drill of this request, as the answer names it: its
+	// time, and full when full was asked.
+	asked := b.VerifyRequestedAt
 	deadline := time.Now().Add(r.BackupTimeout)
-	for !b.Answers() {
+	for !b.Answers(asked, full) {
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("the drill of backup %s did not end within %s", b.Name, r.BackupTimeout)
 		}

@@ -27,7 +27,7 @@ var (
 	backupDrillRestored = newDesc("longhorn_backup_drill_restored",
 		"1 when the backup's last full drill restored it (its digest matched end to end), 0 when it did not; absent when never fully drilled.", "backup", "volume")
 	backupDrillFilesystemCheck = newDesc("longhorn_backup_drill_filesystem_check",
-		"1 for the result of the filesystem check of the backup's last full drill (Passed, Failed: the restored filesystem is corrupt, Skipped: none found, Error: the check could not run), 0 for the others.", "backup", "volume", "result")
+		"1 for the result of the filesystem check of the backup's last full drill (Passed, Failed: the restored filesystem is corrupt, or lost where an earlier drill found one, Skipped: none found ever, Error: the check could not run), 0 for the others.", "backup", "volume", "result")
 	volumeNewestBackupCreated = newDesc("longhorn_volume_newest_backup_created_timestamp_seconds",
 		"When the volume's newest Completed backup in the backup target was made.", "volume", "backup_target")
 )

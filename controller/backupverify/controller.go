@@ -171,7 +171,9 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			rec = withFullDrill(rec, full, result, msg)
 		}
 	}
-	rec.RequestedAt, rec.VerifiedAt = b.Spec.VerifyRequestedAt, metav1.NewTime(c.now())
+	// The request answered, as read when the drill began: a request made
+	// full meanwhile is a new one (its own time), left due.
+	rec.RequestedAt, rec.RequestedFull, rec.VerifiedAt = b.Spec.VerifyRequestedAt, b.Spec.VerifyFull, metav1.NewTime(c.now())
 	if err := c.writeBackup(ctx, key, b, rec); err != nil {
 		return kit.Result{}, err
 	}

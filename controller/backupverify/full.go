@@ -81,20 +81,40 @@ func (c *Controller) fullDrill(ctx context.Context, b *longhorn.Backup, log *log
 	full.Filesystem = fscheck.Detect(head)
 	res := fscheck.Check(ctx, full.Filesystem, dev.Path)
 	full.FilesystemCheck, full.FilesystemCheckOutput = res.Check, res.Output
+	if full.FilesystemCheck == longhorn.FilesystemCheckSkipped {
+		lostFilesystem(full, c.filesystemSeen(b))
+	}
 	result, msg := fullDrillResult(full)
 	return full, result, msg
 }
 
+// lostFilesystem marks the filesystem check Failed when the restored data
+// holds no filesystem the drill knows but an earlier drill of the
+// volume's backups found one (seen; nil when none did): its start is
+// lost or overwritten, and a restore gives nothing to mount. With none
+// seen the volume is taken for a raw block volume, the check Skipped.
+func lostFilesystem(full *longhorn.BackupFullDrill, seen *filesystemSeen) {
+	if full.FilesystemCheck != longhorn.FilesystemCheckSkipped || seen == nil {
+		return
+	}
+	full.FilesystemCheck = longhorn.FilesystemCheckFailed
+	full.FilesystemCheckOutput = fmt.Sprintf("no filesystem the drill knows (ext4, xfs) at the start of the restored data, though the drill of backup %s at %s found %s in the volume's",
+		seen.backup, seen.at.UTC().Format(time.RFC3339), seen.filesystem)
+}
+
 // fullDrillResult is the drill's result once the backup restored: the
-// filesystem check's verdict (a corrupt filesystem is a damaged backup,
-// though every block is whole: it is not what a restore needs).
+// filesystem check's verdict (a corrupt or lost filesystem is a damaged
+// backup, though every block is whole: it is not what a restore needs).
 func fullDrillResult(full *longhorn.BackupFullDrill) (string, string) {
 	switch full.FilesystemCheck {
 	case longhorn.FilesystemCheckPassed:
 		return longhorn.BackupVerificationPassed, ""
 	case longhorn.FilesystemCheckSkipped:
-		return longhorn.BackupVerificationPassed, ""
+		return longhorn.BackupVerificationPassed, "full drill: the restored data holds no filesystem the drill knows (ext4, xfs), and no drill of the volume's backups found one: taken for a raw block volume, the restore alone is checked"
 	case longhorn.FilesystemCheckFailed:
+		if full.Filesystem == fscheck.None {
+			return longhorn.BackupVerificationFailed, "full drill: the restored filesystem is lost: " + full.FilesystemCheckOutput
+		}
 		return longhorn.BackupVerificationFailed, fmt.Sprintf("full drill: the restored %s filesystem is corrupt: %s", full.Filesystem, full.FilesystemCheckOutput)
 	}
 	return longhorn.BackupVerificationError, fmt.Sprintf("full drill: the %s check could not be made: %s", full.Filesystem, full.FilesystemCheckOutput)

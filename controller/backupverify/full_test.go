@@ -3,6 +3,7 @@ package backupverify
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -106,24 +107,40 @@ func TestWithFullDrill(t *testing.T) {
 		name    string
 		full    *longhorn.BackupFullDrill
 		restore string // a restore failure; "" when it restored
+		// seen: an earlier drill of the volume's backups that found a
+		// filesystem; nil when none did.
+		seen    *filesystemSeen
 		result  string
 		message string
+		check   string // the filesystem check recorded; "" for as given
 	}{
-		{"a clean ext4 filesystem passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4", FilesystemCheck: longhorn.FilesystemCheckPassed}, "",
-			longhorn.BackupVerificationPassed, ""},
-		{"no filesystem: the restore alone passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "none", FilesystemCheck: longhorn.FilesystemCheckSkipped}, "",
-			longhorn.BackupVerificationPassed, ""},
+		{"a clean ext4 filesystem passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4", FilesystemCheck: longhorn.FilesystemCheckPassed}, "", nil,
+			longhorn.BackupVerificationPassed, "", ""},
+		{"no filesystem, and no drill of the volume's backups found one (a raw block volume): the restore alone passes, saying so",
+			&longhorn.BackupFullDrill{Restored: true, Filesystem: "none", FilesystemCheck: longhorn.FilesystemCheckSkipped}, "", nil,
+			longhorn.BackupVerificationPassed, "taken for a raw block volume, the restore alone is checked", longhorn.FilesystemCheckSkipped},
+		{"no filesystem where an earlier drill found ext4 (its superblock zeroed): Failed, the check Failed, naming that drill",
+			&longhorn.BackupFullDrill{Restored: true, Filesystem: "none", FilesystemCheck: longhorn.FilesystemCheckSkipped}, "",
+			&filesystemSeen{filesystem: "ext4", backup: "b-old", at: time.Date(2026, 11, 20, 4, 0, 0, 0, time.UTC)},
+			longhorn.BackupVerificationFailed, "the restored filesystem is lost: no filesystem the drill knows (ext4, xfs) at the start of the restored data, though the drill of backup b-old at 2026-11-20T04:00:00Z found ext4",
+			longhorn.FilesystemCheckFailed},
+		{"ext4 found and clean, whatever an earlier drill found: passes", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4", FilesystemCheck: longhorn.FilesystemCheckPassed}, "",
+			&filesystemSeen{filesystem: "xfs", backup: "b-old"}, longhorn.BackupVerificationPassed, "", longhorn.FilesystemCheckPassed},
 		{"a corrupt filesystem fails the drill, saying the check's output", &longhorn.BackupFullDrill{Restored: true, Filesystem: "ext4",
-			FilesystemCheck: longhorn.FilesystemCheckFailed, FilesystemCheckOutput: "e2fsck -n -f /dev/loop3: exit 4"}, "",
-			longhorn.BackupVerificationFailed, "the restored ext4 filesystem is corrupt: e2fsck -n -f /dev/loop3: exit 4"},
-		{"a check that could not run is an Error", &longhorn.BackupFullDrill{Restored: true, Filesystem: "xfs", FilesystemCheck: longhorn.FilesystemCheckError}, "",
-			longhorn.BackupVerificationError, "the xfs check could not be made"},
+			FilesystemCheck: longhorn.FilesystemCheckFailed, FilesystemCheckOutput: "e2fsck -n -f /dev/loop3: exit 4"}, "", nil,
+			longhorn.BackupVerificationFailed, "the restored ext4 filesystem is corrupt: e2fsck -n -f /dev/loop3: exit 4", ""},
+		{"a check that could not run is an Error", &longhorn.BackupFullDrill{Restored: true, Filesystem: "xfs", FilesystemCheck: longhorn.FilesystemCheckError}, "", nil,
+			longhorn.BackupVerificationError, "the xfs check could not be made", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			lostFilesystem(tc.full, tc.seen)
 			result, msg := fullDrillResult(tc.full)
 			rec := withFullDrill(blocks, tc.full, result, msg)
 			if rec.Result != tc.result || !strings.Contains(rec.Message, tc.message) || rec.Full != tc.full || rec.BlocksRead != 8 {
 				t.Fatalf("got %+v", rec)
+			}
+			if tc.check != "" && rec.Full.FilesystemCheck != tc.check {
+				t.Fatalf("filesystem check %q, want %q", rec.Full.FilesystemCheck, tc.check)
 			}
 		})
 	}
@@ -135,3 +152,43 @@ func TestWithFullDrill(t *testing.T) {
 
 // backupOwner is the owner reference a scratch volume carries: its Backup.
 var backupOwner = []metav1.OwnerReference{{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "Backup", Name: "b1", UID: "uid-b1"}}
+
+// TestLastFilesystemSeen: what tells a full drill the volume held a
+// filesystem: the latest drill of its backups (any target, on each
+// Backup or the volume's record) that found ext4 or xfs.
+func TestLastFilesystemSeen(t *testing.T) {
+	at := func(day int) metav1.Time { return metav1.NewTime(time.Date(2026, 11, day, 4, 0, 0, 0, time.UTC)) }
+	drilled := func(name, fs string, day int) *longhorn.Backup {
+		return backupObj(name, "", func(b *longhorn.Backup) {
+			b.Status.Verification = &longhorn.BackupVerification{VerifiedAt: at(day), Result: longhorn.BackupVerificationPassed}
+			if fs != "" {
+				b.Status.Verification.Full = &longhorn.BackupFullDrill{Restored: true, Filesystem: fs}
+			}
+		})
+	}
+	record := &longhorn.Volume{Status: longhorn.VolumeStatus{LastBackupVerification: &longhorn.BackupVerification{Backup: "b-gone", VerifiedAt: at(25),
+		Full: &longhorn.BackupFullDrill{Restored: true, Filesystem: "xfs"}}}}
+	for _, tc := range []struct {
+		name    string
+		v       *longhorn.Volume
+		backups []*longhorn.Backup
+		want    string // "filesystem backup"; "" for none
+	}{
+		{"never drilled", nil, []*longhorn.Backup{backupObj("b1", "")}, ""},
+		{"drills of the blocks alone say nothing of a filesystem", nil, []*longhorn.Backup{drilled("b1", "", 20)}, ""},
+		{"full drills that found none", nil, []*longhorn.Backup{drilled("b1", "none", 20)}, ""},
+		{"a full drill that found ext4", nil, []*longhorn.Backup{drilled("b1", "none", 22), drilled("b2", "ext4", 21)}, "ext4 b2"},
+		{"the latest of several", nil, []*longhorn.Backup{drilled("b1", "ext4", 20), drilled("b2", "xfs", 23)}, "xfs b2"},
+		{"the volume's record of a backup since deleted", record, []*longhorn.Backup{drilled("b1", "ext4", 20)}, "xfs b-gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if seen := lastFilesystemSeen(tc.v, tc.backups); seen != nil {
+				got = seen.filesystem + " " + seen.backup
+			}
+			if got != tc.want {
+				t.Fatalf("seen %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

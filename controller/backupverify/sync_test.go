@@ -95,7 +95,9 @@ func TestSync(t *testing.T) {
 		damage func(t *testing.T, store *backupstore.Store, root string)
 		writes []string
 		result string // the Backup's verification result; "" for none
-		event  string // a fragment of the event
+		// full: the verification says it answered a full request.
+		full  bool
+		event string // a fragment of the event
 	}{{
 		name:    "a drill not asked for writes nothing",
 		backup:  "b-new",
@@ -163,6 +165,7 @@ func TestSync(t *testing.T) {
 		damage:  removeBlock("b-new", 0),
 		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
 		result:  longhorn.BackupVerificationFailed,
+		full:    true,
 		event:   "offset 0 missing",
 	}, {
 		name:    "a full drill that cannot make its scratch volume is an Error, and creates nothing",
@@ -170,7 +173,19 @@ func TestSync(t *testing.T) {
 		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) { b.Spec.VerifyFull = true })},
 		writes:  []string{"update backups/status b-new", "update volumes/status vol"},
 		result:  longhorn.BackupVerificationError,
+		full:    true,
 		event:   `full drill: create scratch volume ` + ScratchVolumeName("b-new") + `: the backup's volume size "" is not a size`,
+	}, {
+		name:   "a full request that a drill of the blocks alone answered for the same time (an older manager kept the time) is drilled again, full",
+		backup: "b-new",
+		objects: []runtime.Object{backupObj("b-new", "2026-11-26T09:00:00Z", func(b *longhorn.Backup) {
+			b.Spec.VerifyFull = true
+			b.Status.Verification = &longhorn.BackupVerification{RequestedAt: asked, Result: longhorn.BackupVerificationPassed}
+		})},
+		writes: []string{"update backups/status b-new", "update volumes/status vol"},
+		result: longhorn.BackupVerificationError,
+		full:   true,
+		event:  `full drill: create scratch volume ` + ScratchVolumeName("b-new"),
 	}, {
 		name:    "an older backup's drill is the Backup's alone",
 		backup:  "b-old",
@@ -252,8 +267,8 @@ func TestSync(t *testing.T) {
 			switch v := b.Status.Verification; {
 			case tc.result == "" && v != nil && v.RequestedAt != asked:
 				t.Errorf("a verification written: %+v", v)
-			case tc.result != "" && (v == nil || v.Result != tc.result || !v.RequestedAt.Equal(&asked)):
-				t.Errorf("verification %+v, want %s answering %v", v, tc.result, asked)
+			case tc.result != "" && (v == nil || v.Result != tc.result || !v.RequestedAt.Equal(&asked) || v.RequestedFull != tc.full):
+				t.Errorf("verification %+v, want %s answering %v (full %v)", v, tc.result, asked, tc.full)
 			}
 			if tc.event != "" {
 				select {

@@ -41,8 +41,14 @@ func (s *Store) Backup(req BackupRequest) (*BackupInfo, Stats, error) {
 	if err != nil {
 		return nil, stats, err
 	}
+	// Full only when the backup uploaded every block it holds: asked
+	// full, or a first backup (no last backup on record) that found none
+	// of its blocks in the target. Without the volume's record a backup
+	// not asked full still reuses the blocks the target holds, a rotted
+	// one too, and a failed drill's next full backup must not be taken
+	// as done by it.
 	info.Mode = ModeIncremental
-	if req.Full || vol.LastBackupName == "" {
+	if req.Full || (vol.LastBackupName == "" && stats.BlocksInTarget == 0) {
 		info.Mode = ModeFull
 	}
 	info.NewlyUploaded, info.ReUploaded = stats.BytesUploaded-stats.BytesReUploaded, stats.BytesReUploaded
@@ -261,7 +267,7 @@ type blockJob struct {
 func (r *blockRun) work() {
 	var z bytes.Buffer
 	for j := range r.jobs {
-		checksum, uploaded, again, err := r.s.storeBlock(r.batch, r.present, r.req.Volume, r.method, j.data, &z, r.req.Full)
+		checksum, uploaded, again, found, err := r.s.storeBlock(r.batch, r.present, r.req.Volume, r.method, j.data, &z, r.req.Full)
 		r.mu.Lock()
 		switch {
 		case err != nil && r.firstErr == nil:
@@ -274,6 +280,9 @@ func (r *blockRun) work() {
 			}
 		case err == nil:
 			r.stats.BlocksReused++
+			if found {
+				r.stats.BlocksInTarget++
+			}
 		}
 		if err == nil {
 			r.refs[j.index] = &BlockRef{Offset: j.index * BlockSize, Checksum: checksum}
@@ -367,41 +376,42 @@ func changedIn(changed []bool, off, n int64) bool {
 // for a full backup, whether it has it or not). A panic in it (a
 // driver's, say) is the backup's error: the workers run outside any
 // caller that could recover it.
-func (s *Store) storeBlock(batch blockBatch, present map[string]bool, volume, method string, data []byte, z *bytes.Buffer, full bool) (checksum string, uploaded int64, again bool, err error) {
+func (s *Store) storeBlock(batch blockBatch, present map[string]bool, volume, method string, data []byte, z *bytes.Buffer, full bool) (checksum string, uploaded int64, again, found bool, err error) {
 	defer panics.Recover(logrus.WithField("volume", volume), &err)
 	sum := sha256.Sum256(data)
 	checksum = hex.EncodeToString(sum[:])
-	uploaded, again, err = s.putBlock(batch, present, volume, checksum, method, data, z, full)
-	return checksum, uploaded, again, err
+	uploaded, again, found, err = s.putBlock(batch, present, volume, checksum, method, data, z, full)
+	return checksum, uploaded, again, found, err
 }
 
 // putBlock stores a block unless the store has it, or another worker of
 // the backup stores it; it returns the bytes uploaded (0 when the block
-// was there). A full backup uploads the block even when the store has it
-// (again: it was there). With present (see presentBlocks), a block not in
-// it is taken for missing without asking the target.
-func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, checksum, method string, data []byte, z *bytes.Buffer, full bool) (uploaded int64, again bool, err error) {
+// was there, found: the target held it). A full backup uploads the block
+// even when the store has it (again: it was there). With present (see
+// presentBlocks), a block not in it is taken for missing without asking
+// the target.
+func (s *Store) putBlock(batch blockBatch, present map[string]bool, volume, checksum, method string, data []byte, z *bytes.Buffer, full bool) (uploaded int64, again, found bool, err error) {
 	key := blockKey(volume, checksum, method)
 	if !batch.claim(key) {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	exists := present[key]
 	if present == nil {
 		if exists, err = s.driver.Exists(key); err != nil {
-			return 0, false, fmt.Errorf("check block %s: %w", checksum, err)
+			return 0, false, false, fmt.Errorf("check block %s: %w", checksum, err)
 		}
 	}
 	if exists && !full {
 		batch.reused(key)
-		return 0, false, nil
+		return 0, false, true, nil
 	}
 	stored, err := compress(method, data, z)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	// An upload's error is the batch's, naming the block.
 	if err := batch.write(key, stored); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	return int64(len(stored)), exists, nil
+	return int64(len(stored)), exists, false, nil
 }

@@ -69,10 +69,10 @@ type BackupInfo struct {
 	// Size is the bytes of data the backup holds (stored blocks, before
 	// compression).
 	Size int64 `json:"size"`
-	// Mode is what the backup was: "full" when it stored every block it
-	// holds, present in the target or not (asked for, or the volume's
-	// first backup), "incremental" when it took what was there. Empty in
-	// older backups (read as incremental).
+	// Mode is what the backup was: "full" when it uploaded every block it
+	// holds, present in the target or not (asked for, or a first backup
+	// that found none of its blocks there), "incremental" when it took
+	// what was there. Empty in older backups (read as incremental).
 	Mode string `json:"backupMode,omitempty"`
 	// NewlyUploaded and ReUploaded are the bytes (as stored) of the blocks
 	// the backup uploaded that the target did not hold, and of those it
@@ -163,6 +163,11 @@ type Stats struct {
 	BytesUploaded  int64
 	BlocksUploaded int
 	BlocksReused   int
+	// BlocksInTarget are those of BlocksReused the target held when the
+	// backup found them, and it did not upload (the others were
+	// unchanged since the last backup, or repeat a block of the same
+	// snapshot). A backup with any is not full.
+	BlocksInTarget int
 	// BytesReUploaded are those of BytesUploaded a full backup uploaded
 	// again though the target had them.
 	BytesReUploaded int64

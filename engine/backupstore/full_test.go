@@ -97,3 +97,53 @@ func TestAFullBackupUploadsEveryBlockAgainAndHealsARottedOne(t *testing.T) {
 		t.Errorf("an unknown mode: %v", err)
 	}
 }
+
+// A backup is recorded full only when it uploaded every block. The
+// volume's record in the target (which names its last backup) missing,
+// a backup not asked full still reuses every block the target holds, a
+// rotted one included: it is incremental, and says so, so that a failed
+// drill's "next backup full" is not taken as done by it
+// (datastore.NextBackupFull). With no block in the target to reuse, the
+// same backup uploads every block and is full.
+func TestABackupThatReusedBlocksIsNotRecordedFullWhenTheVolumeRecordIsMissing(t *testing.T) {
+	s, _ := newStore(t)
+	r := newVolume(t, t.TempDir())
+	r.WriteAt(random(3, 4<<20), 0)
+	if err := r.CreateSnapshot("s1", true, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	v1 := snapshotView(t, r, "s1")
+	b1, _, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", SnapshotID: v1.ID(), Source: v1})
+	if err != nil || b1.Mode != ModeFull {
+		t.Fatalf("the first backup: %+v, %v", b1, err)
+	}
+	if err := s.driver.Delete(volumeCfgKey("vol")); err != nil {
+		t.Fatal(err)
+	}
+	b2, st2, err := s.Backup(BackupRequest{Volume: "vol", Snapshot: "s1", SnapshotID: v1.ID(), Source: v1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2.Mode != ModeIncremental || st2.BlocksUploaded != 0 || st2.BlocksInTarget != len(b2.Blocks) {
+		t.Fatalf("a backup that reused every block, the volume record missing: mode %q, %d uploaded, %d found in the target of %d; want incremental",
+			b2.Mode, st2.BlocksUploaded, st2.BlocksInTarget, len(b2.Blocks))
+	}
+	if got, err := s.Get("vol", b2.Name); err != nil || got.Mode != ModeIncremental {
+		t.Fatalf("its record in the target: %+v, %v", got, err)
+	}
+
+	// Another volume's first backup: nothing to reuse, every block
+	// uploaded, full, though one block repeats within the snapshot.
+	r2 := newVolume(t, t.TempDir())
+	same := random(4, BlockSize)
+	r2.WriteAt(same, 0)
+	r2.WriteAt(same, BlockSize)
+	if err := r2.CreateSnapshot("s1", true, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	w1 := snapshotView(t, r2, "s1")
+	first, _, err := s.Backup(BackupRequest{Volume: "other", Snapshot: "s1", SnapshotID: w1.ID(), Source: w1})
+	if err != nil || first.Mode != ModeFull {
+		t.Fatalf("a volume's first backup, a block repeated in it: %+v, %v", first, err)
+	}
+}

@@ -92,6 +92,35 @@ func TestAFullDrillRestoresChecksTheFilesystemAndDeletesItsScratchVolume(t *test
 			m[`longhorn_backup_drill_filesystem_check{backup="`+b1+`",result="Passed",volume="db"}`] == 1 &&
 			m[`longhorn_backup_drill_restored{backup="`+b2+`",volume="db"}`] == 1, nil
 	})
+
+	// The filesystem's start zeroed (its superblock with it) and backed
+	// up: the backup restores whole, but holds no filesystem where the
+	// drills above found ext4. Not a pass: the filesystem is lost.
+	writeImage(t, endpoint, zeroHead(t, ext4Image(t, false), 64<<10))
+	b4 := takeBackup(t, e, "s4")
+	r = e.Call(t, "POST", "/v1/backupvolumes/db?action=backupVerify", `{"name":"`+b4+`","full":true}`).Expect(t, 200)
+	ver = waitDrill(t, e, b4, r.Body["verifyRequestedAt"].(string))
+	if ver.Result != longhorn.BackupVerificationFailed || ver.Full == nil || !ver.Full.Restored || ver.Full.Filesystem != "none" ||
+		ver.Full.FilesystemCheck != longhorn.FilesystemCheckFailed || !strings.Contains(ver.Message, "the restored filesystem is lost") ||
+		!strings.Contains(ver.Full.FilesystemCheckOutput, "found ext4") {
+		t.Fatalf("the full drill of a backup whose filesystem's start is zeroed: %+v %+v", ver, ver.Full)
+	}
+	noScratchVolumes(t, e)
+}
+
+// zeroHead zeroes the first n bytes of the image at img, as a wipe of a
+// filesystem's start would, and returns img.
+func zeroHead(t *testing.T, img string, n int) string {
+	t.Helper()
+	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
 
 // A full drill cut short by the manager's end leaves no scratch volume

@@ -64,6 +64,11 @@ type BackupVerification struct {
 	// +optional
 	// +nullable
 	RequestedAt metav1.Time `json:"requestedAt"`
+	// RequestedFull is the spec.verifyFull the drill answered: it was
+	// asked to be a full one. A drill answers only the request it ran
+	// for: one of the blocks alone never answers a full one.
+	// +optional
+	RequestedFull bool `json:"requestedFull,omitempty"`
 	// VerifiedAt is when the drill ended.
 	// +optional
 	// +nullable
@@ -102,9 +107,11 @@ type BackupVerification struct {
 
 // Results of a full drill's filesystem check.
 const (
-	FilesystemCheckPassed  = "Passed"
+	FilesystemCheckPassed = "Passed"
+	// FilesystemCheckFailed: the filesystem is corrupt, or none is found
+	// where an earlier drill of the volume's backups found one (lost).
 	FilesystemCheckFailed  = "Failed"
-	FilesystemCheckSkipped = "Skipped" // the restored data holds no filesystem the drill knows
+	FilesystemCheckSkipped = "Skipped" // no filesystem the drill knows, and none ever found: a raw block volume
 	FilesystemCheckError   = "Error"   // the check could not be run
 )
 
@@ -127,8 +134,10 @@ type BackupFullDrill struct {
 	// +optional
 	Filesystem string `json:"filesystem,omitempty"`
 	// FilesystemCheck is the result of the filesystem's own read-only
-	// check (e2fsck -n -f, xfs_repair -n): Passed, Failed, Skipped (no
-	// filesystem) or Error (the check could not be run).
+	// check (e2fsck -n -f, xfs_repair -n): Passed, Failed (corrupt; or
+	// no filesystem found where an earlier drill of the volume's backups
+	// found one), Skipped (no filesystem, and none ever found: a raw
+	// block volume) or Error (the check could not be run).
 	// +optional
 	FilesystemCheck string `json:"filesystemCheck,omitempty"`
 	// FilesystemCheckOutput is the check's command, exit status and the
