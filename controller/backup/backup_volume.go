@@ -183,6 +183,17 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 	volume := datastore.BackupVolumeVolume(bv)
 	log := c.Logger.WithFields(logrus.Fields{"backupVolume": bv.Name, "volume": volume, "backupTarget": w.target})
 	if bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
+		owner, err := c.otherOwner(w, volume)
+		if err != nil {
+			return kit.Result{}, err
+		}
+		if owner != "" {
+			// Another target keeps its backups in this place, and owns
+			// these: they are deleted through it, or once it is gone.
+			msg := fmt.Sprintf("the volume's backups are not deleted: %s stands for them too, in the same place as this target; give that target another URL, or delete it (which deletes no backups), and this deletion goes on", owner)
+			log.WithFields(logrus.Fields{"owner": owner, "reason": "another target's objects stand for these backups"}).Warn("Backup volume deletion waits: " + msg)
+			return kit.Result{RequeueAfter: deletionRetryPeriod}, c.noteDeletion(ctx, bv, msg)
+		}
 		n, err := store.DeleteVolume(volume)
 		if err != nil {
 			msg := fmt.Sprintf("deleting the volume's backups from the backup target failed after %d of them were deleted: %v", n, err)

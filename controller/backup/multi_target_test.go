@@ -33,14 +33,21 @@ func (f *fixture) addTarget(t *testing.T, name string, backups ...string) string
 			t.Fatal(err)
 		}
 	}
+	f.addTargetAt(t, name, "file://"+root)
+	return root
+}
+
+// addTargetAt makes a BackupTarget name at url, owned by this node, as
+// kubectl would: no API check of its URL.
+func (f *fixture) addTargetAt(t *testing.T, name, url string) {
+	t.Helper()
 	bt := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
-		Spec:   longhorn.BackupTargetSpec{BackupTargetURL: "file://" + root, PollInterval: metav1.Duration{Duration: 300e9}},
+		Spec:   longhorn.BackupTargetSpec{BackupTargetURL: url, PollInterval: metav1.Duration{Duration: 300e9}},
 		Status: longhorn.BackupTargetStatus{OwnerID: "node-1"}}
 	if _, err := f.lh.LonghornV1beta2().BackupTargets("ns").Create(context.Background(), bt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.cache(t, bt)
-	return root
 }
 
 func holds(root, volume, backup string) bool {
