@@ -43,13 +43,6 @@ func (c *Client) DeleteSnapshotObject(ctx context.Context, volume, name string) 
 	return c.action(ctx, "volumes", volume, "snapshotCRDelete", map[string]string{"name": name}, nil)
 }
 
-// Backup reads a backup of a backup volume; 404 when the target has no
-// such backup volume or backup.
-func (c *Client) Backup(ctx context.Context, volume, name string) (*Backup, error) {
-	b := &Backup{}
-	return b, c.action(ctx, "backupvolumes", volume, "backupGet", map[string]string{"name": name}, b)
-}
-
 // BackupVolumes lists the names of the backup volumes, those the backup
 // target holds.
 func (c *Client) BackupVolumes(ctx context.Context) ([]string, error) {
