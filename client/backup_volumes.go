@@ -95,6 +95,31 @@ func (c *Client) BackupsIn(ctx context.Context, volume, target string) ([]Backup
 	return out, err
 }
 
+// AllBackups lists a volume's backups in every target.
+func (c *Client) AllBackups(ctx context.Context, volume string) ([]Backup, error) {
+	bvs, err := c.backupVolumesOf(ctx, volume, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []Backup
+	for _, bv := range bvs {
+		var list struct{ Data []Backup }
+		err := c.action(ctx, "backupvolumes", bv.Name, "backupList", nil, &list)
+		if IsNotFound(err) {
+			continue // deleted since it was found
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range list.Data {
+			if b.BackupTargetName == "" || b.BackupTargetName == bv.BackupTargetName {
+				out = append(out, b)
+			}
+		}
+	}
+	return out, nil
+}
+
 // BackupIn reads a backup of volume in the BackupTarget target ("" is
 // default); 404 when the target has no such backup volume or backup.
 func (c *Client) BackupIn(ctx context.Context, volume, target, name string) (*Backup, error) {
