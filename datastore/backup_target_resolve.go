@@ -160,6 +160,11 @@ func BackupVolumeObjectName(volume, target string) string {
 	return types.BackupVolumeObjectName(volume, target)
 }
 
+// BackupVolumeObjectNames is types.BackupVolumeObjectNames.
+func BackupVolumeObjectNames(volume, target string) []string {
+	return types.BackupVolumeObjectNames(volume, target)
+}
+
 // FindBackupVolumeRO returns the cached BackupVolume of volume in target,
 // nil when there is none.
 func (ds *DataStore) FindBackupVolumeRO(target, volume string) (*longhorn.BackupVolume, error) {

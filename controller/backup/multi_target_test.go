@@ -219,3 +219,29 @@ func TestBackupToADeletedTargetIsNoOthers(t *testing.T) {
 		t.Errorf("wrote %v for a backup to a deleted target", got)
 	}
 }
+
+// A volume named as another's BackupVolume in another target
+// (vol-<8 hex>, the name offsite's BackupVolume of vol would have) keeps
+// its BackupVolume in default, and offsite's of vol is made under its
+// second name: each volume has its own, found by volume and target.
+func TestAVolumeNamedAsAnothersBackupVolumeGetsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	taken := datastore.BackupVolumeObjectName("vol", "offsite")
+	f := newFixture(t, []string{taken + "/b-home"})
+	f.addTarget(t, "offsite", "vol/b-away")
+	f.pollOf(t, datastore.DefaultBackupTargetName)
+	f.pollOf(t, "offsite")
+	lh := f.lh.LonghornV1beta2()
+	home, err := lh.BackupVolumes("ns").Get(ctx, taken, metav1.GetOptions{})
+	if err != nil || home.Spec.BackupTargetName != "default" || home.Spec.VolumeName != taken || home.Status.LastBackupName != "b-home" {
+		t.Fatalf("default's BackupVolume of %s: %+v, %v", taken, home, err)
+	}
+	second := datastore.BackupVolumeObjectNames("vol", "offsite")[1]
+	away, err := lh.BackupVolumes("ns").Get(ctx, second, metav1.GetOptions{})
+	if err != nil || away.Spec.BackupTargetName != "offsite" || away.Spec.VolumeName != "vol" || away.Status.LastBackupName != "b-away" {
+		t.Fatalf("offsite's BackupVolume of vol, %s: %+v, %v", second, away, err)
+	}
+	if found, err := f.c.ds.FindBackupVolumeRO("offsite", "vol"); err != nil || found == nil || found.Name != second {
+		t.Errorf("found %v, %v for vol in offsite; want %s", found, err, second)
+	}
+}
