@@ -3,7 +3,6 @@ package backup
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
@@ -18,18 +17,16 @@ import (
 // it, and any other is refused: not read, nothing deleted through it,
 // its Unavailable condition naming the holder.
 
-// placedTarget is a target, where it keeps its backups and when its
-// BackupTarget was made.
+// placedTarget is a target and where it keeps its backups.
 type placedTarget struct {
 	target   datastore.Target
 	location string
-	created  time.Time
 }
 
 // locationHolder is the target that holds the place name keeps its
 // backups in, when it is another: of the targets at one place, the one
-// made first, by name when made at once. Nil when name holds it, or
-// shares it with none.
+// made first, by name when made at once (datastore.HoldsFirst, as
+// TargetForURL picks). Nil when name holds it, or shares it with none.
 func locationHolder(name string, targets []placedTarget) *placedTarget {
 	var self *placedTarget
 	for i := range targets {
@@ -46,22 +43,15 @@ func locationHolder(name string, targets []placedTarget) *placedTarget {
 			at = append(at, &targets[i])
 		}
 	}
-	sort.Slice(at, func(i, j int) bool {
-		if !at[i].created.Equal(at[j].created) {
-			return at[i].created.Before(at[j].created)
-		}
-		return at[i].target.Name < at[j].target.Name
-	})
+	sort.Slice(at, func(i, j int) bool { return datastore.HoldsFirst(at[i].target, at[j].target) })
 	if at[0] == self {
 		return nil
 	}
 	return at[0]
 }
 
-// placedTargets are every target with its place and its BackupTarget's
-// creation (none yet for default before controller/backuptarget makes
-// it: the earliest). A URL whose place cannot be told has none: it
-// cannot be opened either.
+// placedTargets are every target with its place. A URL whose place
+// cannot be told has none: it cannot be opened either.
 func (c *TargetController) placedTargets() ([]placedTarget, error) {
 	targets, err := c.ds.ListTargets()
 	if err != nil {
@@ -71,9 +61,6 @@ func (c *TargetController) placedTargets() ([]placedTarget, error) {
 	for _, t := range targets {
 		p := placedTarget{target: t}
 		p.location, _ = backupstore.TargetLocation(t.URL)
-		if bt, err := c.ds.GetBackupTargetRO(t.Name); err == nil {
-			p.created = bt.CreationTimestamp.Time
-		}
 		out = append(out, p)
 	}
 	return out, nil

@@ -20,7 +20,7 @@ import (
 func TestLocationHolder(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	at := func(name, location string, created time.Time) placedTarget {
-		return placedTarget{target: datastore.Target{Name: name}, location: location, created: created}
+		return placedTarget{target: datastore.Target{Name: name, Created: created}, location: location}
 	}
 	for _, tc := range []struct {
 		name    string
