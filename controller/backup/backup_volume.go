@@ -208,8 +208,10 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 			return kit.Result{}, err
 		}
 		if owner != "" {
-			// Another target keeps its backups in this place, and owns
-			// these: they are deleted through it, or once it is gone.
+			// Another target at this place (refused, or made so
+			// before the refusal) has objects standing for these
+			// backups: deleting them would delete what those objects
+			// stand for, which no user asked.
 			msg := fmt.Sprintf("the volume's backups are not deleted: %s stands for them too, in the same place as this target; give that target another URL, or delete it (which deletes no backups), and this deletion goes on", owner)
 			log.WithFields(logrus.Fields{"owner": owner, "reason": "another target's objects stand for these backups"}).Warn("Backup volume deletion waits: " + msg)
 			return kit.Result{RequeueAfter: deletionRetryPeriod}, c.noteDeletion(ctx, bv, msg)
