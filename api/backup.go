@@ -110,8 +110,17 @@ func toBackup(b *longhorn.Backup) Backup {
 	return out
 }
 
+// listBackupVolumes lists the backup volumes; ?volumeName= and
+// ?backupTargetName= keep those of one volume, of one target ("default"
+// for the backup settings' target): how a client finds the backup volume
+// of a volume in a target, whose name it cannot compute (in a target but
+// default the name is hashed, and may be another volume's).
 func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.backupVolumeCollection(baseURL(r))
+	q := r.URL.Query()
+	volume, target := q.Get("volumeName"), q.Get("backupTargetName")
+	c, err := s.backupVolumeCollectionOf(baseURL(r), func(bv *longhorn.BackupVolume) bool {
+		return (volume == "" || datastore.BackupVolumeVolume(bv) == volume) && (target == "" || datastore.BackupVolumeTarget(bv) == target)
+	})
 	if err != nil {
 		return err
 	}
@@ -120,9 +129,21 @@ func (s *Server) listBackupVolumes(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) backupVolumeCollection(base string) (Collection, error) {
-	list, err := s.ds.ListBackupVolumesRO()
+	return s.backupVolumeCollectionOf(base, func(*longhorn.BackupVolume) bool { return true })
+}
+
+// backupVolumeCollectionOf is the collection of the backup volumes keep
+// keeps.
+func (s *Server) backupVolumeCollectionOf(base string, keep func(*longhorn.BackupVolume) bool) (Collection, error) {
+	all, err := s.ds.ListBackupVolumesRO()
 	if err != nil {
 		return Collection{}, err
+	}
+	list := make([]*longhorn.BackupVolume, 0, len(all))
+	for _, bv := range all {
+		if keep(bv) {
+			list = append(list, bv)
+		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	data := make([]BackupVolume, 0, len(list))

@@ -121,10 +121,14 @@ func (s *Server) getBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// checkURLUnused refuses a URL another target than name already uses
-// (as Longhorn does): a backup's URL must name one target, whose
-// credential opens it.
-func (s *Server) checkURLUnused(name, url string) error {
+// checkURLUnused refuses a URL that keeps its backups where another
+// target than name already does (backupstore.TargetLocation: the same
+// folder or bucket and prefix, however written), as Longhorn refuses a
+// URL another target has: a backup's URL must name one target, whose
+// credential opens it, and a second target on the same place would show
+// the first one's backups as its own and delete them with its
+// BackupVolumes. field names the URL in the error.
+func (s *Server) checkURLUnused(field, name, url string) error {
 	if url == "" {
 		return nil
 	}
@@ -134,7 +138,7 @@ func (s *Server) checkURLUnused(name, url string) error {
 	}
 	for _, t := range targets {
 		if t.Name != name && t.URL != "" && backupstore.SameTarget(t.URL, url) {
-			return badRequest("backupTargetURL: %s is backup target %s's already; two targets may not share a URL", url, t.Name)
+			return badRequest("%s: %s is backup target %s's already (%s); two targets may not keep their backups in one place", field, url, t.Name, t.URL)
 		}
 	}
 	return nil
@@ -169,7 +173,7 @@ func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	if err := s.checkCredentialReadable(r, spec.CredentialSecret, ""); err != nil {
 		return err
 	}
-	if err := s.checkURLUnused(in.Name, spec.BackupTargetURL); err != nil {
+	if err := s.checkURLUnused("backupTargetURL", in.Name, spec.BackupTargetURL); err != nil {
 		return err
 	}
 	created, err := s.ds.CreateBackupTarget(r.Context(), &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: in.Name}, Spec: spec})
@@ -208,7 +212,7 @@ func (s *Server) updateBackupTarget(w http.ResponseWriter, r *http.Request) erro
 	if err := s.checkCredentialReadable(r, spec.CredentialSecret, before); err != nil {
 		return err
 	}
-	if err := s.checkURLUnused(name, spec.BackupTargetURL); err != nil {
+	if err := s.checkURLUnused("backupTargetURL", name, spec.BackupTargetURL); err != nil {
 		return err
 	}
 	var updated *longhorn.BackupTarget

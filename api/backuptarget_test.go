@@ -124,18 +124,34 @@ func TestBackupTargetWrites(t *testing.T) {
 	}
 }
 
-// Two targets may not share a URL (as in Longhorn): a backup's URL names
-// one target, whose credential opens it. The same path written another
-// way is the same URL; a target keeps its own URL on update.
+// Two targets may not share a place (as in Longhorn, which compares
+// URLs): a backup's URL names one target, whose credential opens it, and
+// a second target on the same folder or bucket would show, and delete,
+// the first one's backups. The same place written another way is the
+// same place, whether a BackupTarget or the backup-target setting asks;
+// a target keeps its own URL on update.
 func TestBackupTargetURLTaken(t *testing.T) {
-	s := newTestServer(t, testDefaultTarget())
+	s := newTestServer(t, testDefaultTarget(),
+		&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: "backup-target", Namespace: testNamespace}, Value: "s3://backups@us-east-1/"})
 	if code, _, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"offsite","backupTargetURL":"file:///mnt/offsite","pollInterval":"60"}`); code != http.StatusOK {
 		t.Fatalf("create offsite: %d %s", code, raw)
 	}
 	eventually(t, "offsite in the cache", func() bool { _, err := s.server.ds.GetBackupTargetRO("offsite"); return err == nil })
-	code, body, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"second","backupTargetURL":"file:///mnt/offsite/","pollInterval":"60"}`)
-	if code != http.StatusBadRequest || !strings.HasPrefix(body["message"].(string), "backupTargetURL: file:///mnt/offsite/ is backup target offsite's already") {
-		t.Errorf("a second target on offsite's URL: %d %s", code, raw)
+	for _, url := range []string{"file:///mnt/offsite/", "file://localhost/mnt/offsite", "file:///mnt/x/../offsite"} {
+		code, body, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"second","backupTargetURL":"`+url+`","pollInterval":"60"}`)
+		if code != http.StatusBadRequest || !strings.HasPrefix(body["message"].(string), "backupTargetURL: "+url+" is backup target offsite's already") {
+			t.Errorf("a second target at %s: %d %s", url, code, raw)
+		}
+		code, body, raw = s.do(t, "PUT", "/v1/settings/backup-target", `{"value":"`+url+`"}`)
+		if code != http.StatusBadRequest || !strings.Contains(body["message"].(string), "value: "+url+" is backup target offsite's already") {
+			t.Errorf("the backup-target setting at %s: %d %s", url, code, raw)
+		}
+	}
+	// default's URL (the setting's, s3://backups@us-east-1/) in another
+	// region is the same bucket.
+	code, body, raw := s.do(t, "POST", "/v1/backuptargets", `{"name":"second","backupTargetURL":"s3://backups@eu-west-1","credentialSecret":"s3-secret","pollInterval":"60"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body["message"].(string), "is backup target default's already") {
+		t.Errorf("a second target on default's bucket: %d %s", code, raw)
 	}
 	if code, _, raw := s.do(t, "PUT", "/v1/backuptargets/offsite", `{"backupTargetURL":"file:///mnt/offsite","pollInterval":"120"}`); code != http.StatusOK {
 		t.Errorf("offsite updated on its own URL: %d %s", code, raw)

@@ -83,6 +83,13 @@ func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if name == types.SettingNameBackupTarget {
+		// The setting is default's URL: refused where another target
+		// keeps its backups, as a BackupTarget's URL is.
+		if err := s.checkURLUnused("value", defaultBackupTargetName, in.Value); err != nil {
+			return err
+		}
+	}
 	var result *longhorn.Setting
 	err = datastore.RetryOnConflict(func() error {
 		st, err := s.ds.GetSettingFresh(r.Context(), name)

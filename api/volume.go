@@ -108,7 +108,13 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 		if t, err := s.ds.TargetForURL(target); err == nil {
 			targetName = t.Name
 		}
-		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: datastore.BackupVolumeObjectName(backupVolume, targetName)})
+		// Found by its volume and target: its name, computed, may be
+		// another volume's.
+		bvName := datastore.BackupVolumeObjectName(backupVolume, targetName)
+		if bv, err := s.ds.FindBackupVolumeRO(targetName, backupVolume); err == nil && bv != nil {
+			bvName = bv.Name
+		}
+		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: bvName})
 	}
 	if in.DataSource != "" {
 		src, err := types.ParseDataSource(in.DataSource)

@@ -37,8 +37,8 @@ func (s *Server) updateBackupTargetName(w http.ResponseWriter, r *http.Request, 
 // volumeBackupTarget is the target a backup of volume goes to, and its
 // credential: asked (a recurring job's target), else the volume's
 // spec.backupTargetName, else default. A target that does not exist, has
-// no URL, or whose credential Secret cannot be read is refused naming
-// what to fix.
+// no URL, is at a place another target holds, or whose credential Secret
+// cannot be read is refused naming what to fix.
 func (s *Server) volumeBackupTarget(ctx context.Context, volume, asked string) (datastore.Target, map[string]string, error) {
 	name, field := asked, "backupTargetName"
 	if name == "" {
@@ -65,6 +65,13 @@ func (s *Server) volumeBackupTarget(ctx context.Context, volume, asked string) (
 			return t, nil, badRequest("the %s setting is empty: set a backup target first", types.SettingNameBackupTarget)
 		}
 		return t, nil, badRequest("%s: BackupTarget %q has no spec.backupTargetURL: set one first", field, name)
+	}
+	if holder, err := s.ds.TargetForURL(t.URL); err == nil && holder.Name != t.Name {
+		// Made with kubectl at another target's place: refused, as the
+		// backup target controller refuses to read it; its backups would
+		// be the other target's.
+		return t, nil, badRequest("%s: backup target %s keeps its backups where backup target %s does (%s), which was there first; two targets may not share a place: give one of them another URL",
+			field, t.Name, holder.Name, holder.URL)
 	}
 	var cred map[string]string
 	if backupstore.UsesCredential(t.URL) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -51,5 +52,23 @@ func TestUpdateBackupTargetName(t *testing.T) {
 	}
 	if stored() != "default" {
 		t.Errorf("the refused update changed the volume: %q", stored())
+	}
+}
+
+// A backup to a target made with kubectl at another target's place is
+// refused naming the target that holds it: it would land among that
+// target's backups.
+func TestBackupToATargetAtAnothersPlaceIsRefused(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	vol := &longhorn.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: testNamespace}}
+	offsite := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: "offsite", Namespace: testNamespace, CreationTimestamp: metav1.NewTime(t0)},
+		Spec: longhorn.BackupTargetSpec{BackupTargetURL: "file:///mnt/offsite"}}
+	second := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: testNamespace, CreationTimestamp: metav1.NewTime(t0.Add(time.Hour))},
+		Spec: longhorn.BackupTargetSpec{BackupTargetURL: "file://localhost/mnt/offsite/"}}
+	s := newTestServer(t, vol, offsite, second)
+	eventually(t, "the targets in the cache", func() bool { _, err := s.server.ds.GetBackupTargetRO("second"); return err == nil })
+	code, out, raw := s.do(t, "POST", "/v1/volumes/vol?action=snapshotBackup", `{"name":"s1","backupTargetName":"second"}`)
+	if code != http.StatusBadRequest || !strings.Contains(out["message"].(string), "backup target second keeps its backups where backup target offsite does") {
+		t.Errorf("a backup to second: %d %s", code, raw)
 	}
 }

@@ -33,13 +33,18 @@ type FullDrill struct {
 	FilesystemCheckOutput string `json:"filesystemCheckOutput"`
 }
 
-// VerifyBackup asks for a drill of a backup of the volume (its newest
-// Completed backup when name is empty), a full one when full, and
-// returns the backup, whose VerifyRequestedAt names the drill: wait for
-// Answers(VerifyRequestedAt, full).
-func (c *Client) VerifyBackup(ctx context.Context, volume, name string, full bool) (Backup, error) {
+// VerifyBackupIn asks for a drill of a backup of volume in the
+// BackupTarget target ("" is default), its newest Completed backup when
+// name is empty, a full one when full, and returns the backup, whose
+// VerifyRequestedAt names the drill: wait for Answers(VerifyRequestedAt,
+// full). 404 when the target holds no backup volume of the volume.
+func (c *Client) VerifyBackupIn(ctx context.Context, volume, target, name string, full bool) (Backup, error) {
 	var b Backup
-	err := c.action(ctx, "backupvolumes", volume, "backupVerify", map[string]any{"name": name, "full": full}, &b)
+	bv, err := c.backupVolumeIn(ctx, volume, target)
+	if err != nil {
+		return b, err
+	}
+	err = c.action(ctx, "backupvolumes", bv, "backupVerify", map[string]any{"name": name, "full": full}, &b)
 	return b, err
 }
 

@@ -167,6 +167,8 @@ type Backup struct {
 	// one was last asked for (see backup_verify.go).
 	Verification      *BackupVerification `json:"verification"`
 	VerifyRequestedAt string              `json:"verifyRequestedAt"`
+	// BackupTargetName is the target the backup is in.
+	BackupTargetName string `json:"backupTargetName"`
 }
 
 // Volume is a volume as the API shows it.
@@ -350,34 +352,6 @@ func (c *Client) BackupSnapshotTo(ctx context.Context, volume, snapshot string, 
 	}
 	err := c.action(ctx, "volumes", volume, "snapshotBackup", in, &out)
 	return out.Name, err
-}
-
-// Backups lists a volume's backups in the default target; none when the
-// target has no backup volume for it yet.
-func (c *Client) Backups(ctx context.Context, volume string) ([]Backup, error) {
-	return c.BackupsIn(ctx, volume, "")
-}
-
-// BackupsIn lists a volume's backups in the BackupTarget target ("" is
-// default); none when the target has no backup volume for it yet.
-func (c *Client) BackupsIn(ctx context.Context, volume, target string) ([]Backup, error) {
-	var list struct{ Data []Backup }
-	err := c.action(ctx, "backupvolumes", types.BackupVolumeObjectName(volume, target), "backupList", nil, &list)
-	if IsNotFound(err) {
-		return nil, nil
-	}
-	return list.Data, err
-}
-
-// DeleteBackup deletes a backup of volume in the default target.
-func (c *Client) DeleteBackup(ctx context.Context, volume, name string) error {
-	return c.DeleteBackupIn(ctx, volume, "", name)
-}
-
-// DeleteBackupIn deletes a backup of volume in the BackupTarget target
-// ("" is default).
-func (c *Client) DeleteBackupIn(ctx context.Context, volume, target, name string) error {
-	return c.action(ctx, "backupvolumes", types.BackupVolumeObjectName(volume, target), "backupDelete", map[string]string{"name": name}, nil)
 }
 
 // Setting reads a setting's value.

@@ -43,24 +43,20 @@ func (c *Client) DeleteSnapshotObject(ctx context.Context, volume, name string) 
 	return c.action(ctx, "volumes", volume, "snapshotCRDelete", map[string]string{"name": name}, nil)
 }
 
-// Backup reads a backup of a backup volume; 404 when the target has no
-// such backup volume or backup.
-func (c *Client) Backup(ctx context.Context, volume, name string) (*Backup, error) {
-	b := &Backup{}
-	return b, c.action(ctx, "backupvolumes", volume, "backupGet", map[string]string{"name": name}, b)
-}
-
-// BackupVolumes lists the names of the backup volumes, those the backup
-// target holds.
+// BackupVolumes lists the volumes the backup targets hold backups of,
+// each once, by name.
 func (c *Client) BackupVolumes(ctx context.Context) ([]string, error) {
-	var list struct{ Data []struct{ Name string } }
+	var list struct{ Data []backupVolumeRef }
 	if err := c.do(ctx, http.MethodGet, "/v1/backupvolumes", nil, &list); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(list.Data))
+	var names []string
 	for _, bv := range list.Data {
-		names = append(names, bv.Name)
+		if bv.VolumeName != "" && !slices.Contains(names, bv.VolumeName) {
+			names = append(names, bv.VolumeName)
+		}
 	}
+	slices.Sort(names)
 	return names, nil
 }
 

@@ -137,24 +137,19 @@ func (s *controllerServer) snapshotSource(ctx context.Context, h snapshotHandle)
 
 func (s *controllerServer) backupSource(ctx context.Context, h snapshotHandle) (*contentSource, error) {
 	id, volume, backup := h.String(), h.volume, h.name
-	backups, err := s.d.api.Backups(ctx, volume)
-	if err != nil {
-		return nil, apiStatus(err, "list the backups of volume "+volume)
+	b, err := s.d.api.Backup(ctx, volume, backup)
+	switch {
+	case client.IsNotFound(err):
+		return nil, status.Errorf(codes.NotFound, "volume_content_source: no backup target has backup %s of volume %s", backup, volume)
+	case err != nil:
+		return nil, apiStatus(err, "read backup "+backup+" of volume "+volume)
+	case b.State == "Error":
+		return nil, status.Errorf(codes.FailedPrecondition, "volume_content_source: backup %s of volume %s failed: %s", backup, volume, b.Error)
+	case b.State != "Completed" || b.URL == "":
+		return nil, status.Errorf(codes.Unavailable, "volume_content_source: backup %s of volume %s is not complete yet (state %q)", backup, volume, b.State)
 	}
-	for _, b := range backups {
-		if b.Name != backup {
-			continue
-		}
-		switch {
-		case b.State == "Error":
-			return nil, status.Errorf(codes.FailedPrecondition, "volume_content_source: backup %s of volume %s failed: %s", backup, volume, b.Error)
-		case b.State != "Completed" || b.URL == "":
-			return nil, status.Errorf(codes.Unavailable, "volume_content_source: backup %s of volume %s is not complete yet (state %q)", backup, volume, b.State)
-		}
-		size, _ := strconv.ParseInt(b.VolumeSize, 10, 64)
-		return &contentSource{fromBackup: b.URL, what: "backup " + id, size: size}, nil
-	}
-	return nil, status.Errorf(codes.NotFound, "volume_content_source: the backup target has no backup %s of volume %s", backup, volume)
+	size, _ := strconv.ParseInt(b.VolumeSize, 10, 64)
+	return &contentSource{fromBackup: b.URL, what: "backup " + id, size: size}, nil
 }
 
 // checkSize refuses a volume smaller than its source: OutOfRange, as the

@@ -18,6 +18,8 @@ const (
 	backupCompleted = "Completed"
 	backupError     = "Error"
 	settingTarget   = "backup-target"
+	// defaultBackupTargetName is the target the backup settings name.
+	defaultBackupTargetName = "default"
 )
 
 // CreateSnapshot makes the Longhorn snapshot (type snap) or the backup

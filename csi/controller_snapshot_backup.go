@@ -20,20 +20,17 @@ import (
 // by the next call that sees it ended, or by DeleteSnapshot.
 func (o *snapshotOp) createBackup(ctx context.Context) (*csi.CreateSnapshotResponse, error) {
 	api := o.s.d.api
-	target, err := api.Setting(ctx, settingTarget)
-	if err != nil {
-		return nil, apiStatus(err, "read the "+settingTarget+" setting")
-	}
-	if target == "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "the %s setting is empty: a VolumeSnapshotClass of type bak backs volumes up to the backup target; set one, or use type snap for a snapshot kept in the cluster", settingTarget)
-	}
-	// The backup may outlive its volume: look for it first.
+	// The backup may outlive its volume, or the volume's target may have
+	// changed since it began: look for it first, in every target.
 	b, err := findBackup(ctx, api, o.volume, o.name)
 	if err != nil {
 		return nil, apiStatus(err, "list backups of volume "+o.volume)
 	}
 	if b != nil {
 		return o.backupResponse(ctx, b)
+	}
+	if err := o.checkTarget(ctx); err != nil {
+		return nil, err
 	}
 	if _, err := api.SnapshotObject(ctx, o.volume, o.name); client.IsNotFound(err) {
 		if err := o.checkNameFree(ctx); err != nil {
@@ -76,6 +73,30 @@ func (o *snapshotOp) createBackup(ctx context.Context) (*csi.CreateSnapshotRespo
 		return nil, err
 	}
 	return o.backupResponse(ctx, b)
+}
+
+// checkTarget refuses a backup of a volume whose backups go to the
+// default target while the backup-target setting is empty, before the
+// volume is attached for it. A volume whose spec.backupTargetName names
+// another target backs up there; the API refuses one with no URL, naming
+// it.
+func (o *snapshotOp) checkTarget(ctx context.Context) error {
+	api := o.s.d.api
+	v, err := api.Volume(ctx, o.volume)
+	if err != nil {
+		return apiStatus(err, "read volume "+o.volume)
+	}
+	if v.BackupTargetName != "" && v.BackupTargetName != defaultBackupTargetName {
+		return nil
+	}
+	target, err := api.Setting(ctx, settingTarget)
+	if err != nil {
+		return apiStatus(err, "read the "+settingTarget+" setting")
+	}
+	if target == "" {
+		return status.Errorf(codes.FailedPrecondition, "the %s setting is empty: a VolumeSnapshotClass of type bak backs volumes up to the backup target; set one, or use type snap for a snapshot kept in the cluster", settingTarget)
+	}
+	return nil
 }
 
 // backupResponse answers a backup: ready once Completed; a failed backup
@@ -126,10 +147,10 @@ func (o *snapshotOp) waitBackupListed(ctx context.Context, name string) (*client
 	}
 }
 
-// findBackup is the backup of the volume's snapshot of that name, nil when
-// there is none.
+// findBackup is the backup of the volume's snapshot of that name, in
+// whichever target holds it, nil when there is none.
 func findBackup(ctx context.Context, api *client.Client, volume, snapshot string) (*client.Backup, error) {
-	backups, err := api.Backups(ctx, volume)
+	backups, err := api.AllBackups(ctx, volume)
 	if err != nil {
 		return nil, err
 	}

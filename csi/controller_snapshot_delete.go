@@ -64,8 +64,8 @@ func (o *snapshotOp) deleteSnapshot(ctx context.Context) error {
 	})
 }
 
-// deleteBackup deletes the backup from the backup target (the backup
-// target controller does, for the Backup object's deletion), and detaches
+// deleteBackup deletes the backup from the backup target it is in (the
+// backup target controller does, for the Backup object's deletion), and detaches
 // the volume when the driver attached it for the backup. The snapshot
 // the backup was taken of stays, as Longhorn's driver leaves it: the
 // volume's next backup builds on it.
@@ -82,7 +82,7 @@ func (o *snapshotOp) deleteBackup(ctx context.Context) error {
 		(&snapshotOp{s: o.s, volume: o.volume, name: b.SnapshotName, log: o.log}).release(ctx)
 	}
 	o.log.Info("Deleting the backup of a CSI snapshot from the backup target")
-	if err := api.DeleteBackup(ctx, o.volume, o.name); err != nil && !client.IsNotFound(err) {
+	if err := api.DeleteBackupIn(ctx, o.volume, b.BackupTargetName, o.name); err != nil && !client.IsNotFound(err) {
 		return apiStatus(err, "delete backup "+o.name+" of volume "+o.volume)
 	}
 	return waitGone(ctx, "backup "+o.name+" of volume "+o.volume, func(ctx context.Context) (*client.Backup, error) {

@@ -132,7 +132,7 @@ func (s *controllerServer) listAll(ctx context.Context, volume string) ([]*csi.S
 		}
 	}
 	for _, bv := range backupVolumes {
-		backups, err := api.Backups(ctx, bv)
+		backups, err := api.AllBackups(ctx, bv)
 		if err != nil {
 			return nil, apiStatus(err, "list the backups of volume "+bv)
 		}

@@ -21,6 +21,19 @@ type Target struct {
 	CredentialSecret string
 	// PollInterval: 0 turns polling off.
 	PollInterval time.Duration
+	// Created is when its BackupTarget was made (zero for default
+	// before there is one): of two targets at one place, the first made
+	// holds it (HoldsFirst).
+	Created time.Time
+}
+
+// HoldsFirst orders targets as they hold a place they share: the first
+// made first, by name when made at once.
+func HoldsFirst(a, b Target) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	return a.Name < b.Name
 }
 
 // TargetName is name, or "default" when it is empty: what an object made
@@ -67,7 +80,11 @@ func (ds *DataStore) GetTarget(name string) (Target, error) {
 		if err != nil {
 			return Target{}, err
 		}
-		return Target{Name: name, URL: url, CredentialSecret: secret, PollInterval: time.Duration(secs) * time.Second}, nil
+		t := Target{Name: name, URL: url, CredentialSecret: secret, PollInterval: time.Duration(secs) * time.Second}
+		if bt, err := ds.GetBackupTargetRO(name); err == nil {
+			t.Created = bt.CreationTimestamp.Time
+		}
+		return t, nil
 	}
 	bt, err := ds.GetBackupTargetRO(name)
 	if err != nil {
@@ -77,7 +94,8 @@ func (ds *DataStore) GetTarget(name string) (Target, error) {
 }
 
 func targetOf(bt *longhorn.BackupTarget) Target {
-	return Target{Name: bt.Name, URL: bt.Spec.BackupTargetURL, CredentialSecret: bt.Spec.CredentialSecret, PollInterval: bt.Spec.PollInterval.Duration}
+	return Target{Name: bt.Name, URL: bt.Spec.BackupTargetURL, CredentialSecret: bt.Spec.CredentialSecret, PollInterval: bt.Spec.PollInterval.Duration,
+		Created: bt.CreationTimestamp.Time}
 }
 
 // ListTargets returns default and every other BackupTarget, by name.
@@ -101,16 +119,15 @@ func (ds *DataStore) ListTargets() ([]Target, error) {
 }
 
 // TargetForURL returns the backup target whose URL location names (a
-// target URL, or a backup URL's target), default first when several
-// share it. A location inside no target is an error saying so.
+// target URL, or a backup URL's target; backupstore.SameTarget), the one
+// that holds the place when several share it (HoldsFirst: the others
+// are refused). A location inside no target is an error saying so.
 func (ds *DataStore) TargetForURL(location string) (Target, error) {
 	targets, err := ds.ListTargets()
 	if err != nil {
 		return Target{}, err
 	}
-	sort.SliceStable(targets, func(i, j int) bool {
-		return targets[i].Name == DefaultBackupTargetName && targets[j].Name != DefaultBackupTargetName
-	})
+	sort.SliceStable(targets, func(i, j int) bool { return HoldsFirst(targets[i], targets[j]) })
 	for _, t := range targets {
 		if t.URL != "" && backupstore.SameTarget(t.URL, location) {
 			return t, nil
@@ -158,6 +175,11 @@ func BackupVolumeVolume(bv *longhorn.BackupVolume) string {
 // BackupVolumeObjectName is types.BackupVolumeObjectName.
 func BackupVolumeObjectName(volume, target string) string {
 	return types.BackupVolumeObjectName(volume, target)
+}
+
+// BackupVolumeObjectNames is types.BackupVolumeObjectNames.
+func BackupVolumeObjectNames(volume, target string) []string {
+	return types.BackupVolumeObjectNames(volume, target)
 }
 
 // FindBackupVolumeRO returns the cached BackupVolume of volume in target,

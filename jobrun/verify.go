@@ -12,7 +12,6 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // backupVerify drills the volume's newest Completed backup in each
@@ -76,7 +75,7 @@ func (r *Executor) drillTargets(ctx context.Context, job *longhorn.RecurringJob,
 // backup verify controller answers) and waits for the drill. It returns
 // a reason when the target holds no Completed backup of the volume.
 func (r *Executor) backupVerifyIn(ctx context.Context, volume, target string, full bool) (string, error) {
-	b, err := r.API.VerifyBackup(ctx, types.BackupVolumeObjectName(volume, target), "", full)
+	b, err := r.API.VerifyBackupIn(ctx, volume, target, "", full)
 	var ae *client.APIError
 	if client.IsNotFound(err) || (errors.As(err, &ae) && ae.Status == http.StatusConflict) {
 		return "no Completed backup to verify", nil

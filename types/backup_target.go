@@ -18,9 +18,24 @@ const DefaultBackupTargetName = "default"
 // SHA-256 of "<volume>-<target>". The manager finds objects by
 // spec.backupTargetName and spec.volumeName, never by their name alone.
 func BackupVolumeObjectName(volume, target string) string {
-	if target == "" || target == DefaultBackupTargetName {
-		return volume
+	return BackupVolumeObjectNames(volume, target)[0]
+}
+
+// BackupVolumeObjectNames are the names the BackupVolume of volume in
+// target is made with, in the order they are tried: its
+// BackupVolumeObjectName, then the volume's name and 16 hex digits of the
+// SHA-256 of "<volume>-<target>" ("default" for default). The second is
+// taken when an object of another volume or target has the first (a
+// volume named as another's hashed name), so that both have one.
+func BackupVolumeObjectNames(volume, target string) []string {
+	if target == "" {
+		target = DefaultBackupTargetName
 	}
-	sum := sha256.Sum256([]byte(volume + "-" + target))
-	return volume + "-" + hex.EncodeToString(sum[:])[:8]
+	digest := sha256.Sum256([]byte(volume + "-" + target))
+	sum := hex.EncodeToString(digest[:])
+	first := volume + "-" + sum[:8]
+	if target == DefaultBackupTargetName {
+		first = volume
+	}
+	return []string{first, volume + "-" + sum[:16]}
 }

@@ -83,19 +83,8 @@ func (c *TargetController) syncBackupVolume(ctx context.Context, target string, 
 		return c.forgetBackupVolume(ctx, bv)
 	}
 	if bv == nil {
-		name := datastore.BackupVolumeObjectName(volume, target)
-		created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{types.LonghornFinalizer},
-				Labels: map[string]string{types.LabelBackupTarget: target, types.LabelBackupVolume: volume}},
-			Spec: longhorn.BackupVolumeSpec{BackupTargetName: target, VolumeName: volume},
-		})
-		if apierrors.IsAlreadyExists(err) {
-			// The cache was behind, and the next sync updates it; or the
-			// name is another target's volume's (a volume named as
-			// another's hashed name), which is left as it is.
-			return nil
-		}
-		if err != nil {
+		created, err := c.createBackupVolume(ctx, target, volume)
+		if err != nil || created == nil {
 			return err
 		}
 		bv = created
@@ -137,6 +126,37 @@ func (c *TargetController) syncBackupVolume(ctx context.Context, target string, 
 	updated.Status = status
 	_, err := c.ds.UpdateBackupVolumeStatus(ctx, updated)
 	return err
+}
+
+// createBackupVolume makes the BackupVolume of volume in target, under
+// the first of its names (datastore.BackupVolumeObjectNames) that no
+// object of another volume or target has: a volume named as another's
+// hashed name leaves that one's object as it is and gets its own. Nil,
+// nil when one of its names is already its object (the cache was
+// behind: the next sync updates it) or every name is another's.
+func (c *TargetController) createBackupVolume(ctx context.Context, target, volume string) (*longhorn.BackupVolume, error) {
+	for _, name := range datastore.BackupVolumeObjectNames(volume, target) {
+		created, err := c.ds.CreateBackupVolume(ctx, &longhorn.BackupVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{types.LonghornFinalizer},
+				Labels: map[string]string{types.LabelBackupTarget: target, types.LabelBackupVolume: volume}},
+			Spec: longhorn.BackupVolumeSpec{BackupTargetName: target, VolumeName: volume},
+		})
+		if !apierrors.IsAlreadyExists(err) {
+			return created, err
+		}
+		other, err := c.ds.GetBackupVolumeFresh(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return nil, nil // deleted meanwhile: the next sync makes it
+		}
+		if err != nil {
+			return nil, err
+		}
+		if datastore.BackupVolumeTarget(other) == target && datastore.BackupVolumeVolume(other) == volume {
+			return nil, nil
+		}
+	}
+	c.Logger.WithFields(logrus.Fields{"backupTarget": target, "volume": volume, "reason": "every name it may have is another volume's"}).Warn("Backup volume not made")
+	return nil, nil
 }
 
 // forgetBackupVolume deletes the BackupVolume of a volume the target no
@@ -183,6 +203,19 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 	volume := datastore.BackupVolumeVolume(bv)
 	log := c.Logger.WithFields(logrus.Fields{"backupVolume": bv.Name, "volume": volume, "backupTarget": w.target})
 	if bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
+		owner, err := c.otherOwner(w, volume)
+		if err != nil {
+			return kit.Result{}, err
+		}
+		if owner != "" {
+			// Another target at this place (refused, or made so
+			// before the refusal) has objects standing for these
+			// backups: deleting them would delete what those objects
+			// stand for, which no user asked.
+			msg := fmt.Sprintf("the volume's backups are not deleted: %s stands for them too, in the same place as this target; give that target another URL, or delete it (which deletes no backups), and this deletion goes on", owner)
+			log.WithFields(logrus.Fields{"owner": owner, "reason": "another target's objects stand for these backups"}).Warn("Backup volume deletion waits: " + msg)
+			return kit.Result{RequeueAfter: deletionRetryPeriod}, c.noteDeletion(ctx, bv, msg)
+		}
 		n, err := store.DeleteVolume(volume)
 		if err != nil {
 			msg := fmt.Sprintf("deleting the volume's backups from the backup target failed after %d of them were deleted: %v", n, err)

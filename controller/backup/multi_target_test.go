@@ -33,14 +33,21 @@ func (f *fixture) addTarget(t *testing.T, name string, backups ...string) string
 			t.Fatal(err)
 		}
 	}
+	f.addTargetAt(t, name, "file://"+root)
+	return root
+}
+
+// addTargetAt makes a BackupTarget name at url, owned by this node, as
+// kubectl would: no API check of its URL.
+func (f *fixture) addTargetAt(t *testing.T, name, url string) {
+	t.Helper()
 	bt := &longhorn.BackupTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
-		Spec:   longhorn.BackupTargetSpec{BackupTargetURL: "file://" + root, PollInterval: metav1.Duration{Duration: 300e9}},
+		Spec:   longhorn.BackupTargetSpec{BackupTargetURL: url, PollInterval: metav1.Duration{Duration: 300e9}},
 		Status: longhorn.BackupTargetStatus{OwnerID: "node-1"}}
 	if _, err := f.lh.LonghornV1beta2().BackupTargets("ns").Create(context.Background(), bt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.cache(t, bt)
-	return root
 }
 
 func holds(root, volume, backup string) bool {
@@ -210,5 +217,31 @@ func TestBackupToADeletedTargetIsNoOthers(t *testing.T) {
 	f.pollOf(t, datastore.DefaultBackupTargetName)
 	if got := lhWrites(f.lh.Actions()); len(got) != 0 {
 		t.Errorf("wrote %v for a backup to a deleted target", got)
+	}
+}
+
+// A volume named as another's BackupVolume in another target
+// (vol-<8 hex>, the name offsite's BackupVolume of vol would have) keeps
+// its BackupVolume in default, and offsite's of vol is made under its
+// second name: each volume has its own, found by volume and target.
+func TestAVolumeNamedAsAnothersBackupVolumeGetsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	taken := datastore.BackupVolumeObjectName("vol", "offsite")
+	f := newFixture(t, []string{taken + "/b-home"})
+	f.addTarget(t, "offsite", "vol/b-away")
+	f.pollOf(t, datastore.DefaultBackupTargetName)
+	f.pollOf(t, "offsite")
+	lh := f.lh.LonghornV1beta2()
+	home, err := lh.BackupVolumes("ns").Get(ctx, taken, metav1.GetOptions{})
+	if err != nil || home.Spec.BackupTargetName != "default" || home.Spec.VolumeName != taken || home.Status.LastBackupName != "b-home" {
+		t.Fatalf("default's BackupVolume of %s: %+v, %v", taken, home, err)
+	}
+	second := datastore.BackupVolumeObjectNames("vol", "offsite")[1]
+	away, err := lh.BackupVolumes("ns").Get(ctx, second, metav1.GetOptions{})
+	if err != nil || away.Spec.BackupTargetName != "offsite" || away.Spec.VolumeName != "vol" || away.Status.LastBackupName != "b-away" {
+		t.Fatalf("offsite's BackupVolume of vol, %s: %+v, %v", second, away, err)
+	}
+	if found, err := f.c.ds.FindBackupVolumeRO("offsite", "vol"); err != nil || found == nil || found.Name != second {
+		t.Errorf("found %v, %v for vol in offsite; want %s", found, err, second)
 	}
 }

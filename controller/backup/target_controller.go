@@ -290,13 +290,20 @@ func isTargetError(err error) bool {
 	return errors.As(err, &te)
 }
 
-// openTarget opens target; nil, nil when it has no URL.
+// openTarget opens target; nil, nil when it has no URL. A target at
+// another's place is refused (shared_location.go).
 func (c *TargetController) openTarget(ctx context.Context, t datastore.Target) (*backupstore.Store, error) {
 	if t.URL == "" {
 		return nil, nil
 	}
+	placed, err := c.placedTargets()
+	if err != nil {
+		return nil, err
+	}
+	if holder := locationHolder(t.Name, placed); holder != nil {
+		return nil, &targetError{sharedLocationError(holder)}
+	}
 	var cred map[string]string
-	var err error
 	if backupstore.UsesCredential(t.URL) {
 		if cred, err = c.ds.TargetCredential(ctx, t); err != nil {
 			return nil, &targetError{err}

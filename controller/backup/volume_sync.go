@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -49,10 +50,10 @@ func (c *TargetController) loadWorld(t datastore.Target) (*world, error) {
 		if datastore.BackupVolumeTarget(bv) != t.Name {
 			continue
 		}
-		// Two objects for one volume (one made by hand): the one named
-		// as this manager names it wins, so the choice is stable.
+		// Two objects for one volume (one made by hand): one named as
+		// this manager names it wins, so the choice is stable.
 		vol := datastore.BackupVolumeVolume(bv)
-		if prev := w.backupVolumes[vol]; prev == nil || bv.Name == datastore.BackupVolumeObjectName(vol, t.Name) {
+		if prev := w.backupVolumes[vol]; prev == nil || slices.Contains(datastore.BackupVolumeObjectNames(vol, t.Name), bv.Name) {
 			w.backupVolumes[vol] = bv
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -90,20 +91,11 @@ func (c *RestoreController) plan(ctx context.Context, in *systembackup.Contents,
 	if err != nil {
 		return nil, err
 	}
-	for i := range in.BackupTargets {
-		bt := &in.BackupTargets[i]
-		ok, err := exists(getErr(c.ds.GetBackupTargetRO(bt.Name)))
-		if err != nil {
-			return nil, err
-		}
-		if ok || sharesURL(targets, bt.Spec.BackupTargetURL) {
-			// A target of another name at the same URL is the same
-			// target: two may not share one.
-			p.kept++
-			continue
-		}
-		p.targets = append(p.targets, &longhorn.BackupTarget{ObjectMeta: restored(bt.ObjectMeta), Spec: bt.Spec})
+	made, kept, err := restoredTargets(targets, func(name string) (bool, error) { return exists(getErr(c.ds.GetBackupTargetRO(name))) }, in.BackupTargets)
+	if err != nil {
+		return nil, err
 	}
+	p.targets, p.kept = made, p.kept+kept
 	for i := range in.RecurringJobs {
 		j := &in.RecurringJobs[i]
 		ok, err := exists(getErr(c.ds.GetRecurringJobRO(j.Name)))
@@ -288,7 +280,33 @@ type planError struct{ err error }
 func (e *planError) Error() string { return e.err.Error() }
 func (e *planError) Unwrap() error { return e.err }
 
-// sharesURL tells whether a target of this cluster is at url.
+// restoredTargets are the archive's BackupTargets a restore makes, and
+// how many it keeps as they are: not one whose name the cluster has, nor
+// one at a place (backupstore.TargetLocation) where another target keeps
+// its backups, one of the cluster's or one restored before it: two
+// targets at one place would each show, and delete, the other's backups.
+func restoredTargets(have []datastore.Target, named func(string) (bool, error), archive []longhorn.BackupTarget) ([]*longhorn.BackupTarget, int, error) {
+	var made []*longhorn.BackupTarget
+	kept := 0
+	have = slices.Clone(have)
+	for i := range archive {
+		bt := &archive[i]
+		ok, err := named(bt.Name)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok || sharesURL(have, bt.Spec.BackupTargetURL) {
+			kept++
+			continue
+		}
+		made = append(made, &longhorn.BackupTarget{ObjectMeta: restored(bt.ObjectMeta), Spec: bt.Spec})
+		have = append(have, datastore.Target{Name: bt.Name, URL: bt.Spec.BackupTargetURL})
+	}
+	return made, kept, nil
+}
+
+// sharesURL tells whether a target in targets keeps its backups where
+// url does.
 func sharesURL(targets []datastore.Target, url string) bool {
 	for _, t := range targets {
 		if url != "" && t.URL != "" && backupstore.SameTarget(t.URL, url) {
