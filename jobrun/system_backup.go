@@ -92,28 +92,38 @@ func (r *Executor) runSystemBackup(ctx context.Context, job *longhorn.RecurringJ
 	return Result{Succeeded: 1}
 }
 
-// systemBackupRetention deletes the job's Ready or Error system backups
-// beyond the newest retain (their archives go with them).
+// systemBackupRetention deletes the job's system backups that
+// expiredSystemBackups says are beyond its retain (their archives go
+// with them).
 func (r *Executor) systemBackupRetention(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
 	list, err := r.API.SystemBackups(ctx)
 	if err != nil {
 		return err
 	}
+	var errs []error
+	for _, name := range expiredSystemBackups(job.Name, job.Spec.Retain, list) {
+		if err := r.API.DeleteSystemBackup(ctx, name); err != nil && !client.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		log.WithFields(logrus.Fields{"expired": name, "retain": job.Spec.Retain}).Info("Deleted a system backup beyond the job's retain")
+	}
+	return errors.Join(errs...)
+}
+
+// expiredSystemBackups lists, newest first, the job's Ready or Error
+// system backups beyond the newest retain (at least one).
+func expiredSystemBackups(job string, retain int, list []client.SystemBackup) []string {
 	var own []string
 	for _, sb := range list {
-		if ownSystemBackup(job.Name, sb.Name) && (sb.State == string(longhorn.SystemBackupStateReady) || sb.State == string(longhorn.SystemBackupStateError)) {
+		if ownSystemBackup(job, sb.Name) && (sb.State == string(longhorn.SystemBackupStateReady) || sb.State == string(longhorn.SystemBackupStateError)) {
 			own = append(own, sb.Name)
 		}
 	}
 	// The tick in the name orders them: newest first.
 	sort.Sort(sort.Reverse(sort.StringSlice(own)))
-	var errs []error
-	for i := max(job.Spec.Retain, 1); i < len(own); i++ {
-		if err := r.API.DeleteSystemBackup(ctx, own[i]); err != nil && !client.IsNotFound(err) {
-			errs = append(errs, err)
-			continue
-		}
-		log.WithFields(logrus.Fields{"expired": own[i], "retain": job.Spec.Retain}).Info("Deleted a system backup beyond the job's retain")
+	if keep := max(retain, 1); len(own) > keep {
+		return own[keep:]
 	}
-	return errors.Join(errs...)
+	return nil
 }
