@@ -97,11 +97,12 @@ func firstOf(a, b string) string {
 }
 
 // lastBackup is the last backup the default target records of a volume
-// of the name, nil when it records none or its record cannot be read
-// (a backup is made then).
+// of the name, nil when it records none, or names one that is gone or
+// whose record cannot be read (a backup is made then). A volume record
+// that cannot be read is an error: the system backup fails naming it.
 func lastBackup(t target, volume string) (*backupstore.BackupInfo, error) {
 	info, err := t.store.Volume(volume)
-	if errors.Is(err, backupstore.ErrNotExist) || errors.Is(err, backupstore.ErrInvalid) || (err == nil && info.LastBackupName == "") {
+	if errors.Is(err, backupstore.ErrNotExist) || (err == nil && info.LastBackupName == "") {
 		return nil, nil
 	}
 	if err != nil {
