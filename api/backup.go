@@ -272,6 +272,10 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 	if err := s.fullAfterFailedDrill(name, target.Name, &in); err != nil {
 		return err
 	}
+	labels, err := s.backupLabels(name, in.Labels)
+	if err != nil {
+		return err
+	}
 	client, err := s.engineClient(name)
 	if err != nil {
 		return err
@@ -289,12 +293,32 @@ func (s *Server) snapshotBackup(w http.ResponseWriter, r *http.Request, name str
 		return err
 	}
 	backup, err := client.SnapshotBackup(r.Context(), engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: in.Name, Target: target.URL,
-		Credential: cred, Labels: in.Labels, Compression: compression, Concurrency: concurrency, Full: in.BackupMode == backupstore.ModeFull})
+		Credential: cred, Labels: labels, Compression: compression, Concurrency: concurrency, Full: in.BackupMode == backupstore.ModeFull})
 	if err != nil {
 		return engineError(err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"type": "backupInput", "id": backup, "name": backup, "snapshotName": in.Name, "volumeName": name})
 	return nil
+}
+
+// backupLabels are the labels a backup of volume is made with: the
+// request's, and the volume's UID (types.LabelVolumeUID), by which a
+// system backup knows the backup is of this very volume and not of
+// another of its name.
+func (s *Server) backupLabels(volume string, asked map[string]string) (map[string]string, error) {
+	v, err := s.ds.GetVolumeRO(volume)
+	if apierrors.IsNotFound(err) {
+		return asked, nil // answered by the engine's lookup, as before
+	}
+	if err != nil {
+		return nil, err
+	}
+	labels := make(map[string]string, len(asked)+1)
+	for k, val := range asked {
+		labels[k] = val
+	}
+	labels[types.LabelVolumeUID] = string(v.UID)
+	return labels, nil
 }
 
 func nonNilMap(m map[string]string) map[string]string {

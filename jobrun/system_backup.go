@@ -39,8 +39,7 @@ var tickSuffix = regexp.MustCompile(`^[0-9]{8}t[0-9]{6}z$`)
 
 // runSystemBackup is a system-backup job's run: one SystemBackup through
 // the manager's API, waited for until Ready or Error, then the job's
-// system backups beyond the newest retain deleted (those still being
-// made are neither counted nor deleted).
+// system backups beyond its retain deleted (expiredSystemBackups).
 func (r *Executor) runSystemBackup(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) Result {
 	name := systemBackupName(job.Name, r.Tick)
 	log = log.WithField("systemBackup", name)
@@ -92,28 +91,54 @@ func (r *Executor) runSystemBackup(ctx context.Context, job *longhorn.RecurringJ
 	return Result{Succeeded: 1}
 }
 
-// systemBackupRetention deletes the job's Ready or Error system backups
-// beyond the newest retain (their archives go with them).
+// systemBackupRetention deletes the job's system backups that
+// expiredSystemBackups says are beyond its retain (their archives go
+// with them).
 func (r *Executor) systemBackupRetention(ctx context.Context, job *longhorn.RecurringJob, log *logrus.Entry) error {
 	list, err := r.API.SystemBackups(ctx)
 	if err != nil {
 		return err
 	}
-	var own []string
-	for _, sb := range list {
-		if ownSystemBackup(job.Name, sb.Name) && (sb.State == string(longhorn.SystemBackupStateReady) || sb.State == string(longhorn.SystemBackupStateError)) {
-			own = append(own, sb.Name)
-		}
-	}
-	// The tick in the name orders them: newest first.
-	sort.Sort(sort.Reverse(sort.StringSlice(own)))
 	var errs []error
-	for i := max(job.Spec.Retain, 1); i < len(own); i++ {
-		if err := r.API.DeleteSystemBackup(ctx, own[i]); err != nil && !client.IsNotFound(err) {
+	for _, name := range expiredSystemBackups(job.Name, job.Spec.Retain, list) {
+		if err := r.API.DeleteSystemBackup(ctx, name); err != nil && !client.IsNotFound(err) {
 			errs = append(errs, err)
 			continue
 		}
-		log.WithFields(logrus.Fields{"expired": own[i], "retain": job.Spec.Retain}).Info("Deleted a system backup beyond the job's retain")
+		log.WithFields(logrus.Fields{"expired": name, "retain": job.Spec.Retain}).Info("Deleted a system backup beyond the job's retain")
 	}
 	return errors.Join(errs...)
+}
+
+// expiredSystemBackups lists, newest first, the job's system backups
+// beyond its retain (at least one). Only Ready ones count toward it: a
+// run of failures must not push out the good ones a restore needs. A
+// failed one is kept while it is among the newest retain failures and
+// newer than the oldest good one kept (it says why the runs fail), and
+// expires after. Those still being made are neither counted nor
+// deleted.
+func expiredSystemBackups(job string, retain int, list []client.SystemBackup) []string {
+	var own []client.SystemBackup
+	for _, sb := range list {
+		if ownSystemBackup(job, sb.Name) && (sb.State == string(longhorn.SystemBackupStateReady) || sb.State == string(longhorn.SystemBackupStateError)) {
+			own = append(own, sb)
+		}
+	}
+	// The tick in the name orders them: newest first.
+	sort.Slice(own, func(i, j int) bool { return own[i].Name > own[j].Name })
+	keep := max(retain, 1)
+	var expired []string
+	good, failed := 0, 0
+	for _, sb := range own {
+		if sb.State == string(longhorn.SystemBackupStateReady) {
+			if good++; good > keep {
+				expired = append(expired, sb.Name)
+			}
+			continue
+		}
+		if failed++; failed > keep || good >= keep {
+			expired = append(expired, sb.Name)
+		}
+	}
+	return expired
 }

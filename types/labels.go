@@ -44,6 +44,12 @@ const (
 	// LabelSystemBackup, on the snapshots and backups a system backup
 	// makes, names it.
 	LabelSystemBackup = "longhorn.io/system-backup"
+	// LabelVolumeUID, on the backups the manager makes, is the UID of
+	// the Volume object backed up. A system backup counts a volume's
+	// backup in the target as its own only with this UID: another
+	// cluster's volume of the same name, or one deleted and made again
+	// under it, has another.
+	LabelVolumeUID = "longhorn.io/volume-uid"
 	// LabelVersion, on a SystemBackup made for an archive found in the
 	// backup target, is the Longhorn version folder it was found in, as
 	// Longhorn's.

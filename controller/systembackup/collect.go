@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/systembackup"
 )
@@ -23,7 +24,8 @@ func archived(m metav1.ObjectMeta) metav1.ObjectMeta {
 
 // collect gathers Longhorn's own objects from the cache: settings,
 // recurring jobs, volumes (each with the backup it is restored from in
-// status.lastBackup), backing images and backup targets.
+// status.lastBackup; not the drills' scratch volumes), backing images
+// and backup targets.
 func (c *BackupController) collect(ctx context.Context, backups map[string]volumeBackup) (*systembackup.Contents, error) {
 	out := &systembackup.Contents{}
 	settings, err := c.ds.ListSettingsRO()
@@ -45,6 +47,12 @@ func (c *BackupController) collect(ctx context.Context, backups map[string]volum
 		return nil, err
 	}
 	for _, v := range vols {
+		if datastore.IsDrillScratchVolume(v) {
+			// A drill's scratch volume holds a copy of a backup, made and
+			// swept by the backup verify controller: restored from an
+			// archive, it would be owned by nothing and never swept.
+			continue
+		}
 		a := longhorn.Volume{ObjectMeta: archived(v.ObjectMeta), Spec: *v.Spec.DeepCopy()}
 		// Attachment is this cluster's; the restored volume starts
 		// detached, restoring.

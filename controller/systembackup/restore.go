@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cadence-storage/longhorn-manager/controller/backupverify"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -49,6 +50,14 @@ type restorePlan struct {
 	pvcs     []*corev1.PersistentVolumeClaim
 	kept     int
 	noBackup []string
+	scratch  []string
+}
+
+// archivedScratchVolume tells an archived drill's scratch volume: its
+// label, and the name the drill gives the scratch volume of the backup
+// the label names (an archive keeps no owner reference to tell it by).
+func archivedScratchVolume(v *longhorn.Volume) bool {
+	return types.IsBackupVerifyScratch(v.Labels) && v.Name == backupverify.ScratchVolumeName(v.Labels[types.LabelBackupVerifyScratch])
 }
 
 // plan decides what a restore writes: each object the cluster lacks,
@@ -127,6 +136,13 @@ func (c *RestoreController) plan(ctx context.Context, in *systembackup.Contents,
 	}
 	for i := range in.Volumes {
 		v := &in.Volumes[i]
+		if archivedScratchVolume(v) {
+			// An archive made before system backups left them out may
+			// hold a drill's scratch volume: made again, it would be owned
+			// by no Backup and never swept.
+			p.scratch = append(p.scratch, v.Name)
+			continue
+		}
 		ok, err := exists(getErr(c.ds.GetVolumeRO(v.Name)))
 		if err != nil {
 			return nil, err
@@ -215,6 +231,9 @@ func (c *RestoreController) apply(ctx context.Context, in *systembackup.Contents
 	res := applied{kept: p.kept, settings: len(p.settings), noBackup: len(p.noBackup)}
 	for _, name := range p.noBackup {
 		log.WithField("volume", name).Warn("The system backup holds no backup of this volume: it is not restored")
+	}
+	for _, name := range p.scratch {
+		log.WithFields(logrus.Fields{"volume": name, "reason": "a backup drill's scratch volume"}).Info("Not restoring a backup drill's scratch volume")
 	}
 	created := func(kind, name string, err error) error {
 		switch {

@@ -27,16 +27,92 @@ type volumeBackup struct {
 	at   string
 }
 
-// needsBackup is the policy's decision for one volume, given the newest
-// backup the default target holds of it ("" for none).
-func needsBackup(p longhorn.SystemBackupCreateVolumeBackupPolicy, newest string) bool {
+// volumeStep is what a system backup does for one volume: restore it
+// from an existing backup (use), make a backup (backup, full or not),
+// or neither. why says why a backup is made, or made full.
+type volumeStep struct {
+	use    volumeBackup
+	backup bool
+	full   bool
+	why    string
+}
+
+// decideVolume is the volume backup policy's decision for v, given the
+// last backup the default target records of a volume of its name (nil
+// for none) and whether the volume's next backup to that target must be
+// full, and why (datastore.NextBackupFull: a drill found a backup of it
+// there damaged). A drill's scratch volume is not the user's data: it is
+// neither backed up nor archived. Under if-not-present the last backup
+// is used only when it is this volume's own (ownBackup) and no drill
+// found the volume's backups damaged since its last full one.
+func decideVolume(p longhorn.SystemBackupCreateVolumeBackupPolicy, v *longhorn.Volume, last *backupstore.BackupInfo, full bool, fullWhy string) volumeStep {
+	if datastore.IsDrillScratchVolume(v) {
+		return volumeStep{}
+	}
 	switch p {
 	case longhorn.SystemBackupCreateVolumeBackupPolicyAlways:
-		return true
+		return volumeStep{backup: true, full: full, why: firstOf(fullWhy, "volumeBackupPolicy always")}
 	case longhorn.SystemBackupCreateVolumeBackupPolicyIfNotPresent:
-		return newest == ""
+		if last == nil {
+			return volumeStep{backup: true, full: full, why: firstOf(fullWhy, "the default backup target holds no backup of it")}
+		}
+		if why := ownBackup(v, last); why != "" {
+			return volumeStep{backup: true, full: full, why: firstOf(fullWhy, why)}
+		}
+		if full {
+			return volumeStep{backup: true, full: true, why: fullWhy}
+		}
+		return volumeStep{use: volumeBackup{name: last.Name, at: last.CreatedAt}}
 	}
-	return false
+	return volumeStep{}
+}
+
+// ownBackup says why b is not a backup of this very volume taken since
+// it was made, "" when it is. A backup of a volume of the same name
+// counts only with the volume's UID (types.LabelVolumeUID; another
+// cluster's on a shared target, or a volume's deleted and made again
+// under the name, has another, and a backup made before the manager
+// recorded it none), and only when its snapshot and the backup itself
+// are not older than the volume: restoring the volume from it would
+// give it another volume's data.
+func ownBackup(v *longhorn.Volume, b *backupstore.BackupInfo) string {
+	if uid := b.Labels[types.LabelVolumeUID]; uid == "" || uid != string(v.UID) {
+		return fmt.Sprintf("its last backup %s in the default backup target is not known to be of this volume (label %s %q, the volume's UID %q)", b.Name, types.LabelVolumeUID, uid, v.UID)
+	}
+	created := v.CreationTimestamp.Time
+	for _, at := range []struct{ what, when string }{{"snapshot made", b.SnapshotCreatedAt}, {"backup made", b.CreatedAt}} {
+		t, err := time.Parse(time.RFC3339Nano, at.when)
+		if err != nil || t.Before(created) {
+			return fmt.Sprintf("its last backup %s in the default backup target is of a %s at %q, not after the volume was created at %s", b.Name, at.what, at.when, created.UTC().Format(time.RFC3339))
+		}
+	}
+	return ""
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// lastBackup is the last backup the default target records of a volume
+// of the name, nil when it records none, or names one that is gone or
+// whose record cannot be read (a backup is made then). A volume record
+// that cannot be read is an error: the system backup fails naming it.
+func lastBackup(t target, volume string) (*backupstore.BackupInfo, error) {
+	info, err := t.store.Volume(volume)
+	if errors.Is(err, backupstore.ErrNotExist) || (err == nil && info.LastBackupName == "") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := t.store.Get(volume, info.LastBackupName)
+	if errors.Is(err, backupstore.ErrNotExist) || errors.Is(err, backupstore.ErrInvalid) {
+		return nil, nil
+	}
+	return b, err
 }
 
 // backupVolumes makes the volume backups the policy asks for, in the
@@ -57,21 +133,28 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 	out := map[string]volumeBackup{}
 	var errs []error
 	for _, v := range vols {
-		info, err := t.store.Volume(v.Name)
-		if err != nil && !errors.Is(err, backupstore.ErrNotExist) {
-			return nil, fmt.Errorf("volume %s: read its backups in the target: %w", v.Name, err)
+		if policy == longhorn.SystemBackupCreateVolumeBackupPolicyDisabled {
+			continue
 		}
-		newest := volumeBackup{}
-		if info != nil {
-			newest = volumeBackup{name: info.LastBackupName, at: info.LastBackupAt}
+		last, err := lastBackup(t, v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: read its last backup in the target: %w", v.Name, err)
 		}
-		if !needsBackup(policy, newest.name) {
-			if newest.name != "" && policy != longhorn.SystemBackupCreateVolumeBackupPolicyDisabled {
-				out[v.Name] = newest
+		backups, err := c.ds.ListBackupsRO(v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		// The same decision as every other backup's of the volume.
+		full, fullWhy := datastore.NextBackupFull(v, backups, datastore.DefaultBackupTargetName)
+		step := decideVolume(policy, v, last, full, fullWhy)
+		if !step.backup {
+			if step.use.name != "" {
+				out[v.Name] = step.use
 			}
 			continue
 		}
-		made, err := c.backupVolume(ctx, sb, v, t)
+		c.Logger.WithFields(logrus.Fields{"systemBackup": sb.Name, "volume": v.Name, "full": step.full, "reason": step.why}).Info("Backing up the volume for the system backup")
+		made, err := c.backupVolume(ctx, sb, v, t, step.full)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s: %w", v.Name, err))
 			continue
@@ -82,8 +165,8 @@ func (c *BackupController) backupVolumes(ctx context.Context, sb *longhorn.Syste
 }
 
 // backupVolume takes a snapshot of an attached volume and backs it up to
-// the default target, waiting for the backup.
-func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.SystemBackup, v *longhorn.Volume, t target) (volumeBackup, error) {
+// the default target (full when asked), waiting for the backup.
+func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.SystemBackup, v *longhorn.Volume, t target, full bool) (volumeBackup, error) {
 	log := c.Logger.WithFields(logrus.Fields{"systemBackup": sb.Name, "volume": v.Name})
 	if v.Spec.NodeID == "" && v.Status.State == longhorn.VolumeStateDetached {
 		// As Longhorn does, a detached volume is attached for its backup
@@ -119,8 +202,9 @@ func (c *BackupController) backupVolume(ctx context.Context, sb *longhorn.System
 	if err != nil {
 		return volumeBackup{}, err
 	}
+	backupLabels := map[string]string{types.LabelSystemBackup: sb.Name, types.LabelVolumeUID: string(v.UID)}
 	name, err := client.SnapshotBackup(ctx, engineapi.BackupRequest{Name: backupstore.NewBackupName(), Snapshot: snap, Target: t.URL,
-		Credential: t.cred, Labels: labels, Compression: compression, Concurrency: concurrency})
+		Credential: t.cred, Labels: backupLabels, Compression: compression, Concurrency: concurrency, Full: full})
 	if err != nil {
 		return volumeBackup{}, err
 	}
