@@ -44,8 +44,10 @@ func TestACreateThatReadsAnotherObjectNeedsItsMakersRightToReadIt(t *testing.T) 
 	}
 	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: tenant},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant},
+			// The manager's account, with the tenant's rights alone.
+			{Kind: rbacv1.ServiceAccountKind, Name: "longhorn-service-account", Namespace: ns}},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,19 @@ spec: {backupTargetURL: "s3://bucket@us-east-1/", credentialSecret: longhorn-int
 	// Nothing was created by the refused requests.
 	if list, err := admin.LonghornV1beta2().Volumes(ns).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 1 {
 		t.Errorf("volumes after the refusals: %v, %v; want the victim alone", list, err)
+	}
+
+	// The manager's own account is not asked: it writes for the API's
+	// callers, whom the API checks itself. It has no right on the victim
+	// here, and its copy passes.
+	if out, err := cluster.TryKubectl(`apiVersion: longhorn.io/v1beta2
+kind: Volume
+metadata: {name: by-the-manager}
+spec: {size: "1048576", numberOfReplicas: 1, dataSource: "vol://victim"}`, "-n", ns, "--as", "system:serviceaccount:"+ns+":longhorn-service-account", "create", "-f", "-"); err != nil {
+		t.Errorf("a copy made by the manager's account: %s %v", out, err)
+	}
+	if err := admin.LonghornV1beta2().Volumes(ns).Delete(ctx, "by-the-manager", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// A volume that reads nothing needs nothing more.
