@@ -328,16 +328,23 @@ func callerAddress(r *http.Request) string {
 // budget does not spend the API's.
 func (a *kubeAuth) mayReview(caller string, now time.Time) bool {
 	a.mu.Lock()
-	l, ok := a.callers[caller]
-	if !ok {
-		if len(a.callers) >= authCacheMax {
-			clear(a.callers)
-		}
-		l = rate.NewLimiter(authCallerReviewRate, authCallerReviewBurst)
-		a.callers[caller] = l
-	}
+	l := limiterOf(a.callers, caller, authCallerReviewRate, authCallerReviewBurst)
 	a.mu.Unlock()
 	return l.AllowN(now, 1) && a.reviews.AllowN(now, 1)
+}
+
+// limiterOf is key's limiter in m, made with rate r and burst b when it
+// has none; m is emptied when full. The caller holds the lock of m.
+func limiterOf(m map[string]*rate.Limiter, key string, r rate.Limit, b int) *rate.Limiter {
+	l, ok := m[key]
+	if !ok {
+		if len(m) >= authCacheMax {
+			clear(m)
+		}
+		l = rate.NewLimiter(r, b)
+		m[key] = l
+	}
+	return l
 }
 
 // authenticate returns who the token is, from the cache or a TokenReview.
@@ -463,16 +470,7 @@ func (a *kubeAuth) mayBeRefused(user authenticationv1.UserInfo) bool {
 
 // refusalBudget is the user's budget of refusals; a.mu is held.
 func (a *kubeAuth) refusalBudget(user authenticationv1.UserInfo) *rate.Limiter {
-	who := user.Username + "\x00" + user.UID
-	l, ok := a.refusals[who]
-	if !ok {
-		if len(a.refusals) >= authCacheMax {
-			clear(a.refusals)
-		}
-		l = rate.NewLimiter(authUserRefusalRate, authUserRefusalBurst)
-		a.refusals[who] = l
-	}
-	return l
+	return limiterOf(a.refusals, user.Username+"\x00"+user.UID, authUserRefusalRate, authUserRefusalBurst)
 }
 
 func (a *kubeAuth) isGranted(key string) bool {
