@@ -107,7 +107,7 @@ func TestCSICreateVolumeFromAContentSource(t *testing.T) {
 		{"no such snapshot", snapshotContent("snap://vola/nope"), size, nil, codes.NotFound, "volume vola has no snapshot nope"},
 		{"no such volume's snapshot", snapshotContent("snap://nope/s1"), size, nil, codes.NotFound, "source volume nope does not exist"},
 		{"no such volume", volumeContent("nope"), size, nil, codes.NotFound, "source volume nope does not exist"},
-		{"no such backup", snapshotContent("bak://vola/backup-nope"), size, nil, codes.NotFound, "no backup backup-nope of volume vola"},
+		{"no such backup", snapshotContent("bak://vola/backup-nope"), size, nil, codes.NotFound, "no backup target has backup backup-nope of volume vola"},
 		{"an ID that is no handle", snapshotContent("vola/s1"), size, nil, codes.NotFound, `no snapshot has ID "vola/s1"`},
 		{"a handle of another kind", snapshotContent("bi://vola/s1"), size, nil, codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id"},
 		{"a malformed snap handle", snapshotContent("snap://vola"), size, nil, codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id"},
