@@ -89,10 +89,12 @@ func TestBackupToS3WithTheCredentialSecret(t *testing.T) {
 	if !strings.HasPrefix(url, target+"?backup="+backup) {
 		t.Errorf("backup URL %q", url)
 	}
-	bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "src", metav1.GetOptions{})
-	if err != nil || bv.Status.LastBackupName != backup || bv.Status.Size != "8388608" {
-		t.Fatalf("BackupVolume: %+v, %v", bv, err)
-	}
+	// The BackupVolume's status follows from the target controller's
+	// next sync of it, a moment after the Backup is Completed.
+	framework.Eventually(t, 30*time.Second, "the BackupVolume's status naming the backup", func() (bool, error) {
+		bv, err := e.LH.LonghornV1beta2().BackupVolumes(e.NS).Get(context.Background(), "src", metav1.GetOptions{})
+		return err == nil && bv.Status.LastBackupName == backup && bv.Status.Size == "8388608", nil
+	})
 	obj, err := e.LH.LonghornV1beta2().Backups(e.NS).Get(context.Background(), backup, metav1.GetOptions{})
 	if err != nil || obj.Status.URL != url || obj.Status.SnapshotName != "s1" {
 		t.Fatalf("Backup object: %+v, %v", obj, err)
