@@ -21,9 +21,10 @@ const EnvDownloadAllowedRanges = "BACKING_IMAGE_DOWNLOAD_ALLOWED_RANGES"
 // downloads may and may not reach, read when it starts: the
 // backing-image-download-allowed-ranges setting, and as denied the
 // backing-image-download-denied-ranges setting with the cluster's own pod
-// and service ranges (denied whether public or private). A data source
-// whose denied ranges cannot be read is not started (the error is its
-// data source's, retried).
+// and service ranges (denied whether public or private), and the nodes'
+// own addresses (refused unless allowed alone). A data source whose
+// denied ranges cannot be read is not started (the error is its data
+// source's, retried).
 type downloadGuardRunner struct {
 	runner.ServerRunner
 	ds *datastore.DataStore
@@ -44,19 +45,25 @@ func (r downloadGuardRunner) Start(key string, args []string, opts ...runner.Ser
 		if ranges != "" {
 			args = append(args, "--download-allowed-ranges", ranges)
 		}
-		denied, err := r.deniedRanges()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cluster, err := r.ds.ClusterNetwork(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("the cluster's pod and service ranges and node addresses, which downloads may not reach: %w", err)
+		}
+		denied, err := r.deniedRanges(cluster.Ranges)
 		if err != nil {
 			return err
 		}
 		if denied != "" {
 			args = append(args, "--download-denied-ranges", denied)
 		}
-		nodes, err := r.nodeAddresses()
-		if err != nil {
-			return err
-		}
-		if nodes != "" {
-			args = append(args, "--download-node-addresses", nodes)
+		if len(cluster.NodeAddresses) > 0 {
+			nodes := make([]string, 0, len(cluster.NodeAddresses))
+			for _, a := range cluster.NodeAddresses {
+				nodes = append(nodes, a.String())
+			}
+			args = append(args, "--download-node-addresses", strings.Join(nodes, ","))
 		}
 	}
 	return r.ServerRunner.Start(key, args, opts...)
@@ -64,7 +71,7 @@ func (r downloadGuardRunner) Start(key string, args []string, opts ...runner.Ser
 
 // deniedRanges is the --download-denied-ranges of a data source: the
 // setting's ranges and the cluster's own, comma-separated.
-func (r downloadGuardRunner) deniedRanges() (string, error) {
+func (r downloadGuardRunner) deniedRanges(cluster []netip.Prefix) (string, error) {
 	setting, err := r.ds.GetSettingValue(types.SettingNameBackingImageDownloadDeniedRanges)
 	if err != nil {
 		return "", fmt.Errorf("read the %s setting: %w", types.SettingNameBackingImageDownloadDeniedRanges, err)
@@ -73,38 +80,12 @@ func (r downloadGuardRunner) deniedRanges() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the %s setting: %w", types.SettingNameBackingImageDownloadDeniedRanges, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cluster, err := r.ds.ClusterNetworkRanges(ctx)
-	if err != nil {
-		return "", fmt.Errorf("the cluster's pod and service ranges, which downloads may not reach: %w", err)
-	}
 	var out []string
 	seen := map[netip.Prefix]bool{}
 	for _, p := range append(ranges, cluster...) {
 		if !seen[p] {
 			seen[p] = true
 			out = append(out, p.String())
-		}
-	}
-	return strings.Join(out, ","), nil
-}
-
-// nodeAddresses is the --download-node-addresses of a data source: the
-// cluster's node addresses, comma-separated.
-func (r downloadGuardRunner) nodeAddresses() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	addrs, err := r.ds.ClusterNodeAddresses(ctx)
-	if err != nil {
-		return "", fmt.Errorf("the cluster's node addresses, which downloads may not reach: %w", err)
-	}
-	out := make([]string, 0, len(addrs))
-	seen := map[netip.Addr]bool{}
-	for _, a := range addrs {
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a.String())
 		}
 	}
 	return strings.Join(out, ","), nil
