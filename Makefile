@@ -16,12 +16,14 @@ controlplane:
 s3server:
 	bash scripts/build-s3server.sh
 
-# The real CSI sidecars (external-provisioner, external-attacher) the CSI
-# driver's end-to-end test runs; scripts/test.sh builds them too.
+# The real CSI sidecars (external-provisioner, -attacher, -snapshotter and
+# the snapshot controller) the CSI driver's end-to-end tests run;
+# scripts/test.sh builds them too, and scripts/run.sh in the background
+# once the manager is up, so `make run` does not wait for them.
 csi-sidecars:
 	bash scripts/build-csi-sidecars.sh
 
-run: build controlplane csi-sidecars
+run: build controlplane
 	bash scripts/run.sh
 
 # Longhorn's web UI in front of `make run`'s manager (see docs/api.md, "Longhorn's web UI").

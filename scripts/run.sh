@@ -81,28 +81,52 @@ done
 
 # The CSI driver's Controller service and the sidecars that call it, so a
 # PVC of a driver.longhorn.io StorageClass becomes Bound (no pod can mount
-# it: there is no kubelet). Their logs are in $dev/csi/.
+# it: there is no kubelet). The sidecars come from the Go module proxy and
+# their first build takes minutes, so the manager does not wait for them:
+# they are built and started in the background, and until then a PVC stays
+# Pending. Logs are in $dev/csi/.
 mkdir -p "$dev/csi"
-sock="$PWD/$dev/csi/csi.sock"
-./bin/longhorn-manager csi --controller --endpoint "unix://$sock" --manager-url "http://$api/v1" > "$dev/csi/driver.log" 2>&1 &
+start_csi() {
+	local pids=() build=""
+	# Under set -e, a kill of one that has stopped already must not end the trap.
+	trap 'if [ -n "$build" ]; then kill -TERM -- "-$build" 2>/dev/null || true; fi; for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait; exit 0' TERM
+	sock="$PWD/$dev/csi/csi.sock"
+	./bin/longhorn-manager csi --controller --endpoint "unix://$sock" --manager-url "http://$api/v1" > "$dev/csi/driver.log" 2>&1 &
+	pids+=($!)
+	# In a session of its own, so that stopping it stops its go build too
+	# (a trap waits for a foreground command; wait on a background one
+	# does not).
+	echo "CSI: its sidecars start once built (a first build takes minutes, meanwhile PVCs stay Pending; log: $dev/csi/build.log)"
+	setsid nice bash scripts/build-csi-sidecars.sh > "$dev/csi/build.log" 2>&1 &
+	build=$!
+	if ! wait "$build"; then
+		echo "CSI: building the sidecars failed, so PVCs stay Pending; see $dev/csi/build.log" >&2
+		wait
+		return
+	fi
+	build=""
+	for _ in $(seq 1 40); do [ -S "$sock" ] && break; sleep 0.25; done
+	# The snapshot CRDs (bin/snapshot-crds, from external-snapshotter's
+	# client module) and the snapshot controller, which a cluster usually
+	# runs, so a VolumeSnapshot of a PVC reaches the csi-snapshotter below.
+	./bin/kubectl --kubeconfig "$kubeconfig" apply -f bin/snapshot-crds/ >/dev/null
+	./bin/kubectl --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
+		crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
+	./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/csi-snapshot-classes.yaml >/dev/null
+	./bin/snapshot-controller --kubeconfig="$kubeconfig" --leader-election=false > "$dev/csi/snapshot-controller.log" 2>&1 &
+	pids+=($!)
+	for sidecar in csi-provisioner csi-attacher csi-snapshotter; do
+		# --immediate-topology=false: with no kubelet no CSINode says
+		# where the driver runs; the driver places a volume itself and
+		# answers its node as the PV's topology.
+		./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s $([ "$sidecar" = csi-provisioner ] && echo --immediate-topology=false) > "$dev/csi/$sidecar.log" 2>&1 &
+		pids+=($!)
+	done
+	echo "CSI: the provisioner, attacher, snapshotter and snapshot controller are running (logs in $dev/csi/)"
+	wait
+}
+start_csi &
 csi_pids+=($!)
-for _ in $(seq 1 40); do [ -S "$sock" ] && break; sleep 0.25; done
-# The snapshot CRDs (bin/snapshot-crds, from external-snapshotter's client
-# module) and the snapshot controller, which a cluster usually runs, so a
-# VolumeSnapshot of a PVC reaches the csi-snapshotter below.
-./bin/kubectl --kubeconfig "$kubeconfig" apply -f bin/snapshot-crds/ >/dev/null
-./bin/kubectl --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
-	crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
-./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/csi-snapshot-classes.yaml >/dev/null
-./bin/snapshot-controller --kubeconfig="$kubeconfig" --leader-election=false > "$dev/csi/snapshot-controller.log" 2>&1 &
-csi_pids+=($!)
-for sidecar in csi-provisioner csi-attacher csi-snapshotter; do
-	# --immediate-topology=false: with no kubelet no CSINode says where
-	# the driver runs; the driver places a volume itself and answers its
-	# node as the PV's topology.
-	./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s $([ "$sidecar" = csi-provisioner ] && echo --immediate-topology=false) > "$dev/csi/$sidecar.log" 2>&1 &
-	csi_pids+=($!)
-done
 
 cat <<MSG
 
@@ -111,7 +135,8 @@ cat <<MSG
   API:      http://$api   (try: curl http://$api/readyz)
   CSI:      driver.longhorn.io with its provisioner, attacher, snapshotter and the
             snapshot controller; VolumeSnapshotClasses longhorn-snapshot and
-            longhorn-backup (logs in $dev/csi/)
+            longhorn-backup (logs in $dev/csi/). On a first run their sidecars
+            are still building (the log says when they run; $dev/csi/build.log).
 
 MSG
 
