@@ -9,9 +9,16 @@
 # as the main module with -mod=mod. Like bin/controlplane, a binary is
 # rebuilt only when its pinned version or the Go version changes: a hash of
 # them is kept beside it.
+#
+# CSI_SIDECARS_BIN (default bin) is where they go; scripts/build-images.sh
+# builds them static (CGO_ENABLED=0, part of the hash) into a folder of
+# its own for the sidecars' images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+out_dir=${CSI_SIDECARS_BIN:-bin}
+case $out_dir in /*) ;; *) out_dir=$root/$out_dir ;; esac
+cgo=${CGO_ENABLED:-}
 
 work=""
 trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; fi' EXIT
@@ -19,12 +26,12 @@ trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; 
 build() {
 	local out=$1 module=$2 version=$3 cmd=$4 dropreplace=${5:-}
 	local hash
-	hash=$( (echo "$module@$version $cmd${dropreplace:+ -dropreplace $dropreplace}"; go version) | sha256sum | cut -d' ' -f1)
-	if [ -x "bin/$out" ] && [ "$(cat "bin/$out.hash" 2>/dev/null)" = "$hash" ]; then
+	hash=$( (echo "$module@$version $cmd${dropreplace:+ -dropreplace $dropreplace}${cgo:+ CGO_ENABLED=$cgo}"; go version) | sha256sum | cut -d' ' -f1)
+	if [ -x "$out_dir/$out" ] && [ "$(cat "$out_dir/$out.hash" 2>/dev/null)" = "$hash" ]; then
 		return
 	fi
-	echo "building bin/$out ($module $version); the first build takes several minutes" >&2
-	mkdir -p bin
+	echo "building $out_dir/$out ($module $version); the first build takes several minutes" >&2
+	mkdir -p "$out_dir"
 	local start=$SECONDS dir
 	dir=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" {print $4}')
 	if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
@@ -43,10 +50,10 @@ build() {
 	# The module's own go.mod and go.sum pin its dependencies; -mod=mod
 	# lets go add any go.sum line its module graph needs (there is no
 	# vendor/ in the module zip). No go.work may pull it into another build.
-	(cd "$work/$out" && GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-X main.version=$version" -o "$root/bin/$out.tmp" "./$cmd")
-	mv "bin/$out.tmp" "bin/$out"
-	echo "$hash" > "bin/$out.hash"
-	echo "built bin/$out in $((SECONDS - start))s" >&2
+	(cd "$work/$out" && GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-X main.version=$version" -o "$out_dir/$out.tmp" "./$cmd")
+	mv "$out_dir/$out.tmp" "$out_dir/$out"
+	echo "$hash" > "$out_dir/$out.hash"
+	echo "built $out_dir/$out in $((SECONDS - start))s" >&2
 }
 
 build csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 cmd/csi-provisioner

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Builds the project's container images without a Docker daemon or a
+# registry, as OCI archives under bin/images/ that containerd imports
+# (`ctr -n k8s.io images import`):
+#
+#   longhorn-manager:dev   Debian bookworm with the tools the CSI Node
+#                          service and the full backup drills run (the
+#                          packages package/Dockerfile installs) and the
+#                          static longhorn-manager binary: the same image
+#                          as `docker build -f package/Dockerfile .`
+#   longhorn-ui:dev        the static binary and Longhorn's web UI, built
+#                          unmodified in ../shared/longhorn-ui (its dist
+#                          folder at /web/dist), served by `longhorn-manager
+#                          ui --dist /web/dist`
+#   registry.k8s.io/sig-storage/<sidecar>:<version>, with --sidecars: the
+#                          CSI sidecars built static from the Go module
+#                          proxy at the versions package/ names, under the
+#                          names package/ pulls, so its manifests run here
+#                          unchanged (imagePullPolicy IfNotPresent)
+#
+# Usage: scripts/build-images.sh [--sidecars] [--import CONTAINERD_SOCKET]
+#
+# It needs root (buildah with its vfs storage under bin/images/storage,
+# mmdebstrap), and installs Debian's buildah and mmdebstrap when they are
+# missing. The Debian base is made once by mmdebstrap (minutes: it
+# downloads its packages) and kept until its package list changes; an
+# image is made again only when what goes in it changed (a hash beside
+# each archive).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+sidecars=false
+import=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--sidecars) sidecars=true ;;
+	--import)
+		import=${2:?--import needs the socket of a containerd}
+		shift
+		;;
+	*)
+		echo "usage: $0 [--sidecars] [--import CONTAINERD_SOCKET]" >&2
+		exit 2
+		;;
+	esac
+	shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "building images needs root (buildah and mmdebstrap); run it as root" >&2
+	exit 1
+fi
+missing=()
+command -v buildah >/dev/null || missing+=(buildah)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "installing ${missing[*]}" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+out=bin/images
+mkdir -p "$out"
+# buildah's own storage, not the machine's: nothing of it outlives a
+# `make clean`, and no other user of buildah here sees it.
+buildah=(buildah --root "$root/$out/storage" --runroot "$root/$out/run" --storage-driver vfs)
+work=$(mktemp -d)
+containers=()
+cleanup() {
+	for c in "${containers[@]}"; do "${buildah[@]}" rm "$c" >/dev/null 2>&1 || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The manager's Debian packages, as package/Dockerfile installs them.
+packages=ca-certificates,libnbd-bin,fuse3,mount,util-linux,e2fsprogs,xfsprogs
+suite=bookworm
+
+# base makes $out/base.tar: Debian's minimal base and the packages, without
+# documentation, manual pages or locales (as Debian's slim images), and
+# without apt's lists.
+base() {
+	local want="$suite $packages slim"
+	if [ -f "$out/base.tar" ] && [ "$(cat "$out/base.tar.hash" 2>/dev/null)" = "$want" ]; then
+		return
+	fi
+	echo "making the Debian base ($suite: $packages); the first time downloads its packages, minutes" >&2
+	local start=$SECONDS
+	mmdebstrap --variant=minbase --include="$packages" \
+		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		"$suite" "$out/base.tar.tmp" > "$work/mmdebstrap.log" 2>&1 || {
+		tail -20 "$work/mmdebstrap.log" >&2
+		exit 1
+	}
+	mv "$out/base.tar.tmp" "$out/base.tar"
+	echo "$want" > "$out/base.tar.hash"
+	echo "made the Debian base in $((SECONDS - start))s" >&2
+}
+
+# image NAME HASH CMD-JSON FROM-TAR -- SRC:DEST...: makes $out/<file>.oci.tar
+# of image NAME, from scratch or from FROM-TAR unpacked (when not ""), with
+# each SRC copied to DEST, unless its hash is HASH already; adds the
+# archive to built.
+built=()
+image() {
+	local name=$1 hash=$2 cmd=$3 from=$4
+	shift 5
+	local file
+	file=$(echo "$name" | tr '/:' '__')
+	built+=("$out/$file.oci.tar")
+	if [ -f "$out/$file.oci.tar" ] && [ "$(cat "$out/$file.oci.tar.hash" 2>/dev/null)" = "$hash" ]; then
+		return
+	fi
+	echo "making image $name" >&2
+	local c
+	c=$("${buildah[@]}" from scratch)
+	containers+=("$c")
+	if [ -n "$from" ]; then
+		"${buildah[@]}" add "$c" "$from" / >/dev/null
+	fi
+	local pair
+	for pair in "$@"; do
+		"${buildah[@]}" copy "$c" "${pair%%:*}" "${pair#*:}" >/dev/null
+	done
+	"${buildah[@]}" config --entrypoint '[]' --cmd "$cmd" --label "io.longhorn.source=longhorn-manager scripts/build-images.sh" "$c"
+	rm -f "$out/$file.oci.tar"
+	"${buildah[@]}" commit --quiet "$c" "oci-archive:$root/$out/$file.oci.tar:$name" >/dev/null
+	echo "$hash" > "$out/$file.oci.tar.hash"
+}
+
+# The manager's binary, static, as the Dockerfile builds it.
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/longhorn-manager" .
+manager_hash=$(sha256sum "$work/longhorn-manager" | cut -d' ' -f1)
+
+base
+base_hash=$(cat "$out/base.tar.hash")
+image longhorn-manager:dev "$manager_hash $base_hash" '["longhorn-manager","daemon"]' "$out/base.tar" -- \
+	"$work/longhorn-manager:/usr/local/bin/longhorn-manager"
+
+ui=../shared/longhorn-ui/dist
+if [ ! -f "$ui/index.html" ]; then
+	echo "no built UI in $ui (index.html): see ../shared/longhorn-ui/README.md" >&2
+	exit 1
+fi
+ui_hash=$( (echo "$manager_hash"; cd "$ui" && find . -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
+image longhorn-ui:dev "$ui_hash" '["longhorn-manager","ui","--dist","/web/dist"]' "" -- \
+	"$work/longhorn-manager:/usr/local/bin/longhorn-manager" "$ui:/web/dist"
+
+if $sidecars; then
+	# Static, for images from scratch: the same script and versions as the
+	# tests' sidecars, into a folder of their own.
+	CGO_ENABLED=0 CSI_SIDECARS_BIN="$out/sidecars" bash scripts/build-csi-sidecars.sh
+	for bin in csi-provisioner csi-attacher csi-snapshotter snapshot-controller; do
+		version=$(awk -v b="$bin" '$1 == "build" && $2 == b {print $4}' scripts/build-csi-sidecars.sh)
+		image "registry.k8s.io/sig-storage/$bin:$version" "$(sha256sum "$out/sidecars/$bin" | cut -d' ' -f1)" "[\"/$bin\"]" "" -- \
+			"$out/sidecars/$bin:/$bin"
+	done
+fi
+
+for archive in "${built[@]}"; do
+	echo "$archive"
+	if [ -n "$import" ]; then
+		ctr --address "$import" -n k8s.io images import "$archive" >/dev/null
+	fi
+done
