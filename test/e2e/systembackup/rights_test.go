@@ -9,6 +9,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -166,4 +167,99 @@ func TestARestoreMakesOnlyWhatItsRequesterMayMake(t *testing.T) {
 	})
 	e.Call(t, "GET", "/v1/recurringjobs/planted", "").Expect(t, 200)
 	e.Call(t, "GET", "/v1/backingimages/exported", "").Expect(t, 200)
+}
+
+// TestARestoreAskedThroughTheAPIHasItsCallersRights: with
+// --api-auth=kubernetes the API records its caller as the restore's
+// requester. A tenant (a ServiceAccount) who may ask for restores and
+// create volumes and recurring jobs, but not PVs, nor claims in the
+// workload's namespace, nor backing images, asks through the API for
+// the restore of an archive holding a volume, its PV and claim, a
+// backing image and a recurring job: the restore fails naming each
+// missing right, and makes none of them.
+func TestARestoreAskedThroughTheAPIHasItsCallersRights(t *testing.T) {
+	t.Parallel()
+	e, _ := framework.KubernetesAuthAPIEnv(t)
+	ctx := context.Background()
+	account := func(name string) {
+		if _, err := e.Kube.CoreV1().ServiceAccounts(e.NS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	account("admin")
+	binding, err := e.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin-" + e.NS},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "admin", Namespace: e.NS}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	e.Token = framework.TokenOf(t, e.Kube, e.NS, "admin")
+	account("tenant")
+	if _, err := e.Kube.RbacV1().Roles(e.NS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"longhorn.io"}, Resources: []string{"systemrestores", "volumes", "recurringjobs"}, Verbs: []string{"create", "get"}},
+		{APIGroups: []string{"longhorn.io"}, Resources: []string{"backupvolumes"}, Verbs: []string{"get"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Kube.RbacV1().RoleBindings(e.NS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "tenant", Namespace: e.NS}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tenantToken := framework.TokenOf(t, e.Kube, e.NS, "tenant")
+
+	app := e.Cluster.NewPlainNamespace(t)
+	root := t.TempDir()
+	plant(t, root, "v1.9.0", "workload", map[string]string{
+		"workload/metadata.yaml": "longhornVersion: v1.9.0\n",
+		"workload/yamls/longhorn/recurringjobs.yaml": "apiVersion: longhorn.io/v1beta2\nkind: RecurringJobList\nitems:\n" +
+			"- metadata: {name: planted}\n  spec: {task: snapshot, cron: '0 1 * * *', retain: 1, concurrency: 1}\n",
+		"workload/yamls/longhorn/backingimages.yaml": "apiVersion: longhorn.io/v1beta2\nkind: BackingImageList\nitems:\n" +
+			"- metadata: {name: golden}\n  spec: {sourceType: download, sourceParameters: {url: 'http://images.example/golden.raw'}}\n",
+		"workload/yamls/longhorn/volumes.yaml": "apiVersion: longhorn.io/v1beta2\nkind: VolumeList\nitems:\n" +
+			"- metadata: {name: data}\n  spec: {size: '8388608', numberOfReplicas: 1}\n  status: {lastBackup: backup-1}\n",
+		"workload/yamls/kubernetes/persistentvolumes.yaml": "apiVersion: v1\nkind: PersistentVolumeList\nitems:\n" +
+			"- metadata: {name: pv-" + app + "}\n  spec: {capacity: {storage: 8Mi}, accessModes: [ReadWriteOnce], storageClassName: longhorn-static,\n" +
+			"    claimRef: {namespace: " + app + ", name: data}, csi: {driver: driver.longhorn.io, volumeHandle: data}}\n",
+		"workload/yamls/kubernetes/persistentvolumeclaims.yaml": "apiVersion: v1\nkind: PersistentVolumeClaimList\nitems:\n" +
+			"- metadata: {name: data, namespace: " + app + "}\n  spec: {accessModes: [ReadWriteOnce], storageClassName: longhorn-static, volumeName: pv-" + app + ",\n" +
+			"    resources: {requests: {storage: 8Mi}}}\n",
+	})
+	e.SetBackupTarget(t, "file://"+root)
+	framework.Eventually(t, 30*time.Second, "the planted archive's SystemBackup Ready", func() (bool, error) {
+		sb, err := e.LH.LonghornV1beta2().SystemBackups(e.NS).Get(ctx, "workload", metav1.GetOptions{})
+		return err == nil && sb.Status.State == longhorn.SystemBackupStateReady, nil
+	})
+	e.Call(t, "POST", "/v1/systemrestores", `{"name":"by-tenant","systemBackup":"workload"}`, "Authorization", "Bearer "+tenantToken).Expect(t, 200)
+	sr, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Get(ctx, "by-tenant", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantUser := "system:serviceaccount:" + e.NS + ":tenant"
+	if req := sr.Spec.Requester; req == nil || req.Username != tenantUser || req.UID == "" {
+		t.Fatalf("the API recorded %+v, want the tenant's account", req)
+	}
+	msg := restoreError(t, e, "by-tenant")
+	for _, want := range []string{
+		"BackingImage golden: " + tenantUser + " may not create backingimages.longhorn.io in " + e.NS,
+		"PersistentVolume pv-" + app + ": " + tenantUser + " may not create persistentvolumes",
+		"PersistentVolumeClaim " + app + "/data: " + tenantUser + " may not create persistentvolumeclaims in " + app,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal %q does not say %q", msg, want)
+		}
+	}
+	for _, right := range []string{"create recurringjobs", "create volumes"} {
+		if strings.Contains(msg, right) {
+			t.Errorf("the refusal %q names %q, which the tenant has", msg, right)
+		}
+	}
+	e.Call(t, "GET", "/v1/recurringjobs/planted", "").Expect(t, 404)
+	e.Call(t, "GET", "/v1/volumes/data", "").Expect(t, 404)
+	if _, err := e.Kube.CoreV1().PersistentVolumes().Get(ctx, "pv-"+app, metav1.GetOptions{}); err == nil {
+		t.Error("the refused restore made the PV")
+	}
 }
