@@ -527,6 +527,21 @@ func (s *Server) requireAccess(r *http.Request, accesses ...access) error {
 	return s.auth.check(r.Context(), r, accesses)
 }
 
+// caller is who the request comes from, as its bearer token
+// authenticates (the route's check has done it; this is its cached
+// answer). ok is false when the API checks no callers.
+func (s *Server) caller(r *http.Request) (user authenticationv1.UserInfo, ok bool, err error) {
+	if s.auth == nil {
+		return user, false, nil
+	}
+	token, err := bearerToken(r)
+	if err != nil {
+		return user, false, err
+	}
+	user, err = s.auth.authenticate(r.Context(), token, callerAddress(r))
+	return user, err == nil, err
+}
+
 // authorizePath guards a non-resource path such as /metrics with a
 // SubjectAccessReview of a get on it, as Kubernetes components do.
 func (s *Server) authorizePath(path string, h http.Handler) http.Handler {

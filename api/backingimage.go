@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/manager"
 )
@@ -128,10 +129,9 @@ func (s *Server) createBackingImage(w http.ResponseWriter, r *http.Request) erro
 	}
 	// An image exported from a volume copies that volume's data: the
 	// caller must be allowed to read the volume.
-	if longhorn.BackingImageDataSourceType(in.SourceType) == longhorn.BackingImageDataSourceTypeExportFromVolume {
-		if err := s.requireAccess(r, access{verb: "get", resource: "volumes", name: in.Parameters[longhorn.DataSourceParameterVolumeName]}); err != nil {
-			return err
-		}
+	reads := rights.BackingImageReads(s.ds.Namespace(), longhorn.BackingImageDataSourceType(in.SourceType), in.Parameters)
+	if err := s.requireAccess(r, fromRights(reads)...); err != nil {
+		return err
 	}
 	bi, err := s.vm.CreateBackingImage(r.Context(), manager.BackingImageCreate{
 		Name: in.Name, SourceType: longhorn.BackingImageDataSourceType(in.SourceType), Parameters: in.Parameters,

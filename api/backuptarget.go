@@ -17,6 +17,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -150,10 +151,10 @@ func (s *Server) checkURLUnused(field, name, url string) error {
 // read it, as k8s/crds/policies/reads-source.yaml asks of kubectl. A name
 // left as it was is not asked again.
 func (s *Server) checkCredentialReadable(r *http.Request, secret, before string) error {
-	if secret == "" || secret == before {
+	if secret == before {
 		return nil
 	}
-	return s.requireAccess(r, access{verb: "get", resource: "secrets", name: secret, core: true})
+	return s.requireAccess(r, fromRights(rights.BackupTargetReads(s.ds.Namespace(), secret))...)
 }
 
 // createBackupTarget makes a BackupTarget: volumes, recurring jobs and

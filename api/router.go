@@ -23,6 +23,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engineapi"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 )
@@ -53,12 +54,16 @@ type Server struct {
 	// engineConns the engines' connections, one per node (Close).
 	internalTLS *mtls.Identity
 	engineConns *engineapi.Conns
+	// managerUser is the manager's own account, as the apiserver knows
+	// it: who asks for a system restore when the API checks no callers.
+	managerUser string
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
 // to the informers, which must be the ones the datastore reads.
 func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Informers, vm *manager.VolumeManager, clk clock.Clock, registry *prometheus.Registry) *Server {
-	s := &Server{ds: ds, vm: vm, clock: clk, logger: logger, registry: registry, metrics: newRequestMetrics(registry), uploadWait: defaultUploadWait}
+	s := &Server{ds: ds, vm: vm, clock: clk, logger: logger, registry: registry, metrics: newRequestMetrics(registry), uploadWait: defaultUploadWait,
+		managerUser: rights.ServiceAccountUser(ds.Namespace(), DefaultManagerServiceAccount)}
 	s.streams = newStreams(s, inf)
 	return s
 }
@@ -69,6 +74,16 @@ func NewServer(logger *logrus.Entry, ds *datastore.DataStore, inf datastore.Info
 func (s *Server) SetInternalTLS(id *mtls.Identity) {
 	s.internalTLS = id
 	s.engineConns = engineapi.NewConns(id)
+}
+
+// DefaultManagerServiceAccount is the manager's account unless
+// SetManagerServiceAccount names another (--service-account).
+const DefaultManagerServiceAccount = "longhorn-service-account"
+
+// SetManagerServiceAccount names the ServiceAccount the manager runs as,
+// in its namespace.
+func (s *Server) SetManagerServiceAccount(name string) {
+	s.managerUser = rights.ServiceAccountUser(s.ds.Namespace(), name)
 }
 
 // Close closes the connections the API keeps to the engines.

@@ -206,8 +206,12 @@ func (s *Server) createSystemRestore(w http.ResponseWriter, r *http.Request) err
 	} else if err != nil {
 		return err
 	}
+	requester, err := s.restoreRequester(r)
+	if err != nil {
+		return err
+	}
 	created, err := s.ds.CreateSystemRestore(r.Context(), &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: in.Name},
-		Spec: longhorn.SystemRestoreSpec{SystemBackup: in.SystemBackup}})
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: in.SystemBackup, Requester: requester}})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return &httpError{http.StatusConflict, "AlreadyExists", "name: system restore " + in.Name + " already exists"}
@@ -218,6 +222,29 @@ func (s *Server) createSystemRestore(w http.ResponseWriter, r *http.Request) err
 	}
 	writeJSON(w, http.StatusOK, toSystemRestore(baseURL(r), created))
 	return nil
+}
+
+// restoreRequester is who asks for a restore, recorded in it: the restore
+// creates each object of the archive only if they may (see
+// controller/systembackup). With --api-auth=kubernetes it is the
+// authenticated caller; with --api-auth=none, which trusts every caller
+// with the manager's own rights, the manager's account.
+func (s *Server) restoreRequester(r *http.Request) (*longhorn.SystemRestoreRequester, error) {
+	user, ok, err := s.caller(r)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return &longhorn.SystemRestoreRequester{Username: s.managerUser}, nil
+	}
+	out := &longhorn.SystemRestoreRequester{Username: user.Username, UID: user.UID, Groups: user.Groups}
+	if len(user.Extra) > 0 {
+		out.Extra = make(map[string][]string, len(user.Extra))
+		for k, v := range user.Extra {
+			out.Extra[k] = v
+		}
+	}
+	return out, nil
 }
 
 // deleteSystemBackup deletes a SystemBackup, and with it its archive in

@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -74,5 +78,45 @@ func TestSystemBackupsAndRestoresAsLonghornsUIUsesThem(t *testing.T) {
 	}
 	if code, _, _ := s.do(t, "DELETE", "/v1/systembackups/sb", ""); code != http.StatusNotFound {
 		t.Errorf("delete twice: %d", code)
+	}
+}
+
+// TestASystemRestoreRecordsWhoAskedForIt: the restore creates its
+// objects with the rights of whoever asked, so the API records its
+// authenticated caller (their groups and extra too); with no caller
+// checked (--api-auth=none), the manager's own account, whose rights the
+// API lends every caller then.
+func TestASystemRestoreRecordsWhoAskedForIt(t *testing.T) {
+	sb := &longhorn.SystemBackup{ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: testNamespace}}
+	s := newTestServer(t, sb)
+	eventually(t, "the system backup in the cache", func() bool { _, err := s.server.ds.GetSystemBackupRO("sb"); return err == nil })
+	requester := func(name string) *longhorn.SystemRestoreRequester {
+		t.Helper()
+		sr, err := s.lh.LonghornV1beta2().SystemRestores(testNamespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sr.Spec.Requester
+	}
+	s.server.SetManagerServiceAccount("lh-manager")
+	if code, _, raw := s.do(t, "POST", "/v1/systemrestores", `{"name":"unchecked","systemBackup":"sb"}`); code != http.StatusOK {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	if got := requester("unchecked"); got == nil || got.Username != "system:serviceaccount:"+testNamespace+":lh-manager" || len(got.Groups) != 0 {
+		t.Errorf("with no caller checked, requester %+v, want the manager's account", got)
+	}
+
+	f := &fakeReviews{allow: func(*authorizationv1.ResourceAttributes) bool { return true }}
+	s.server.EnableKubernetesAuth(f.client(), testNamespace)
+	req := httptest.NewRequest("POST", "/v1/systemrestores", strings.NewReader(`{"name":"checked","systemBackup":"sb"}`))
+	req.Header.Set("Authorization", "Bearer good")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	s.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("create as alice: %d %s", rec.Code, rec.Body)
+	}
+	if got := requester("checked"); got == nil || got.Username != "alice" || !slices.Equal(got.Groups, []string{"ops"}) {
+		t.Errorf("requester %+v, want alice of ops, the authenticated caller", got)
 	}
 }

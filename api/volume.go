@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -96,37 +96,22 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	// backupList is), on the volume of dataSource and on the backing
 	// image. Checked before anything is looked up for them (a backup's
 	// size), so a refused caller learns nothing of them.
-	var reads []access
+	var backupVolume, sourceVolume string
 	if in.FromBackup != "" {
-		target, backupVolume, _, err := backupstore.ParseURL(in.FromBackup)
+		name, err := s.ds.BackupVolumeObjectOf(in.FromBackup)
 		if err != nil {
 			return badRequest("fromBackup: %v", err)
 		}
-		// The backup volume's object in the target the URL names
-		// (default's when it names none: the restore is then refused).
-		targetName := datastore.DefaultBackupTargetName
-		if t, err := s.ds.TargetForURL(target); err == nil {
-			targetName = t.Name
-		}
-		// Found by its volume and target: its name, computed, may be
-		// another volume's.
-		bvName := datastore.BackupVolumeObjectName(backupVolume, targetName)
-		if bv, err := s.ds.FindBackupVolumeRO(targetName, backupVolume); err == nil && bv != nil {
-			bvName = bv.Name
-		}
-		reads = append(reads, access{verb: "get", resource: "backupvolumes", name: bvName})
+		backupVolume = name
 	}
 	if in.DataSource != "" {
 		src, err := types.ParseDataSource(in.DataSource)
 		if err != nil {
 			return badRequest("dataSource: %v", err)
 		}
-		reads = append(reads, access{verb: "get", resource: "volumes", name: src.Volume})
+		sourceVolume = src.Volume
 	}
-	if in.BackingImage != "" {
-		reads = append(reads, access{verb: "get", resource: "backingimages", name: in.BackingImage})
-	}
-	if err := s.requireAccess(r, reads...); err != nil {
+	if err := s.requireAccess(r, fromRights(rights.VolumeReads(s.ds.Namespace(), backupVolume, sourceVolume, in.BackingImage))...); err != nil {
 		return err
 	}
 	if in.Size == "" && in.FromBackup != "" {

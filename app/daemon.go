@@ -2,6 +2,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -278,6 +279,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	apiServer := api.NewServer(log.WithField("component", "api"), ds, inf, manager.NewVolumeManager(ds), o.Clock, registry)
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	apiServer.SetInternalTLS(internal.id)
+	apiServer.SetManagerServiceAccount(cmp.Or(o.ServiceAccount, api.DefaultManagerServiceAccount))
 	defer apiServer.Close()
 	if o.APIAuth == api.AuthKubernetes {
 		// The reviews get a client of their own, with its own rate limit:

@@ -34,6 +34,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -184,9 +185,10 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
 		stopProcesses: func() {},
 	}
-	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id}
+	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id,
+		ManagerUser: rights.ServiceAccountUser(o.Namespace, cmp.Or(o.ServiceAccount, api.DefaultManagerServiceAccount))}
 	c.systemBackup = sbcontroller.NewBackupController(log, metrics, ds, inf, sbConfig)
-	c.systemRestore = sbcontroller.NewRestoreController(log, metrics, ds, inf, sbConfig)
+	c.systemRestore = sbcontroller.NewRestoreController(log, metrics, ds, inf, kubeClient, sbConfig)
 	if c.kubernetesPV, err = pvc.NewController(log, metrics, ds, inf, o.NodeName, o.Clock, recorder); err != nil {
 		return nil, err
 	}

@@ -197,3 +197,23 @@ func (ds *DataStore) FindBackupVolumeRO(target, volume string) (*longhorn.Backup
 	}
 	return nil, nil
 }
+
+// BackupVolumeObjectOf is the name of the BackupVolume whose backups a
+// backup URL (a volume's fromBackup) reads: the object of its volume in
+// the target the URL names (default's when it names none), found by its
+// volume and target (its name, computed, may be another volume's).
+// Reading the backup needs get on it.
+func (ds *DataStore) BackupVolumeObjectOf(backupURL string) (string, error) {
+	target, volume, _, err := backupstore.ParseURL(backupURL)
+	if err != nil {
+		return "", err
+	}
+	targetName := DefaultBackupTargetName
+	if t, err := ds.TargetForURL(target); err == nil {
+		targetName = t.Name
+	}
+	if bv, err := ds.FindBackupVolumeRO(targetName, volume); err == nil && bv != nil {
+		return bv.Name, nil
+	}
+	return BackupVolumeObjectName(volume, targetName), nil
+}

@@ -34,6 +34,10 @@ type Config struct {
 	Version, GitCommit, ManagerImage string
 	// InternalTLS is the identity the engines are called with.
 	InternalTLS *mtls.Identity
+	// ManagerUser is the manager's own account as the apiserver knows it
+	// (rights.ServiceAccountUser): a restore it asks for is not checked
+	// again (restore_rights.go).
+	ManagerUser string
 }
 
 // BackupController makes, syncs and deletes system backups.

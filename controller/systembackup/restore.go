@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sirupsen/logrus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -220,13 +221,17 @@ func restored(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
 }
 
-// apply plans the restore, then makes its writes: backup targets,
+// apply plans the restore, checks that user (who asked for it) may make
+// each of its writes, then makes them: backup targets,
 // settings, recurring jobs, backing images, volumes. An object made
 // meanwhile by another hand is left as it is.
-func (c *RestoreController) apply(ctx context.Context, in *systembackup.Contents, backupURL func(volume, backup string) string, log *logrus.Entry) (applied, error) {
+func (c *RestoreController) apply(ctx context.Context, user authenticationv1.UserInfo, in *systembackup.Contents, backupURL func(volume, backup string) string, log *logrus.Entry) (applied, error) {
 	p, err := c.plan(ctx, in, backupURL)
 	if err != nil {
 		return applied{}, &planError{err}
+	}
+	if err := c.checkRights(ctx, user, p); err != nil {
+		return applied{}, err
 	}
 	res := applied{kept: p.kept, settings: len(p.settings), noBackup: len(p.noBackup)}
 	for _, name := range p.noBackup {

@@ -10,10 +10,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/systembackup"
 )
@@ -27,15 +29,22 @@ type RestoreController struct {
 	ownership kit.Ownership
 	now       func() time.Time
 	written   kit.Written
+	// review asks whether the restore's requester has a right; self is
+	// the manager's own account, whose restores are not asked about
+	// (restore_rights.go).
+	review rights.Reviewer
+	self   string
 }
 
 // NewRestoreController wires the controller to the SystemRestore and
-// SystemBackup informers.
-func NewRestoreController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, cfg Config) *RestoreController {
+// SystemBackup informers. kube asks the SubjectAccessReviews of a
+// restore's requester.
+func NewRestoreController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, kube kubernetes.Interface, cfg Config) *RestoreController {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	srs := lh.SystemRestores().Informer()
 	sbs := lh.SystemBackups().Informer()
-	c := &RestoreController{ds: ds, ownership: kit.Ownership{NodeID: cfg.NodeID, IsUp: ds.IsNodeUp}, now: time.Now}
+	c := &RestoreController{ds: ds, ownership: kit.Ownership{NodeID: cfg.NodeID, IsUp: ds.IsNodeUp}, now: time.Now,
+		review: rights.SubjectAccessReviews(kube), self: cfg.ManagerUser}
 	c.Base = kit.NewBase("longhorn-system-restore", logger, metrics, c.sync, srs.HasSynced, sbs.HasSynced)
 	srs.AddEventHandler(c.EventHandler())
 	// A restore waiting for its system backup to be synced from the
@@ -117,6 +126,10 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 	if err := systembackup.CheckName(sr.Spec.SystemBackup); err != nil {
 		return fail(longhorn.SystemRestoreConditionReasonRestore, fmt.Errorf("spec.systemBackup: %w", err))
 	}
+	user, err := requesterOf(sr)
+	if err != nil {
+		return fail(longhorn.SystemRestoreConditionReasonRestore, err)
+	}
 	sb, err := c.ds.GetSystemBackupRO(sr.Spec.SystemBackup)
 	if apierrors.IsNotFound(err) {
 		return fail(longhorn.SystemRestoreConditionReasonRestore, fmt.Errorf("spec.systemBackup: SystemBackup %q does not exist", sr.Spec.SystemBackup))
@@ -165,7 +178,7 @@ func (c *RestoreController) restore(ctx context.Context, sr *longhorn.SystemRest
 	if sr, err = c.setState(ctx, sr, longhorn.SystemRestoreStateRestoring, "", nil); err != nil {
 		return err
 	}
-	res, err := c.apply(ctx, contents, t.store.URL, log)
+	res, err := c.apply(ctx, user, contents, t.store.URL, log)
 	var pe *planError
 	if errors.As(err, &pe) {
 		return fail(longhorn.SystemRestoreConditionReasonRestore, err)

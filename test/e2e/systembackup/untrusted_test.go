@@ -74,7 +74,7 @@ func TestAHostileArchiveIsRefusedAndNothingOfItIsWritten(t *testing.T) {
 		return err == nil && sb.Status.State == longhorn.SystemBackupStateReady && sb.Status.Version == "v1.9.0", nil
 	})
 	if _, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "r"},
-		Spec: longhorn.SystemRestoreSpec{SystemBackup: "hostile"}}, metav1.CreateOptions{}); err != nil {
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: "hostile", Requester: me(t, e.Kube)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "the restore in Error naming the entry", func() (bool, error) {
@@ -98,7 +98,7 @@ func TestAHostileArchiveIsRefusedAndNothingOfItIsWritten(t *testing.T) {
 
 	// A restore of a system backup that does not exist says so.
 	if _, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "none"},
-		Spec: longhorn.SystemRestoreSpec{SystemBackup: "missing"}}, metav1.CreateOptions{}); err != nil {
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: "missing", Requester: me(t, e.Kube)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "the restore of a missing system backup in Error", func() (bool, error) {
@@ -131,7 +131,7 @@ func TestAnArchiveCannotLoosenTheClustersGuards(t *testing.T) {
 		return err == nil && sb.Status.State == longhorn.SystemBackupStateReady, nil
 	})
 	if _, err := e.LH.LonghornV1beta2().SystemRestores(e.NS).Create(ctx, &longhorn.SystemRestore{ObjectMeta: metav1.ObjectMeta{Name: "r"},
-		Spec: longhorn.SystemRestoreSpec{SystemBackup: "guards"}}, metav1.CreateOptions{}); err != nil {
+		Spec: longhorn.SystemRestoreSpec{SystemBackup: "guards", Requester: me(t, e.Kube)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "the restore Completed", func() (bool, error) {

@@ -26,10 +26,30 @@ const (
 	SystemRestoreConditionReasonUnpack  = "Unpack"
 )
 
-// SystemRestoreSpec names the system backup to restore.
+// SystemRestoreSpec names the system backup to restore, and who asked.
 type SystemRestoreSpec struct {
 	// The SystemBackup's name, as in the backup target.
 	SystemBackup string `json:"systemBackup"`
+	// Requester is who asked for the restore: every object it creates
+	// needs their rights, checked before it creates any. The API records
+	// its authenticated caller; with kubectl the maker records
+	// themselves (the admission policy longhorn-system-restore-requester
+	// refuses anyone else). A restore without one is refused.
+	// +optional
+	Requester *SystemRestoreRequester `json:"requester,omitempty"`
+}
+
+// SystemRestoreRequester is a user as the apiserver authenticates them
+// (authentication.k8s.io UserInfo): the user a SubjectAccessReview asks
+// about.
+type SystemRestoreRequester struct {
+	Username string `json:"username"`
+	// +optional
+	UID string `json:"uid,omitempty"`
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+	// +optional
+	Extra map[string][]string `json:"extra,omitempty"`
 }
 
 // SystemRestoreStatus is where the restore is.
