@@ -2,6 +2,7 @@ package crds_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,8 +25,9 @@ import (
 func TestASystemRestoreRecordsWhoMakesIt(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
-	// No manager runs here; the apiserver alone answers.
-	ns := cluster.NewPlainNamespace(t)
+	// No manager runs here; the apiserver alone answers. The namespace is
+	// labelled as a manager's, so the mutating policies act in it.
+	ns := cluster.NewNamespace(t)
 	ctx := context.Background()
 	kube := cluster.KubeClient(t)
 	const tenant = "tenant"
@@ -65,7 +67,9 @@ func TestASystemRestoreRecordsWhoMakesIt(t *testing.T) {
 	}{
 		{"the tenant recording themselves", tenantClient, &longhorn.SystemRestoreRequester{Username: tenant, Groups: tenantGroups, Extra: tenantExtra}, false},
 		{"the tenant recording fewer groups and no extra", tenantClient, &longhorn.SystemRestoreRequester{Username: tenant, Groups: []string{"dev"}}, false},
-		{"the tenant recording no one", tenantClient, nil, true},
+		// The mutating policy (admission/system-restore-requester.yaml)
+		// records the maker; the row below checks what it recorded.
+		{"the tenant recording no one", tenantClient, nil, false},
 		{"the tenant recording an admin", tenantClient, &longhorn.SystemRestoreRequester{Username: "admin", Groups: []string{"system:masters"}}, true},
 		{"the tenant recording a group they are not in", tenantClient, &longhorn.SystemRestoreRequester{Username: tenant, Groups: []string{"dev", "system:masters"}}, true},
 		{"the tenant recording extra they do not have", tenantClient, &longhorn.SystemRestoreRequester{Username: tenant, Extra: map[string][]string{"scopes": {"all"}}}, true},
@@ -92,6 +96,24 @@ func TestASystemRestoreRecordsWhoMakesIt(t *testing.T) {
 		}
 	}
 
+	// A restore made without a requester records its maker, as the
+	// apiserver authenticated them.
+	filled, err := tenantClient.LonghornV1beta2().SystemRestores(ns).Get(ctx, "the-tenant-recording-no-one", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := filled.Spec.Requester; r == nil || r.Username != tenant || !sameSet(r.Groups, tenantGroups) || !slices.Equal(r.Extra["scopes"], tenantExtra["scopes"]) {
+		t.Errorf("a restore made without a requester recorded %+v, want %s with groups %v and extra %v", r, tenant, tenantGroups, tenantExtra)
+	}
+
+	// Where the mutating policy does not act (a namespace not labelled as
+	// a manager's, or a cluster older than 1.36), a restore without a
+	// requester is refused, saying what is missing.
+	plain := cluster.NewPlainNamespace(t)
+	if _, err := lhclient.NewForConfigOrDie(cluster.Config).LonghornV1beta2().SystemRestores(plain).Create(ctx, restore("no-requester", nil), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "rule system-restore-requester") {
+		t.Errorf("a restore without a requester where nothing records it: %v, want refused naming the rule", err)
+	}
+
 	// The record does not change; the rest of the spec may.
 	sr, err := tenantClient.LonghornV1beta2().SystemRestores(ns).Get(ctx, "the-tenant-recording-fewer-groups-and-no-extra", metav1.GetOptions{})
 	if err != nil {
@@ -112,4 +134,9 @@ func TestASystemRestoreRecordsWhoMakesIt(t *testing.T) {
 	if _, err := tenantClient.LonghornV1beta2().SystemRestores(ns).Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("an update keeping the requester: %v", err)
 	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }

@@ -19,13 +19,24 @@ import (
 )
 
 // admissionProbes are objects whose creation in a manager's namespace the
-// mutating admission policies change: each gets Longhorn's finalizer.
+// mutating admission policies change, and how to tell they did: a
+// RecurringJob and a Snapshot get Longhorn's finalizer, a SystemRestore
+// its maker as requester.
 var admissionProbes = []struct {
 	resource, kind string
 	spec           map[string]any
+	applied        func(*unstructured.Unstructured) bool
 }{
-	{"recurringjobs", "RecurringJob", map[string]any{"task": "snapshot", "cron": "@hourly", "retain": int64(1), "concurrency": int64(1)}},
-	{"snapshots", "Snapshot", map[string]any{"volume": "probe"}},
+	{"recurringjobs", "RecurringJob", map[string]any{"task": "snapshot", "cron": "@hourly", "retain": int64(1), "concurrency": int64(1)}, hasLonghornFinalizer},
+	{"snapshots", "Snapshot", map[string]any{"volume": "probe"}, hasLonghornFinalizer},
+	{"systemrestores", "SystemRestore", map[string]any{"systemBackup": "probe"}, func(u *unstructured.Unstructured) bool {
+		user, _, _ := unstructured.NestedString(u.Object, "spec", "requester", "username")
+		return user != ""
+	}},
+}
+
+func hasLonghornFinalizer(u *unstructured.Unstructured) bool {
+	return slices.Contains(u.GetFinalizers(), "longhorn.io")
 }
 
 // waitForMutatingPolicies waits until the apiserver applies the mutating
@@ -69,12 +80,12 @@ func waitForMutatingPolicies(ctx context.Context, cfg *rest.Config, timeout time
 		}}
 		for {
 			out, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err == nil && slices.Contains(out.GetFinalizers(), "longhorn.io") {
+			if err == nil && p.applied(out) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("the mutating admission policies were not applied to %s within %s (last answer: %v, finalizers %v)",
-					p.resource, timeout, err, finalizersOf(out))
+				return fmt.Errorf("the mutating admission policies were not applied to %s within %s (last answer: %v, object %v)",
+					p.resource, timeout, err, objectOf(out))
 			}
 			select {
 			case <-ctx.Done():
@@ -86,9 +97,9 @@ func waitForMutatingPolicies(ctx context.Context, cfg *rest.Config, timeout time
 	return nil
 }
 
-func finalizersOf(obj *unstructured.Unstructured) []string {
+func objectOf(obj *unstructured.Unstructured) map[string]any {
 	if obj == nil {
 		return nil
 	}
-	return obj.GetFinalizers()
+	return obj.Object
 }
