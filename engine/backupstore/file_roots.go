@@ -85,9 +85,12 @@ const maxLinks = 40
 // walk it; it refuses a path that reaches a folder on a kernel file
 // system on the way (so /host/proc/1/root/etc is refused at /host/proc,
 // before its link, which names the host's root, is followed: the text a
-// link in /proc reads as is not where the kernel goes through it).
+// link in /proc reads as is not where the kernel goes through it). The
+// file system is asked (statfs, a round trip on NFS) only where the
+// device changes: a mount point.
 func resolvePath(p string) (string, error) {
-	resolved := "/"
+	const unknown = ^uint64(0)
+	resolved, dev := "/", unknown
 	rest := strings.Split(p, "/")
 	for links := 0; len(rest) > 0; {
 		name := rest[0]
@@ -96,7 +99,7 @@ func resolvePath(p string) (string, error) {
 		case "", ".":
 			continue
 		case "..":
-			resolved = filepath.Dir(resolved)
+			resolved, dev = filepath.Dir(resolved), unknown
 			continue
 		}
 		next := filepath.Join(resolved, name)
@@ -118,13 +121,16 @@ func resolvePath(p string) (string, error) {
 				return "", err
 			}
 			if filepath.IsAbs(link) {
-				resolved = "/"
+				resolved, dev = "/", unknown
 			}
 			rest = append(strings.Split(link, "/"), rest...)
 			continue
 		}
-		if kind := kernelFS(next); kind != "" {
-			return "", fmt.Errorf("%s is on a %s file system, which holds the kernel's state, never backups", next, kind)
+		if d := fileDev(st); d != dev {
+			if kind := kernelFS(next); kind != "" {
+				return "", fmt.Errorf("%s is on a %s file system, which holds the kernel's state, never backups", next, kind)
+			}
+			dev = d
 		}
 		resolved = next
 	}

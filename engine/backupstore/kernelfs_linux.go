@@ -1,6 +1,11 @@
 package backupstore
 
-import "golang.org/x/sys/unix"
+import (
+	"io/fs"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // kernelFileSystems are the file systems whose files are the kernel's
 // state, by the type statfs reports: /proc (whose /proc/<pid>/root leads
@@ -33,4 +38,13 @@ func kernelFS(p string) string {
 		return ""
 	}
 	return kernelFileSystems[int64(st.Type)]
+}
+
+// fileDev is the device of a file: files of one device are on one file
+// system.
+func fileDev(st fs.FileInfo) uint64 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(sys.Dev)
+	}
+	return 0
 }
