@@ -145,6 +145,17 @@ func (s *Server) checkURLUnused(field, name, url string) error {
 	return nil
 }
 
+// checkTargetPlace refuses a URL this manager would not open for where
+// it is, before anything is written: a file:// folder outside the roots
+// its administrator gave the daemon (backupstore.CheckTarget). field names
+// the URL in the error.
+func checkTargetPlace(field, url string) error {
+	if err := backupstore.CheckTarget(url); err != nil {
+		return badRequest("%s: %v", field, err)
+	}
+	return nil
+}
+
 // checkCredentialReadable refuses a credential Secret the caller may not
 // get: the manager reads whatever Secret a target names (its namespace
 // holds the internal CA's), so naming one needs the caller's own right to
@@ -172,6 +183,9 @@ func (s *Server) createBackupTarget(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if err := s.checkCredentialReadable(r, spec.CredentialSecret, ""); err != nil {
+		return err
+	}
+	if err := checkTargetPlace("backupTargetURL", spec.BackupTargetURL); err != nil {
 		return err
 	}
 	if err := s.checkURLUnused("backupTargetURL", in.Name, spec.BackupTargetURL); err != nil {
@@ -211,6 +225,9 @@ func (s *Server) updateBackupTarget(w http.ResponseWriter, r *http.Request) erro
 		before = bt.Spec.CredentialSecret
 	}
 	if err := s.checkCredentialReadable(r, spec.CredentialSecret, before); err != nil {
+		return err
+	}
+	if err := checkTargetPlace("backupTargetURL", spec.BackupTargetURL); err != nil {
 		return err
 	}
 	if err := s.checkURLUnused("backupTargetURL", name, spec.BackupTargetURL); err != nil {

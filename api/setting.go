@@ -85,7 +85,11 @@ func (s *Server) updateSetting(w http.ResponseWriter, r *http.Request) error {
 	}
 	if name == types.SettingNameBackupTarget {
 		// The setting is default's URL: refused where another target
-		// keeps its backups, as a BackupTarget's URL is.
+		// keeps its backups, and outside this manager's file:// roots, as
+		// a BackupTarget's URL is.
+		if err := checkTargetPlace("value", in.Value); err != nil {
+			return err
+		}
 		if err := s.checkURLUnused("value", defaultBackupTargetName, in.Value); err != nil {
 			return err
 		}

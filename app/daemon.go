@@ -30,6 +30,7 @@ import (
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/internal/apiretry"
 	"github.com/cadence-storage/longhorn-manager/jobrun"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -103,6 +104,12 @@ type DaemonOptions struct {
 	// host's mount table there and runs fstrim in the host's mount
 	// namespace. Empty, the manager runs on the host itself.
 	HostProc string
+	// BackupTargetFileRoots are the folders file:// backup targets may
+	// lie in (--backup-target-file-roots; see backupstore.FileRoots):
+	// none, the daemon opens no file:// target at all. The administrator
+	// sets it, not an API caller: a target anywhere would let whoever may
+	// set one write as root anywhere on the host.
+	BackupTargetFileRoots []string
 	// Workers is the number of workers per controller.
 	Workers int
 	// ResyncPeriod is the informers' resync period.
@@ -222,6 +229,15 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--data-dir %q cannot be created: %w", o.DataDir, err)
 	}
 	log := logrus.WithFields(logrus.Fields{"node": o.NodeName, "namespace": o.Namespace})
+	// Before anything opens a backup target: the file:// targets of this
+	// process are confined from its start, to nothing when no root is
+	// given.
+	fileRoots, err := backupstore.NewFileRoots(o.BackupTargetFileRoots)
+	if err != nil {
+		return fmt.Errorf("--backup-target-file-roots: %w", err)
+	}
+	backupstore.ConfineFileTargets(fileRoots)
+	log.WithField("backupTargetFileRoots", fileRoots.Roots()).Info("file:// backup targets are confined to these folders (none: file:// targets are refused)")
 	if o.ProfilerAddress != "" {
 		profCtx, stopProfiler := context.WithCancel(ctx)
 		defer stopProfiler()

@@ -58,7 +58,7 @@ grep '^ready ' "$dev/controlplane.out"
 
 ./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
 	--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
-	--recurring-job-runner manager &
+	--recurring-job-runner manager --backup-target-file-roots "$PWD/$dev/backups" &
 manager_pid=$!
 trap 'kill -TERM $manager_pid 2>/dev/null; wait $manager_pid; exit 130' INT TERM
 

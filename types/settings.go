@@ -89,7 +89,7 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 	},
 	SettingNameBackupTarget: {
 		DisplayName: "Backup Target",
-		Description: "Where backups are stored, as a URL: s3://bucket@region/path, nfs://server:/path, cifs://server/share, azblob://container@endpoint/path, or file:///path. Empty disables backups.",
+		Description: "Where backups are stored, as a URL: s3://bucket@region/path, nfs://server:/path, cifs://server/share, azblob://container@endpoint/path, or file:///path (a folder inside those the daemon's --backup-target-file-roots lists; none by default). Empty disables backups.",
 		Category:    "backup",
 		Type:        SettingTypeString,
 		Default:     "",

@@ -186,11 +186,19 @@ type fileBatch struct {
 }
 
 func (d *FileDriver) removeStaging(volume string) error {
-	return os.RemoveAll(d.path(stagingKey(volume)))
+	// RemoveAll does not follow links inside; the folder above is checked.
+	staging := d.path(stagingKey(volume))
+	if err := d.confined(filepath.Dir(staging)); err != nil {
+		return err
+	}
+	return os.RemoveAll(staging)
 }
 
 func (d *FileDriver) newBatch(volume string, writers int) (blockBatch, error) {
 	parent := d.path(stagingKey(volume))
+	if err := d.confined(parent); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, err
 	}
@@ -236,6 +244,9 @@ var errNoDirect = errors.New("no O_DIRECT")
 // writeFile writes data to a new file, cuts it to size bytes (data is
 // padded to the alignment O_DIRECT needs) and makes it durable.
 func (b *fileBatch) writeFile(name string, flags int, data []byte, size int) error {
+	if err := b.d.confined(filepath.Dir(name)); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|flags, 0o644)
 	if err != nil {
 		return err
@@ -257,6 +268,9 @@ func (b *fileBatch) writeFile(name string, flags int, data []byte, size int) err
 // whose entries must be made durable.
 func (b *fileBatch) place(staged, final string) error {
 	dir := filepath.Dir(final)
+	if err := b.d.confined(dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

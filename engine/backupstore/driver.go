@@ -41,8 +41,15 @@ var ErrNotExist = fs.ErrNotExist
 
 // NewDriver returns the driver of a backup-target URL. cred is the data of
 // the backup-target-credential-secret (nil when none is set): s3:// reads
-// its AWS_* keys, file:// needs none.
+// its AWS_* keys, file:// needs none. A file:// target is opened only
+// inside the roots ConfineFileTargets set, if it was called.
 func NewDriver(target string, cred map[string]string) (Driver, error) {
+	return newDriver(target, cred, fileRoots.Load())
+}
+
+// newDriver is NewDriver with roots the file:// targets are confined to
+// (nil: unconfined).
+func newDriver(target string, cred map[string]string, roots *FileRoots) (Driver, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, fmt.Errorf("backup target %q: %v", target, err)
@@ -52,7 +59,14 @@ func NewDriver(target string, cred map[string]string) (Driver, error) {
 		if u.Path == "" || !filepath.IsAbs(u.Path) {
 			return nil, fmt.Errorf("backup target %q: file:// needs an absolute path", target)
 		}
-		return &FileDriver{Root: u.Path}, nil
+		if roots == nil {
+			return &FileDriver{Root: u.Path}, nil
+		}
+		real, err := roots.Resolve(u.Path)
+		if err != nil {
+			return nil, fmt.Errorf("backup target %q: %w", target, err)
+		}
+		return &FileDriver{Root: real, confine: true}, nil
 	case "s3":
 		return NewS3Driver(target, cred)
 	case "":
@@ -77,6 +91,9 @@ type FileDriver struct {
 	// second). Zero means the defaults.
 	Timeout time.Duration
 	MinRate int64
+	// confine, set by NewDriver for a target inside FileRoots (whose
+	// Root it resolved), refuses each path that resolves out of Root.
+	confine bool
 
 	// onSync, when set (by tests), is called with each file or folder
 	// made durable, after it is.
@@ -128,6 +145,11 @@ func (d *FileDriver) path(key string) string {
 func (d *FileDriver) Write(key string, data []byte) error {
 	p := d.path(key)
 	dir := filepath.Dir(p)
+	// The file is replaced, not written through: its folder is what
+	// must not lead out of the target.
+	if err := d.confined(dir); err != nil {
+		return err
+	}
 	if _, err := os.Stat(dir); err != nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -154,6 +176,9 @@ func (d *FileDriver) Write(key string, data []byte) error {
 }
 
 func (d *FileDriver) Exists(key string) (bool, error) {
+	if err := d.confined(d.path(key)); err != nil {
+		return false, err
+	}
 	_, err := os.Stat(d.path(key))
 	if errors.Is(err, syscall.ENOTDIR) {
 		err = d.underFile(err)
@@ -165,6 +190,9 @@ func (d *FileDriver) Exists(key string) (bool, error) {
 }
 
 func (d *FileDriver) List(prefix string) ([]string, error) {
+	if err := d.confined(d.path(prefix)); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(d.path(prefix))
 	if errors.Is(err, syscall.ENOTDIR) {
 		err = d.underFile(err)
@@ -190,6 +218,10 @@ func (d *FileDriver) List(prefix string) ([]string, error) {
 }
 
 func (d *FileDriver) Delete(key string) error {
+	// Remove takes a link away, not what it names: the folder is checked.
+	if err := d.confined(filepath.Dir(d.path(key))); err != nil {
+		return err
+	}
 	err := os.Remove(d.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

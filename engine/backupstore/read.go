@@ -86,6 +86,9 @@ func (d *FileDriver) Read(key string, limit int64) ([]byte, error) {
 // size on sized once it knows it. A key under a file, not a folder, does
 // not exist, as in an object store.
 func (d *FileDriver) readRegular(path, key string, limit int64, sized chan<- int64) ([]byte, error) {
+	if err := d.confined(path); err != nil {
+		return nil, err
+	}
 	// O_NONBLOCK: opening a named pipe must not wait for a writer. It
 	// changes nothing for a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)

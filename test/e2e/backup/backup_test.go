@@ -5,6 +5,8 @@ package backup
 import (
 	"context"
 	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,11 +90,16 @@ func TestBackupThroughTheAPIAndRestoreIntoANewVolume(t *testing.T) {
 	})
 	e.Call(t, "POST", "/v1/backupvolumes/src?action=backupGet", `{"name":"`+backup+`"}`).Expect(t, 404)
 
-	// A target that cannot be written: the backup's error lands in its
-	// Backup object, and nothing half-written becomes visible.
-	e.Call(t, "PUT", "/v1/settings/backup-target", `{"value":"file:///dev/null/backups"}`).Expect(t, 200)
+	// A target that cannot be written (a folder under a file, inside the
+	// daemon's file:// roots): the backup's error lands in its Backup
+	// object, and nothing half-written becomes visible.
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Call(t, "PUT", "/v1/settings/backup-target", `{"value":"file://`+file+`/backups"}`).Expect(t, 200)
 	framework.Eventually(t, 10*time.Second, "broken target in the cache", func() (bool, error) {
-		return strings.Contains(e.Call(t, "GET", "/v1/settings/backup-target", "").Raw, "/dev/null"), nil
+		return strings.Contains(e.Call(t, "GET", "/v1/settings/backup-target", "").Raw, file), nil
 	})
 	failed := e.Call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).Expect(t, 200).Body["name"].(string)
 	framework.Eventually(t, 30*time.Second, "the failed backup's error in its Backup object", func() (bool, error) {

@@ -27,6 +27,11 @@ var TestCronJobConfig = jobcontroller.CronJobConfig{
 	ManagerURL:     "http://longhorn-backend:9500/v1",
 }
 
+// TestBackupTargetFileRoots are the folders file:// backup targets may lie
+// in on every daemon a test starts: the temporary folder, where
+// t.TempDir() makes them.
+var TestBackupTargetFileRoots = []string{os.TempDir()}
+
 // RunningDaemon is a daemon started by a test, stopped by its cleanup.
 type RunningDaemon struct {
 	APIAddress string
@@ -90,6 +95,10 @@ func LaunchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		DataDir:    dataDir,
 		APIAddress: "127.0.0.1:0",
 		CronJob:    TestCronJobConfig,
+		// The tests' file:// targets are folders of t.TempDir(). Every
+		// daemon of the test process gives the same roots: they are the
+		// process's (backupstore.ConfineFileTargets).
+		BackupTargetFileRoots: TestBackupTargetFileRoots,
 	}
 	o.Hooks.OnReady = func(addr string) { ready <- addr }
 	for _, opt := range opts {
