@@ -97,7 +97,6 @@ func TestRebindingThroughTheUIProxyIsRefused(t *testing.T) {
 	}
 }
 
-
 // testCA is a certificate authority for the authenticating proxy's
 // client certificates.
 type testCA struct {
