@@ -233,14 +233,20 @@ func bearerToken(r *http.Request) (string, error) {
 	return token, nil
 }
 
-// check authenticates the request and authorizes each access.
+// check authenticates the request (and its impersonation, if it asks for
+// one) and authorizes each access as the user it acts as.
 func (a *kubeAuth) check(ctx context.Context, r *http.Request, accesses []access) error {
 	token, err := bearerToken(r)
 	if err != nil {
-		return err
+		return noCredential(r, err)
 	}
 	user, err := a.authenticate(ctx, token, callerAddress(r))
 	if err != nil {
+		return err
+	}
+	// Longhorn's UI passes a user its authenticating proxy named as
+	// itself impersonating them (auth_impersonate.go).
+	if user, err = a.impersonate(ctx, r, user); err != nil {
 		return err
 	}
 	extra := map[string]authorizationv1.ExtraValue{}

@@ -26,6 +26,9 @@ type fakeReviews struct {
 	tokens  int
 	reviews []string
 	allow   func(a *authorizationv1.ResourceAttributes) bool
+	// allowAs, when set, decides in place of allow, knowing who is asked
+	// about.
+	allowAs func(spec authorizationv1.SubjectAccessReviewSpec) bool
 	// delay, when set, is how long a TokenReview takes.
 	delay time.Duration
 }
@@ -43,6 +46,8 @@ func (f *fakeReviews) client() *kubefake.Clientset {
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"ops"}}}
 		case "attacher":
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:longhorn-system:longhorn-csi-attacher"}}
+		case "ui":
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:longhorn-system:longhorn-ui"}}
 		}
 		return true, tr, nil
 	})
@@ -56,7 +61,11 @@ func (f *fakeReviews) client() *kubefake.Clientset {
 				res += "/" + ra.Subresource
 			}
 			f.reviews = append(f.reviews, strings.TrimSpace(fmt.Sprintf("%s %s/%s %s %s", ra.Verb, ra.Group, res, ra.Namespace, ra.Name)))
-			sar.Status.Allowed = f.allow(ra)
+			if f.allowAs != nil {
+				sar.Status.Allowed = f.allowAs(sar.Spec)
+			} else {
+				sar.Status.Allowed = f.allow(ra)
+			}
 		} else {
 			f.reviews = append(f.reviews, sar.Spec.NonResourceAttributes.Verb+" "+sar.Spec.NonResourceAttributes.Path)
 		}

@@ -217,9 +217,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// Behind the UI's proxy (its nginx, or `longhorn-manager ui`) the
 		// browser's Host arrives as X-Forwarded-Host: a page of a rebound
 		// name reaching the manager through the proxy is refused too.
-		// As for the streams' origins (checkOrigin), a cluster-internal
-		// name (longhorn-frontend.longhorn-system.svc) is one no outside
-		// site can rebind.
+		// As for the streams' origins (checkOrigin), only an IP address
+		// or a loopback name is safe without being named: a
+		// cluster-internal name (longhorn-frontend) is one a tenant's
+		// Ingress can serve too.
 		if fwd := firstForwarded(r.Header.Get("X-Forwarded-Host")); fwd != "" && l.checkHost && !rebindSafe(fwd) && !l.named(fwd) {
 			writeError(w, &httpError{http.StatusMisdirectedRequest, "MisdirectedRequest",
 				fmt.Sprintf("X-Forwarded-Host %q (the browser's, through the UI's proxy): not a name of this manager or its UI; use an IP address, localhost, or add the name the UI is served under to --api-allowed-hosts", fwd)})

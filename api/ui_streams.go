@@ -72,9 +72,8 @@ func (s *Server) SetAllowedOrigins(origins []string) {
 // itself, so a cross-site page cannot forge it. Against DNS rebinding (a
 // site whose name comes to point at the manager or the proxy, so that its
 // pages look same-origin) that address must also be one no outside site
-// can own: an IP address, localhost, or a cluster-internal name (one
-// without dots, or under .svc, .cluster.local or .localhost), a name given
-// to --api-allowed-hosts, or, without a proxy, the Host the Host check
+// can own: an IP address, localhost or a name under .localhost, a name
+// given to --api-allowed-hosts, or, without a proxy, the Host the Host check
 // (--api-allowed-hosts) let through. A UI reached through a public DNS name
 // needs that origin in --allowed-origins or the name in
 // --api-allowed-hosts. Writes from a browser page (POST, PUT, DELETE)
@@ -106,22 +105,15 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 	return rebindSafe(host) || l.named(host) || (fwd == "" && l.checkHost)
 }
 
-// rebindSafe reports whether host (host or host:port) is a name no outside
-// site can make point at this server: an IP address, localhost, or a
-// cluster-internal name.
+// rebindSafe reports whether host (host or host:port) is a name no one
+// can make point at this server but the browser's own machine: an IP
+// address, localhost or a name under .localhost. Cluster-internal names
+// (one without dots, or under .svc or .cluster.local) are not: a tenant
+// who may create an Ingress serves any of them through the cluster's
+// ingress controller (with an ExternalName Service to the UI), and a
+// single label resolves through the user's search domains. The names the
+// UI is served under go to --api-allowed-hosts.
 func rebindSafe(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.Trim(host, "[]"))
-	if net.ParseIP(host) != nil || host == "localhost" || !strings.Contains(host, ".") {
-		return host != ""
-	}
-	for _, suffix := range []string{".svc", ".cluster.local", ".localhost"} {
-		if strings.HasSuffix(host, suffix) {
-			return true
-		}
-	}
-	return false
+	host := hostName(hostport)
+	return host != "" && (net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost"))
 }

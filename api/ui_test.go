@@ -26,7 +26,12 @@ func TestCheckOrigin(t *testing.T) {
 		{"DNS rebinding: a public name pointing at the manager", "evil.example:9500", "http://evil.example:9500", "", false},
 		{"the UI behind its proxy", "longhorn-backend:9500", "http://127.0.0.1:8000", "127.0.0.1:8000", true},
 		{"the UI through a port-forward of its Service", "longhorn-backend:9500", "http://localhost:8000", "localhost:8000", true},
-		{"the UI by its cluster name", "longhorn-backend:9500", "http://longhorn-frontend.longhorn-system.svc", "longhorn-frontend.longhorn-system.svc", true},
+		// A tenant's Ingress can serve a cluster-internal name too
+		// (through an ExternalName Service to the UI): it is trusted only
+		// when given to --api-allowed-hosts or --allowed-origins.
+		{"the UI by its cluster name, not named", "longhorn-backend:9500", "http://longhorn-frontend.longhorn-system.svc", "longhorn-frontend.longhorn-system.svc", false},
+		{"a single-label name", "longhorn-backend:9500", "http://longhorn", "longhorn", false},
+		{"a .localhost name", "longhorn-backend:9500", "http://ui.localhost:8000", "ui.localhost:8000", true},
 		{"a cross-site page through the proxy", "longhorn-backend:9500", "http://evil.example", "127.0.0.1:8000", false},
 		{"DNS rebinding through the proxy", "longhorn-backend:9500", "http://evil.example", "evil.example", false},
 		{"a public name without --allowed-origins", "longhorn-backend:9500", "https://ui.example.org", "ui.example.org", false},

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sirupsen/logrus"
 )
 
 // UIProxy serves Longhorn's web UI (a built longhorn-ui dist folder) and
@@ -16,25 +18,31 @@ import (
 // not a file of dist answers index.html, and a method other than GET or
 // HEAD outside /v1 is a 405.
 //
-// token, when not nil, is the UI's own identity under the manager's
-// --api-auth=kubernetes: each request to the manager carries its bearer
-// token in place of any Authorization the browser sent, so what the UI's
-// users may do is what the administrator granted the UI's account, and a
-// caller cannot pass a token of its own through the UI. With token nil
-// the browser's Authorization passes unchanged, as through nginx.
+// The UI authenticates nobody itself, and lends nobody its own account.
+// The browser's Authorization passes unchanged: behind a login that sets
+// a bearer token (oauth2-proxy passing the user's ID token), the manager's
+// --api-auth=kubernetes checks that token and its user's RBAC. identity,
+// when not nil, also believes the user named by an authenticating proxy's
+// identity headers, from a client that proves it is that proxy (see
+// UIIdentity). A request with neither reaches the manager with no
+// credential, which refuses it (401) when it checks its callers.
 // transport reaches the manager (nil: http.DefaultTransport); a manager
 // serving TLS (--api-tls) is reached with one that checks its certificate.
-func UIProxy(dist string, managerURL *url.URL, token func() string, transport http.RoundTripper) http.Handler {
+func UIProxy(dist string, managerURL *url.URL, identity *UIIdentity, transport http.RoundTripper) http.Handler {
 	proxy := &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(managerURL)
 			r.Out.Header.Set("X-Forwarded-Host", r.In.Host)
 			r.SetXForwarded()
-			if token != nil {
-				r.Out.Header.Del("Authorization")
-				if t := token(); t != "" {
-					r.Out.Header.Set("Authorization", "Bearer "+t)
+			// Who the user is comes from the proxy's checked headers or
+			// the user's own token, never from headers a browser sets.
+			identity.strip(r.Out.Header)
+			if user, groups, ok := identity.vouched(r.In); ok {
+				r.Out.Header.Set("Authorization", "Bearer "+identity.token())
+				r.Out.Header.Set(impersonateUserHeader, user)
+				for _, g := range groups {
+					r.Out.Header.Add(impersonateGroupHeader, g)
 				}
 			}
 		},
@@ -44,6 +52,10 @@ func UIProxy(dist string, managerURL *url.URL, token func() string, transport ht
 	files := http.FileServer(http.Dir(dist))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+			if err := identity.usable(r); err != nil {
+				writeError(w, err)
+				return
+			}
 			proxy.ServeHTTP(w, r)
 			return
 		}
@@ -62,4 +74,25 @@ func UIProxy(dist string, managerURL *url.URL, token func() string, transport ht
 		w.Header().Set("Cache-Control", "max-age=0")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// token is the UI's own token; "" when it has none.
+func (id *UIIdentity) token() string {
+	if id == nil || id.Token == nil {
+		return ""
+	}
+	return id.Token()
+}
+
+// usable refuses a request vouched for by the authenticating proxy when
+// the UI has no token of its own to send it with (its token file is
+// missing or empty): without it the manager would answer that the user
+// sent no credential, which is not so.
+func (id *UIIdentity) usable(r *http.Request) error {
+	if _, _, ok := id.vouched(r); ok && id.token() == "" {
+		logrus.WithField("path", r.URL.Path).Warn("The UI's own token (--token-file) is missing or empty: a user the authenticating proxy named cannot be passed on")
+		return &httpError{http.StatusServiceUnavailable, "UITokenUnavailable",
+			"the UI's own token (--token-file) cannot be read now, so the user your login names cannot be passed to the manager: retry later"}
+	}
+	return nil
 }

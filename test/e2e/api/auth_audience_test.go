@@ -25,8 +25,9 @@ import (
 func TestTheAPITakesOnlyTokensOfItsAudience(t *testing.T) {
 	t.Parallel()
 	e, _ := framework.KubernetesAuthAPIEnv(t, func(o *app.DaemonOptions) { o.APITokenAudience = "longhorn-manager" })
-	apiserverToken := framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui")
-	apiToken := framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui", "longhorn-manager")
+	e.UIUser(t, "operator", "longhorn-ui-operator")
+	apiserverToken := framework.TokenOf(t, e.Kube, e.NS, "operator")
+	apiToken := framework.TokenOf(t, e.Kube, e.NS, "operator", "longhorn-manager")
 
 	e.Call(t, "GET", "/v1/volumes", "", "Authorization", "Bearer "+apiserverToken).
 		Expect(t, http.StatusUnauthorized, "not valid for audience longhorn-manager")

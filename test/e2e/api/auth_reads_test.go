@@ -26,7 +26,8 @@ func TestACreateThatReadsAnotherObjectNeedsTheRightToReadIt(t *testing.T) {
 	t.Parallel()
 	e, _ := framework.KubernetesAuthAPIEnv(t)
 	ctx := context.Background()
-	e.Token = framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui")
+	e.UIUser(t, "operator", "longhorn-ui-operator")
+	e.Token = framework.TokenOf(t, e.Kube, e.NS, "operator")
 	e.Call(t, "POST", "/v1/volumes", `{"name":"secret-data","size":"16777216","numberOfReplicas":1}`).Expect(t, http.StatusOK)
 
 	creator := serviceAccountToken(t, e.Kube, e.NS, "creator")

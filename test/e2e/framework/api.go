@@ -11,6 +11,9 @@ import (
 
 	"github.com/gorilla/websocket"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -183,4 +186,33 @@ func NextList(t *testing.T, conn *websocket.Conn, what string, cond func(names [
 			return
 		}
 	}
+}
+
+// UIUser makes a ServiceAccount name in the env's namespace bound to role
+// (rbac-ui.yaml's longhorn-ui-viewer or longhorn-ui-operator), a user of
+// the UI as an administrator would bind one, and waits until the
+// apiserver's authorizer knows of the binding. It returns the account's
+// user name.
+func (e *APIEnv) UIUser(t *testing.T, name, role string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.Kube.CoreV1().ServiceAccounts(e.NS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Kube.RbacV1().RoleBindings(e.NS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: e.NS}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + e.NS + ":" + name
+	Eventually(t, 10*time.Second, user+"'s RoleBinding in force", func() (bool, error) {
+		sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.NS, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: e.NS, Verb: "list", Group: "longhorn.io", Resource: "volumes"},
+		}}, metav1.CreateOptions{})
+		return err == nil && sar.Status.Allowed, nil
+	})
+	return user
 }

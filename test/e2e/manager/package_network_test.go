@@ -81,8 +81,9 @@ func TestNetworkPolicyKeepsTenantsOffTheAPI(t *testing.T) {
 			t.Errorf("%s: admitted %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	// The UI calls the API as itself, so whoever reaches the UI has its
-	// rights: only the ingress controller's namespace may.
+	// The UI is reached through the login in front of it: only the
+	// ingress controller's pods may, not any pod of its namespace (issue:
+	// the policy admitted the whole namespace).
 	var ui *networkingv1.NetworkPolicy
 	for _, obj := range framework.ReadManifests(t, "networkpolicy.yaml") {
 		if p, ok := obj.(*networkingv1.NetworkPolicy); ok && p.Name == "longhorn-ui" {
@@ -103,6 +104,7 @@ func TestNetworkPolicyKeepsTenantsOffTheAPI(t *testing.T) {
 		{"a tenant's pod labelled as the ingress controller, to the UI", "tenant", controller, false},
 		{"a pod of the manager's namespace, to the UI", lh, map[string]string{"app": "longhorn-manager"}, false},
 		{"the ingress controller, to the UI", "ingress-nginx", controller, true},
+		{"another pod of the ingress controller's namespace, to the UI", "ingress-nginx", map[string]string{"app": "default-backend"}, false},
 	} {
 		if got := policyAdmitsPeer(ui, lh, 8000, tc.namespace, ns(tc.namespace), tc.pod); got != tc.want {
 			t.Errorf("%s: admitted %v, want %v", tc.name, got, tc.want)

@@ -24,7 +24,9 @@ import (
 // The harness of TestLonghornUI: Debian's chromium, headless, driven
 // through the UI's own buttons and forms, with the checks every step makes.
 
-// uiDist is Longhorn's web UI, built and unmodified, beside the repository.
+// uiDist is Longhorn's web UI, built and unmodified, beside the repository,
+// or where UI_DIST says (as for `make ui`: a git worktree is not beside
+// it).
 func uiDist(t *testing.T) string {
 	t.Helper()
 	root, err := testcluster.RepoRoot()
@@ -32,6 +34,9 @@ func uiDist(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dist := filepath.Join(root, "..", "shared", "longhorn-ui", "dist")
+	if d := os.Getenv("UI_DIST"); d != "" {
+		dist = d
+	}
 	if _, err := os.Stat(filepath.Join(dist, "index.html")); err != nil {
 		t.Skipf("Longhorn's UI is not built beside the repository (%s: %v): the browser test needs ../shared/longhorn-ui/dist", dist, err)
 	}

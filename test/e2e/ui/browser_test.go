@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,21 +26,41 @@ import (
 // TestLonghornUI walks Longhorn's own web UI, served behind a proxy that
 // behaves as the UI image's nginx, against a manager on the real control
 // plane, with the UI's own buttons and forms. The manager runs as
-// package/ deploys it, --api-auth=kubernetes, and the proxy gives every
-// request the UI's identity (the longhorn-ui account of rbac-ui.yaml), so
-// every page, stream and action of the walk is one that account's Role
-// allows.
+// package/ deploys it, --api-auth=kubernetes, and the UI's server lends
+// nobody its own account: in front of it stands the cluster's login (here
+// a proxy that gives every request the user's token, as oauth2-proxy
+// passes the user's ID token), and the user is bound to rbac-ui.yaml's
+// longhorn-ui-operator Role, so every page, stream and action of the
+// walk is one that Role allows the user.
 func TestLonghornUI(t *testing.T) {
 	dist := uiDist(t)
 	// The backing image servers run from this test binary.
 	e, _ := framework.KubernetesAuthAPIEnv(t, framework.WithTestServers)
-	token := framework.TokenOf(t, e.Kube, e.NS, "longhorn-ui")
+	e.UIUser(t, "operator", "longhorn-ui-operator")
+	token := framework.TokenOf(t, e.Kube, e.NS, "operator")
 	e.Token = token
 	manager, err := url.Parse(e.Base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httptest.NewServer(api.UIProxy(dist, manager, func() string { return token }, nil))
+	ui := httptest.NewServer(api.UIProxy(dist, manager, nil, nil))
+	t.Cleanup(ui.Close)
+	uiURL, err := url.Parse(ui.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The login: the user's token on every request, websockets included;
+	// the browser's own Host passes on, as an ingress's does.
+	login := httputil.NewSingleHostReverseProxy(uiURL)
+	direct := login.Director
+	login.Director = func(r *http.Request) {
+		host := r.Host
+		direct(r)
+		r.Host = host
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	login.FlushInterval = -1
+	proxy := httptest.NewServer(login)
 	t.Cleanup(proxy.Close)
 	b := newUIBrowser(t, proxy.URL)
 	ctx := context.Background()
