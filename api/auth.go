@@ -533,9 +533,11 @@ func (s *Server) requireAccess(r *http.Request, accesses ...access) error {
 	return s.auth.check(r.Context(), r, accesses)
 }
 
-// caller is who the request comes from, as its bearer token
-// authenticates (the route's check has done it; this is its cached
-// answer). ok is false when the API checks no callers.
+// caller is who the request comes from, as the route's check saw it:
+// the user its bearer token authenticates or, when that user impersonates
+// another (Longhorn's UI for a user its authenticating proxy names), the
+// user impersonated (the route's check has asked both; these are its
+// cached answers). ok is false when the API checks no callers.
 func (s *Server) caller(r *http.Request) (user authenticationv1.UserInfo, ok bool, err error) {
 	if s.auth == nil {
 		return user, false, nil
@@ -544,8 +546,13 @@ func (s *Server) caller(r *http.Request) (user authenticationv1.UserInfo, ok boo
 	if err != nil {
 		return user, false, err
 	}
-	user, err = s.auth.authenticate(r.Context(), token, callerAddress(r))
-	return user, err == nil, err
+	if user, err = s.auth.authenticate(r.Context(), token, callerAddress(r)); err != nil {
+		return user, false, err
+	}
+	if user, err = s.auth.impersonate(r.Context(), r, user); err != nil {
+		return user, false, err
+	}
+	return user, true, nil
 }
 
 // authorizePath guards a non-resource path such as /metrics with a

@@ -119,4 +119,21 @@ func TestASystemRestoreRecordsWhoAskedForIt(t *testing.T) {
 	if got := requester("checked"); got == nil || got.Username != "alice" || !slices.Equal(got.Groups, []string{"ops"}) {
 		t.Errorf("requester %+v, want alice of ops, the authenticated caller", got)
 	}
+
+	// Through Longhorn's UI, a user its authenticating proxy names: the
+	// UI's account impersonates them (allowed here), and the restore is
+	// theirs, not the UI's.
+	req = httptest.NewRequest("POST", "/v1/systemrestores", strings.NewReader(`{"name":"through-the-ui","systemBackup":"sb"}`))
+	req.Header.Set("Authorization", "Bearer good")
+	req.Header.Set("Impersonate-User", "bob")
+	req.Header.Set("Impersonate-Group", "dev")
+	req.Header.Set("Content-Type", "application/json")
+	rec = httptest.NewRecorder()
+	s.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("create as bob through the UI: %d %s", rec.Code, rec.Body)
+	}
+	if got := requester("through-the-ui"); got == nil || got.Username != "bob" || !slices.Contains(got.Groups, "dev") || slices.Contains(got.Groups, "ops") {
+		t.Errorf("requester %+v, want bob of dev, the user impersonated", got)
+	}
 }
