@@ -156,8 +156,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 
+	controlPlaneDir := filepath.Join(o.DataDir, "controlplane")
 	cp, err := testcluster.Start(ctx, testcluster.Options{
-		DataDir:     filepath.Join(o.DataDir, "controlplane"),
+		DataDir:     controlPlaneDir,
 		Log:         o.Log,
 		Bin:         filepath.Join(o.BinDir, "controlplane"),
 		Controllers: Controllers,
@@ -169,7 +170,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	c.Cluster = cp
 	c.ServerName = cp.Config.TLSClientConfig.ServerName
 
-	if c.kubelet, err = startKubelet(o.DataDir, o.BinDir, cp.Kubeconfig); err != nil {
+	if c.kubelet, err = startKubelet(o.DataDir, o.BinDir, controlPlaneDir, cp.Kubeconfig); err != nil {
 		return c, err
 	}
 	if err := c.waitNodeReady(ctx); err != nil {

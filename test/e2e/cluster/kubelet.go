@@ -10,10 +10,11 @@ import (
 // kubeletConfig is the kubelet's configuration for this machine's cgroup
 // v1 hierarchy without systemd: cgroupfs, no QoS cgroups and no node
 // allocatable enforcement, the pods' cgroups under CgroupRoot. It listens
-// on the bridge's address only, where the apiserver reaches it; it takes
-// anonymous requests and allows all of them, as the apiserver has no
-// client certificate for it: only this machine and its pods can reach the
-// address. Its logs, plugins and pods are under the data folder. Eviction
+// on the bridge's address only, where the apiserver reaches it, and takes
+// no anonymous request: the apiserver comes with its client certificate
+// (from the control plane's CA for it), anyone else with a token, and the
+// kubelet asks the apiserver whether they may (SubjectAccessReview), so a
+// pod on the bridge cannot exec into another. Its logs, plugins and pods are under the data folder. Eviction
 // and image garbage collection are off: the machine's disk is shared, and
 // the only image must stay.
 var kubeletConfig = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -36,11 +37,13 @@ podCIDR: {{.PodSubnet}}
 resolvConf: /etc/resolv.conf
 authentication:
   anonymous:
-    enabled: true
-  webhook:
     enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: {{.ClientCA}}
 authorization:
-  mode: AlwaysAllow
+  mode: Webhook
 evictionHard:
   memory.available: "0%"
   nodefs.available: "0%"
@@ -52,11 +55,14 @@ serializeImagePulls: false
 
 // startKubelet writes the kubelet's configuration and starts it, with the
 // control plane's admin kubeconfig, registering NodeName at NodeIP.
-func startKubelet(dataDir, binDir, kubeconfig string) (*process, error) {
+// controlPlaneDir is the control plane's data folder, which holds the CA
+// of the apiserver's client certificate for kubelets.
+func startKubelet(dataDir, binDir, controlPlaneDir, kubeconfig string) (*process, error) {
 	var config strings.Builder
 	err := kubeletConfig.Execute(&config, map[string]string{
 		"NodeIP": NodeIP, "CgroupRoot": CgroupRoot, "Socket": containerdSocket(dataDir),
 		"Dir": dataDir, "PodSubnet": PodSubnet,
+		"ClientCA": filepath.Join(controlPlaneDir, "kubelet-client", "ca.crt"),
 	})
 	if err != nil {
 		return nil, err

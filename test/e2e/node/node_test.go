@@ -4,14 +4,17 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,6 +176,47 @@ func TestServiceAccountTokenWorks(t *testing.T) {
 	if u, err := url.Parse(c.Config.Host); err != nil || u.Hostname() != "127.0.0.1" {
 		t.Errorf("the apiserver is at %s, want 127.0.0.1 only", c.Config.Host)
 	}
+}
+
+// The kubelet's API, on the bridge's address that every pod reaches,
+// takes no anonymous request and asks the apiserver about a token's
+// rights: a tenant's account may not list the node's pods (nor exec into
+// them); the apiserver's own client certificate may (kubectl logs, above).
+func TestKubeletRefusesAnonymousAndTenants(t *testing.T) {
+	c := cluster.Get(t)
+	client := c.KubeClient(t)
+	ns := newNamespace(t, c, client)
+	kubeletURL := "https://" + net.JoinHostPort(cluster.NodeIP, "10250") + "/pods"
+	if code := kubeletStatus(t, kubeletURL, ""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous GET %s: %d, want 401", kubeletURL, code)
+	}
+	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "default", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := kubeletStatus(t, kubeletURL, tr.Status.Token); code != http.StatusForbidden {
+		t.Errorf("GET %s as %s's default account: %d, want 403", kubeletURL, ns, code)
+	}
+}
+
+func kubeletStatus(t *testing.T, url, token string) int {
+	t.Helper()
+	// The kubelet's serving certificate is its own, self-signed: this
+	// checks who may call it, not who it is.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func testPod(name string, args ...string) *corev1.Pod {

@@ -36,7 +36,8 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 // with the cluster's own account-token signing key (made once, kept in
 // dataDir): the test server signs with a key published in Kubernetes'
 // sources, with which anyone who reaches the apiserver could make a token
-// of any account, and a node runs what such tokens ask for. The steps
+// of any account, and a node runs what such tokens ask for. It is also the
+// kubelet's client, with a certificate of its own (kubeletclient.go). The steps
 // follow the test server's (kube-apiserver/app/testing), without its
 // test-only checks.
 func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags []string) (kubeapiservertesting.TestServer, error) {
@@ -74,7 +75,13 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
 	s.Etcd.StorageConfig = *storage
+	kubeletClient, err := ensureKubeletClientCert(dataDir)
+	if err != nil {
+		return result, fmt.Errorf("kubelet client certificate: %w", err)
+	}
 	flags = append(flags,
+		"--kubelet-client-certificate="+kubeletClient.cert,
+		"--kubelet-client-key="+kubeletClient.key,
 		"--service-account-issuer="+serviceAccountIssuer,
 		"--service-account-key-file="+keyFile,
 		"--service-account-signing-key-file="+keyFile,
@@ -145,6 +152,9 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 	})
 	if err != nil {
 		return fail(fmt.Errorf("kube-apiserver not healthy: %w", err))
+	}
+	if err := bindKubeletClient(ctx, loopback); err != nil {
+		return fail(err)
 	}
 	result.ClientConfig = loopback
 	result.ClientConfig.QPS = 1000
