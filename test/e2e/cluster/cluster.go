@@ -8,12 +8,13 @@
 // It needs root: the kubelet mounts, containerd makes namespaces and
 // cgroups, the bridge is a network device. Everything lives under one data
 // folder (containerd's root and state, the kubelet's root, pod logs, the
-// CNI configuration and IP leases), except what Linux keeps elsewhere:
-// the bridge (BridgeName), the pods' cgroups (under CgroupRoot), the
-// kubelet's links to container logs (/var/log/containers) and containerd's
-// shim sockets (/run/containerd/s). Stop removes all of it, and Start first cleans up
-// after a run that did not stop (see cleanup.go). One cluster runs on the
-// machine at a time: its bridge, subnet and kubelet port are fixed.
+// CNI configuration and IP leases), except what Linux or the programs keep
+// elsewhere: the bridge (BridgeName), the pods' cgroups (under
+// CgroupRoot) and the folders of hostPaths (the kubelet's log links and
+// device plugin socket, CNI's cache, containerd's shim sockets). Stop
+// removes all of it, and Start first cleans up after a run that did not
+// stop (see cleanup.go). One cluster runs on the machine at a time: its
+// bridge, subnet and kubelet port are fixed.
 //
 // Everything listens on 127.0.0.1 (the apiserver, containerd's streaming
 // server) or on the bridge's own address (the kubelet, which the apiserver
@@ -97,6 +98,7 @@ type Cluster struct {
 	lock       *os.File
 	// created are the machine's folders (hostPaths) this run made.
 	created []string
+	stopped bool
 }
 
 // startTimeout bounds how long the node may take to become Ready.
@@ -242,6 +244,11 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 // more than once. When something could not be cleaned up, the next Start
 // tries again.
 func (c *Cluster) Stop() error {
+	// Once stopped, the bridge and the lock may be another run's.
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
 	var errs []error
 	if c.kubelet != nil {
 		errs = append(errs, c.kubelet.stop(30*time.Second))
