@@ -32,6 +32,11 @@ import (
 // on a kubeadm cluster.
 const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
+// serviceAccountKeyFile is the account-token signing key's file in the
+// data folder, which the controller manager's token controller signs with
+// too.
+const serviceAccountKeyFile = "service-account.key"
+
 // startClusterAPIServer starts kube-apiserver as startAPIServer does, but
 // with the cluster's own account-token signing key (made once, kept in
 // dataDir): the test server signs with a key published in Kubernetes'
@@ -42,7 +47,7 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 // test-only checks.
 func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags []string) (kubeapiservertesting.TestServer, error) {
 	var result kubeapiservertesting.TestServer
-	keyFile, err := ensureServiceAccountKey(filepath.Join(dataDir, "service-account.key"))
+	keyFile, err := ensureServiceAccountKey(filepath.Join(dataDir, serviceAccountKeyFile))
 	if err != nil {
 		return result, err
 	}

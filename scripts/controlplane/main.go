@@ -149,7 +149,14 @@ func run(o options) (err error) {
 	kcmCtx, stopKCM := context.WithCancel(ctx)
 	defer stopKCM()
 	if !o.noControllers {
-		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmDone); err != nil {
+		var kcmArgs []string
+		if o.cluster {
+			// The token controller fills the Secrets of type
+			// kubernetes.io/service-account-token a user makes, signed
+			// with the apiserver's key (clusterapiserver.go).
+			kcmArgs = append(kcmArgs, "--service-account-private-key-file="+filepath.Join(o.dataDir, serviceAccountKeyFile))
+		}
+		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmArgs, kcmDone); err != nil {
 			return err
 		}
 	}

@@ -62,6 +62,9 @@ var Controllers = append(append([]string{}, testcluster.Controllers...),
 	// A pod's token volume holds the kube-root-ca.crt ConfigMap, which the
 	// publisher writes in each namespace.
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller", "clusterrole-aggregation-controller",
+	// It fills the Secrets of type kubernetes.io/service-account-token a
+	// user makes (no account gets one by itself any more).
+	"serviceaccount-token-controller",
 	"endpoints-controller", "endpointslice-controller", "endpointslice-mirroring-controller",
 	"node-lifecycle-controller", "taint-eviction-controller",
 	"persistentvolume-expander-controller", "persistentvolume-attach-detach-controller", "ephemeral-volume-controller",

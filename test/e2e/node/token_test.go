@@ -18,7 +18,9 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -57,6 +59,37 @@ func TestTokenOfThePublishedTestKeyRefused(t *testing.T) {
 	}
 	if user, err := whoamiWithToken(c, signES256(t, ownKey, claims)); err != nil || user != "system:serviceaccount:"+ns+":default" {
 		t.Errorf("the claims signed with the cluster's key: user %q, error %v; want the account", user, err)
+	}
+}
+
+// A Secret of type kubernetes.io/service-account-token gets a token from
+// the controller manager's token controller, signed with the cluster's
+// key, and the apiserver takes it as the account's.
+func TestServiceAccountTokenSecretFilled(t *testing.T) {
+	c := cluster.Get(t)
+	client := c.KubeClient(t)
+	ns := newNamespace(t, c, client)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := client.CoreV1().Secrets(ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var token []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().Secrets(ns).Get(ctx, secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		token = got.Data[corev1.ServiceAccountTokenKey]
+		return len(token) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the token controller did not fill Secret %s/%s: %v", ns, secret.Name, err)
+	}
+	if user, err := whoamiWithToken(c, string(token)); err != nil || user != "system:serviceaccount:"+ns+":default" {
+		t.Errorf("the Secret's token: user %q, error %v; want the account", user, err)
 	}
 }
 
