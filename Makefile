@@ -3,7 +3,7 @@
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './scripts/*' -not -path './bin/*' -not -path './.dev/*') go.mod go.sum
 
-.PHONY: run ui test bench generate verify-generated lint controlplane s3server csi-sidecars build clean
+.PHONY: run ui test bench generate verify-generated lint controlplane s3server csi-sidecars node cluster build clean
 
 build: bin/longhorn-manager
 
@@ -22,6 +22,16 @@ s3server:
 # once the manager is up, so `make run` does not wait for them.
 csi-sidecars:
 	bash scripts/build-csi-sidecars.sh
+
+# The real single-node cluster's kubelet (and, as root, containerd, runc
+# and the CNI plugins from Debian); see docs/cluster.md.
+node:
+	bash scripts/build-node.sh
+
+# The real single-node cluster until Ctrl-C, for a user who is root
+# (docs/cluster.md).
+cluster:
+	bash scripts/cluster.sh
 
 run: build controlplane
 	bash scripts/run.sh

@@ -7,7 +7,9 @@
 # (prometheus) for the tests of the alert rules in package/monitoring,
 # and mkfs.xfs (xfsprogs) for the CSI Node service's xfs volumes, and
 # mkfs.ext4, debugfs and e2fsck (e2fsprogs) for the full backup drill's
-# test (a corrupted ext4 filesystem).
+# test (a corrupted ext4 filesystem). As root, also containerd, runc and the
+# CNI plugins of the real single-node cluster (docs/cluster.md), which only
+# root can start.
 set -euo pipefail
 missing=()
 command -v qemu-io >/dev/null || missing+=(qemu-utils)
@@ -18,6 +20,11 @@ command -v chromium >/dev/null || missing+=(chromium)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v mkfs.xfs >/dev/null || [ -x /usr/sbin/mkfs.xfs ] || missing+=(xfsprogs)
 command -v debugfs >/dev/null || [ -x /usr/sbin/debugfs ] || missing+=(e2fsprogs)
+if [ "$(id -u)" -eq 0 ]; then
+	command -v containerd >/dev/null || missing+=(containerd)
+	command -v runc >/dev/null || [ -x /usr/sbin/runc ] || missing+=(runc)
+	[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "the tests need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2

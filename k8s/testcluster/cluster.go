@@ -71,6 +71,15 @@ type Options struct {
 	// kind ... not found"). Tests of what a manager meets right after a
 	// (re)start set it; others want the warm control plane.
 	AsRunStartsIt bool
+	// Bin is the control plane's binary; default the repository's
+	// bin/controlplane.
+	Bin string
+	// Controllers replace the kube-controller-manager controllers it
+	// runs (default Controllers).
+	Controllers []string
+	// ExtraArgs are added to its command line (--cluster, for the real
+	// node's cluster of test/e2e/cluster).
+	ExtraArgs []string
 }
 
 // Controllers are the kube-controller-manager controllers a test control
@@ -97,7 +106,14 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(root, "bin", "controlplane")
+	bin := o.Bin
+	if bin == "" {
+		bin = filepath.Join(root, "bin", "controlplane")
+	}
+	controllers := o.Controllers
+	if len(controllers) == 0 {
+		controllers = Controllers
+	}
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s is missing: run `make test` or scripts/build-controlplane.sh to build it", bin)
 	}
@@ -106,8 +122,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		"--data-dir", o.DataDir,
 		"--kubeconfig", kubeconfig,
 		"--crd-dir", filepath.Join(root, "k8s", "crds"),
-		"--controllers", strings.Join(Controllers, ","),
+		"--controllers", strings.Join(controllers, ","),
 	}
+	args = append(args, o.ExtraArgs...)
 	if v := os.Getenv(EnvControllerManagerQPS); v != "" {
 		qps, err := strconv.Atoi(v)
 		if err != nil || qps <= 0 {

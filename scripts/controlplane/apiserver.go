@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -9,17 +10,28 @@ import (
 
 // startAPIServer starts kube-apiserver in this process against the given
 // etcd. The test server listens on a free 127.0.0.1 port and returns an
-// admin (loopback) client config.
-func startAPIServer(tb *processTB, etcdURL string) (kubeapiservertesting.TestServer, error) {
+// admin (loopback) client config. Without a kubelet no pod runs, so the
+// ServiceAccount admission plugin, which would refuse pods of accounts that
+// no controller made, is on only for a cluster.
+func startAPIServer(ctx context.Context, tb *processTB, dataDir, etcdURL string, cluster bool) (kubeapiservertesting.TestServer, error) {
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
 	flags := []string{
 		"--endpoint-reconciler-type=none",
-		"--disable-admission-plugins=ServiceAccount",
 		"--authorization-mode=RBAC",
 		// As on a real cluster (kubeadm sets it): the shipped DaemonSet
 		// runs privileged, and its manifest is checked against this one.
 		"--allow-privileged=true",
+	}
+	if cluster {
+		// The node registers with a name nothing resolves: the apiserver
+		// reaches its kubelet (logs, exec) at its address.
+		flags = append(flags, "--kubelet-preferred-address-types=InternalIP")
+	} else {
+		flags = append(flags, "--disable-admission-plugins=ServiceAccount")
+	}
+	if cluster {
+		return startClusterAPIServer(ctx, dataDir, etcdURL, flags)
 	}
 	opts := kubeapiservertesting.NewDefaultTestServerOptions()
 	server, err := kubeapiservertesting.StartTestServer(tb, opts, flags, storage)

@@ -15,8 +15,8 @@ import (
 // in this process. It is built from the options package rather than
 // NewControllerManagerCommand, which cannot be stopped and would fight the
 // apiserver over global feature gates. qps and burst, when not 0, are its
-// client-side request limits.
-func startControllerManager(ctx context.Context, kubeconfig string, controllers []string, qps float64, burst int, done chan<- error) error {
+// client-side request limits. extraArgs are added to its flags.
+func startControllerManager(ctx context.Context, kubeconfig string, controllers []string, qps float64, burst int, extraArgs []string, done chan<- error) error {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager options: %w", err)
@@ -42,6 +42,7 @@ func startControllerManager(ctx context.Context, kubeconfig string, controllers 
 	if burst > 0 {
 		args = append(args, "--kube-api-burst="+strconv.Itoa(burst))
 	}
+	args = append(args, extraArgs...)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("kube-controller-manager flags: %w", err)
 	}

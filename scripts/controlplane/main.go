@@ -3,6 +3,12 @@
 // and the parts of kube-controller-manager the manager relies on (garbage
 // collector, namespace, Job and CronJob controllers).
 //
+// With --cluster it is the control plane of a real node's cluster (see
+// docs/cluster.md): the ServiceAccount admission plugin puts each pod's
+// token volume in, and kube-scheduler runs in this process too, to place
+// the pods a kubelet then runs. The caller names the controllers such a
+// cluster needs (DaemonSet, Deployment, ...) with --controllers.
+//
 // It lives in its own Go module because k8s.io/kubernetes pins every
 // k8s.io staging module, and the manager's module must stay free to follow
 // the current client-go.
@@ -45,6 +51,9 @@ type options struct {
 	kcmBurst   int
 	namespaces string
 	verbosity  string
+	// cluster runs the control plane of a cluster with a kubelet: the
+	// ServiceAccount admission plugin and kube-scheduler.
+	cluster bool
 }
 
 func main() {
@@ -60,6 +69,7 @@ func main() {
 	fs.BoolVar(&o.noControllers, "no-controller-manager", false, "run etcd and kube-apiserver only")
 	fs.Float64Var(&o.kcmQPS, "controller-manager-qps", 0, "kube-controller-manager's --kube-api-qps (0: its default, 20)")
 	fs.IntVar(&o.kcmBurst, "controller-manager-burst", 0, "kube-controller-manager's --kube-api-burst (0: its default, 30)")
+	fs.BoolVar(&o.cluster, "cluster", false, "the control plane of a cluster with a kubelet: ServiceAccount admission and kube-scheduler")
 	fs.StringVar(&o.verbosity, "verbosity", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
 	fs.Parse(os.Args[1:])
 	if o.kubeconfig == "" {
@@ -114,7 +124,7 @@ func run(o options) (err error) {
 
 	tb := newProcessTB(logFile)
 	defer tb.runCleanups()
-	apiserver, err := startAPIServer(tb, etcd.clientURL)
+	apiserver, err := startAPIServer(ctx, tb, o.dataDir, etcd.clientURL, o.cluster)
 	if err != nil {
 		return err
 	}
@@ -139,7 +149,21 @@ func run(o options) (err error) {
 	kcmCtx, stopKCM := context.WithCancel(ctx)
 	defer stopKCM()
 	if !o.noControllers {
-		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmDone); err != nil {
+		var kcmArgs []string
+		if o.cluster {
+			// The token controller fills the Secrets of type
+			// kubernetes.io/service-account-token a user makes, signed
+			// with the apiserver's key (clusterapiserver.go).
+			kcmArgs = append(kcmArgs, "--service-account-private-key-file="+filepath.Join(o.dataDir, serviceAccountKeyFile))
+		}
+		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmArgs, kcmDone); err != nil {
+			return err
+		}
+	}
+
+	schedDone := make(chan error, 1)
+	if o.cluster {
+		if err := startScheduler(kcmCtx, o.kubeconfig, schedDone); err != nil {
 			return err
 		}
 	}
@@ -151,6 +175,10 @@ func run(o options) (err error) {
 	case err := <-kcmDone:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("kube-controller-manager stopped: %w", err)
+		}
+	case err := <-schedDone:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("kube-scheduler stopped: %w", err)
 		}
 	}
 	fmt.Println("stopping")

@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+)
+
+// EnvBinDir overrides where the cluster's binaries are (Options.BinDir).
+const EnvBinDir = "LONGHORN_NODE_BIN_DIR"
+
+// shared is the package's cluster, set by Main; unavailable says why
+// there is none.
+var (
+	shared      *Cluster
+	unavailable string
+)
+
+// Main is the TestMain of a package whose tests run on the real node: it
+// starts the cluster in a temporary folder, runs the tests and stops it.
+// Without root or the cluster's binaries and tools the tests run anyway
+// and Get skips them, saying why. Its result is the exit code for
+// os.Exit.
+func Main(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		unavailable = "not in the fast tier (-short)"
+		return m.Run()
+	}
+	if os.Geteuid() != 0 {
+		unavailable = "the node's kubelet and containerd need root"
+		return m.Run()
+	}
+	binDir := os.Getenv(EnvBinDir)
+	if binDir == "" {
+		if root, err := repoBin(); err == nil {
+			binDir = root
+		}
+	}
+	if err := checkPrerequisites(binDir); err != nil {
+		unavailable = err.Error()
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "longhorn-node-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
+		return 1
+	}
+	logFile, err := os.Create(filepath.Join(dir, "controlplane.out"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
+		return 1
+	}
+	started := time.Now()
+	shared, err = Start(context.Background(), Options{DataDir: dir, BinDir: binDir, Log: logFile})
+	if err != nil {
+		logFile.Close()
+		// The folder stays for its logs.
+		fmt.Fprintf(os.Stderr, "cluster: %v (its files are in %s)\n", err, dir)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "cluster: node %s Ready in %s\n", NodeName, time.Since(started).Round(10*time.Millisecond))
+	code := m.Run()
+	stopped := time.Now()
+	if err := shared.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: stop: %v (its files are in %s)\n", err, dir)
+		logFile.Close()
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "cluster: stopped and cleaned up in %s\n", time.Since(stopped).Round(10*time.Millisecond))
+	logFile.Close()
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "cluster: its logs are in %s\n", filepath.Join(dir, "logs"))
+	}
+	return code
+}
+
+// Get returns the package's cluster, or skips the test when there is
+// none. The package's TestMain must call Main.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	if shared == nil {
+		if unavailable == "" {
+			t.Fatal("cluster.Get: the package's TestMain does not call cluster.Main")
+		}
+		t.Skipf("needs the real single-node cluster: %s", unavailable)
+	}
+	return shared
+}
+
+func repoBin() (string, error) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
+}
