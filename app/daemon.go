@@ -237,7 +237,6 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 		return fmt.Errorf("--backup-target-file-roots: %w", err)
 	}
 	backupstore.ConfineFileTargets(fileRoots)
-	log.WithField("backupTargetFileRoots", fileRoots.Roots()).Info("file:// backup targets are confined to these folders (none: file:// targets are refused)")
 	if o.ProfilerAddress != "" {
 		profCtx, stopProfiler := context.WithCancel(ctx)
 		defer stopProfiler()
@@ -254,6 +253,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	if err != nil {
 		return err
 	}
+	// Said once the start is past what ends it with one line (bad flags,
+	// no apiserver).
+	log.WithField("backupTargetFileRoots", fileRoots.Roots()).Info("file:// backup targets are confined to these folders (none: file:// targets are refused)")
 	// Every write at start is retried while the apiserver refuses it for
 	// now, up to --startup-retry-timeout.
 	startupRetry := apiretry.Policy{Timeout: o.StartupRetryTimeout}
