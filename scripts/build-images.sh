@@ -91,11 +91,12 @@ base() {
 		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
 		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
-		"$suite" "$out/base.tar.tmp" > "$work/mmdebstrap.log" 2>&1 || {
+		--format=tar "$suite" "$out/base.tmp.tar" > "$work/mmdebstrap.log" 2>&1 || {
 		tail -20 "$work/mmdebstrap.log" >&2
 		exit 1
 	}
-	mv "$out/base.tar.tmp" "$out/base.tar"
+	rm -rf "$out/base.tar"
+	mv "$out/base.tmp.tar" "$out/base.tar"
 	echo "$want" > "$out/base.tar.hash"
 	echo "made the Debian base in $((SECONDS - start))s" >&2
 }
