@@ -201,10 +201,11 @@ func (s *nodeServer) stageFilesystem(ctx context.Context, v *client.Volume, st *
 	if grow {
 		growFilesystemOffline(ctx, st.Device, nc.fsType, log)
 	}
-	if err := mount(ctx, st.Device, staging, nc.fsType, nc.mountFlags); err != nil {
+	options := stageMountOptions(nc.fsType, nc.mountFlags)
+	if err := mount(ctx, st.Device, staging, nc.fsType, options); err != nil {
 		return status.Errorf(codes.Internal, "mount volume %s at staging_target_path %s: %v", st.VolumeID, staging, err)
 	}
-	log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType, "flags": nc.mountFlags}).Info("Mounted the volume at its staging path")
+	log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType, "flags": options}).Info("Mounted the volume at its staging path")
 	if grow && nc.fsType == "xfs" {
 		// xfs grows only mounted.
 		if err := growFilesystem(ctx, st, log); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cadence-storage/longhorn-manager/internal/mountinfo"
@@ -66,6 +67,19 @@ func mountsOf(device string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// stageMountOptions are the options a volume's filesystem is staged
+// with: the capability's flags and, for xfs, nouuid (as Longhorn mounts
+// xfs). A clone or a restored backup holds its source's filesystem, UUID
+// and all, and xfs refuses to mount a second filesystem of a UUID it has
+// mounted already, so without it a clone staged on its source's node
+// would not mount.
+func stageMountOptions(fsType string, flags []string) []string {
+	if fsType != "xfs" || slices.Contains(flags, "nouuid") {
+		return flags
+	}
+	return append(slices.Clone(flags), "nouuid")
 }
 
 // mount runs mount(8): it takes filesystem options as the capability
