@@ -74,7 +74,10 @@ func restoreError(t *testing.T, e *framework.APIEnv, name string) string {
 // tenant's restore makes both.
 func TestARestoreMakesOnlyWhatItsRequesterMayMake(t *testing.T) {
 	t.Parallel()
-	e := framework.NewAPIEnv(t)
+	// The restore makes a backing image: its manager runs from this test
+	// binary as a server (without it the binary would run as a second
+	// test run, with a control plane of its own that outlives it).
+	e := framework.NewAPIEnv(t, framework.WithTestServers)
 	root := t.TempDir()
 	jobs := "apiVersion: longhorn.io/v1beta2\nkind: RecurringJobList\nitems:\n- metadata: {name: planted}\n  spec: {task: snapshot, cron: '0 1 * * *', retain: 1, concurrency: 1}\n"
 	images := "apiVersion: longhorn.io/v1beta2\nkind: BackingImageList\nitems:\n- metadata: {name: exported}\n" +
@@ -184,7 +187,8 @@ func TestARestoreMakesOnlyWhatItsRequesterMayMake(t *testing.T) {
 // missing right, and makes none of them.
 func TestARestoreAskedThroughTheAPIHasItsCallersRights(t *testing.T) {
 	t.Parallel()
-	e, _ := framework.KubernetesAuthAPIEnv(t)
+	// Backing image servers from this test binary, as above.
+	e, _ := framework.KubernetesAuthAPIEnv(t, framework.WithTestServers)
 	ctx := context.Background()
 	account := func(name string) {
 		if _, err := e.Kube.CoreV1().ServiceAccounts(e.NS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
