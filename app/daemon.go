@@ -136,6 +136,13 @@ type DaemonOptions struct {
 	// (--manager-image; it holds longhorn-manager). CronJob.ManagerImage
 	// when empty. CronJob holds only what concerns the recurring-job pods.
 	ManagerImage string
+	// PodName is this manager's own pod (--pod-name, the downward API's
+	// POD_NAME as deployed). When set and no image is given (ManagerImage
+	// and CronJob.ManagerImage empty), the image of the pod's
+	// longhorn-manager container is the recurring-job and backing image
+	// server pods' image: whatever registry and tag the installer chose,
+	// they run the manager's own.
+	PodName string
 	// Clock is the time source; the real clock when nil.
 	Clock clock.WithTicker
 	// BackingImageServerRunner is where the backing image servers run
@@ -251,6 +258,9 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	cfg.WarningHandler = newOnceWarnings(log)
 	kubeClient, lhClient, err := connect(ctx, cfg, o.Namespace)
 	if err != nil {
+		return err
+	}
+	if err := o.ownImage(ctx, kubeClient); err != nil {
 		return err
 	}
 	// Said once the start is past what ends it with one line (bad flags,
@@ -451,8 +461,8 @@ func (o *DaemonOptions) complete() error {
 	default:
 		return backingImageServerRunnerError(o.BackingImageServerRunner)
 	}
-	if o.CronJob.ManagerImage == "" || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
-		return errors.New("--manager-image, --service-account and --manager-url must not be empty")
+	if (o.CronJob.ManagerImage == "" && o.PodName == "") || o.CronJob.ServiceAccount == "" || o.CronJob.ManagerURL == "" {
+		return errors.New("--manager-image (or --pod-name, to run this pod's image), --service-account and --manager-url must not be empty")
 	}
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = o.CronJob.ServiceAccount
