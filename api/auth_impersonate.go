@@ -144,7 +144,7 @@ func impersonationRefused(caller authenticationv1.UserInfo, need authorizationv1
 	if need.Namespace != "" {
 		where = " in namespace " + need.Namespace
 	}
-	return forbidden("%s may not impersonate %s %q%s (Kubernetes RBAC): the Impersonate-* headers are honoured only from an account allowed to impersonate (Longhorn's UI behind an authenticating proxy: package/rbac-ui-impersonate.yaml)",
+	return forbidden("%s may not impersonate %s %q%s (Kubernetes RBAC): the Impersonate-* headers are honoured only from an account allowed to impersonate (Longhorn's UI behind an authenticating proxy: package/components/ui-impersonation/rbac-ui-impersonate.yaml)",
 		caller.Username, what, need.Name, where)
 }
 

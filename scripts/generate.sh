@@ -52,4 +52,4 @@ done
 		echo "---"
 		cat "$f"
 	done
-} > package/admission.yaml
+} > package/components/mutating-policies/admission.yaml

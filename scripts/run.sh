@@ -112,7 +112,7 @@ start_csi() {
 	./bin/kubectl --kubeconfig "$kubeconfig" apply -f bin/snapshot-crds/ >/dev/null
 	./bin/kubectl --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
 		crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
-	./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/csi-snapshot-classes.yaml >/dev/null
+	./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/components/snapshot-classes/csi-snapshot-classes.yaml >/dev/null
 	./bin/snapshot-controller --kubeconfig="$kubeconfig" --leader-election=false > "$dev/csi/snapshot-controller.log" 2>&1 &
 	pids+=($!)
 	for sidecar in csi-provisioner csi-attacher csi-snapshotter; do

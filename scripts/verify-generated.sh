@@ -12,7 +12,7 @@ tar --exclude=./bin --exclude=./.dev --exclude=./.git -cf - . | tar -xf - -C "$w
 (cd "$work" && bash scripts/generate.sh)
 
 status=0
-for path in k8s/pkg/client k8s/crds k8s/pkg/apis/longhorn/v1beta2/zz_generated.deepcopy.go package/crds.yaml package/admission.yaml engine/rpc/pb backingimage/rpc/pb; do
+for path in k8s/pkg/client k8s/crds k8s/pkg/apis/longhorn/v1beta2/zz_generated.deepcopy.go package/crds.yaml package/components/mutating-policies/admission.yaml engine/rpc/pb backingimage/rpc/pb; do
 	if ! diff -r "$path" "$work/$path" >"$work/diff.txt" 2>&1; then
 		echo "generated files are stale: $path differs from a fresh 'make generate':" >&2
 		head -40 "$work/diff.txt" >&2

@@ -159,7 +159,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	if !kit.HasFinalizer(job) {
 		// First sight of a new job the apiserver did not give the
-		// finalizer at creation (package/admission.yaml does, in the
+		// finalizer at creation (package/components/mutating-policies/admission.yaml does, in the
 		// manager's namespace, from Kubernetes 1.36 on). The spec is the
 		// user's: the manager never writes it. The sync goes on from the
 		// stored job rather than wait for the informer to bring it back.

@@ -407,7 +407,7 @@ func failedPurge(e *longhorn.Engine) string {
 
 // needsMutation tells whether the snapshot lacks what Longhorn gives it
 // at admission: its volume label and the finalizer. In the manager's
-// namespace the apiserver gives both (package/admission.yaml), and the
+// namespace the apiserver gives both (package/components/mutating-policies/admission.yaml), and the
 // snapshot is taken in with no metadata write. The owner reference to
 // the Volume goes with the manager's own write, never alone: no
 // admission policy can read the Volume's UID, and the Volume's deletion

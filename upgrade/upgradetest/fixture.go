@@ -144,7 +144,7 @@ func (f *Fixture) AssertMigrated(t testing.TB) {
 }
 
 // AssertMigratedLeavingStorageClass checks the migration of a manager
-// that may not list StorageClasses (package/rbac-upgrade-storageclasses.yaml
+// that may not list StorageClasses (package/components/upgrade-from-v1.1/rbac-upgrade-storageclasses.yaml
 // not applied): everything else migrated, and the fixture's class left as
 // it was, recurringJobs and all, with no job made from it.
 func (f *Fixture) AssertMigratedLeavingStorageClass(t testing.TB) {

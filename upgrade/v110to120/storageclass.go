@@ -91,13 +91,13 @@ func migrateStorageClasses(ctx context.Context, c step.Clients) error {
 		return err
 	})
 	if apierrors.IsForbidden(err) {
-		// The cluster-wide right is package/rbac-upgrade-storageclasses.yaml's,
+		// The cluster-wide right is package/components/upgrade-from-v1.1/rbac-upgrade-storageclasses.yaml's,
 		// applied only for this upgrade. Without it the classes stay as
 		// they are and lose nothing: the CSI driver reads their
 		// recurringJobs parameter itself when it provisions a volume.
 		if c.Log != nil {
 			c.Log.WithError(err).Warn("StorageClasses not rewritten: the manager may not list them. Only an upgrade from v1.1 needs to " +
-				"(apply package/rbac-upgrade-storageclasses.yaml for it); a class left with recurringJobs keeps working, the CSI driver reads that parameter itself")
+				"(apply package/components/upgrade-from-v1.1/rbac-upgrade-storageclasses.yaml for it); a class left with recurringJobs keeps working, the CSI driver reads that parameter itself")
 		}
 		return nil
 	}

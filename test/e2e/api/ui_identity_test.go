@@ -193,9 +193,9 @@ func TestTheUIPassesOnTheUserItsAuthenticatingProxyNames(t *testing.T) {
 		ui.Call(t, "GET", "/v1/volumes", "", "X-Remote-User", "alice").
 			Expect(t, http.StatusForbidden, "system:serviceaccount:"+e.NS+":longhorn-ui may not impersonate users", "rbac-ui-impersonate.yaml")
 	})
-	// As an administrator opts in: package/rbac-ui-impersonate.yaml, its
+	// As an administrator opts in: package/components/ui-impersonation/rbac-ui-impersonate.yaml, its
 	// cluster-wide names made the test namespace's own.
-	for _, obj := range framework.ReadManifests(t, "rbac-ui-impersonate.yaml") {
+	for _, obj := range framework.ReadManifests(t, "components/ui-impersonation/rbac-ui-impersonate.yaml") {
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
 			o.Name += "-" + e.NS

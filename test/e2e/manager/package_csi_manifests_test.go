@@ -247,7 +247,7 @@ func checkStorageClass(t *testing.T, sc *storagev1.StorageClass) {
 	// csi/params_package_test.go checks the driver takes them.
 }
 
-// checkSnapshotClasses: package/csi-snapshot-classes.yaml holds
+// checkSnapshotClasses: package/components/snapshot-classes/csi-snapshot-classes.yaml holds
 // Longhorn's two VolumeSnapshotClasses of the driver, deletionPolicy
 // Delete, and the snapshot CRDs (those the end-to-end tests install,
 // when scripts/build-csi-sidecars.sh has copied them) accept them.
@@ -257,7 +257,7 @@ func checkSnapshotClasses(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "package", "csi-snapshot-classes.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "package", "components", "snapshot-classes", "csi-snapshot-classes.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,21 +266,21 @@ func checkSnapshotClasses(t *testing.T, cfg *rest.Config) {
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		obj := &unstructured.Unstructured{}
 		if err := sigsyaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatalf("package/csi-snapshot-classes.yaml: %v", err)
+			t.Fatalf("package/components/snapshot-classes/csi-snapshot-classes.yaml: %v", err)
 		}
 		name := obj.GetName()
 		driver, _, _ := unstructured.NestedString(obj.Object, "driver")
 		policy, _, _ := unstructured.NestedString(obj.Object, "deletionPolicy")
 		kind, _, _ := unstructured.NestedString(obj.Object, "parameters", "type")
 		if obj.GetKind() != "VolumeSnapshotClass" || driver != csi.DriverName || policy != "Delete" || want[name] != kind || kind == "" {
-			t.Errorf("package/csi-snapshot-classes.yaml: %s %s of %q, deletionPolicy %q, type %q: want longhorn-snapshot (snap) and longhorn-backup (bak) of %s, Delete",
+			t.Errorf("package/components/snapshot-classes/csi-snapshot-classes.yaml: %s %s of %q, deletionPolicy %q, type %q: want longhorn-snapshot (snap) and longhorn-backup (bak) of %s, Delete",
 				obj.GetKind(), name, driver, policy, kind, csi.DriverName)
 		}
 		delete(want, name)
 		classes = append(classes, obj)
 	}
 	if len(want) != 0 {
-		t.Errorf("package/csi-snapshot-classes.yaml lacks %v", want)
+		t.Errorf("package/components/snapshot-classes/csi-snapshot-classes.yaml lacks %v", want)
 	}
 	crds := filepath.Join(root, "bin", "snapshot-crds")
 	if _, err := os.Stat(filepath.Join(crds, "version")); err != nil {

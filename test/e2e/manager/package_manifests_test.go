@@ -43,7 +43,7 @@ func TestPackageManifests(t *testing.T) {
 		// The mutating policies of admission.yaml (installed in the test
 		// cluster from k8s/crds/admission) act in the namespaces so labelled.
 		if n.Labels[crds.ManagerNamespaceLabel] != "true" {
-			t.Errorf("namespace.yaml: no %s label: package/admission.yaml would not act in it", crds.ManagerNamespaceLabel)
+			t.Errorf("namespace.yaml: no %s label: package/components/mutating-policies/admission.yaml would not act in it", crds.ManagerNamespaceLabel)
 		}
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, n, dry); err != nil {
 			t.Errorf("namespace.yaml: %v", err)

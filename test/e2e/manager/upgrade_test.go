@@ -34,7 +34,7 @@ func oldStateEnv(t *testing.T) (*upgradetest.Fixture, *rest.Config, string, kube
 	return oldStateEnvWith(t, upgradeRBAC)
 }
 
-const upgradeRBAC = "rbac-upgrade-storageclasses.yaml"
+const upgradeRBAC = "components/upgrade-from-v1.1/rbac-upgrade-storageclasses.yaml"
 
 func oldStateEnvWith(t *testing.T, rbacFiles ...string) (*upgradetest.Fixture, *rest.Config, string, kubernetes.Interface, lhclientset.Interface) {
 	t.Helper()

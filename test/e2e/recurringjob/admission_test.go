@@ -20,7 +20,7 @@ import (
 // TestANewRecurringJobIsTakenInWithOneWriteOfEachWriter: in the
 // manager's namespace, labelled as package/namespace.yaml labels
 // longhorn-system, the apiserver gives a new RecurringJob Longhorn's
-// finalizer (package/admission.yaml), and the manager takes the job in
+// finalizer (package/components/mutating-policies/admission.yaml), and the manager takes the job in
 // with one status write of each of its two writers: the controller's
 // (owner, schedule, Ready) and the manager runner's (observed suspend,
 // next tick). In a namespace without the label the job is created as

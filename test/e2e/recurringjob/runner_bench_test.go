@@ -102,7 +102,7 @@ func benchmarkManagerRunner(b *testing.B, n int) {
 	// Start-up: the jobs are created while no manager runs, then the
 	// manager starts and takes them in. The namespace is the manager's,
 	// so the apiserver adds the finalizer at creation
-	// (package/admission.yaml); what that costs the creates is logged.
+	// (package/components/mutating-policies/admission.yaml); what that costs the creates is logged.
 	createStart := time.Now()
 	framework.Parallel(b, runnerBenchConcurrency, names, func(name string) error {
 		_, err := jobs.Create(ctx, &longhorn.RecurringJob{

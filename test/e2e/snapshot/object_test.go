@@ -24,7 +24,7 @@ func TestSnapshotObjectsLifeCycle(t *testing.T) {
 	e.WaitVolume(t, "vol", "attached", func(m map[string]any) bool { return m["state"] == "attached" })
 
 	// Created by a user with kubectl: labelled and finalized at admission
-	// (package/admission.yaml), then taken in the engine. No admission
+	// (package/components/mutating-policies/admission.yaml), then taken in the engine. No admission
 	// policy can give it the owner reference (it needs the Volume's UID);
 	// the volume's deletion below deletes it by its label.
 	e.Cluster.Kubectl(t, `apiVersion: longhorn.io/v1beta2

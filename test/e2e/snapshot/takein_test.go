@@ -22,7 +22,7 @@ import (
 
 // TestANewSnapshotIsTakenInWithoutAMetadataWrite: in the manager's
 // namespace the apiserver gives a new Snapshot its volume label and
-// Longhorn's finalizer (package/admission.yaml), whatever label the
+// Longhorn's finalizer (package/components/mutating-policies/admission.yaml), whatever label the
 // creator wrote, and the manager takes it in with its status write
 // alone. In a namespace without the label the manager writes the label,
 // the finalizer and an owner reference to the Volume first: two writes.
