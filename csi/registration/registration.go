@@ -26,6 +26,7 @@ const (
 	DefaultRetryAfter    = 5 * time.Second
 	DefaultProbeInterval = time.Second
 	DefaultKubeletWait   = 2 * time.Minute
+	DefaultCheckInterval = 10 * time.Second
 	// maxRetryAfter caps the doubling wait between offers the kubelet
 	// refused.
 	maxRetryAfter = 5 * time.Minute
@@ -61,6 +62,11 @@ type Options struct {
 	// before a warning says so (the kubelet watches another directory, or
 	// none).
 	KubeletWait time.Duration
+	// CheckInterval is how often the registration socket is checked to
+	// be still there: one removed by someone else (a cleanup of the
+	// kubelet's directory) is made anew, or the kubelet would never call
+	// the Node service again.
+	CheckInterval time.Duration
 	// Log is where the registration logs.
 	Log *logrus.Entry
 }
@@ -91,6 +97,9 @@ func New(opts Options) (*Registrar, error) {
 	if opts.KubeletWait <= 0 {
 		opts.KubeletWait = DefaultKubeletWait
 	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
 	if opts.Log == nil {
 		opts.Log = logrus.NewEntry(logrus.StandardLogger())
 	}
@@ -115,12 +124,14 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 	wait := r.opts.RetryAfter
 	for {
-		refusal, err := r.offer(ctx)
-		if err != nil {
+		end, refusal, err := r.offer(ctx)
+		switch {
+		case err != nil:
 			return err
-		}
-		if ctx.Err() != nil {
+		case end == stopped:
 			return nil
+		case end == removed:
+			continue // offered again at once
 		}
 		r.log.WithFields(logrus.Fields{"reason": refusal, "retryAfter": wait.String()}).
 			Error("The kubelet refused to register the CSI driver: its Node service is unknown to the kubelet until it does; the registration socket is withdrawn and offered again")
@@ -161,22 +172,45 @@ func (r *Registrar) waitForDriver(ctx context.Context) error {
 	}
 }
 
-// offer serves the registration socket until ctx ends (it returns "",
-// nil) or the kubelet refuses the registration (it returns the kubelet's
-// reason); the socket is removed in both cases.
-func (r *Registrar) offer(ctx context.Context) (refusal string, err error) {
+// offerEnd is why an offer ended.
+type offerEnd int
+
+const (
+	stopped offerEnd = iota // ctx ended
+	refused                 // the kubelet refused the registration
+	removed                 // the socket was removed by someone else
+)
+
+// offer serves the registration socket until ctx ends, the kubelet
+// refuses the registration (with the kubelet's reason) or the socket is
+// removed under it; the socket it made is removed then, if it is still
+// there.
+func (r *Registrar) offer(ctx context.Context) (end offerEnd, refusal string, err error) {
 	path := r.SocketPath()
 	if fi, err := os.Stat(r.opts.Dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("the plugin registration directory %s is not a directory (is the kubelet's plugins_registry mounted there?): %v", r.opts.Dir, err)
+		return 0, "", fmt.Errorf("the plugin registration directory %s is not a directory (is the kubelet's plugins_registry mounted there?): %v", r.opts.Dir, err)
 	}
 	// A socket left by a process that stopped is ours to replace; making
 	// it anew is also what tells the kubelet to register again.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("remove the stale registration socket %s: %w", path, err)
+		return 0, "", fmt.Errorf("remove the stale registration socket %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return "", fmt.Errorf("listen on the registration socket %s: %w", path, err)
+		return 0, "", fmt.Errorf("listen on the registration socket %s: %w", path, err)
+	}
+	// Closing the listener would remove whatever is at path then; the
+	// deferred removal below removes only this offer's socket.
+	l.SetUnlinkOnClose(false)
+	// As node-driver-registrar's: for its owner, root, alone (the kubelet).
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return 0, "", fmt.Errorf("restrict the registration socket %s to its owner: %w", path, err)
+	}
+	made, err := os.Stat(path)
+	if err != nil {
+		l.Close()
+		return 0, "", fmt.Errorf("stat the registration socket %s: %w", path, err)
 	}
 	s := &registrationServer{r: r, asked: make(chan struct{}, 1), refused: make(chan string, 1)}
 	srv := grpc.NewServer()
@@ -185,6 +219,11 @@ func (r *Registrar) offer(ctx context.Context) (refusal string, err error) {
 	go func() { served <- srv.Serve(l) }()
 	defer func() {
 		srv.GracefulStop()
+		// Only the socket this offer made: one made since by someone else
+		// (another instance) is theirs.
+		if fi, statErr := os.Stat(path); statErr != nil || !os.SameFile(fi, made) {
+			return
+		}
 		if rmErr := os.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
 			err = fmt.Errorf("remove the registration socket %s: %w", path, rmErr)
 		}
@@ -194,15 +233,29 @@ func (r *Registrar) offer(ctx context.Context) (refusal string, err error) {
 	log.Info("Offering the kubelet the registration of the CSI driver")
 	unasked := time.NewTimer(r.opts.KubeletWait)
 	defer unasked.Stop()
+	check := time.NewTicker(r.opts.CheckInterval)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			log.Info("Withdrawing the CSI driver's registration: the process stops")
-			return "", nil
+			return stopped, "", nil
 		case refusal := <-s.refused:
-			return refusal, nil
+			return refused, refusal, nil
 		case err := <-served:
-			return "", fmt.Errorf("serve the registration socket %s: %w", path, err)
+			return 0, "", fmt.Errorf("serve the registration socket %s: %w", path, err)
+		case <-check.C:
+			fi, err := os.Stat(path)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				log.Warn("The registration socket was removed by someone else: the kubelet deregisters the CSI driver; offering the registration again")
+				return removed, "", nil
+			case err == nil && !os.SameFile(fi, made):
+				// Another process (a second instance of the driver) made
+				// it anew: making ours again would only take turns.
+				log.Error("The registration socket was made anew by another process: it is left to it, and the kubelet talks to that process")
+				check.Stop()
+			}
 		case <-s.asked:
 			unasked.Stop()
 		case <-unasked.C:

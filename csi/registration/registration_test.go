@@ -51,7 +51,7 @@ func startRegistrarRetrying(t *testing.T, retryAfter time.Duration) *registrarFi
 	f := &registrarFixture{driver: fakedriver.New(filepath.Join(dir, "csi.sock")), logs: hook, done: make(chan error, 1)}
 	r, err := New(Options{
 		CSIEndpoint: f.driver.Endpoint, KubeletEndpoint: kubeletEndpoint, Dir: regDir,
-		RetryAfter: retryAfter, ProbeInterval: 20 * time.Millisecond, Log: logrus.NewEntry(logger),
+		RetryAfter: retryAfter, ProbeInterval: 20 * time.Millisecond, CheckInterval: 20 * time.Millisecond, Log: logrus.NewEntry(logger),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +196,9 @@ func TestGetInfoAnswersWhatTheKubeletValidates(t *testing.T) {
 	if want := filepath.Join(filepath.Dir(f.r.SocketPath()), "driver.longhorn.io-reg.sock"); f.r.SocketPath() != want {
 		t.Errorf("the registration socket is %s, want %s", f.r.SocketPath(), want)
 	}
+	if fi, err := os.Stat(f.r.SocketPath()); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the registration socket's mode: %v (%v), want 0600, for the kubelet (root) alone", fi.Mode(), err)
+	}
 }
 
 func TestAnAcceptedRegistrationStaysOffered(t *testing.T) {
@@ -299,5 +302,49 @@ func TestNewRefusesARegistrationPathTheKubeletCannotDial(t *testing.T) {
 		if _, err := New(Options{CSIEndpoint: "unix:///csi/csi.sock", KubeletEndpoint: path, Dir: "/registration"}); err == nil {
 			t.Errorf("New takes the kubelet registration path %q", path)
 		}
+	}
+}
+
+func TestASocketRemovedBySomeoneElseIsOfferedAgain(t *testing.T) {
+	f := startRegistrar(t)
+	f.driver.Start(t)
+	f.waitOffered(t)
+	if err := os.Remove(f.r.SocketPath()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the registration is offered again", func() bool {
+		return f.count(logrus.InfoLevel, "Offering the kubelet the registration") == 2
+	})
+	f.waitOffered(t)
+	if f.logged(logrus.WarnLevel, "removed by someone else") == nil {
+		t.Error("the removal is not logged")
+	}
+}
+
+func TestASocketMadeAnewByAnotherProcessIsLeftToIt(t *testing.T) {
+	f := startRegistrar(t)
+	f.driver.Start(t)
+	f.waitOffered(t)
+	// Another instance replaces the socket with its own.
+	if err := os.Remove(f.r.SocketPath()); err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.Listen("unix", f.r.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	eventually(t, "the replacement is logged", func() bool { return f.logged(logrus.ErrorLevel, "made anew by another process") != nil })
+	time.Sleep(100 * time.Millisecond) // five checks
+	if n := f.count(logrus.InfoLevel, "Offering the kubelet the registration"); n != 1 {
+		t.Errorf("the registration was offered %d times: the two processes would take turns", n)
+	}
+	f.stop()
+	if err := <-f.done; err != nil {
+		t.Fatal(err)
+	}
+	f.done <- nil
+	if !isSocket(f.r.SocketPath()) {
+		t.Fatal("the registrar removed the other process's socket at stop")
 	}
 }
