@@ -2,14 +2,18 @@ package app
 
 import (
 	"context"
+	"errors"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cadence-storage/longhorn-manager/csi"
+	"github.com/cadence-storage/longhorn-manager/csi/liveness"
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
+	"github.com/cadence-storage/longhorn-manager/csi/registration"
 )
 
 // CSICmd is `longhorn-manager csi`: the CSI driver, driver.longhorn.io,
@@ -29,6 +33,10 @@ func CSICmd() cli.Command {
 			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience (read again on each call); the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
 			cli.StringFlag{Name: "state-dir", Value: nodestate.DefaultDir, Usage: "where the Node service keeps what it made for each staged volume"},
 			cli.DurationFlag{Name: "retry-for", Value: 30 * time.Second, Usage: "how long one call retries an unreachable or busy manager"},
+			cli.StringFlag{Name: "kubelet-registration-path", Usage: "register the Node service with the kubelet's plugin watcher, as node-driver-registrar does, telling it the CSI socket is at this path on the host (--endpoint as the kubelet sees it); off when empty"},
+			cli.StringFlag{Name: "plugin-registration-dir", Value: "/registration", Usage: "the kubelet's plugin registration directory (/var/lib/kubelet/plugins_registry on the host) as this container mounts it, where the registration socket is made"},
+			cli.StringFlag{Name: "health-address", Usage: "serve /healthz, the driver's Probe over its own socket, as the livenessprobe sidecar does, on this host:port; off when empty"},
+			cli.DurationFlag{Name: "health-probe-timeout", Value: liveness.DefaultProbeTimeout, Usage: "how long /healthz waits for the Probe; below the kubelet probe's timeout"},
 		},
 		Action: func(c *cli.Context) error {
 			api, err := newAPIClient(c.String("manager-url"), c.Duration("retry-for"), c.String("manager-ca-file"))
@@ -47,9 +55,43 @@ func CSICmd() cli.Command {
 			if err != nil {
 				return err
 			}
+			endpoint := c.String("endpoint")
+			var registrar *registration.Registrar
+			if path := c.String("kubelet-registration-path"); path != "" {
+				if c.String("node-id") == "" {
+					return errors.New("--kubelet-registration-path registers the Node service with the kubelet: give the driver a --node-id")
+				}
+				registrar, err = registration.New(registration.Options{CSIEndpoint: endpoint, KubeletEndpoint: path, Dir: c.String("plugin-registration-dir")})
+				if err != nil {
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return d.Serve(ctx, c.String("endpoint"))
+			return serveCSI(ctx, d, endpoint, registrar, c.String("health-address"), c.Duration("health-probe-timeout"))
 		},
 	}
+}
+
+// serveCSI serves the driver on endpoint and, beside it, the kubelet's
+// registration and the liveness endpoint when asked, until ctx ends or
+// one of them fails (which stops the others).
+func serveCSI(ctx context.Context, d *csi.Driver, endpoint string, registrar *registration.Registrar, healthAddr string, probeTimeout time.Duration) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		err := d.Serve(ctx, endpoint)
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("the CSI server stopped")
+		}
+		return err
+	})
+	if registrar != nil {
+		g.Go(func() error { return registrar.Run(ctx) })
+	}
+	if healthAddr != "" {
+		g.Go(func() error {
+			return liveness.Serve(ctx, healthAddr, &liveness.Handler{Endpoint: endpoint, ProbeTimeout: probeTimeout})
+		})
+	}
+	return g.Wait()
 }

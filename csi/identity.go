@@ -37,7 +37,7 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 // Probe says whether the manager's API answers: without it, the driver
 // can do nothing.
 func (s *identityServer) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, probeBudget(ctx))
 	defer cancel()
 	_, err := s.d.api.Setting(ctx, "backup-target")
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
@@ -46,3 +46,19 @@ func (s *identityServer) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.P
 // probeTimeout bounds a Probe: the client retries a manager that does not
 // answer, and a probe must answer in time.
 const probeTimeout = 5 * time.Second
+
+// probeBudget is how long a Probe waits for the manager: probeTimeout, or
+// less when the caller's deadline is nearer, so that the driver answers
+// "not ready" before the caller gives up. A liveness check with a short
+// timeout (--health-probe-timeout) must see a driver that answers, not a
+// deadline, while the manager is away: restarting the driver would not
+// bring the manager back.
+func probeBudget(ctx context.Context) time.Duration {
+	budget := probeTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline) * 3 / 4; left < budget {
+			budget = left
+		}
+	}
+	return budget
+}

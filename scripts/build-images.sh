@@ -18,6 +18,11 @@
 #                          names package/ pulls, so its manifests run here
 #                          unchanged (imagePullPolicy IfNotPresent)
 #
+# No node-driver-registrar or livenessprobe image is built (their modules
+# are not served by the module proxy), and none is needed: `longhorn-manager
+# csi` registers itself with the kubelet and serves its own /healthz
+# (docs/csi.md, "Registration and liveness").
+#
 # Usage: scripts/build-images.sh [--sidecars] [--import CONTAINERD_SOCKET]
 #
 # It needs root (buildah with its vfs storage under bin/images/storage,

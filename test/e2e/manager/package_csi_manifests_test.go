@@ -4,6 +4,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,9 +37,12 @@ import (
 const (
 	csiSocketDir = "/csi"
 	csiSocket    = csiSocketDir + "/csi.sock"
-	// kubeletDir is the kubelet's --root-dir; the registrar tells the
-	// kubelet where the Node service's socket is on the host.
+	// kubeletDir is the kubelet's --root-dir; the Node service's
+	// registration tells the kubelet where its socket is on the host.
 	kubeletDir = "/var/lib/kubelet"
+	// healthPort is where each driver container serves /healthz for its
+	// livenessProbe.
+	healthPort = 9808
 )
 
 // TestPackageManifestsCSI: what package/ deploys for the CSI driver is
@@ -47,10 +51,11 @@ const (
 // external-provisioner, external-attacher and csi-snapshotter (at the
 // versions the end-to-end tests run) each beside `longhorn-manager csi
 // --controller` on a socket in an emptyDir, with leader election; the
-// VolumeSnapshotClasses longhorn-snapshot and longhorn-backup; the Node service and
-// node-driver-registrar in the manager's pods (where the volumes' NBD
-// exports listen on 127.0.0.1) with the kubelet's directory Bidirectional,
-// the host's /dev and a host state directory; the `longhorn`
+// VolumeSnapshotClasses longhorn-snapshot and longhorn-backup; the Node
+// service in the manager's pods (where the volumes' NBD exports listen on
+// 127.0.0.1), registering itself with the kubelet, with the kubelet's
+// directory Bidirectional, the host's /dev and a host state directory;
+// every driver container's livenessProbe on its own /healthz; the `longhorn`
 // StorageClass; the NetworkPolicy letting the controller pods reach the
 // API; and RBAC (applied for real, checked with SubjectAccessReviews) that
 // lets each sidecar's account do what the sidecar and its driver do and
@@ -213,6 +218,7 @@ func checkControllerDeployment(t *testing.T, d *appsv1.Deployment, versions map[
 	if sc := driver.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
 		t.Errorf("%s's driver is privileged: it only calls the API", d.Name)
 	}
+	checkLiveness(t, d.Name, driver)
 	for _, c := range []*corev1.Container{sidecar, driver} {
 		m := mountAt(c, csiSocketDir)
 		if m == nil {
@@ -299,28 +305,28 @@ func checkSnapshotClasses(t *testing.T, cfg *rest.Config) {
 	}
 }
 
-// checkNodePlugin: the Node service and node-driver-registrar in the
-// manager's pods.
+// checkNodePlugin: the Node service in the manager's pods, registering
+// itself with the kubelet; no sidecar whose image is not built here.
 func checkNodePlugin(t *testing.T, ds *appsv1.DaemonSet) {
 	t.Helper()
 	spec := &ds.Spec.Template.Spec
-	var plugin, registrar *corev1.Container
+	var plugin *corev1.Container
 	for i := range spec.Containers {
 		switch c := &spec.Containers[i]; c.Name {
 		case "longhorn-csi-plugin":
 			plugin = c
-		case "node-driver-registrar":
-			registrar = c
+		case "node-driver-registrar", "liveness-probe", "longhorn-liveness-probe":
+			t.Errorf("the manager's pods run %s (%s), whose image is not built: the driver registers itself and serves its own /healthz", c.Name, c.Image)
 		}
 	}
-	if plugin == nil || registrar == nil {
-		t.Fatal("the manager's pods run no longhorn-csi-plugin or no node-driver-registrar")
+	if plugin == nil {
+		t.Fatal("the manager's pods run no longhorn-csi-plugin")
 	}
 	if sc := plugin.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 		t.Error("the Node service is not privileged: it needs /dev/fuse, loop devices and mount")
 	}
 	cmd := plugin.Command
-	for _, a := range []string{"csi", "--node-id=$(NODE_NAME)", "--endpoint=unix://" + csiSocket, "--state-dir=/var/lib/longhorn-csi"} {
+	for _, a := range []string{"csi", "--node-id=$(NODE_NAME)", "--state-dir=$(LONGHORN_CSI_STATE_PATH)"} {
 		if !slices.Contains(cmd, a) {
 			t.Errorf("the Node service runs %v, without %s", cmd, a)
 		}
@@ -356,17 +362,47 @@ func checkNodePlugin(t *testing.T, ds *appsv1.DaemonSet) {
 	hostMount(plugin, "/dev", "/dev", corev1.MountPropagationNone)
 	// What was made for each staged volume outlives the container.
 	hostMount(plugin, "/var/lib/longhorn-csi", "/var/lib/longhorn-csi", corev1.MountPropagationNone)
-	socketDir := kubeletDir + "/plugins/" + csi.DriverName
-	hostMount(plugin, csiSocketDir, socketDir, corev1.MountPropagationNone)
-	hostMount(registrar, csiSocketDir, socketDir, corev1.MountPropagationNone)
-	hostMount(registrar, "/registration", kubeletDir+"/plugins_registry", corev1.MountPropagationNone)
-	if !strings.HasPrefix(registrar.Image, "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.") {
-		t.Errorf("node-driver-registrar runs %s", registrar.Image)
+	// The kubelet dials the path the registration names, on the host: the
+	// socket is in the kubelet's folder, mounted at the host's path (so
+	// install-values.yaml's kubeletRootDir moves all of it), and so is the
+	// registration socket, in its plugins_registry.
+	env := map[string]string{}
+	for _, e := range plugin.Env {
+		env[e.Name] = e.Value
 	}
-	for _, a := range []string{"--csi-address=" + csiSocket, "--kubelet-registration-path=" + socketDir + "/csi.sock"} {
-		if !slices.Contains(registrar.Args, a) {
-			t.Errorf("node-driver-registrar's args %v lack %s", registrar.Args, a)
+	if env["KUBELET_ROOT_DIR"] != kubeletDir {
+		t.Errorf("the Node service's KUBELET_ROOT_DIR is %q, want %s, where its kubelet-dir is mounted", env["KUBELET_ROOT_DIR"], kubeletDir)
+	}
+	socket := "$(KUBELET_ROOT_DIR)/plugins/" + csi.DriverName + "/csi.sock"
+	for _, a := range []string{"--endpoint=unix://" + socket, "--kubelet-registration-path=" + socket, "--plugin-registration-dir=$(KUBELET_ROOT_DIR)/plugins_registry"} {
+		if !slices.Contains(cmd, a) {
+			t.Errorf("the Node service runs %v, without %s: the kubelet would not find it", cmd, a)
 		}
+	}
+	checkLiveness(t, ds.Name, plugin)
+}
+
+// checkLiveness: c serves /healthz on the pod's IP (where the kubelet's
+// probe reaches it) and its livenessProbe asks it, as Longhorn's plugin.
+func checkLiveness(t *testing.T, pod string, c *corev1.Container) {
+	t.Helper()
+	addr := fmt.Sprintf("--health-address=$(POD_IP):%d", healthPort)
+	if !slices.Contains(c.Command, addr) || !hasFieldEnv(c.Env, "POD_IP", "status.podIP") {
+		t.Errorf("%s: %s runs %v: want %s with POD_IP from status.podIP", pod, c.Name, c.Command, addr)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "healthz" && p.ContainerPort == healthPort }) {
+		t.Errorf("%s: %s has no port healthz (%d): %v", pod, c.Name, healthPort, c.Ports)
+	}
+	p := c.LivenessProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "healthz" {
+		t.Errorf("%s: %s's livenessProbe %+v does not GET /healthz on port healthz", pod, c.Name, p)
+		return
+	}
+	// Its own check waits 3 s (--health-probe-timeout): the kubelet's
+	// must wait longer to read the reason.
+	if p.InitialDelaySeconds != 3 || p.TimeoutSeconds != 4 || p.PeriodSeconds != 5 || p.FailureThreshold != 3 {
+		t.Errorf("%s: %s's livenessProbe waits %d s, times out after %d s, every %d s, %d failures: want Longhorn's 3, 4, 5, 3",
+			pod, c.Name, p.InitialDelaySeconds, p.TimeoutSeconds, p.PeriodSeconds, p.FailureThreshold)
 	}
 }
 
