@@ -54,11 +54,13 @@ func lockMachine(dataDir string) (*os.File, []string, error) {
 		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 		if prev := lines[0]; prev != "" {
 			logrus.WithField("dataDir", prev).Warn("The previous cluster did not stop: cleaning up what it left")
-			if err := cleanupNode(prev, nil); err != nil {
+			// Forwarding goes off before its filter goes (cleanupNode).
+			err := errors.Join(restoreRecordedSysctls(lines[1:]), cleanupNode(prev, nil))
+			if err != nil {
 				unlockFile(f)
 				return nil, nil, fmt.Errorf("clean up after the previous cluster (data folder %s): %w", prev, err)
 			}
-			removeHostPaths(lines[1:])
+			removeHostPaths(recordedPaths(lines[1:]))
 		}
 	}
 	// A run with this folder may also have left a component running.
@@ -78,6 +80,18 @@ func lockMachine(dataDir string) (*os.File, []string, error) {
 		return nil, nil, err
 	}
 	return f, created, nil
+}
+
+// recordedPaths are the state file's lines that name a folder the run
+// made (the others record sysctls, forwarding.go).
+func recordedPaths(lines []string) []string {
+	var paths []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "/") {
+			paths = append(paths, line)
+		}
+	}
+	return paths
 }
 
 // unlockMachine removes the machine's folders the run made, forgets the
@@ -114,9 +128,10 @@ func unlockFile(f *os.File) {
 }
 
 // cleanupNode removes what a node under dataDir left: its processes (a
-// kubelet, containerd, a control plane of a crashed run), its pods, the
-// pods' cgroups, the mounts under dataDir, the bridge and the kubelet's
-// log links. containerd, when running, is the one this run started;
+// kubelet, kube-proxy, CoreDNS, containerd, a control plane of a crashed
+// run), its pods, the pods' cgroups, the mounts under dataDir, the bridge,
+// the kubelet's log links and the nftables tables of the cluster and its
+// kube-proxy. containerd, when running, is the one this run started;
 // otherwise one is started on the folder to remove the pods cleanly.
 func cleanupNode(dataDir string, containerd *process) error {
 	if !filepath.IsAbs(dataDir) || len(dataDir) < 5 {
@@ -131,7 +146,7 @@ func cleanupNode(dataDir string, containerd *process) error {
 	// Stale processes first, but not the shims: they keep the containers
 	// that containerd removes next.
 	socket := containerdSocket(dataDir)
-	killProcesses(dataDir, []string{"kubelet", "containerd", "controlplane"}, keep, 15*time.Second)
+	killProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, keep, 15*time.Second)
 
 	if _, err := os.Stat(filepath.Join(dataDir, "containerd", "config.toml")); err == nil {
 		if containerd == nil || containerd.exited() {
@@ -153,6 +168,7 @@ func cleanupNode(dataDir string, containerd *process) error {
 	killProcesses(socket, []string{"containerd-shim-runc-v2"}, nil, 10*time.Second)
 	errs = append(errs, removeCgroups())
 	errs = append(errs, unmountUnder(dataDir))
+	errs = append(errs, deleteKernelTables())
 	errs = append(errs, deleteBridge())
 	errs = append(errs, removeLogLinks(dataDir))
 	return errors.Join(errs...)

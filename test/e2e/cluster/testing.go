@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -57,6 +58,11 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		return 1
 	}
+	ipForward, err := readSysctl(ipForwardSysctl)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
+		return 1
+	}
 	started := time.Now()
 	shared, err = Start(context.Background(), Options{DataDir: dir, BinDir: binDir, Log: logFile})
 	if err != nil {
@@ -70,6 +76,11 @@ func Main(m *testing.M) int {
 	stopped := time.Now()
 	if err := shared.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: stop: %v (its files are in %s)\n", err, dir)
+		logFile.Close()
+		return 1
+	}
+	if err := checkRestored(dir, ipForward); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: after stop: %v\n", err)
 		logFile.Close()
 		return 1
 	}
@@ -102,4 +113,24 @@ func repoBin() (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, "bin"), nil
+}
+
+// checkRestored fails when the stopped cluster of dataDir left a process
+// or an nftables table, or IPv4 forwarding is not back at ipForward, its
+// value before the start.
+func checkRestored(dataDir, ipForward string) error {
+	var errs []error
+	if pids := findProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, nil); len(pids) > 0 {
+		errs = append(errs, fmt.Errorf("processes of the cluster still run: %v", pids))
+	}
+	tables, err := presentKernelTables()
+	if err != nil {
+		errs = append(errs, err)
+	} else if len(tables) > 0 {
+		errs = append(errs, fmt.Errorf("nftables tables of the cluster are left: %v", tables))
+	}
+	if now, err := readSysctl(ipForwardSysctl); err != nil || now != ipForward {
+		errs = append(errs, fmt.Errorf("%s is %q (%v), was %q before the start", ipForwardSysctl, now, err, ipForward))
+	}
+	return errors.Join(errs...)
 }
