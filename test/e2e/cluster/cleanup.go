@@ -54,13 +54,11 @@ func lockMachine(dataDir string) (*os.File, []string, error) {
 		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 		if prev := lines[0]; prev != "" {
 			logrus.WithField("dataDir", prev).Warn("The previous cluster did not stop: cleaning up what it left")
-			// Forwarding goes off before its filter goes (cleanupNode).
-			err := errors.Join(restoreRecordedSysctls(lines[1:]), cleanupNode(prev, nil))
-			if err != nil {
+			if err := cleanupNode(prev, nil); err != nil {
 				unlockFile(f)
 				return nil, nil, fmt.Errorf("clean up after the previous cluster (data folder %s): %w", prev, err)
 			}
-			removeHostPaths(recordedPaths(lines[1:]))
+			removeHostPaths(lines[1:])
 		}
 	}
 	// A run with this folder may also have left a component running.
@@ -80,18 +78,6 @@ func lockMachine(dataDir string) (*os.File, []string, error) {
 		return nil, nil, err
 	}
 	return f, created, nil
-}
-
-// recordedPaths are the state file's lines that name a folder the run
-// made (the others record sysctls, forwarding.go).
-func recordedPaths(lines []string) []string {
-	var paths []string
-	for _, line := range lines {
-		if strings.HasPrefix(line, "/") {
-			paths = append(paths, line)
-		}
-	}
-	return paths
 }
 
 // unlockMachine removes the machine's folders the run made, forgets the
@@ -168,8 +154,10 @@ func cleanupNode(dataDir string, containerd *process) error {
 	killProcesses(socket, []string{"containerd-shim-runc-v2"}, nil, 10*time.Second)
 	errs = append(errs, removeCgroups())
 	errs = append(errs, unmountUnder(dataDir))
-	errs = append(errs, deleteKernelTables())
+	// The bridge, and its forwarding with it, before the filter that
+	// keeps that forwarding to the bridge.
 	errs = append(errs, deleteBridge())
+	errs = append(errs, deleteKernelTables())
 	errs = append(errs, removeLogLinks(dataDir))
 	return errors.Join(errs...)
 }

@@ -15,9 +15,8 @@
 // elsewhere: the bridge (BridgeName), the pods' cgroups (under
 // CgroupRoot), the folders of hostPaths (the kubelet's log links and
 // device plugin socket, CNI's cache, containerd's shim sockets), the
-// nftables tables of kube-proxy and of the cluster's forwarding filter,
-// and IPv4 forwarding, turned on if it was off (forwarding.go). Stop
-// removes or restores all of it, and Start first cleans up after a run
+// nftables tables of kube-proxy and of the cluster's forwarding filter
+// (forwarding.go). Stop removes all of it, and Start first cleans up after a run
 // that did not stop (see cleanup.go). One cluster runs on the machine at a
 // time: its bridge, subnet and ports are fixed.
 //
@@ -104,10 +103,7 @@ type Cluster struct {
 	kubelet    *process
 	kubeProxy  *process
 	coreDNS    *process
-	// restoreForward is the IPv4 forwarding value to restore at Stop, ""
-	// when the cluster did not change it.
-	restoreForward string
-	lock           *os.File
+	lock       *os.File
 	// created are the machine's folders (hostPaths) this run made.
 	created []string
 	stopped bool
@@ -192,7 +188,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.waitNodeReady(ctx); err != nil {
 		return c, err
 	}
-	if c.restoreForward, err = enableForwarding(); err != nil {
+	if err := enableForwarding(); err != nil {
 		return c, err
 	}
 	if c.kubeProxy, err = startKubeProxy(o.DataDir, o.BinDir, cp.Kubeconfig); err != nil {
@@ -264,7 +260,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 }
 
 // Stop stops CoreDNS, kube-proxy, the kubelet and the control plane,
-// restores IPv4 forwarding, removes every pod through containerd (so CNI
+// removes every pod through containerd (so CNI
 // releases their addresses and network namespaces), stops containerd and
 // removes what is left of the node: mounts under the data folder, cgroups,
 // the nftables tables, the bridge. It is safe to call more than once. When something could not be cleaned up, the next Start
@@ -281,11 +277,6 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, (*p).stop(15*time.Second))
 			*p = nil
 		}
-	}
-	if c.restoreForward != "" {
-		// Before cleanupNode removes the forwarding filter.
-		errs = append(errs, restoreSysctl(ipForwardSysctl, c.restoreForward))
-		c.restoreForward = ""
 	}
 	if c.kubelet != nil {
 		errs = append(errs, c.kubelet.stop(30*time.Second))

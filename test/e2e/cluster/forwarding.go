@@ -13,21 +13,15 @@ import (
 
 // A pod that calls a Service's cluster IP sends to the node (its gateway);
 // kube-proxy's DNAT sends the packet on to the chosen pod, back out of the
-// bridge: the node routes it, which needs IPv4 forwarding. The cluster
-// turns it on when it is off, and keeps what is forwarded to the bridge's
-// own traffic with a table of its own (filterTable): nothing is forwarded
-// from the pods beyond the bridge, or from elsewhere to them.
-
-// ipForwardSysctl is the machine's IPv4 forwarding switch.
-const ipForwardSysctl = "/proc/sys/net/ipv4/ip_forward"
+// bridge: the node routes it. The cluster turns IPv4 forwarding on for
+// what arrives on the bridge alone (net.ipv4.conf.lhnode0.forwarding; the
+// machine's net.ipv4.ip_forward stays as it is, and with it every other
+// interface's), and a table of its own (filterTable) keeps it to the
+// bridge: nothing is forwarded from the pods beyond the bridge, or from
+// elsewhere to them. The setting goes with the bridge.
 
 // filterTable is the cluster's own nftables table (family inet).
 const filterTable = "longhorn-node"
-
-// stateSysctlPrefix starts the lines of the machine's state file that
-// record a sysctl's value before the cluster changed it: "sysctl PATH
-// VALUE".
-const stateSysctlPrefix = "sysctl "
 
 // kernelTables are the nftables tables a cluster leaves in the kernel:
 // its own and those kube-proxy's nftables mode makes (it does not remove
@@ -37,68 +31,27 @@ var kernelTables = []string{"inet " + filterTable, "ip kube-proxy", "ip6 kube-pr
 // forwardingFilter is filterTable's ruleset: bridge to bridge is forwarded
 // (a pod to another through a Service, the reply, and, with the kernel's
 // bridge netfilter, traffic between pods), anything else to or from the
-// bridge is not. exclusive also drops all other forwarding: the machine
-// forwarded nothing before the cluster turned it on.
-func forwardingFilter(exclusive bool) string {
+// bridge is not.
+func forwardingFilter() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n", filterTable)
 	fmt.Fprintf(&b, "\t\tiifname %q oifname %q accept\n", BridgeName, BridgeName)
 	fmt.Fprintf(&b, "\t\tiifname %q drop\n\t\toifname %q drop\n", BridgeName, BridgeName)
-	if exclusive {
-		b.WriteString("\t\tdrop\n")
-	}
 	b.WriteString("\t}\n}\n")
 	return b.String()
 }
 
-// enableForwarding installs the forwarding filter, then turns IPv4
-// forwarding on if it is off, recording its value first in the machine's
-// state file so that Stop, or the clean-up after a crash, restores it.
-// It returns the value to restore ("" when forwarding was already on).
-func enableForwarding() (restore string, err error) {
-	old, err := readSysctl(ipForwardSysctl)
-	if err != nil {
-		return "", err
+// enableForwarding installs the forwarding filter, then turns forwarding
+// on for the bridge.
+func enableForwarding() error {
+	if _, err := nftOutput(forwardingFilter(), "-f", "-"); err != nil {
+		return fmt.Errorf("install the forwarding filter: %w", err)
 	}
-	if _, err := nftOutput(forwardingFilter(old == "0"), "-f", "-"); err != nil {
-		return "", fmt.Errorf("install the forwarding filter: %w", err)
-	}
-	if old != "0" {
-		return "", nil
-	}
-	if err := appendState(stateSysctlPrefix + ipForwardSysctl + " " + old); err != nil {
-		return "", err
-	}
-	logrus.WithField("sysctl", ipForwardSysctl).Info("Turning IPv4 forwarding on for the node's Services (restored at stop)")
-	if err := os.WriteFile(ipForwardSysctl, []byte("1"), 0o644); err != nil {
-		return old, fmt.Errorf("turn IPv4 forwarding on: %w", err)
-	}
-	return old, nil
-}
-
-// restoreSysctl writes a value the cluster recorded back.
-func restoreSysctl(path, value string) error {
-	if !strings.HasPrefix(path, "/proc/sys/") {
-		return fmt.Errorf("refusing to restore %q: not a sysctl", path)
-	}
-	logrus.WithFields(logrus.Fields{"sysctl": path, "value": value}).Info("Restoring a sysctl the cluster changed")
-	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("restore %s to %s: %w", path, value, err)
+	sysctl := "/proc/sys/net/ipv4/conf/" + BridgeName + "/forwarding"
+	if err := os.WriteFile(sysctl, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("turn IPv4 forwarding on for %s: %w", BridgeName, err)
 	}
 	return nil
-}
-
-// restoreRecordedSysctls restores the sysctls of a state file's lines.
-func restoreRecordedSysctls(lines []string) error {
-	var errs []error
-	for _, line := range lines {
-		fields := strings.Fields(strings.TrimPrefix(line, stateSysctlPrefix))
-		if !strings.HasPrefix(line, stateSysctlPrefix) || len(fields) != 2 {
-			continue
-		}
-		errs = append(errs, restoreSysctl(fields[0], fields[1]))
-	}
-	return errors.Join(errs...)
 }
 
 // deleteKernelTables removes kernelTables, those that are there.
@@ -158,18 +111,4 @@ func readSysctl(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(data)), nil
-}
-
-// appendState adds a line to the machine's state file of the running
-// cluster.
-func appendState(line string) error {
-	f, err := os.OpenFile(statePath, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("record %q in %s: %w", line, statePath, err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		return fmt.Errorf("record %q in %s: %w", line, statePath, err)
-	}
-	return nil
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
+// ipForwardSysctl is the machine's IPv4 forwarding switch, which the
+// cluster leaves as it is (it forwards for its bridge alone).
+const ipForwardSysctl = "/proc/sys/net/ipv4/ip_forward"
+
 // EnvBinDir overrides where the cluster's binaries are (Options.BinDir).
 const EnvBinDir = "LONGHORN_NODE_BIN_DIR"
 
@@ -115,9 +119,9 @@ func repoBin() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
-// checkRestored fails when the stopped cluster of dataDir left a process
-// or an nftables table, or IPv4 forwarding is not back at ipForward, its
-// value before the start.
+// checkRestored fails when the stopped cluster of dataDir left a process,
+// an nftables table or its bridge, or the machine's IPv4 forwarding is not
+// ipForward, its value before the start.
 func checkRestored(dataDir, ipForward string) error {
 	var errs []error
 	if pids := findProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, nil); len(pids) > 0 {
@@ -128,6 +132,9 @@ func checkRestored(dataDir, ipForward string) error {
 		errs = append(errs, err)
 	} else if len(tables) > 0 {
 		errs = append(errs, fmt.Errorf("nftables tables of the cluster are left: %v", tables))
+	}
+	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
+		errs = append(errs, fmt.Errorf("the bridge %s is left", BridgeName))
 	}
 	if now, err := readSysctl(ipForwardSysctl); err != nil || now != ipForward {
 		errs = append(errs, fmt.Errorf("%s is %q (%v), was %q before the start", ipForwardSysctl, now, err, ipForward))
