@@ -16,7 +16,10 @@ import (
 // kubelet asks the apiserver whether they may (SubjectAccessReview), so a
 // pod on the bridge cannot exec into another. Pods resolve names with the
 // cluster's DNS, CoreDNS on the node's address (services.go); the machine's
-// resolv.conf is for pods of dnsPolicy Default and the hosts' network. Its
+// resolv.conf is for pods of dnsPolicy Default and the hosts' network. It
+// makes no iptables chains (makeIPTablesUtilChains: they are for
+// kube-proxy's iptables mode, and it would leave them in the machine's
+// tables). Its
 // logs, plugins and pods are under the data folder. Eviction
 // and image garbage collection are off: the machine's disk is shared, and
 // the only image must stay.
@@ -38,6 +41,7 @@ volumePluginDir: {{.Dir}}/kubelet/volume-plugins
 staticPodPath: ""
 podCIDR: {{.PodSubnet}}
 resolvConf: /etc/resolv.conf
+makeIPTablesUtilChains: false
 clusterDNS: [{{.NodeIP}}]
 clusterDomain: {{.ClusterDomain}}
 authentication:

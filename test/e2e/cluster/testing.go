@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		return 1
 	}
-	ipForward, err := readSysctl(ipForwardSysctl)
+	before, err := machineNetwork()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		return 1
@@ -83,7 +85,7 @@ func Main(m *testing.M) int {
 		logFile.Close()
 		return 1
 	}
-	if err := checkRestored(dir, ipForward); err != nil {
+	if err := checkRestored(dir, before); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: after stop: %v\n", err)
 		logFile.Close()
 		return 1
@@ -119,25 +121,52 @@ func repoBin() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
-// checkRestored fails when the stopped cluster of dataDir left a process,
-// an nftables table or its bridge, or the machine's IPv4 forwarding is not
-// ipForward, its value before the start.
-func checkRestored(dataDir, ipForward string) error {
+// networkState is what of the machine's network the cluster changes while
+// it runs and must leave as it found it.
+type networkState struct {
+	ipForward string
+	tables    []string
+}
+
+func machineNetwork() (networkState, error) {
+	var n networkState
+	var err error
+	if n.ipForward, err = readSysctl(ipForwardSysctl); err != nil {
+		return n, err
+	}
+	out, err := nftOutput("", "list", "tables")
+	if err != nil {
+		return n, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if table := strings.TrimSpace(strings.TrimPrefix(line, "table ")); table != "" {
+			n.tables = append(n.tables, table)
+		}
+	}
+	return n, nil
+}
+
+// checkRestored fails when the stopped cluster of dataDir left a process
+// or its bridge, or the machine's IPv4 forwarding or nftables tables (any
+// program's: kube-proxy's, the kubelet's iptables chains) are not as they
+// were before the start.
+func checkRestored(dataDir string, before networkState) error {
 	var errs []error
 	if pids := findProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, nil); len(pids) > 0 {
 		errs = append(errs, fmt.Errorf("processes of the cluster still run: %v", pids))
 	}
-	tables, err := presentKernelTables()
-	if err != nil {
-		errs = append(errs, err)
-	} else if len(tables) > 0 {
-		errs = append(errs, fmt.Errorf("nftables tables of the cluster are left: %v", tables))
-	}
 	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
 		errs = append(errs, fmt.Errorf("the bridge %s is left", BridgeName))
 	}
-	if now, err := readSysctl(ipForwardSysctl); err != nil || now != ipForward {
-		errs = append(errs, fmt.Errorf("%s is %q (%v), was %q before the start", ipForwardSysctl, now, err, ipForward))
+	after, err := machineNetwork()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if after.ipForward != before.ipForward {
+		errs = append(errs, fmt.Errorf("%s is %s, was %s before the start", ipForwardSysctl, after.ipForward, before.ipForward))
+	}
+	if !slices.Equal(after.tables, before.tables) {
+		errs = append(errs, fmt.Errorf("nftables tables are %q, were %q before the start", after.tables, before.tables))
 	}
 	return errors.Join(errs...)
 }
