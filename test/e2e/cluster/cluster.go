@@ -14,11 +14,11 @@
 // CNI configuration and IP leases), except what Linux or the programs keep
 // elsewhere: the bridge (BridgeName), the pods' cgroups (under
 // CgroupRoot), the folders of hostPaths (the kubelet's log links and
-// device plugin socket, CNI's cache, containerd's shim sockets), the
+// device plugin socket, CNI's cache, containerd's shim sockets) and the
 // nftables tables of kube-proxy and of the cluster's forwarding filter
-// (forwarding.go). Stop removes all of it, and Start first cleans up after a run
-// that did not stop (see cleanup.go). One cluster runs on the machine at a
-// time: its bridge, subnet and ports are fixed.
+// (forwarding.go). Stop removes all of it, and Start first cleans up
+// after a run that did not stop (see cleanup.go). One cluster runs on the
+// machine at a time: its bridge, subnet and ports are fixed.
 //
 // Everything listens on 127.0.0.1 (containerd's streaming server,
 // kube-proxy's health and metrics) or on the bridge's own address (the
@@ -83,8 +83,8 @@ type Options struct {
 	// files (cleaned at each start and stop).
 	DataDir string
 	// BinDir holds controlplane, kubectl, kubelet, kube-proxy and
-	// coredns; default the
-	// repository's bin/ (scripts/build-node.sh builds them).
+	// coredns; default the repository's bin/ (scripts/build-node.sh
+	// builds them).
 	BinDir string
 	// Log receives the control plane's output; the node's components log
 	// to files under DataDir/logs.
@@ -260,11 +260,11 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 }
 
 // Stop stops CoreDNS, kube-proxy, the kubelet and the control plane,
-// removes every pod through containerd (so CNI
-// releases their addresses and network namespaces), stops containerd and
-// removes what is left of the node: mounts under the data folder, cgroups,
-// the nftables tables, the bridge. It is safe to call more than once. When something could not be cleaned up, the next Start
-// tries again.
+// removes every pod through containerd (so CNI releases their addresses
+// and network namespaces), stops containerd and removes what is left of
+// the node: mounts under the data folder, cgroups, the bridge, the
+// nftables tables. It is safe to call more than once. When something
+// could not be cleaned up, the next Start tries again.
 func (c *Cluster) Stop() error {
 	// Once stopped, the bridge and the lock may be another run's.
 	if c.stopped {
