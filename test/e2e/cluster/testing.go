@@ -86,7 +86,7 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	if err := checkRestored(dir, before); err != nil {
-		fmt.Fprintf(os.Stderr, "cluster: after stop: %v\n", err)
+		fmt.Fprintf(os.Stderr, "cluster: after stop: %v (its files are in %s)\n", err, dir)
 		logFile.Close()
 		return 1
 	}

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,6 +92,29 @@ func TestPodReachesAServiceByNameAndClusterIP(t *testing.T) {
 		if name != server.Name {
 			t.Errorf("%s answered %q, want the server pod %q", urls[i], name, server.Name)
 		}
+	}
+}
+
+// The cluster DNS answers for the cluster's names, by the pod's search
+// path too, and says that other names do not exist (NXDOMAIN): it forwards
+// nothing to the machine's resolvers.
+func TestClusterDNSAnswersForTheClusterOnly(t *testing.T) {
+	c := cluster.Get(t)
+	client := c.KubeClient(t)
+	ns := newNamespace(t, c, client)
+	pod := testPod("lookup", "lookup", "kubernetes.default", "kubernetes.default.svc.cluster.local", "example.com")
+	if _, err := client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodPhase(t, client, ns, pod.Name, corev1.PodSucceeded)
+	got := strings.Split(strings.TrimSpace(c.Kubectl(t, "", "logs", "-n", ns, pod.Name)), "\n")
+	want := []string{
+		"kubernetes.default " + cluster.KubernetesServiceIP,
+		"kubernetes.default.svc.cluster.local " + cluster.KubernetesServiceIP,
+		"example.com not-found",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the pod resolved %q, want %q", got, want)
 	}
 }
 

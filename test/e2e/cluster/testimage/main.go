@@ -16,15 +16,21 @@
 //	testimage serve PORT       answer HTTP GETs with the pod's host name
 //	testimage fetch URL...     GET each URL (retrying for a minute) and
 //	                           print the bodies
+//	testimage lookup NAME...   resolve each name as the pod's programs do
+//	                           and print "NAME ADDRESS..." or "NAME
+//	                           not-found" (NXDOMAIN)
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -62,6 +68,8 @@ func main() {
 		err = serve(args[1:])
 	case "fetch":
 		err = fetch(args[1:])
+	case "lookup":
+		err = lookup(args[1:])
 	default:
 		err = fmt.Errorf("unknown command %q", args[0])
 	}
@@ -231,6 +239,31 @@ func fetch(urls []string) error {
 			}
 			fmt.Fprintf(os.Stderr, "testimage fetch: %v; trying again\n", err)
 			time.Sleep(time.Second)
+		}
+	}
+	return nil
+}
+
+// lookup resolves each name with the pod's resolv.conf (the cluster DNS,
+// its search path). A name the DNS says does not exist is printed as
+// such; any other failure (a server that does not answer, SERVFAIL) ends
+// the command with an error.
+func lookup(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("usage: lookup NAME...")
+	}
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil:
+			fmt.Println(name, strings.Join(addrs, " "))
+		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			fmt.Println(name, "not-found")
+		default:
+			return err
 		}
 	}
 	return nil
