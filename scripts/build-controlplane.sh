@@ -33,9 +33,12 @@ build() {
 
 build controlplane .
 build kubectl k8s.io/kubernetes/cmd/kubectl
-# The kubelet of the real single-node cluster (scripts/build-node.sh,
-# docs/cluster.md) comes from the same module, so it is the control
-# plane's own version; only that script asks for it.
+# The kubelet and kube-proxy of the real single-node cluster
+# (scripts/build-node.sh, docs/cluster.md) come from the same module, so
+# they are the control plane's own version; only that script asks for them.
 if [ "${BUILD_KUBELET:-}" = 1 ]; then
 	build kubelet k8s.io/kubernetes/cmd/kubelet
+fi
+if [ "${BUILD_KUBE_PROXY:-}" = 1 ]; then
+	build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 fi

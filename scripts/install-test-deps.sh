@@ -7,9 +7,10 @@
 # (prometheus) for the tests of the alert rules in package/monitoring,
 # and mkfs.xfs (xfsprogs) for the CSI Node service's xfs volumes, and
 # mkfs.ext4, debugfs and e2fsck (e2fsprogs) for the full backup drill's
-# test (a corrupted ext4 filesystem). As root, also containerd, runc and the
-# CNI plugins of the real single-node cluster (docs/cluster.md), which only
-# root can start.
+# test (a corrupted ext4 filesystem). As root, also containerd, runc, the
+# CNI plugins and nftables (nft, which kube-proxy's nftables mode and the
+# cluster's forwarding filter use) of the real single-node cluster
+# (docs/cluster.md), which only root can start.
 set -euo pipefail
 missing=()
 command -v qemu-io >/dev/null || missing+=(qemu-utils)
@@ -24,6 +25,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	command -v containerd >/dev/null || missing+=(containerd)
 	command -v runc >/dev/null || [ -x /usr/sbin/runc ] || missing+=(runc)
 	[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+	command -v nft >/dev/null || [ -x /usr/sbin/nft ] || missing+=(nftables)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

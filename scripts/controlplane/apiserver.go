@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
@@ -13,11 +14,14 @@ import (
 // admin (loopback) client config. Without a kubelet no pod runs, so the
 // ServiceAccount admission plugin, which would refuse pods of accounts that
 // no controller made, is on only for a cluster.
-func startAPIServer(ctx context.Context, tb *processTB, dataDir, etcdURL string, cluster bool) (kubeapiservertesting.TestServer, error) {
+//
+// A cluster's apiserver given an advertise address also serves there and
+// keeps the kubernetes Service's endpoints at it (the lease reconciler);
+// otherwise the Service has none, as its only address is loopback.
+func startAPIServer(ctx context.Context, tb *processTB, dataDir, etcdURL string, cluster bool, advertise net.IP) (kubeapiservertesting.TestServer, error) {
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
 	flags := []string{
-		"--endpoint-reconciler-type=none",
 		"--authorization-mode=RBAC",
 		// As on a real cluster (kubeadm sets it): the shipped DaemonSet
 		// runs privileged, and its manifest is checked against this one.
@@ -30,8 +34,11 @@ func startAPIServer(ctx context.Context, tb *processTB, dataDir, etcdURL string,
 	} else {
 		flags = append(flags, "--disable-admission-plugins=ServiceAccount")
 	}
+	if !cluster || advertise == nil {
+		flags = append(flags, "--endpoint-reconciler-type=none")
+	}
 	if cluster {
-		return startClusterAPIServer(ctx, dataDir, etcdURL, flags)
+		return startClusterAPIServer(ctx, dataDir, etcdURL, advertise, flags)
 	}
 	opts := kubeapiservertesting.NewDefaultTestServerOptions()
 	server, err := kubeapiservertesting.StartTestServer(tb, opts, flags, storage)

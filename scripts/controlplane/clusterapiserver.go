@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,6 +38,17 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 // too.
 const serviceAccountKeyFile = "service-account.key"
 
+// serviceClusterIPRange is the Services' addresses; the kubernetes Service
+// has the first.
+const serviceClusterIPRange = "10.0.0.0/16"
+
+// servingCAFile is the CA of the apiserver's serving certificate in the
+// data folder, which the controller manager publishes as the
+// kube-root-ca.crt ConfigMap that pods' token volumes hold.
+func servingCAFile(dataDir string) string {
+	return filepath.Join(dataDir, "apiserver", "serving-ca.crt")
+}
+
 // startClusterAPIServer starts kube-apiserver as startAPIServer does, but
 // with the cluster's own account-token signing key (made once, kept in
 // dataDir): the test server signs with a key published in Kubernetes'
@@ -45,7 +57,15 @@ const serviceAccountKeyFile = "service-account.key"
 // kubelet's client, with a certificate of its own (kubeletclient.go). The steps
 // follow the test server's (kube-apiserver/app/testing), without its
 // test-only checks.
-func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags []string) (kubeapiservertesting.TestServer, error) {
+//
+// It serves on 127.0.0.1, where the kubeconfig points, and, when advertise
+// is not nil, on that address too, which it advertises as the kubernetes
+// Service's endpoint: pods reach it there through the Service. Its serving
+// certificate is from a CA of its own (servingcert.go), for those
+// addresses, the Service's cluster IP and names, so that a pod's in-cluster
+// client config, which checks the certificate against the Service's
+// address with the token volume's ca.crt, takes it.
+func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, advertise net.IP, flags []string) (kubeapiservertesting.TestServer, error) {
 	var result kubeapiservertesting.TestServer
 	keyFile, err := ensureServiceAccountKey(filepath.Join(dataDir, serviceAccountKeyFile))
 	if err != nil {
@@ -68,15 +88,35 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 	for _, f := range s.Flags().FlagSets {
 		fs.AddFlagSet(f)
 	}
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return result, fmt.Errorf("listen: %w", err)
+	addresses := []net.IP{net.IPv4(127, 0, 0, 1)}
+	if advertise != nil {
+		addresses = append(addresses, advertise)
+		flags = append(flags, "--advertise-address="+advertise.String())
 	}
+	serviceIP, err := firstServiceIP(serviceClusterIPRange)
+	if err != nil {
+		return result, err
+	}
+	serving, err := ensureServingCert(certDir, append(append([]net.IP{}, addresses...), serviceIP))
+	if err != nil {
+		return result, fmt.Errorf("the apiserver's serving certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(serving.ca)
+	if err != nil {
+		return result, err
+	}
+	// The first listener, loopback, is the one the apiserver names as its
+	// own address (its loopback client's and the kubeconfig's).
+	listener, err := listenOnAddresses(addresses)
+	if err != nil {
+		return result, err
+	}
+	port := listener.Addr().(*net.TCPAddr).Port
 	s.SecureServing.Listener = listener
-	s.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
+	s.SecureServing.BindPort = port
 	s.SecureServing.ServerCert.CertDirectory = certDir
 	s.SecureServing.ExternalAddress = listener.Addr().(*net.TCPAddr).IP
-	s.ServiceClusterIPRanges = "10.0.0.0/16"
+	s.ServiceClusterIPRanges = serviceClusterIPRange
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
 	s.Etcd.StorageConfig = *storage
@@ -90,6 +130,8 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 		"--service-account-issuer="+serviceAccountIssuer,
 		"--service-account-key-file="+keyFile,
 		"--service-account-signing-key-file="+keyFile,
+		"--tls-cert-file="+serving.cert,
+		"--tls-private-key-file="+serving.key,
 	)
 	if err := fs.Parse(flags); err != nil {
 		listener.Close()
@@ -136,8 +178,15 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 		done <- prepared.Run(serverCtx)
 	}()
 
+	// The admin client is the loopback client's token over the serving
+	// certificate, checked against its CA: what the kubeconfig says.
 	loopback := rest.CopyConfig(server.GenericAPIServer.LoopbackClientConfig)
-	client, err := kubernetes.NewForConfig(loopback)
+	admin := &rest.Config{
+		Host:            "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		BearerToken:     loopback.BearerToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
+	}
+	client, err := kubernetes.NewForConfig(admin)
 	if err != nil {
 		return fail(err)
 	}
@@ -158,10 +207,10 @@ func startClusterAPIServer(ctx context.Context, dataDir, etcdURL string, flags [
 	if err != nil {
 		return fail(fmt.Errorf("kube-apiserver not healthy: %w", err))
 	}
-	if err := bindKubeletClient(ctx, loopback); err != nil {
+	if err := bindKubeletClient(ctx, admin); err != nil {
 		return fail(err)
 	}
-	result.ClientConfig = loopback
+	result.ClientConfig = admin
 	result.ClientConfig.QPS = 1000
 	result.ClientConfig.Burst = 10000
 	result.TearDownFn = func() {

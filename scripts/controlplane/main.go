@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +55,9 @@ type options struct {
 	// cluster runs the control plane of a cluster with a kubelet: the
 	// ServiceAccount admission plugin and kube-scheduler.
 	cluster bool
+	// advertise is, in cluster mode, the node's address the apiserver
+	// also serves on and advertises as the kubernetes Service's endpoint.
+	advertise string
 }
 
 func main() {
@@ -70,12 +74,17 @@ func main() {
 	fs.Float64Var(&o.kcmQPS, "controller-manager-qps", 0, "kube-controller-manager's --kube-api-qps (0: its default, 20)")
 	fs.IntVar(&o.kcmBurst, "controller-manager-burst", 0, "kube-controller-manager's --kube-api-burst (0: its default, 30)")
 	fs.BoolVar(&o.cluster, "cluster", false, "the control plane of a cluster with a kubelet: ServiceAccount admission and kube-scheduler")
+	fs.StringVar(&o.advertise, "advertise-address", "", "with --cluster: an address of this machine the apiserver also serves on, the kubernetes Service's endpoint (pods reach the apiserver there)")
 	fs.StringVar(&o.verbosity, "verbosity", "0", "klog verbosity of the Kubernetes components (their logs go to <data-dir>/controlplane.log)")
 	fs.Parse(os.Args[1:])
 	if o.kubeconfig == "" {
 		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
 	}
 
+	if o.advertise != "" && (!o.cluster || net.ParseIP(o.advertise) == nil) {
+		fmt.Fprintf(os.Stderr, "controlplane: --advertise-address %q: an IP address, with --cluster only\n", o.advertise)
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		os.Exit(1)
@@ -124,7 +133,7 @@ func run(o options) (err error) {
 
 	tb := newProcessTB(logFile)
 	defer tb.runCleanups()
-	apiserver, err := startAPIServer(ctx, tb, o.dataDir, etcd.clientURL, o.cluster)
+	apiserver, err := startAPIServer(ctx, tb, o.dataDir, etcd.clientURL, o.cluster, net.ParseIP(o.advertise))
 	if err != nil {
 		return err
 	}
@@ -154,7 +163,12 @@ func run(o options) (err error) {
 			// The token controller fills the Secrets of type
 			// kubernetes.io/service-account-token a user makes, signed
 			// with the apiserver's key (clusterapiserver.go).
-			kcmArgs = append(kcmArgs, "--service-account-private-key-file="+filepath.Join(o.dataDir, serviceAccountKeyFile))
+			// The root CA publisher writes the serving certificate's CA
+			// as kube-root-ca.crt, so a pod's token volume holds the CA
+			// its in-cluster client checks the apiserver with.
+			kcmArgs = append(kcmArgs,
+				"--service-account-private-key-file="+filepath.Join(o.dataDir, serviceAccountKeyFile),
+				"--root-ca-file="+servingCAFile(o.dataDir))
 		}
 		if err := startControllerManager(kcmCtx, o.kubeconfig, strings.Split(o.controllers, ","), o.kcmQPS, o.kcmBurst, kcmArgs, kcmDone); err != nil {
 			return err

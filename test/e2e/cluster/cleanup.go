@@ -114,9 +114,10 @@ func unlockFile(f *os.File) {
 }
 
 // cleanupNode removes what a node under dataDir left: its processes (a
-// kubelet, containerd, a control plane of a crashed run), its pods, the
-// pods' cgroups, the mounts under dataDir, the bridge and the kubelet's
-// log links. containerd, when running, is the one this run started;
+// kubelet, kube-proxy, CoreDNS, containerd, a control plane of a crashed
+// run), its pods, the pods' cgroups, the mounts under dataDir, the bridge,
+// the kubelet's log links and the nftables tables of the cluster and its
+// kube-proxy. containerd, when running, is the one this run started;
 // otherwise one is started on the folder to remove the pods cleanly.
 func cleanupNode(dataDir string, containerd *process) error {
 	if !filepath.IsAbs(dataDir) || len(dataDir) < 5 {
@@ -131,7 +132,7 @@ func cleanupNode(dataDir string, containerd *process) error {
 	// Stale processes first, but not the shims: they keep the containers
 	// that containerd removes next.
 	socket := containerdSocket(dataDir)
-	killProcesses(dataDir, []string{"kubelet", "containerd", "controlplane"}, keep, 15*time.Second)
+	killProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, keep, 15*time.Second)
 
 	if _, err := os.Stat(filepath.Join(dataDir, "containerd", "config.toml")); err == nil {
 		if containerd == nil || containerd.exited() {
@@ -153,7 +154,10 @@ func cleanupNode(dataDir string, containerd *process) error {
 	killProcesses(socket, []string{"containerd-shim-runc-v2"}, nil, 10*time.Second)
 	errs = append(errs, removeCgroups())
 	errs = append(errs, unmountUnder(dataDir))
+	// The bridge, and its forwarding with it, before the filter that
+	// keeps that forwarding to the bridge.
 	errs = append(errs, deleteBridge())
+	errs = append(errs, deleteKernelTables())
 	errs = append(errs, removeLogLinks(dataDir))
 	return errors.Join(errs...)
 }

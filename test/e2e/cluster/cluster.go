@@ -3,22 +3,28 @@
 // plane in cluster mode (bin/controlplane --cluster: etcd, kube-apiserver
 // with ServiceAccount admission, kube-scheduler and the controllers a
 // node's workloads need), containerd with a configuration of its own, a
-// CNI bridge, and a kubelet (bin/kubelet) that registers the node.
+// CNI bridge, a kubelet (bin/kubelet) that registers the node, kube-proxy
+// (bin/kube-proxy, nftables mode) and CoreDNS (bin/coredns) as the
+// cluster's DNS, so that pods reach Services by cluster IP and name, the
+// apiserver among them.
 //
 // It needs root: the kubelet mounts, containerd makes namespaces and
 // cgroups, the bridge is a network device. Everything lives under one data
 // folder (containerd's root and state, the kubelet's root, pod logs, the
 // CNI configuration and IP leases), except what Linux or the programs keep
 // elsewhere: the bridge (BridgeName), the pods' cgroups (under
-// CgroupRoot) and the folders of hostPaths (the kubelet's log links and
-// device plugin socket, CNI's cache, containerd's shim sockets). Stop
-// removes all of it, and Start first cleans up after a run that did not
-// stop (see cleanup.go). One cluster runs on the machine at a time: its
-// bridge, subnet and kubelet port are fixed.
+// CgroupRoot), the folders of hostPaths (the kubelet's log links and
+// device plugin socket, CNI's cache, containerd's shim sockets) and the
+// nftables tables of kube-proxy and of the cluster's forwarding filter
+// (forwarding.go). Stop removes all of it, and Start first cleans up
+// after a run that did not stop (see cleanup.go). One cluster runs on the
+// machine at a time: its bridge, subnet and ports are fixed.
 //
-// Everything listens on 127.0.0.1 (the apiserver, containerd's streaming
-// server) or on the bridge's own address (the kubelet, which the apiserver
-// reaches there for logs and exec).
+// Everything listens on 127.0.0.1 (containerd's streaming server,
+// kube-proxy's health and metrics) or on the bridge's own address (the
+// kubelet, which the apiserver reaches there for logs and exec; CoreDNS),
+// the apiserver on both: pods reach it at the bridge's address through the
+// kubernetes Service.
 package cluster
 
 import (
@@ -76,8 +82,9 @@ type Options struct {
 	// (kept across starts), containerd's, the kubelet's and the pods'
 	// files (cleaned at each start and stop).
 	DataDir string
-	// BinDir holds controlplane, kubectl and kubelet; default the
-	// repository's bin/ (scripts/build-node.sh builds them).
+	// BinDir holds controlplane, kubectl, kubelet, kube-proxy and
+	// coredns; default the repository's bin/ (scripts/build-node.sh
+	// builds them).
 	BinDir string
 	// Log receives the control plane's output; the node's components log
 	// to files under DataDir/logs.
@@ -91,13 +98,11 @@ type Cluster struct {
 	DataDir string
 	// BinDir is where its binaries are.
 	BinDir string
-	// ServerName is the name the apiserver's certificate is for; a pod
-	// that calls the apiserver by address checks the certificate
-	// against it.
-	ServerName string
 
 	containerd *process
 	kubelet    *process
+	kubeProxy  *process
+	coreDNS    *process
 	lock       *os.File
 	// created are the machine's folders (hostPaths) this run made.
 	created []string
@@ -108,8 +113,9 @@ type Cluster struct {
 const startTimeout = 3 * time.Minute
 
 // Start cleans up what a previous run left, starts the control plane, the
-// bridge, containerd and the kubelet, imports Image and waits until the
-// node is Ready. On error it stops what it started.
+// bridge, containerd and the kubelet, imports Image, waits until the node
+// is Ready, then starts kube-proxy and CoreDNS and waits until they serve
+// the kubernetes Service. On error it stops what it started.
 func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the cluster's node needs root (mounts, namespaces, cgroups and a network bridge)")
@@ -167,18 +173,31 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		Log:         o.Log,
 		Bin:         filepath.Join(o.BinDir, "controlplane"),
 		Controllers: Controllers,
-		ExtraArgs:   []string{"--cluster"},
+		// The apiserver also serves on the bridge's address, the
+		// kubernetes Service's endpoint.
+		ExtraArgs: []string{"--cluster", "--advertise-address=" + NodeIP},
 	})
 	if err != nil {
 		return c, err
 	}
 	c.Cluster = cp
-	c.ServerName = cp.Config.TLSClientConfig.ServerName
 
 	if c.kubelet, err = startKubelet(o.DataDir, o.BinDir, controlPlaneDir, cp.Kubeconfig); err != nil {
 		return c, err
 	}
 	if err := c.waitNodeReady(ctx); err != nil {
+		return c, err
+	}
+	if err := enableForwarding(); err != nil {
+		return c, err
+	}
+	if c.kubeProxy, err = startKubeProxy(o.DataDir, o.BinDir, cp.Kubeconfig); err != nil {
+		return c, err
+	}
+	if c.coreDNS, err = startCoreDNS(o.DataDir, o.BinDir, cp.Kubeconfig); err != nil {
+		return c, err
+	}
+	if err := c.waitServices(ctx); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -187,12 +206,12 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 // checkPrerequisites names what is missing before anything starts.
 func checkPrerequisites(binDir string) error {
 	var missing []string
-	for _, bin := range []string{"controlplane", "kubectl", "kubelet"} {
+	for _, bin := range []string{"controlplane", "kubectl", "kubelet", "kube-proxy", "coredns"} {
 		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
 			missing = append(missing, filepath.Join(binDir, bin)+" (scripts/build-node.sh)")
 		}
 	}
-	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "go"} {
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "nft", "go"} {
 		if _, err := lookPath(tool); err != nil {
 			missing = append(missing, tool+" (scripts/install-test-deps.sh)")
 		}
@@ -240,12 +259,12 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the kubelet and the control plane, removes every pod
-// through containerd (so CNI releases their addresses and network
-// namespaces), stops containerd and removes what is left of the node:
-// mounts under the data folder, cgroups, the bridge. It is safe to call
-// more than once. When something could not be cleaned up, the next Start
-// tries again.
+// Stop stops CoreDNS, kube-proxy, the kubelet and the control plane,
+// removes every pod through containerd (so CNI releases their addresses
+// and network namespaces), stops containerd and removes what is left of
+// the node: mounts under the data folder, cgroups, the bridge, the
+// nftables tables. It is safe to call more than once. When something
+// could not be cleaned up, the next Start tries again.
 func (c *Cluster) Stop() error {
 	// Once stopped, the bridge and the lock may be another run's.
 	if c.stopped {
@@ -253,6 +272,12 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
+	for _, p := range []**process{&c.coreDNS, &c.kubeProxy} {
+		if *p != nil {
+			errs = append(errs, (*p).stop(15*time.Second))
+			*p = nil
+		}
+	}
 	if c.kubelet != nil {
 		errs = append(errs, c.kubelet.stop(30*time.Second))
 		c.kubelet = nil

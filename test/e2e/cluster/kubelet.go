@@ -14,7 +14,13 @@ import (
 // no anonymous request: the apiserver comes with its client certificate
 // (from the control plane's CA for it), anyone else with a token, and the
 // kubelet asks the apiserver whether they may (SubjectAccessReview), so a
-// pod on the bridge cannot exec into another. Its logs, plugins and pods are under the data folder. Eviction
+// pod on the bridge cannot exec into another. Pods resolve names with the
+// cluster's DNS, CoreDNS on the node's address (services.go); the machine's
+// resolv.conf is for pods of dnsPolicy Default and the hosts' network. It
+// makes no iptables chains (makeIPTablesUtilChains: they are for
+// kube-proxy's iptables mode, and it would leave them in the machine's
+// tables). Its
+// logs, plugins and pods are under the data folder. Eviction
 // and image garbage collection are off: the machine's disk is shared, and
 // the only image must stay.
 var kubeletConfig = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -35,6 +41,9 @@ volumePluginDir: {{.Dir}}/kubelet/volume-plugins
 staticPodPath: ""
 podCIDR: {{.PodSubnet}}
 resolvConf: /etc/resolv.conf
+makeIPTablesUtilChains: false
+clusterDNS: [{{.NodeIP}}]
+clusterDomain: {{.ClusterDomain}}
 authentication:
   anonymous:
     enabled: false
@@ -61,7 +70,7 @@ func startKubelet(dataDir, binDir, controlPlaneDir, kubeconfig string) (*process
 	var config strings.Builder
 	err := kubeletConfig.Execute(&config, map[string]string{
 		"NodeIP": NodeIP, "CgroupRoot": CgroupRoot, "Socket": containerdSocket(dataDir),
-		"Dir": dataDir, "PodSubnet": PodSubnet,
+		"Dir": dataDir, "PodSubnet": PodSubnet, "ClusterDomain": ClusterDomain,
 		"ClientCA": filepath.Join(controlPlaneDir, "kubelet-client", "ca.crt"),
 	})
 	if err != nil {

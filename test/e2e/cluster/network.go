@@ -44,7 +44,11 @@ func ip(args ...string) error {
 // writeCNIConfig writes the pods' network: a veth on the bridge and an
 // address from PodSubnet for each pod, its leases under the data folder.
 // There is no masquerading: pods talk to the node and each other, not
-// past the machine.
+// past the machine. The plugin is not the bridge's gateway (isGateway):
+// createBridge gives the bridge its address, the pods' gateway from
+// host-local, and as gateway the plugin would turn the machine's
+// net.ipv4.ip_forward on, for every interface, and never back off; the
+// cluster forwards for the bridge alone (forwarding.go).
 func writeCNIConfig(dataDir string) error {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
@@ -52,7 +56,7 @@ func writeCNIConfig(dataDir string) error {
 		"plugins": []any{map[string]any{
 			"type":        "bridge",
 			"bridge":      BridgeName,
-			"isGateway":   true,
+			"isGateway":   false,
 			"ipMasq":      false,
 			"hairpinMode": true,
 			"ipam": map[string]any{

@@ -2,15 +2,22 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
+
+// ipForwardSysctl is the machine's IPv4 forwarding switch, which the
+// cluster leaves as it is (it forwards for its bridge alone).
+const ipForwardSysctl = "/proc/sys/net/ipv4/ip_forward"
 
 // EnvBinDir overrides where the cluster's binaries are (Options.BinDir).
 const EnvBinDir = "LONGHORN_NODE_BIN_DIR"
@@ -57,6 +64,11 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		return 1
 	}
+	before, err := machineNetwork()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
+		return 1
+	}
 	started := time.Now()
 	shared, err = Start(context.Background(), Options{DataDir: dir, BinDir: binDir, Log: logFile})
 	if err != nil {
@@ -70,6 +82,11 @@ func Main(m *testing.M) int {
 	stopped := time.Now()
 	if err := shared.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: stop: %v (its files are in %s)\n", err, dir)
+		logFile.Close()
+		return 1
+	}
+	if err := checkRestored(dir, before); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: after stop: %v (its files are in %s)\n", err, dir)
 		logFile.Close()
 		return 1
 	}
@@ -102,4 +119,54 @@ func repoBin() (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, "bin"), nil
+}
+
+// networkState is what of the machine's network the cluster changes while
+// it runs and must leave as it found it.
+type networkState struct {
+	ipForward string
+	tables    []string
+}
+
+func machineNetwork() (networkState, error) {
+	var n networkState
+	var err error
+	if n.ipForward, err = readSysctl(ipForwardSysctl); err != nil {
+		return n, err
+	}
+	out, err := nftOutput("", "list", "tables")
+	if err != nil {
+		return n, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if table := strings.TrimSpace(strings.TrimPrefix(line, "table ")); table != "" {
+			n.tables = append(n.tables, table)
+		}
+	}
+	return n, nil
+}
+
+// checkRestored fails when the stopped cluster of dataDir left a process
+// or its bridge, or the machine's IPv4 forwarding or nftables tables (any
+// program's: kube-proxy's, the kubelet's iptables chains) are not as they
+// were before the start.
+func checkRestored(dataDir string, before networkState) error {
+	var errs []error
+	if pids := findProcesses(dataDir, []string{"coredns", "kube-proxy", "kubelet", "containerd", "controlplane"}, nil); len(pids) > 0 {
+		errs = append(errs, fmt.Errorf("processes of the cluster still run: %v", pids))
+	}
+	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
+		errs = append(errs, fmt.Errorf("the bridge %s is left", BridgeName))
+	}
+	after, err := machineNetwork()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if after.ipForward != before.ipForward {
+		errs = append(errs, fmt.Errorf("%s is %s, was %s before the start", ipForwardSysctl, after.ipForward, before.ipForward))
+	}
+	if !slices.Equal(after.tables, before.tables) {
+		errs = append(errs, fmt.Errorf("nftables tables are %q, were %q before the start", after.tables, before.tables))
+	}
+	return errors.Join(errs...)
 }

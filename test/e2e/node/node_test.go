@@ -147,7 +147,9 @@ func TestCronJobPodRuns(t *testing.T) {
 // The ServiceAccount admission plugin mounts the pod's account token, the
 // kubelet gets it signed (TokenRequest), and the apiserver takes it: the
 // pod asks who it is and is told its account. The pod is on the host's
-// network, where the apiserver listens (127.0.0.1).
+// network and calls the kubeconfig's address (127.0.0.1), which the
+// apiserver's certificate names; pods on the pods' network call it through
+// the kubernetes Service (services_test.go).
 func TestServiceAccountTokenWorks(t *testing.T) {
 	c := cluster.Get(t)
 	client := c.KubeClient(t)
@@ -159,7 +161,6 @@ func TestServiceAccountTokenWorks(t *testing.T) {
 	pod := testPod("whoami", "whoami", c.Config.Host)
 	pod.Spec.ServiceAccountName = sa.Name
 	pod.Spec.HostNetwork = true
-	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TESTIMAGE_SERVER_NAME", Value: c.ServerName}}
 	created, err := client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

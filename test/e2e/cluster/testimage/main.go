@@ -1,7 +1,9 @@
 // Command testimage is the one program of the real single-node cluster's
 // local image (see test/e2e/cluster): containerd's pod sandbox ("pause",
 // its default command) and the test pods' commands, so that no image comes
-// from a registry. It uses the standard library only and is built static.
+// from a registry. It uses the standard library and client-go's rest
+// package (the in-cluster client config programs in pods use), and is
+// built static.
 //
 //	testimage pause            wait for SIGTERM or SIGINT, reaping children
 //	testimage echo WORDS...    print the words and exit
@@ -9,15 +11,26 @@
 //	testimage true             exit 0 (a readiness probe)
 //	testimage whoami URL       ask the apiserver at URL who the pod's
 //	                           ServiceAccount token is, and print the name
+//	testimage incluster        the same, with client-go's in-cluster config
+//	                           (the kubernetes Service, the token volume)
+//	testimage serve PORT       answer HTTP GETs with the pod's host name
+//	testimage fetch URL...     GET each URL (retrying for a minute) and
+//	                           print the bodies
+//	testimage lookup NAME...   resolve each name as the pod's programs do
+//	                           and print "NAME ADDRESS..." or "NAME
+//	                           not-found" (NXDOMAIN)
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -25,6 +38,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // tokenDir is where the ServiceAccount admission plugin mounts a pod's
@@ -47,6 +62,14 @@ func main() {
 	case "true":
 	case "whoami":
 		err = whoami(args[1:])
+	case "incluster":
+		err = inCluster()
+	case "serve":
+		err = serve(args[1:])
+	case "fetch":
+		err = fetch(args[1:])
+	case "lookup":
+		err = lookup(args[1:])
 	default:
 		err = fmt.Errorf("unknown command %q", args[0])
 	}
@@ -110,28 +133,61 @@ func whoami(args []string) error {
 	if !pool.AppendCertsFromPEM(ca) {
 		return fmt.Errorf("no certificate in %s/ca.crt", tokenDir)
 	}
-	// The local control plane's certificate names the apiserver by its
-	// loopback client's server name, which TESTIMAGE_SERVER_NAME gives.
-	tlsConfig := &tls.Config{RootCAs: pool, ServerName: os.Getenv("TESTIMAGE_SERVER_NAME")}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	body := `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
-	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(args[0], "/")+"/apis/authentication.k8s.io/v1/selfsubjectreviews", bytes.NewBufferString(body))
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	user, err := selfSubjectReview(client, args[0], strings.TrimSpace(string(token)))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	fmt.Println(user)
+	return nil
+}
+
+// inCluster is whoami as a program in a pod calls the apiserver: with
+// client-go's in-cluster config, which takes the kubernetes Service's
+// address from KUBERNETES_SERVICE_HOST and _PORT and checks the serving
+// certificate against it with the token volume's ca.crt.
+func inCluster() error {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 30 * time.Second
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	// The client's transport adds the token.
+	user, err := selfSubjectReview(client, cfg.Host, "")
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Host, err)
+	}
+	fmt.Println(user)
+	return nil
+}
+
+// selfSubjectReview posts a SelfSubjectReview to the apiserver at base,
+// with token unless it is "", and returns the user it names.
+func selfSubjectReview(client *http.Client, base, token string) (string, error) {
+	body := `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
+	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(base, "/")+"/apis/authentication.k8s.io/v1/selfsubjectreviews", bytes.NewBufferString(body))
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("%s: %s", resp.Status, data)
+		return "", fmt.Errorf("%s: %s", resp.Status, data)
 	}
 	var review struct {
 		Status struct {
@@ -141,8 +197,90 @@ func whoami(args []string) error {
 		} `json:"status"`
 	}
 	if err := json.Unmarshal(data, &review); err != nil {
+		return "", err
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// serve answers every GET with the host name, the pod's name.
+func serve(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: serve PORT")
+	}
+	name, err := os.Hostname()
+	if err != nil {
 		return err
 	}
-	fmt.Println(review.Status.UserInfo.Username)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, name)
+	})
+	server := &http.Server{Addr: ":" + args[0], Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	return server.ListenAndServe()
+}
+
+// fetch GETs each URL until it answers 200 or a minute has passed (a new
+// Service's rules take a moment to reach kube-proxy), and prints the
+// bodies.
+func fetch(urls []string) error {
+	if len(urls) == 0 {
+		return fmt.Errorf("usage: fetch URL...")
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for _, url := range urls {
+		for {
+			body, err := get(client, url)
+			if err == nil {
+				fmt.Print(body)
+				break
+			}
+			if time.Now().After(deadline) {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "testimage fetch: %v; trying again\n", err)
+			time.Sleep(time.Second)
+		}
+	}
 	return nil
+}
+
+// lookup resolves each name with the pod's resolv.conf (the cluster DNS,
+// its search path). A name the DNS says does not exist is printed as
+// such; any other failure (a server that does not answer, SERVFAIL) ends
+// the command with an error.
+func lookup(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("usage: lookup NAME...")
+	}
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil:
+			fmt.Println(name, strings.Join(addrs, " "))
+		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			fmt.Println(name, "not-found")
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func get(client *http.Client, url string) (string, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(data), nil
 }

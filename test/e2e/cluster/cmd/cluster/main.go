@@ -18,7 +18,7 @@ import (
 
 func main() {
 	dataDir := flag.String("data-dir", ".dev/cluster", "folder of the cluster's state: etcd (kept across starts), containerd's and the kubelet's files, logs")
-	binDir := flag.String("bin-dir", os.Getenv(cluster.EnvBinDir), "folder of controlplane, kubectl and kubelet (default the repository's bin/)")
+	binDir := flag.String("bin-dir", os.Getenv(cluster.EnvBinDir), "folder of controlplane, kubectl, kubelet, kube-proxy and coredns (default the repository's bin/)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
