@@ -23,8 +23,9 @@ s3server:
 csi-sidecars:
 	bash scripts/build-csi-sidecars.sh
 
-# The real single-node cluster's kubelet (and, as root, containerd, runc
-# and the CNI plugins from Debian); see docs/cluster.md.
+# The real single-node cluster's kubelet, kube-proxy and CoreDNS (and, as
+# root, containerd, runc, the CNI plugins and nftables from Debian); see
+# docs/cluster.md.
 node:
 	bash scripts/build-node.sh
 
