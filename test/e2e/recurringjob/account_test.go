@@ -143,6 +143,9 @@ func TestRecurringJobPodsRunAsTheirOwnAccount(t *testing.T) {
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotBackup", Name: "vol"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "snapshotPurge", Name: "vol"},
 		{Namespace: ns, Verb: "get", Group: "longhorn.io", Resource: "backupvolumes", Name: "vol"},
+		// A backup's volume is found by listing its volume's (GET
+		// /v1/backupvolumes?volumeName=...): found missing on the real node.
+		{Namespace: ns, Verb: "list", Group: "longhorn.io", Resource: "backupvolumes"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Subresource: "backupVerify", Name: "vol"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "backupvolumes", Subresource: "backupVerifyFull", Name: "vol"},
 		{Namespace: ns, Verb: "update", Group: "longhorn.io", Resource: "volumes", Subresource: "trimFilesystem", Name: "vol"},
