@@ -284,6 +284,7 @@ func logRequests(logger *logrus.Entry, next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		entry := logger.WithFields(logrus.Fields{
 			"method": r.Method, "path": r.URL.Path, "status": rec.status, "duration": time.Since(start).Round(time.Microsecond),
+			"client": r.RemoteAddr,
 		})
 		switch {
 		case rec.status >= 500:
