@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -30,12 +31,16 @@ const (
 // kubeProxyConfig runs kube-proxy in nftables mode (its own tables, "ip
 // kube-proxy" and "ip6 kube-proxy") for the node, with NodePorts on the
 // bridge's address only. It leaves the machine's conntrack sysctls as
-// they are (0 keeps each). Service traffic is masqueraded to the node's
-// address: a pod's reply to another then comes back through the node,
-// where conntrack undoes the DNAT, whether or not the kernel's bridge
-// netfilter sees traffic inside the bridge; and a pod that reaches itself
-// through its Service (over the bridge port's hairpin) sees the node as
-// the caller, not its own address, which it would drop.
+// they are (0 keeps each). A Service's pods see their callers' own
+// addresses, as on a real cluster (the manager's API budgets new tokens
+// per client address: behind one masqueraded address, every pod of the
+// node would share one budget), when the kernel's bridge netfilter
+// (br_netfilter, bridge-nf-call-iptables) shows traffic inside the bridge
+// to conntrack, which then undoes the DNAT of a pod's reply to another;
+// kube-proxy masquerades a pod that reaches itself through its Service
+// (over the bridge port's hairpin) on its own. Without bridge netfilter,
+// all Service traffic is masqueraded to the node's address instead, so
+// that replies come back through the node.
 var kubeProxyConfig = template.Must(template.New("kube-proxy").Parse(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
@@ -48,7 +53,7 @@ metricsBindAddress: {{.Metrics}}
 clusterCIDR: {{.PodSubnet}}
 nodePortAddresses: ["{{.NodeIP}}/32"]
 nftables:
-  masqueradeAll: true
+  masqueradeAll: {{.MasqueradeAll}}
 conntrack:
   maxPerCore: 0
   min: 0
@@ -84,6 +89,7 @@ func startKubeProxy(dataDir, binDir, kubeconfig string) (*process, error) {
 	path, err := writeTemplate(filepath.Join(dataDir, "kube-proxy", "config.yaml"), kubeProxyConfig, map[string]string{
 		"Kubeconfig": kubeconfig, "NodeName": NodeName, "NodeIP": NodeIP, "PodSubnet": PodSubnet,
 		"Healthz": kubeProxyHealthz, "Metrics": kubeProxyMetrics,
+		"MasqueradeAll": strconv.FormatBool(!bridgeNetfilter()),
 	})
 	if err != nil {
 		return nil, err
@@ -101,6 +107,13 @@ func startCoreDNS(dataDir, binDir, kubeconfig string) (*process, error) {
 		return nil, err
 	}
 	return startProcess("coredns", filepath.Join(dataDir, "logs"), filepath.Join(binDir, "coredns"), "-conf", path)
+}
+
+// bridgeNetfilter reports whether the kernel passes bridged IPv4 traffic
+// through netfilter (br_netfilter loaded, bridge-nf-call-iptables on).
+func bridgeNetfilter() bool {
+	v, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+	return err == nil && strings.TrimSpace(string(v)) == "1"
 }
 
 func writeTemplate(path string, t *template.Template, data map[string]string) (string, error) {
