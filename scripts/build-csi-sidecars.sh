@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds bin/csi-provisioner, bin/csi-attacher, bin/csi-snapshotter and
-# bin/snapshot-controller, the real Kubernetes CSI sidecars
-# (external-provisioner, external-attacher, external-snapshotter) that the
+# Builds bin/csi-provisioner, bin/csi-attacher, bin/csi-resizer,
+# bin/csi-snapshotter and bin/snapshot-controller, the real Kubernetes CSI
+# sidecars (external-provisioner, -attacher, -resizer, -snapshotter) that the
 # CSI driver's end-to-end tests run against the test control plane. They
 # come from the Go module proxy; no sidecar source lives here. `go install pkg@version`
 # refuses these modules (their go.mod has replace directives), so each module
@@ -10,15 +10,16 @@
 # rebuilt only when its pinned version or the Go version changes: a hash of
 # them is kept beside it.
 #
-# CSI_SIDECARS_BIN (default bin) is where they go; scripts/build-images.sh
-# builds them static (CGO_ENABLED=0, part of the hash) into a folder of
-# its own for the sidecars' images.
+# They are static (CGO_ENABLED=0: none needs cgo), so the same binaries
+# run on this machine for the tests and from scratch in the sidecars'
+# images (scripts/build-images.sh --sidecars). CSI_SIDECARS_BIN (default
+# bin) is where they go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 out_dir=${CSI_SIDECARS_BIN:-bin}
 case $out_dir in /*) ;; *) out_dir=$root/$out_dir ;; esac
-cgo=${CGO_ENABLED:-}
+export CGO_ENABLED=0
 
 work=""
 trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; fi' EXIT
@@ -26,7 +27,7 @@ trap 'if [ -n "$work" ]; then chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"; 
 build() {
 	local out=$1 module=$2 version=$3 cmd=$4 dropreplace=${5:-}
 	local hash
-	hash=$( (echo "$module@$version $cmd${dropreplace:+ -dropreplace $dropreplace}${cgo:+ CGO_ENABLED=$cgo}"; go version) | sha256sum | cut -d' ' -f1)
+	hash=$( (echo "$module@$version $cmd${dropreplace:+ -dropreplace $dropreplace} CGO_ENABLED=0"; go version) | sha256sum | cut -d' ' -f1)
 	if [ -x "$out_dir/$out" ] && [ "$(cat "$out_dir/$out.hash" 2>/dev/null)" = "$hash" ]; then
 		return
 	fi
@@ -58,6 +59,9 @@ build() {
 
 build csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 cmd/csi-provisioner
 build csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0 cmd/csi-attacher
+# Served under its major version's path only (the path without /v2 is
+# refused by the proxy).
+build csi-resizer github.com/kubernetes-csi/external-resizer/v2 v2.3.0 cmd/csi-resizer
 # external-snapshotter gives two binaries: the csi-snapshotter sidecar, run
 # beside the driver, and the cluster-wide snapshot controller. Both come from
 # one module version; the snapshot CRDs they serve are in the client module

@@ -107,15 +107,24 @@ base() {
 }
 
 # image NAME HASH CMD-JSON FROM-TAR -- SRC:DEST...: makes $out/<file>.oci.tar
-# of image NAME, from scratch or from FROM-TAR unpacked (when not ""), with
+# of image NAME, from scratch or from FROM-TAR unpacked (when not ""),
+# whose command is CMD-JSON (its entrypoint when ENTRYPOINT=1 is set, as
+# the sidecars' images have it: manifests give them arguments alone), with
 # each SRC copied to DEST, unless its hash is HASH already; adds the
 # archive to built.
 built=()
 image() {
 	local name=$1 hash=$2 cmd=$3 from=$4
 	shift 5
-	local file
+	local file ref=$name
+	hash="$hash entrypoint=${ENTRYPOINT:-}"
 	file=$(echo "$name" | tr '/:' '__')
+	# The kubelet asks containerd for an image by its normalized name
+	# (longhorn-manager:dev is docker.io/library/longhorn-manager:dev), and
+	# `ctr images import` keeps the name an archive carries as it is
+	# written: so a name without a registry is written normalized.
+	case $name in */*) ;; *) ref=docker.io/library/$name ;; esac
+	hash="$hash $ref"
 	built+=("$out/$file.oci.tar")
 	if [ -f "$out/$file.oci.tar" ] && [ "$(cat "$out/$file.oci.tar.hash" 2>/dev/null)" = "$hash" ]; then
 		return
@@ -131,9 +140,13 @@ image() {
 	for pair in "$@"; do
 		"${buildah[@]}" copy "$c" "${pair%%:*}" "${pair#*:}" >/dev/null
 	done
-	"${buildah[@]}" config --entrypoint '[]' --cmd "$cmd" --label "io.longhorn.source=longhorn-manager scripts/build-images.sh" "$c"
+	local entrypoint='[]'
+	if [ "${ENTRYPOINT:-}" = 1 ]; then
+		entrypoint=$cmd cmd='[]'
+	fi
+	"${buildah[@]}" config --entrypoint "$entrypoint" --cmd "$cmd" --label "io.longhorn.source=longhorn-manager scripts/build-images.sh" "$c"
 	rm -f "$out/$file.oci.tar"
-	"${buildah[@]}" commit --quiet "$c" "oci-archive:$root/$out/$file.oci.tar:$name" >/dev/null
+	"${buildah[@]}" commit --quiet "$c" "oci-archive:$root/$out/$file.oci.tar:$ref" >/dev/null
 	echo "$hash" > "$out/$file.oci.tar.hash"
 }
 
@@ -156,13 +169,12 @@ image longhorn-ui:dev "$ui_hash" '["longhorn-manager","ui","--dist","/web/dist"]
 	"$work/longhorn-manager:/usr/local/bin/longhorn-manager" "$ui:/web/dist"
 
 if $sidecars; then
-	# Static, for images from scratch: the same script and versions as the
-	# tests' sidecars, into a folder of their own.
-	CGO_ENABLED=0 CSI_SIDECARS_BIN="$out/sidecars" bash scripts/build-csi-sidecars.sh
-	for bin in csi-provisioner csi-attacher csi-snapshotter snapshot-controller; do
+	# The tests' own sidecars, which are static (scripts/build-csi-sidecars.sh).
+	bash scripts/build-csi-sidecars.sh
+	for bin in csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller; do
 		version=$(awk -v b="$bin" '$1 == "build" && $2 == b {print $4}' scripts/build-csi-sidecars.sh)
-		image "registry.k8s.io/sig-storage/$bin:$version" "$(sha256sum "$out/sidecars/$bin" | cut -d' ' -f1)" "[\"/$bin\"]" "" -- \
-			"$out/sidecars/$bin:/$bin"
+		ENTRYPOINT=1 image "registry.k8s.io/sig-storage/$bin:$version" "$(sha256sum "bin/$bin" | cut -d' ' -f1)" "[\"/$bin\"]" "" -- \
+			"bin/$bin:/$bin"
 	done
 fi
 
