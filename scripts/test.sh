@@ -7,7 +7,8 @@
 # bin/csi-attacher, bin/csi-snapshotter) and snapshot controller
 # (bin/snapshot-controller, with the CRDs in bin/snapshot-crds). As root,
 # last, test/e2e/node on a real single-node cluster (bin/kubelet and
-# Debian's containerd; docs/cluster.md).
+# Debian's containerd; docs/cluster.md) and test/e2e/install, package/
+# installed on it from the images of scripts/build-images.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,7 @@ root=false
 if [ "$(id -u)" -eq 0 ]; then
 	root=true
 	bash scripts/build-node.sh
+	bash scripts/build-images.sh --sidecars >/dev/null
 fi
 bash scripts/verify-generated.sh
 # The end-to-end tests (test/e2e) carry the build tag e2e, so that the
@@ -29,7 +31,7 @@ bash scripts/verify-generated.sh
 # The real node's (e2enode) run apart, after them: its node takes the
 # machine's network and cgroups, which no other package's test touches.
 go vet -tags e2e ./...
-go vet -tags e2enode ./test/e2e/node/... ./test/e2e/cluster/...
+go vet -tags e2enode ./test/e2e/node/... ./test/e2e/cluster/... ./test/e2e/install/...
 # -p 2: at most two packages (and so two control planes) at once on two cores.
 # The output is kept so that a failure is summed up at the end, where a CI
 # log's tail shows it, not only among the logs of the tests still running.
@@ -39,9 +41,10 @@ rc=0
 go test -tags e2e -p 2 -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$out" || rc=$?
 if [ "$rc" -eq 0 ]; then
 	if ! $root; then
-		echo "test/e2e/node: skipped, it needs root (a kubelet, containerd and a bridge; see docs/cluster.md)"
+		echo "test/e2e/node and test/e2e/install: skipped, they need root (a kubelet, containerd and a bridge; see docs/cluster.md)"
 	fi
-	go test -tags e2enode -count=1 -timeout 15m "$@" ./test/e2e/node/... 2>&1 | tee -a "$out" || rc=$?
+	# One package at a time: each starts the machine's one cluster.
+	go test -tags e2enode -p 1 -count=1 -timeout 25m "$@" ./test/e2e/node/... ./test/e2e/install/... 2>&1 | tee -a "$out" || rc=$?
 fi
 if [ "$rc" -ne 0 ]; then
 	echo "== what failed (go test exit $rc):"

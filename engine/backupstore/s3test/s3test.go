@@ -39,7 +39,7 @@ const startTimeout = 30 * time.Second
 
 // Server is a running versitygw.
 type Server struct {
-	// Endpoint is the server's URL, http://127.0.0.1:<port>.
+	// Endpoint is the server's URL, http://<host>:<port>.
 	Endpoint string
 	// AccessKey and SecretKey are the root user's.
 	AccessKey, SecretKey string
@@ -57,9 +57,16 @@ type Server struct {
 	done chan error
 }
 
-// Start runs bin/versitygw and creates a bucket. A missing binary fails
-// the test, saying how to build it.
+// Start runs bin/versitygw on 127.0.0.1 and creates a bucket. A missing
+// binary fails the test, saying how to build it.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartOn(t, "127.0.0.1")
+}
+
+// StartOn is Start on another of this machine's addresses: the real
+// node's bridge, say, which its pods reach and 127.0.0.1 they do not.
+func StartOn(t testing.TB, host string) *Server {
 	t.Helper()
 	testcluster.SkipIfShort(t, "a real S3 server (bin/versitygw)")
 	bin, err := Binary()
@@ -78,7 +85,7 @@ func Start(t testing.TB) *Server {
 	// A free port can be taken between its probe and the server's bind:
 	// try another then.
 	for attempt := 0; ; attempt++ {
-		s.addr, err = freeAddress()
+		s.addr, err = freeAddress(host)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,8 +241,8 @@ func (s *Server) kill() bool {
 	return true
 }
 
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddress(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}

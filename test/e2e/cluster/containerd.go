@@ -139,7 +139,7 @@ func importImage(ctx context.Context, dataDir, archive string) error {
 	cmd := exec.CommandContext(ctx, ctr, "--address", containerdSocket(dataDir), "--namespace", "k8s.io",
 		"images", "import", "--snapshotter", "overlayfs", archive)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("import %s: %v: %s", Image, err, out)
+		return fmt.Errorf("import %s: %v: %s", archive, err, out)
 	}
 	return nil
 }
