@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -281,6 +282,15 @@ func (c *Cluster) Stop() error {
 	if c.kubelet != nil {
 		errs = append(errs, c.kubelet.stop(30*time.Second))
 		c.kubelet = nil
+	}
+	// The pods go before the control plane: a pod that watches the
+	// apiserver (the manager's, a controller's) keeps it from stopping in
+	// time otherwise. cleanupNode removes them again, with whatever is
+	// left.
+	if c.containerd != nil && !c.containerd.exited() {
+		if err := removePods(context.Background(), c.DataDir); err != nil {
+			logrus.WithError(err).Warn("Could not remove the pods before stopping the control plane: cleaning up removes them after it")
+		}
 	}
 	if c.Cluster != nil {
 		errs = append(errs, c.Cluster.Stop())

@@ -79,10 +79,13 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 			}
 			return false, fmt.Sprintf("backups %v", seen), nil
 		}, func() string { return jobPodsDiagnosis(c) })
-		logs := c.Kubectl(t, "", "-n", namespace, "logs", "-l", "recurring-job.longhorn.io=nightly", "--tail=-1", "--prefix")
-		if !strings.Contains(logs, volume) {
-			t.Errorf("the job's pod log does not name the volume %s:\n%s", volume, logs)
-		}
+		// The CronJob keeps the last pods only, and a run whose minute came
+		// before the volume had its label found none: a run that backed
+		// the volume up says so in its pod's log (each minute's does).
+		waitFor(t, "a job pod's log that names "+volume, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			logs, err := c.TryKubectl("", "-n", namespace, "logs", "-l", "recurring-job.longhorn.io=nightly", "--tail=-1", "--prefix")
+			return err == nil && strings.Contains(logs, volume), logs, nil
+		}, func() string { return jobPodsDiagnosis(c) })
 		job, err := dyn.Resource(recurringJobs).Namespace(namespace).Get(context.Background(), "nightly", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
