@@ -461,7 +461,11 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			core("list", "nodes", ""), storage("list", "csinodes"),
 			lh("list", "recurringjobs", ""), lh("create", "recurringjobs", ""), lh("delete", "recurringjobs", "snapshot-1-x-y"),
 			lh("get", "backingimages", "image"), lh("create", "backingimages", ""),
-			lh("get", "backupvolumes", "pvc-1"),
+			lh("get", "backupvolumes", "pvc-1"), lh("list", "backupvolumes", ""),
+			// A claim restored from a VolumeSnapshot: the snapshot and its
+			// content, read for the handle (refused on the real node before).
+			{Verb: "get", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots", Namespace: claims, Name: "snap-1"},
+			{Verb: "get", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents", Name: "snapcontent-1"},
 			// A topology's node, read before a volume is placed on it.
 			lh("get", "nodes", "node-1"),
 		},
