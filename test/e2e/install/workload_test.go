@@ -133,6 +133,10 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 		checkUI(t, c, claimVolume(t, c, workloadNS, "data-shop-db-0"))
 	})
 
+	t.Run("a tenant's pod is refused by the API, with or without a token of its own", func(t *testing.T) {
+		checkTenantRefused(t, c)
+	})
+
 	t.Run("a claim restored from a VolumeSnapshot of a backup holds the same files", func(t *testing.T) {
 		c.Kubectl(t, restored, "apply", "-f", "-")
 		waitFor(t, "VolumeSnapshot shop-db-backup ready to use", 4*time.Minute, func(ctx context.Context) (bool, string, error) {
