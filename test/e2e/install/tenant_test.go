@@ -21,7 +21,8 @@ import (
 // default one (for the apiserver, so no credential at the API, whose
 // audience is longhorn-manager) and one it projected for the API's
 // audience itself (its account holds no Longhorn right). The API refuses
-// both: 401 and 403. Without a token it is 401 too.
+// both: 401 and 403. Without a token it is 401 too, and by a name it was
+// not told of, 421.
 func checkTenantRefused(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	ctx := context.Background()
@@ -31,7 +32,16 @@ func checkTenantRefused(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	waitServiceAccount(t, c, ns, "default")
-	url := "https://longhorn-backend.longhorn-system:9500/v1/volumes"
+	svc, err := client.CoreV1().Services(namespace).Get(ctx, "longhorn-backend", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By the Service's address: the API answers IP addresses and the names
+	// it is told of (--manager-url's, --api-allowed-hosts), and refuses any
+	// other Host (421), against DNS rebinding: longhorn-backend.longhorn-system
+	// from another namespace is one.
+	url := "https://" + svc.Spec.ClusterIP + ":9500/v1/volumes"
+	byName := "https://longhorn-backend.longhorn-system:9500/v1/volumes"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "curious"},
 		Spec: corev1.PodSpec{
@@ -47,8 +57,9 @@ func checkTenantRefused(t *testing.T, c *cluster.Cluster) {
 		"no-token":      {url},
 		"default-token": {url, "/var/run/secrets/kubernetes.io/serviceaccount/token"},
 		"api-token":     {url, "/api/token"},
+		"by-name":       {byName, "/api/token"},
 	}
-	want := map[string]string{"no-token": "401", "default-token": "401", "api-token": "403"}
+	want := map[string]string{"no-token": "401", "default-token": "401", "api-token": "403", "by-name": "421"}
 	for name, args := range questions {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
 			Name: name, Image: cluster.Image, ImagePullPolicy: corev1.PullNever,
