@@ -23,7 +23,7 @@ root=false
 if [ "$(id -u)" -eq 0 ]; then
 	root=true
 	bash scripts/build-node.sh
-	bash scripts/build-images.sh --sidecars >/dev/null
+	bash scripts/build-images.sh --sidecars --ui-if-built >/dev/null
 fi
 bash scripts/verify-generated.sh
 # The end-to-end tests (test/e2e) carry the build tag e2e, so that the

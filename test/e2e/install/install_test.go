@@ -28,14 +28,25 @@ const namespace = "longhorn-system"
 // scripts/build-images.sh --sidecars makes under the names it pulls.
 var sidecars = []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"}
 
+// uiDist is Longhorn's built UI beside the repository, which the
+// longhorn-ui image holds; where it is not, the UI is left out.
+const uiDist = "../shared/longhorn-ui/dist"
+
 // imageArchives are the OCI archives of scripts/build-images.sh
 // --sidecars that package/ runs: the manager's, the UI's and the
-// sidecars'. A missing one fails the test, saying how to build it.
-func imageArchives(t *testing.T, root string) []string {
+// sidecars'. A missing one fails the test, saying how to build it, but
+// for the UI's where Longhorn's built UI is not beside the repository
+// (withUI false: the browser test skips there too).
+func imageArchives(t *testing.T, root string) (archives []string, withUI bool) {
 	t.Helper()
 	dir := filepath.Join(root, "bin", "images")
-	want := append([]string{"longhorn-manager_dev", "longhorn-ui_dev"}, sidecars...)
-	var archives, missing []string
+	_, err := os.Stat(filepath.Join(root, uiDist, "index.html"))
+	withUI = err == nil
+	want := append([]string{"longhorn-manager_dev"}, sidecars...)
+	if withUI {
+		want = append(want, "longhorn-ui_dev")
+	}
+	var missing []string
 	for _, name := range want {
 		found, _ := filepath.Glob(filepath.Join(dir, "*"+name+"*.oci.tar"))
 		if len(found) != 1 {
@@ -47,7 +58,7 @@ func imageArchives(t *testing.T, root string) []string {
 	if len(missing) > 0 {
 		t.Fatalf("the images %v are not in %s: run `sudo bash scripts/build-images.sh --sidecars` (scripts/test.sh does, as root)", missing, dir)
 	}
-	return archives
+	return archives, withUI
 }
 
 // installation is what the test's own kustomization sets: the node's
@@ -55,6 +66,7 @@ func imageArchives(t *testing.T, root string) []string {
 // disk would.
 type installation struct {
 	dir            string // the kustomization
+	withUI         bool   // the UI's image is there (imageArchives)
 	dataPath       string
 	kubeletRootDir string
 	csiStatePath   string
@@ -91,6 +103,9 @@ components:
   - %[1]s/components/snapshot-classes
   - %[1]s/components/install-values
 `, rel)
+	if !in.withUI {
+		kustomization += "patches:\n  - target: {kind: Deployment, name: longhorn-ui}\n    patch: '[{\"op\": \"replace\", \"path\": \"/spec/replicas\", \"value\": 0}]'\n"
+	}
 	for name, data := range map[string]string{"install-values.yaml": values, "kustomization.yaml": kustomization} {
 		if err := os.WriteFile(filepath.Join(in.dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -218,14 +233,18 @@ func install(t *testing.T, c *cluster.Cluster) installation {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ImportImages(ctx, imageArchives(t, root)...); err != nil {
+	archives, withUI := imageArchives(t, root)
+	if err := c.ImportImages(ctx, archives...); err != nil {
 		t.Fatal(err)
+	}
+	if !withUI {
+		t.Logf("Longhorn's UI is not built beside the repository (%s): its Deployment is scaled to 0", uiDist)
 	}
 	disk, err := c.SharedFolder("longhorn-disk")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := installation{dir: t.TempDir(), dataPath: disk, kubeletRootDir: c.KubeletRootDir(),
+	in := installation{dir: t.TempDir(), withUI: withUI, dataPath: disk, kubeletRootDir: c.KubeletRootDir(),
 		csiStatePath: filepath.Join(c.DataDir, "longhorn-csi")}
 	writeKustomization(t, root, in)
 

@@ -41,7 +41,7 @@ const workloadNS = "shop"
 // that holds the same files.
 func TestInstalledAsUsersInstallIt(t *testing.T) {
 	c := cluster.Get(t)
-	install(t, c)
+	in := install(t, c)
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +130,9 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 	})
 
 	t.Run("Longhorn's UI through its Service lists the volume to a viewer, and nothing to no login", func(t *testing.T) {
+		if !in.withUI {
+			t.Skipf("Longhorn's UI is not built beside the repository (%s)", uiDist)
+		}
 		checkUI(t, c, claimVolume(t, c, workloadNS, "data-shop-db-0"))
 	})
 
