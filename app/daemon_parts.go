@@ -110,7 +110,7 @@ func serveMetrics(log *logrus.Entry, apiServer *api.Server, o DaemonOptions) (fu
 // serves. The volume controller, made later, is told of engine changes
 // through onChange.
 type engineService struct {
-	instances *instance.Engines
+	instances instance.Instances
 	address   string
 	onChange  func(volume string)
 	stop      func()
@@ -129,14 +129,14 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	grpcServer := engineServer.GRPCServer(id.GRPCServerOption())
 	go func() { _ = grpcServer.Serve(listener) }()
 	e := &engineService{address: listener.Addr().String()}
-	e.instances = instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
+	e.instances = instance.Local(instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
 		func(volume string) {
 			if e.onChange != nil {
 				e.onChange(volume)
 			}
-		}, metrics.EngineCall)
+		}, metrics.EngineCall))
 	e.stop = func() {
-		e.instances.StopAll()
+		e.instances.Close()
 		grpcServer.Stop()
 	}
 	return e, nil

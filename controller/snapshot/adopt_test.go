@@ -72,7 +72,7 @@ func purgedSnapshotEnv(t *testing.T, objects ...*longhorn.Snapshot) (*Controller
 			t.Fatal(err)
 		}
 	}
-	sc := &Controller{ds: datastore.New("ns", lh, kube, inf), nodeID: "node-1", instances: instances}
+	sc := &Controller{ds: datastore.New("ns", lh, kube, inf), nodeID: "node-1", instances: instance.Local(instances)}
 	sc.Base = kit.NewBase("test", logrus.NewEntry(log), nil, nil)
 	t.Cleanup(sc.Queue.ShutDown)
 	return sc, lh, lhi.Engines().Informer().GetIndexer()

@@ -41,7 +41,7 @@ type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore
 	nodeID    string
-	instances *instance.Engines
+	instances instance.Instances
 	// written keeps a sync from acting on a copy older than its own last
 	// write (a write from it would be refused with a conflict).
 	written kit.Written
@@ -51,7 +51,7 @@ type Controller struct {
 
 // NewController wires the controller to the Snapshot and Engine
 // informers.
-func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances *instance.Engines) *Controller {
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, instances instance.Instances) *Controller {
 	lh := inf.Longhorn.Longhorn().V1beta2()
 	c := &Controller{ds: ds, nodeID: nodeID, instances: instances}
 	c.Base = kit.NewBase("longhorn-snapshot", logger, metrics, c.sync,
@@ -133,7 +133,7 @@ func (c *Controller) localEngineChanged(volume string) {
 // object's mirror (nil when either has no such snapshot). running tells
 // whether the engine runs; listed, whether the engine itself answered
 // (its nil is then the truth, a mirror's only maybe: see view).
-func engineSnapshot(run instance.Running, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running, listed bool) {
+func engineSnapshot(run instance.Instance, hasEngine bool, e *longhorn.Engine, name string) (info *longhorn.SnapshotInfo, running, listed bool) {
 	if hasEngine {
 		st := run.Engine.Status()
 		if st.SnapshotsError == nil {
@@ -314,7 +314,7 @@ const readRecheck = 5 * time.Second
 // apply does what decide decided. The engine's answer to a delete may
 // change the plan: a snapshot purged since the engine was read only has
 // its finalizer released.
-func (c *Controller) apply(ctx context.Context, vw view, p plan, run instance.Running, e *longhorn.Engine) error {
+func (c *Controller) apply(ctx context.Context, vw view, p plan, run instance.Instance, e *longhorn.Engine) error {
 	snap, v := vw.snap, vw.volume
 	switch p.action {
 	case nothing:

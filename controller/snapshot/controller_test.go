@@ -148,7 +148,7 @@ func TestAnEngineStartBringsBackItsVolumesSnapshots(t *testing.T) {
 			t.Fatal(add)
 		}
 	}
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instance.Local(instances))
 	t.Cleanup(c.Queue.ShutDown)
 
 	// The engine is not started yet: the sync can do nothing.

@@ -87,7 +87,7 @@ func snapshotEnv(t *testing.T, log *logrus.Logger, instances *instance.Engines, 
 			t.Fatal(err)
 		}
 	}
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances)
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instance.Local(instances))
 	t.Cleanup(c.Queue.ShutDown)
 	return c, lh, lhi
 }

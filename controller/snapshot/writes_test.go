@@ -88,7 +88,7 @@ func TestOneSnapshotCostsTwoWritesAndTwoEngineCalls(t *testing.T) {
 			t.Fatal(add)
 		}
 	}
-	sc := &Controller{ds: datastore.New("ns", lh, kube, inf), nodeID: "node-1", instances: instances}
+	sc := &Controller{ds: datastore.New("ns", lh, kube, inf), nodeID: "node-1", instances: instance.Local(instances)}
 	sc.Base = kit.NewBase("test", logrus.NewEntry(log), nil, nil)
 	t.Cleanup(sc.Queue.ShutDown)
 

@@ -182,7 +182,7 @@ func (c *Controller) syncClone(v *longhorn.Volume, dirs []instance.ReplicaDir) (
 // engine started without a frontend; for a vol:// source it first takes
 // the snapshot (or finds the one it took before). Cancelling ctx stops it.
 func (c *Controller) clone(ctx context.Context, log *logrus.Entry, v *longhorn.Volume, dirs []instance.ReplicaDir,
-	ds types.DataSource, src *longhorn.Volume, srcEngine *volumeengine.Engine) error {
+	ds types.DataSource, src *longhorn.Volume, srcEngine instance.Engine) error {
 	what := fmt.Sprintf("clone volume %s from %s", v.Name, v.Spec.DataSource)
 	if srcEngine.Size() > v.Spec.Size {
 		return fmt.Errorf("%s: size: %d bytes is less than source volume %s's %d bytes", what, v.Spec.Size, src.Name, srcEngine.Size())
@@ -201,18 +201,13 @@ func (c *Controller) clone(ctx context.Context, log *logrus.Entry, v *longhorn.V
 	case snap.Removed:
 		return fmt.Errorf("%s: snapshot %s of volume %s is deleted (marked removed), it cannot be read", what, ds.Snapshot, src.Name)
 	}
-	view, release, err := srcEngine.OpenSnapshotForClone(ds.Snapshot)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer release()
 	_, wasRunning := c.instances.Get(v.Name)
 	run, err := c.instances.Start(v.Name, v.Spec.Size, dirs, false)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	err = run.Engine.Clone(ctx, ds.String(), view)
+	err = run.Engine.CloneFrom(ctx, srcEngine, ds.Snapshot, ds.String())
 	if !wasRunning {
 		if stopErr := c.instances.StopEngine(v.Name, run.Engine); err == nil {
 			err = stopErr

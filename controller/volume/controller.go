@@ -28,7 +28,7 @@ type Controller struct {
 	*kit.Base
 	ds        *datastore.DataStore
 	ownership kit.Ownership
-	instances *instance.Engines
+	instances instance.Instances
 	// engineAddress is host:port of this node's engine gRPC service.
 	engineAddress string
 	clock         clock.Clock
@@ -41,7 +41,7 @@ type Controller struct {
 // instances runs this node's engines; a change there re-enqueues the
 // volume, so its status follows the engine.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
-	instances *instance.Engines, engineAddress string, clk clock.Clock) *Controller {
+	instances instance.Instances, engineAddress string, clk clock.Clock) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
 		mirrors: newEngineMirrors()}

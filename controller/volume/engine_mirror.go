@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -108,14 +108,14 @@ func (m *engineMirrors) listedAt(volume string, t time.Time) {
 }
 
 type engineMirror struct {
-	engine          *volumeengine.Engine
+	engine          instance.Engine
 	generation      uint64
 	resourceVersion string
 }
 
 // current tells whether obj's status already holds what engine reports
 // at generation gen.
-func (m *engineMirrors) current(volume string, engine *volumeengine.Engine, gen uint64, obj *longhorn.Engine) bool {
+func (m *engineMirrors) current(volume string, engine instance.Engine, gen uint64, obj *longhorn.Engine) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.seen[volume]
@@ -124,7 +124,7 @@ func (m *engineMirrors) current(volume string, engine *volumeengine.Engine, gen 
 
 // record notes that the Engine object at resourceVersion holds what engine
 // reported at generation gen.
-func (m *engineMirrors) record(volume string, engine *volumeengine.Engine, gen uint64, resourceVersion string) {
+func (m *engineMirrors) record(volume string, engine instance.Engine, gen uint64, resourceVersion string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[volume] = engineMirror{engine: engine, generation: gen, resourceVersion: resourceVersion}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -13,7 +14,7 @@ import (
 // into the Engine status, from one call of the engine's control API. The
 // snapshot list keeps the entries of a failed read out, with the error,
 // rather than dropping them.
-func (c *Controller) mirrorEngine(e *volumeengine.Engine, status *longhorn.EngineStatus) {
+func (c *Controller) mirrorEngine(e instance.Engine, status *longhorn.EngineStatus) {
 	st := e.Status()
 	status.ReplicaModeMap = map[string]longhorn.ReplicaMode{}
 	for name, mode := range st.ReplicaModes {

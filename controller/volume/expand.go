@@ -9,7 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
@@ -24,7 +24,7 @@ const expansionRetry = 5 * time.Second
 // the controller's actualSize. A failure is recorded in
 // lastExpansionError and lastExpansionFailedAt and tried again; it never
 // stops the volume from serving at its old size.
-func (c *Controller) expandEngine(v *longhorn.Volume, size int64, e *volumeengine.Engine, status *longhorn.EngineStatus) {
+func (c *Controller) expandEngine(v *longhorn.Volume, size int64, e instance.Engine, status *longhorn.EngineStatus) {
 	if from := e.Size(); size > from {
 		log := c.Logger.WithFields(logrus.Fields{"volume": v.Name, "from": from, "to": size})
 		if err := e.Expand(size); err != nil {

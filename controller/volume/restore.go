@@ -227,7 +227,7 @@ func (c *Controller) restore(ctx context.Context, v *longhorn.Volume, dirs []ins
 		// A panic in the restore (a malformed backup, a bug) is its error:
 		// the engine started for it stops, and the volume says why.
 		defer panics.Recover(c.Logger.WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup}), &err)
-		return run.Engine.Restore(ctx, store, volume, backup)
+		return run.Engine.RestoreFrom(ctx, v.Spec.FromBackup, cred)
 	}()
 	if !wasRunning {
 		if stopErr := c.instances.StopEngine(v.Name, run.Engine); err == nil {

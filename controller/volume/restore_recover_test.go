@@ -42,7 +42,7 @@ func TestAPanickingRestoreIsTheVolumesError(t *testing.T) {
 	instances := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clocktesting.NewFakeClock(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)),
 		logrus.NewEntry(log), func(string) {}, func(string) {})
 	t.Cleanup(instances.StopAll)
-	c := &Controller{instances: instances}
+	c := &Controller{instances: instance.Local(instances)}
 	c.Base = kit.NewBase("test", logrus.NewEntry(log), nil, nil)
 	defer c.Queue.ShutDown()
 	v := &longhorn.Volume{Spec: longhorn.VolumeSpec{Size: size, FromBackup: "file://" + target + "?backup=b1&volume=vol", NumberOfReplicas: 1}}

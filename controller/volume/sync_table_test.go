@@ -79,7 +79,7 @@ func newSyncEnv(t *testing.T, objects ...runtime.Object) *syncEnv {
 	lh := lhfake.NewSimpleClientset(objects...)
 	kube := kubefake.NewSimpleClientset()
 	inf := datastore.NewInformers(lh, kube, "ns", 0)
-	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instances, "127.0.0.1:9501",
+	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instance.Local(instances), "127.0.0.1:9501",
 		clocktesting.NewFakeClock(syncNow))
 	t.Cleanup(c.Queue.ShutDown)
 	env := &syncEnv{c: c, lh: lh, inf: inf, instances: instances}
