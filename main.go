@@ -61,6 +61,7 @@ func main() {
 		app.BackingImageDataSourceCmd(),
 		app.BackingImageManagerCmd(),
 		app.CSICmd(),
+		app.InstanceManagerCmd(),
 	}
 	for i := range a.Commands {
 		name := a.Commands[i].Name

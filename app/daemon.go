@@ -150,6 +150,15 @@ type DaemonOptions struct {
 	// binary (the default, for a control plane with no kubelet), or "pod",
 	// pods of ManagerImage on this node with ServiceAccount.
 	BackingImageServerRunner string
+	// InstanceManagerRunner is where the node's engines run
+	// (--instance-manager-runner): "in-process", in this daemon, which
+	// stops them when it stops; "process", in an instance manager process
+	// of their own the daemon starts (or finds running) under
+	// <data-dir>/instance-manager, which outlives the daemon.
+	InstanceManagerRunner string
+	// InstanceManagerBinary is the longhorn-manager executable the
+	// instance manager is started from; this daemon's own when empty.
+	InstanceManagerBinary string
 	// BackingImageManagerImage is the default backing image manager image:
 	// new managers run from it and managers of another image are replaced
 	// by ones of it, reusing their files. On the local control plane the
@@ -428,6 +437,13 @@ func (o *DaemonOptions) complete() error {
 	}
 	if o.EngineAddress == "" {
 		o.EngineAddress = "127.0.0.1:0"
+	}
+	switch o.InstanceManagerRunner {
+	case "":
+		o.InstanceManagerRunner = InstanceManagerInProcess
+	case InstanceManagerInProcess, InstanceManagerProcess:
+	default:
+		return fmt.Errorf("--instance-manager-runner must be %q or %q, got %q", InstanceManagerInProcess, InstanceManagerProcess, o.InstanceManagerRunner)
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
+
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
@@ -121,20 +123,34 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	if err != nil {
 		return nil, fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
 	}
-	engineServer := rpc.NewServer()
-	engineServer.SetPolicy(enginePolicy(ds))
-	engineServer.SetTrimmer(fstrim.Trimmer{StateDir: o.CSIStateDir, HostProc: o.HostProc})
+	e := &engineService{address: listener.Addr().String()}
+	onChange := func(volume string) {
+		if e.onChange != nil {
+			e.onChange(volume)
+		}
+	}
+	trimmer := fstrim.Trimmer{StateDir: o.CSIStateDir, HostProc: o.HostProc}
 	// Only a caller with a certificate of the cluster's internal CA is
 	// answered: other managers, the data sources that export volumes.
-	grpcServer := engineServer.GRPCServer(id.GRPCServerOption())
+	var grpcServer *grpc.Server
+	if o.InstanceManagerRunner == InstanceManagerProcess {
+		client, err := startInstanceManager(log, o, metrics)
+		if err != nil {
+			_ = listener.Close()
+			return nil, err
+		}
+		client.OnChange(onChange)
+		e.instances = client
+		grpcServer = rpc.NewForwarder(client.Engine(), enginePolicy(ds), trimmer).GRPCServer(id.GRPCServerOption())
+	} else {
+		engineServer := rpc.NewServer()
+		engineServer.SetPolicy(enginePolicy(ds))
+		engineServer.SetTrimmer(trimmer)
+		grpcServer = engineServer.GRPCServer(id.GRPCServerOption())
+		e.instances = instance.Local(instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
+			onChange, metrics.EngineCall))
+	}
 	go func() { _ = grpcServer.Serve(listener) }()
-	e := &engineService{address: listener.Addr().String()}
-	e.instances = instance.Local(instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
-		func(volume string) {
-			if e.onChange != nil {
-				e.onChange(volume)
-			}
-		}, metrics.EngineCall))
 	e.stop = func() {
 		e.instances.Close()
 		grpcServer.Stop()

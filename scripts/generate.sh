@@ -26,11 +26,11 @@ tool informer-gen --go-header-file "$header" \
 	--output-pkg "$module/k8s/pkg/client/informers" --output-dir k8s/pkg/client/informers "$apis"
 tool controller-gen crd paths=./k8s/pkg/apis/... output:crd:dir=k8s/crds
 
-# The gRPC services: the engine's and the backing image manager's (protoc
+# The gRPC services: the engine's, the instance manager's and the backing image manager's (protoc
 # from Debian's protobuf-compiler, the Go plugins pinned in
 # scripts/tools/go.mod).
-rm -f engine/rpc/pb/*.pb.go backingimage/rpc/pb/*.pb.go
-for proto in engine/rpc/engine.proto backingimage/rpc/manager.proto; do
+rm -f engine/rpc/pb/*.pb.go engine/instancemanager/pb/*.pb.go backingimage/rpc/pb/*.pb.go
+for proto in engine/rpc/engine.proto engine/instancemanager/instance.proto backingimage/rpc/manager.proto; do
 	protoc --plugin=protoc-gen-go="$(tool -n protoc-gen-go)" --plugin=protoc-gen-go-grpc="$(tool -n protoc-gen-go-grpc)" \
 		--go_out=. --go_opt=module="$module" --go-grpc_out=. --go-grpc_opt=module="$module" \
 		"$proto"

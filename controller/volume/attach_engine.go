@@ -164,7 +164,13 @@ func (c *Controller) detachEngine(ctx context.Context, v *longhorn.Volume, plan 
 		}
 	}
 	if plan.stop {
-		if err := c.instances.Stop(v.Name); err != nil {
+		err := c.instances.Stop(v.Name)
+		if errors.Is(err, instance.ErrUnreachable) {
+			// Not known to be stopped: the volume is not said detached
+			// while its engine may serve on.
+			return nil, err
+		}
+		if err != nil {
 			c.Logger.WithError(err).WithField("volume", v.Name).Warn("Engine stopped with an error")
 		}
 	}

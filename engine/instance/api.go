@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
@@ -34,6 +35,11 @@ type Instances interface {
 	// not.
 	Close()
 }
+
+// ErrUnreachable marks a call that did not reach the engines' process, or
+// whose answer did not come back: what it did is not known, and the
+// engine may well run on.
+var ErrUnreachable = errors.New("the instance manager cannot be reached")
 
 // Instance is a running engine and its frontend's NBD URI (empty without
 // one).

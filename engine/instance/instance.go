@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 
@@ -57,6 +58,9 @@ func (e *MissingDataError) Unwrap() error { return e.Err }
 // Running describes a started engine.
 type Running struct {
 	Engine *volumeengine.Engine
+	// ID names this very engine: one started again for the volume has
+	// another.
+	ID string
 	// Endpoint is the NBD URI of the frontend; empty without one.
 	Endpoint string
 }
@@ -78,6 +82,7 @@ type Engines struct {
 	onChange  []func(volume string)
 	onCall    func(call string)
 	onStart   []func(volume string)
+	onStop    []func(volume, id string)
 }
 
 // NewEngines returns the node's engines, which the rpc server serves and
@@ -104,6 +109,25 @@ func (m *Engines) OnStart(f func(volume string)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.onStart = append(m.onStart, f)
+}
+
+// OnStop registers f to be called, outside the engines' lock, each time
+// an engine stops, with the ID it had. Register before the first Start.
+func (m *Engines) OnStop(f func(volume, id string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onStop = append(m.onStop, f)
+}
+
+// List returns the running engines, by volume.
+func (m *Engines) List() map[string]Running {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Running, len(m.engines))
+	for v, r := range m.engines {
+		out[v] = r.Running
+	}
+	return out
 }
 
 // Get returns the running engine of a volume.
@@ -207,7 +231,7 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	if m.onCall != nil {
 		e.OnCall(m.onCall)
 	}
-	r := &running{Running: Running{Engine: e}}
+	r := &running{Running: Running{Engine: e, ID: uuid.NewString()}}
 	if frontend {
 		if err := m.startFrontend(volume, r); err != nil {
 			e.Close()
@@ -216,7 +240,7 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	}
 	m.rpc.Register(e)
 	m.engines[volume] = r
-	m.log.WithFields(logrus.Fields{"volume": volume, "replicas": len(replicas), "endpoint": r.Endpoint}).Info("Started engine")
+	m.log.WithFields(logrus.Fields{"volume": volume, "id": r.ID, "replicas": len(replicas), "endpoint": r.Endpoint}).Info("Started engine")
 	return r.Running, true, nil
 }
 
@@ -235,24 +259,37 @@ func (m *Engines) startFrontend(volume string, run *running) error {
 
 // Stop ends the volume's frontend and engine and closes its replicas.
 func (m *Engines) Stop(volume string) error {
+	id, err := m.stop(volume)
+	if id != "" {
+		m.mu.Lock()
+		onStop := m.onStop
+		m.mu.Unlock()
+		for _, f := range onStop {
+			f(volume, id)
+		}
+	}
+	return err
+}
+
+func (m *Engines) stop(volume string) (id string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.engines[volume]
 	if !ok {
-		return nil
+		return "", nil
 	}
 	delete(m.engines, volume)
 	m.rpc.Unregister(volume)
 	if r.nbd != nil {
 		r.nbd.Close()
 	}
-	err := r.Engine.Sync()
+	err = r.Engine.Sync()
 	r.Engine.Close()
-	m.log.WithField("volume", volume).Info("Stopped engine")
+	m.log.WithFields(logrus.Fields{"volume": volume, "id": r.ID}).Info("Stopped engine")
 	if errors.Is(err, volumeengine.ErrNoHealthyReplica) {
-		return nil
+		return r.ID, nil
 	}
-	return err
+	return r.ID, err
 }
 
 // StopEngine stops the volume's engine if it is still e, and not one
@@ -265,6 +302,17 @@ func (m *Engines) StopEngine(volume string, e *volumeengine.Engine) error {
 		return nil
 	}
 	return m.Stop(volume)
+}
+
+// StopID stops the volume's engine if it is the one of that ID.
+func (m *Engines) StopID(volume, id string) error {
+	m.mu.Lock()
+	r, ok := m.engines[volume]
+	m.mu.Unlock()
+	if !ok || r.ID != id {
+		return nil
+	}
+	return m.StopEngine(volume, r.Engine)
 }
 
 // StopAll stops every engine, as the daemon does when it stops.

@@ -61,10 +61,13 @@ var callableByRole = map[string]map[string]bool{
 // GRPCServer returns a gRPC server with the engine service on it. A panic
 // in a handler answers codes.Internal and is logged: the node's other
 // engines keep being served.
-func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server { return newGRPCServer(s, opts) }
+
+// newGRPCServer serves srv, an engine service, behind the role guard.
+func newGRPCServer(srv pb.EngineServer, opts []grpc.ServerOption) *grpc.Server {
 	recovery := grpcrecover.ServerOptions(logrus.WithField("component", "engine-rpc"))
 	g := grpc.NewServer(append(append(recovery, mtls.RoleGuard(callableByRole)...), opts...)...)
-	pb.RegisterEngineServer(g, s)
+	pb.RegisterEngineServer(g, srv)
 	return g
 }
 

@@ -30,8 +30,13 @@ func (s *Server) FilesystemTrim(ctx context.Context, req *pb.VolumeRequest) (*pb
 	s.mu.RLock()
 	tr := s.trimmer
 	s.mu.RUnlock()
-	log := logrus.WithFields(logrus.Fields{"component": "engine-rpc", "volume": req.Volume})
-	res, err := tr.Trim(ctx, req.Volume)
+	return trim(ctx, tr, req.Volume)
+}
+
+// trim trims the filesystem mounted from volume on this node.
+func trim(ctx context.Context, tr fstrim.Trimmer, volume string) (*pb.FilesystemTrimResponse, error) {
+	log := logrus.WithFields(logrus.Fields{"component": "engine-rpc", "volume": volume})
+	res, err := tr.Trim(ctx, volume)
 	if errors.Is(err, fstrim.ErrNoFilesystem) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
