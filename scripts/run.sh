@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the manager on the local control plane: starts bin/controlplane with
-# its state under .dev/ (kept across runs), then the daemon in the
-# foreground. Ctrl-C stops both.
+# its state under .dev/ (kept across runs), then the daemon, which starts
+# the instance manager, and starts the daemon again whenever it stops.
+# Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,13 @@ cleanup() {
 	for pid in "${csi_pids[@]}"; do
 		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	done
+	# The instance manager outlives the manager by design; Ctrl-C stops it
+	# too, and it stops the engines (their replicas synced).
+	im_pid=$(cat "$dev/disk/instance-manager/instance-manager.pid" 2>/dev/null || true)
+	if [ -n "$im_pid" ] && kill -TERM "$im_pid" 2>/dev/null; then
+		echo "stopping the instance manager (pid $im_pid)"
+		while kill -0 "$im_pid" 2>/dev/null; do sleep 0.1; done
+	fi
 	if [ -n "$cp_pid" ] && kill -0 "$cp_pid" 2>/dev/null; then
 		echo "stopping the control plane (pid $cp_pid)"
 		kill -TERM "$cp_pid"
@@ -56,10 +64,17 @@ grep '^ready ' "$dev/controlplane.out"
 ./bin/kubectl --kubeconfig "$kubeconfig" apply -f k8s/crds/policies/ -f k8s/crds/admission/ >/dev/null
 ./bin/kubectl --kubeconfig "$kubeconfig" label --overwrite namespace longhorn-system longhorn.io/manager-namespace=true >/dev/null
 
-./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
-	--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
-	--recurring-job-runner manager --backup-target-file-roots "$PWD/$dev/backups" &
-manager_pid=$!
+# The volumes' engines run in an instance manager process the daemon
+# starts (or finds running) under $dev/disk/instance-manager: a manager
+# that dies, or is started again, leaves every volume's I/O running.
+start_manager() {
+	./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
+		--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
+		--instance-manager-runner process \
+		--recurring-job-runner manager --backup-target-file-roots "$PWD/$dev/backups" &
+	manager_pid=$!
+}
+start_manager
 trap 'kill -TERM $manager_pid 2>/dev/null; wait $manager_pid; exit 130' INT TERM
 
 # Ready is the daemon's /readyz: it answers once the apiserver takes a
@@ -140,4 +155,14 @@ cat <<MSG
 
 MSG
 
-wait "$manager_pid"
+# As the kubelet restarts the DaemonSet's container, a manager that stops
+# (a crash, a kill -9 to try it) is started again; the instance manager
+# and the volumes' NBD connections run on meanwhile. Only Ctrl-C stops
+# everything.
+while true; do
+	status=0
+	wait "$manager_pid" || status=$?
+	echo "the manager stopped (exit status $status); starting it again, as the kubelet would (the volumes' engines run on in the instance manager)" >&2
+	sleep 1
+	start_manager
+done

@@ -26,11 +26,15 @@ import (
 // volumes), its pid, its log when the manager started it, and the lock it
 // holds for as long as it runs, so that there is never more than one.
 const (
-	socketFile = "instance-manager.sock"
+	socketFile = "im.sock"
 	pidFile    = "instance-manager.pid"
 	logFile    = "instance-manager.log"
 	lockFile   = "instance-manager.lock"
 )
+
+// maxSocketPath is the length a Unix socket's path must stay under
+// (sun_path's 108 bytes, with its terminating zero).
+const maxSocketPath = 108
 
 // SocketPath is the socket of the instance manager whose folder is dir.
 func SocketPath(dir string) string { return filepath.Join(dir, socketFile) }
@@ -51,6 +55,9 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 	}
 	defer lock.Close()
 	sock := SocketPath(dir)
+	if len(sock) >= maxSocketPath {
+		return fmt.Errorf("instance manager socket %s: a socket's path must be shorter than %d bytes; use a shorter data folder", sock, maxSocketPath)
+	}
 	// The lock is ours: a socket left there is a dead instance manager's.
 	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
 		return err

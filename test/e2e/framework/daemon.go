@@ -101,6 +101,9 @@ func LaunchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		BackupTargetFileRoots: TestBackupTargetFileRoots,
 	}
 	o.Hooks.OnReady = func(addr string) { ready <- addr }
+	if os.Getenv(InstanceManagerEnv) == app.InstanceManagerProcess {
+		opts = append([]func(*app.DaemonOptions){InstanceManagerProcess(t)}, opts...)
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}

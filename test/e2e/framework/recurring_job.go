@@ -47,7 +47,7 @@ var (
 )
 
 // ManagerBinary builds longhorn-manager once for the package's tests.
-func ManagerBinary(t *testing.T) string {
+func ManagerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := testcluster.RepoRoot()
