@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/google/uuid"
@@ -147,8 +148,12 @@ func (m *Engines) Get(volume string) (Running, bool) {
 // without one is started (a workload taking over a volume a recurring job
 // attached without a frontend); a frontend is never taken away from a
 // running engine, whose user may be reading through it.
-func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Running, error) {
-	run, started, err := m.start(volume, size, replicas, frontend)
+func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, frontend bool, opts ...StartOption) (Running, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	run, started, err := m.start(volume, size, replicas, frontend, o)
 	if started {
 		m.mu.Lock()
 		onStart := m.onStart
@@ -160,12 +165,12 @@ func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, fronte
 	return run, err
 }
 
-func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, frontend bool) (run Running, started bool, err error) {
+func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, frontend bool, o startOptions) (run Running, started bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.engines[volume]; ok {
 		if frontend && r.nbd == nil {
-			if err := m.startFrontend(volume, r); err != nil {
+			if err := m.startFrontend(volume, r, o.frontendPort); err != nil {
 				return r.Running, false, err
 			}
 			m.log.WithFields(logrus.Fields{"volume": volume, "endpoint": r.Endpoint}).Info("Started the frontend of a running engine")
@@ -233,7 +238,7 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	}
 	r := &running{Running: Running{Engine: e, ID: uuid.NewString()}}
 	if frontend {
-		if err := m.startFrontend(volume, r); err != nil {
+		if err := m.startFrontend(volume, r, o.frontendPort); err != nil {
 			e.Close()
 			return Running{}, false, err
 		}
@@ -244,11 +249,31 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	return r.Running, true, nil
 }
 
-// startFrontend serves the running engine over NBD.
-func (m *Engines) startFrontend(volume string, run *running) error {
-	l, err := net.Listen("tcp", net.JoinHostPort(m.frontends, "0"))
-	if err != nil {
-		return fmt.Errorf("volume %s: frontend listener: %w", volume, err)
+// StartOption changes how Start starts an engine.
+type StartOption func(*startOptions)
+
+type startOptions struct{ frontendPort int }
+
+// FrontendPort asks for the frontend on port, the one the volume's engine
+// had before (an instance manager started again): its clients find it
+// where they were connected. Another port is taken when that one is in
+// use.
+func FrontendPort(port int) StartOption { return func(o *startOptions) { o.frontendPort = port } }
+
+// startFrontend serves the running engine over NBD, on port if it is
+// given and free.
+func (m *Engines) startFrontend(volume string, run *running, port int) error {
+	var l net.Listener
+	var err error
+	if port > 0 {
+		if l, err = net.Listen("tcp", net.JoinHostPort(m.frontends, strconv.Itoa(port))); err != nil {
+			m.log.WithError(err).WithFields(logrus.Fields{"volume": volume, "port": port}).Warn("The frontend's port of before is taken; serving on another")
+		}
+	}
+	if l == nil {
+		if l, err = net.Listen("tcp", net.JoinHostPort(m.frontends, "0")); err != nil {
+			return fmt.Errorf("volume %s: frontend listener: %w", volume, err)
+		}
 	}
 	run.nbd = nbd.NewServer(volume, run.Engine, m.log)
 	go run.nbd.Serve(l)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,8 +48,12 @@ type Client struct {
 	// lost is set while the watch is broken (follow's alone).
 	lost bool
 
-	mu       sync.Mutex
-	engines  map[string]*remoteEngine
+	mu      sync.Mutex
+	engines map[string]*remoteEngine
+	// ports are the frontend ports the volumes' engines had, kept after
+	// they are gone: an engine started again (its instance manager died)
+	// serves where its clients were connected.
+	ports    map[string]int32
 	synced   chan struct{} // closed at the first complete listing
 	onChange []func(volume string)
 	onStart  []func(volume string)
@@ -68,7 +74,7 @@ func Dial(socket string, log *logrus.Entry, onCall func(call string), revive fun
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{conn: conn, im: pb.NewInstanceManagerClient(conn), log: log, onCall: onCall, revive: revive, cancel: cancel,
-		done: make(chan struct{}), engines: map[string]*remoteEngine{}, synced: make(chan struct{})}
+		done: make(chan struct{}), engines: map[string]*remoteEngine{}, ports: map[string]int32{}, synced: make(chan struct{})}
 	go c.follow(ctx)
 	return c, nil
 }
@@ -211,7 +217,23 @@ func (c *Client) update(in *pb.Instance) (started bool) {
 		started = true
 	}
 	e.observe(in)
+	if port := endpointPort(in.Endpoint); port > 0 {
+		c.ports[in.Volume] = port
+	}
 	return started
+}
+
+// endpointPort is the port of an nbd://host:port/export URI; 0 for none.
+func endpointPort(endpoint string) int32 {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return 0
+	}
+	port, err := strconv.ParseInt(u.Port(), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(port)
 }
 
 func (c *Client) remove(volume, id string) {
@@ -251,7 +273,10 @@ func (c *Client) Get(volume string) (instance.Instance, bool) {
 }
 
 func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir, frontend bool) (instance.Instance, error) {
-	req := &pb.StartRequest{Volume: volume, Size: size, Frontend: frontend}
+	c.mu.Lock()
+	port := c.ports[volume]
+	c.mu.Unlock()
+	req := &pb.StartRequest{Volume: volume, Size: size, Frontend: frontend, FrontendPort: port}
 	for _, rd := range replicas {
 		r := &pb.Replica{Name: rd.Name, Dir: rd.Dir, New: rd.New, Failed: rd.Failed}
 		if b := rd.Backing; b != nil {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 )
 
@@ -181,5 +185,28 @@ func TestOneInstanceManagerPerFolder(t *testing.T) {
 	})
 	if _, ok := c.Get("vol"); !ok {
 		t.Fatal("the engine started in the next instance manager is not listed")
+	}
+}
+
+// TestSecondEngineOnTheSameReplicas: an engine of another instance
+// manager (or of a manager's own process) cannot open the replicas an
+// engine has open: it never writes beside it.
+func TestSecondEngineOnTheSameReplicas(t *testing.T) {
+	data := t.TempDir()
+	first, second := t.TempDir(), t.TempDir()
+	serve(t, first)
+	serve(t, second)
+	a, b := dial(t, first), dial(t, second)
+	replicas := []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(data, "r1"), New: true}}
+	if _, err := a.Start("vol", 1<<20, replicas, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Start("vol", 1<<20, replicas, true)
+	if err == nil || !strings.Contains(err.Error(), replica.ErrLocked.Error()) {
+		t.Fatalf("a second engine on the same replica = %v; want it refused as open in another engine", err)
+	}
+	local := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clock.RealClock{}, logrus.NewEntry(logrus.StandardLogger()), func(string) {}, nil)
+	if _, err := local.Start("vol", 1<<20, replicas, false); !errors.Is(err, replica.ErrLocked) {
+		t.Fatalf("an in-process engine on the same replica = %v; want ErrLocked", err)
 	}
 }

@@ -153,7 +153,11 @@ func (s *Server) Start(_ context.Context, req *pb.StartRequest) (*pb.Instance, e
 		}
 		dirs = append(dirs, rd)
 	}
-	run, err := s.engines.Start(req.Volume, req.Size, dirs, req.Frontend)
+	var opts []instance.StartOption
+	if req.FrontendPort > 0 {
+		opts = append(opts, instance.FrontendPort(int(req.FrontendPort)))
+	}
+	run, err := s.engines.Start(req.Volume, req.Size, dirs, req.Frontend, opts...)
 	if err != nil {
 		return nil, engineStatus(err)
 	}

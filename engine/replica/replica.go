@@ -47,6 +47,9 @@ type Replica struct {
 	// close under the shared lock.
 	viewMu sync.Mutex
 	viewed map[string]int
+
+	// lock is the folder's lock (lock.go), held until Close.
+	lock *os.File
 }
 
 // ErrNotFound is returned for a snapshot the replica does not have.
@@ -70,19 +73,50 @@ func create(dir string, size int64, backing *BackingFile) (*Replica, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Under the lock: two creators at once make one replica, not two
+	// interleaved.
+	if _, err := os.Stat(filepath.Join(dir, volumeMetaFile)); err == nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s already holds a replica", dir)
+	}
 	meta := volumeMeta{Size: size, BlockSize: BlockSize, HeadIndex: 0, Snapshots: map[string]*layerMeta{}, Backing: backing}
 	if err := createSparse(filepath.Join(dir, headFile(0)), size); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(dir, volumeMetaFile), meta); err != nil {
+		lock.Close()
 		return nil, err
 	}
-	return Open(dir)
+	return openLocked(dir, lock)
 }
 
-// Open opens the replica in dir, removing files a crash left behind.
+// Open opens the replica in dir, removing files a crash left behind. A
+// replica another engine has open is refused (ErrLocked).
 func Open(dir string) (*Replica, error) {
-	r := &Replica{dir: dir}
+	if _, err := os.Stat(filepath.Join(dir, volumeMetaFile)); err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return openLocked(dir, lock)
+}
+
+// openLocked opens the replica in dir, whose lock the caller took; the
+// lock is the replica's from then on, released on failure.
+func openLocked(dir string, lock *os.File) (r *Replica, err error) {
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	r = &Replica{dir: dir, lock: lock}
 	if err := readJSON(filepath.Join(dir, volumeMetaFile), &r.meta); err != nil {
 		return nil, fmt.Errorf("open replica %s: %w", dir, err)
 	}
@@ -125,7 +159,7 @@ func createSparse(path string, size int64) error {
 
 // referenced lists the files the committed metadata refers to.
 func (r *Replica) referenced() map[string]bool {
-	out := map[string]bool{volumeMetaFile: true, headFile(r.meta.HeadIndex): true}
+	out := map[string]bool{volumeMetaFile: true, lockFile: true, headFile(r.meta.HeadIndex): true}
 	for name := range r.meta.Snapshots {
 		out[snapshotFile(name)] = true
 	}
@@ -261,6 +295,10 @@ func (r *Replica) Close() error {
 	defer r.mu.Unlock()
 	r.closeChain()
 	r.closeBacking()
+	if r.lock != nil {
+		r.lock.Close()
+		r.lock = nil
+	}
 	return nil
 }
 

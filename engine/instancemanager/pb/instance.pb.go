@@ -382,11 +382,13 @@ func (x *Replica) GetFailed() bool {
 }
 
 type StartRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
-	Replicas      []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	Frontend      bool                   `protobuf:"varint,4,opt,name=frontend,proto3" json:"frontend,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Size     int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Replicas []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Frontend bool                   `protobuf:"varint,4,opt,name=frontend,proto3" json:"frontend,omitempty"`
+	// The port the volume's frontend had before, taken again when free.
+	FrontendPort  int32 `protobuf:"varint,5,opt,name=frontend_port,json=frontendPort,proto3" json:"frontend_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -447,6 +449,13 @@ func (x *StartRequest) GetFrontend() bool {
 		return x.Frontend
 	}
 	return false
+}
+
+func (x *StartRequest) GetFrontendPort() int32 {
+	if x != nil {
+		return x.FrontendPort
+	}
+	return 0
 }
 
 type Instance struct {
@@ -1583,12 +1592,13 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12B\n" +
 	"\abacking\x18\x03 \x01(\v2(.longhorn.instancemanager.v1.BackingFileR\abacking\x12\x10\n" +
 	"\x03new\x18\x04 \x01(\bR\x03new\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\bR\x06failed\"\x98\x01\n" +
+	"\x06failed\x18\x05 \x01(\bR\x06failed\"\xbd\x01\n" +
 	"\fStartRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.longhorn.instancemanager.v1.ReplicaR\breplicas\x12\x1a\n" +
-	"\bfrontend\x18\x04 \x01(\bR\bfrontend\"\x82\x01\n" +
+	"\bfrontend\x18\x04 \x01(\bR\bfrontend\x12#\n" +
+	"\rfrontend_port\x18\x05 \x01(\x05R\ffrontendPort\"\x82\x01\n" +
 	"\bInstance\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
