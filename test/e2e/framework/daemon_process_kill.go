@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/internal/testtime"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 )
 
 // Kill sends the daemon SIGKILL, as an out-of-memory kill or a crash
@@ -96,3 +98,24 @@ func running(pid int) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
+
+// BuildManagerVersion builds longhorn-manager with version as its
+// --version (main.Version) into the test's temporary folder: a newer
+// build, for a test that replaces a running manager with it.
+func BuildManagerVersion(t testing.TB, version string) string {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "longhorn-manager-"+version)
+	build := exec.Command("go", "build", "-ldflags", "-X main.Version="+version, "-o", bin, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	return bin
+}
+
+// UseBinary makes the daemon's next Launch run bin.
+func (d *DaemonProcess) UseBinary(bin string) { d.args[0] = bin }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
@@ -21,36 +20,13 @@ import (
 // volume keeps its NBD connection and every acknowledged write while the
 // manager is SIGKILLed and started again three times, and the manager
 // that comes back adopts its engine (same instance manager, same
-// endpoint) and reports the volume as it is. Not parallel: the writes
+// endpoint) and reports the volume as it is; then again when the manager
+// is stopped and replaced by a newer build. Not parallel: the writes
 // made while the manager is down are counted over timed windows.
 func TestVolumeSurvivesManagerKill(t *testing.T) {
-	const size = 64 << 20
-	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
-	kube := cluster.KubeClient(t)
-	framework.InstallRBAC(t, kube, ns)
-	d := framework.StartDaemonProcess(t, cluster.ServiceAccountConfig(ns, framework.ServiceAccount), ns,
-		"--instance-manager-runner", "process")
-	// The instance manager outlives its daemon by design: stop it too.
-	t.Cleanup(func() { d.Stop(t); framework.StopInstanceManager(t, d.DataDir()) })
-	e := &framework.APIEnv{Base: "http://" + d.API,
-		ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: framework.LHClient(t, cluster.Config)}}
-
-	e.Call(t, "POST", "/v1/volumes", `{"name":"vol","size":"64Mi","numberOfReplicas":1}`).Expect(t, 200)
-	e.WaitVolume(t, "vol", "volume detached", func(v map[string]any) bool { return v["state"] == "detached" })
-	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
-	v := e.WaitVolume(t, "vol", "attached with an NBD endpoint", func(v map[string]any) bool {
-		s, _ := v["endpoint"].(string)
-		return v["state"] == "attached" && strings.HasPrefix(s, "nbd://")
-	})
-	endpoint := v["endpoint"].(string)
-	framework.EventuallyAgree(t, 30*time.Second, "the volume's status once attached", func() string { return statusProblems(t, e, endpoint) })
-	im := framework.InstanceManagerPID(t, d.DataDir())
-	if im == 0 {
-		t.Fatalf("no instance manager runs for %s (log %s)", d.DataDir(), d.LogPath())
-	}
-
-	w := framework.StartNBDWriter(t, endpoint, size, framework.NBDWriterOptions{Interval: time.Millisecond})
+	v := attachOnInstanceManager(t)
+	d, e, endpoint, im := v.d, v.e, v.endpoint, v.im
+	w := framework.StartNBDWriter(t, endpoint, imVolumeSize, framework.NBDWriterOptions{Interval: time.Millisecond})
 	defer w.Stop()
 	writesGoOn(t, w, "with the first manager")
 	for i := 1; i <= 3; i++ {
@@ -76,6 +52,19 @@ func TestVolumeSurvivesManagerKill(t *testing.T) {
 			t.Fatalf("%s, once settled: %s", what, p)
 		}
 	}
+
+	// An upgrade: the manager stopped as a DaemonSet's rollout stops it
+	// (SIGTERM) and replaced by a newer build, which adopts the instance
+	// manager of the old one.
+	d.Stop(t)
+	d.UseBinary(framework.BuildManagerVersion(t, "v-next"))
+	d.Launch(t, "daemon-next.log")
+	what := fmt.Sprintf("the volume's status under the newer build (log %s)", d.LogPath())
+	framework.EventuallyAgree(t, 30*time.Second, what, func() string { return statusProblems(t, e, endpoint) })
+	if got := framework.InstanceManagerPID(t, d.DataDir()); got != im {
+		t.Fatalf("the newer build runs instance manager %d, was %d: not adopted", got, im)
+	}
+	writesGoOn(t, w, "under the newer build")
 
 	c := w.Stop()
 	t.Logf("writer: %d writes acknowledged, %d errors", c.Acked, c.Errors)
