@@ -22,6 +22,9 @@ func Main(m *testing.M) {
 	if _, set := os.LookupEnv(app.EnvDownloadAllowedRanges); !set {
 		os.Setenv(app.EnvDownloadAllowedRanges, "127.0.0.0/8,::1/128")
 	}
+	if w := os.Getenv(EnvNBDBenchClient); w != "" {
+		os.Exit(runNBDBenchClient(w, os.Args[1:]))
+	}
 	if os.Getenv(EnvRunServer) == "1" {
 		a := cli.NewApp()
 		a.Commands = []cli.Command{app.BackingImageDataSourceCmd(), app.BackingImageManagerCmd()}
