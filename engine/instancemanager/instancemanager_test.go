@@ -26,7 +26,7 @@ func serve(t *testing.T, dir string) (stop func()) {
 	go func() { done <- Serve(ctx, dir, "127.0.0.1", logrus.NewEntry(logrus.StandardLogger())) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if up, _ := running(dir); up && fileExists(SocketPath(dir)) {
+		if answers(SocketPath(dir)) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -208,5 +208,19 @@ func TestSecondEngineOnTheSameReplicas(t *testing.T) {
 	local := instance.NewEngines(rpc.NewServer(), "127.0.0.1", clock.RealClock{}, logrus.NewEntry(logrus.StandardLogger()), func(string) {}, nil)
 	if _, err := local.Start("vol", 1<<20, replicas, false); !errors.Is(err, replica.ErrLocked) {
 		t.Fatalf("an in-process engine on the same replica = %v; want ErrLocked", err)
+	}
+}
+
+// TestALongFolderServes: a folder whose socket path would be too long for
+// a Unix socket serves on one in the user's private temporary folder.
+func TestALongFolderServes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-folder-name/", 6))
+	if len(filepath.Join(dir, socketFile)) < maxSocketPath {
+		t.Fatal("the folder is not long enough for the test")
+	}
+	serve(t, dir)
+	c := dial(t, dir)
+	if _, err := c.Start("vol", 1<<20, []instance.ReplicaDir{{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}}, false); err != nil {
+		t.Fatal(err)
 	}
 }

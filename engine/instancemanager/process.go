@@ -2,6 +2,8 @@ package instancemanager
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -36,8 +38,48 @@ const (
 // (sun_path's 108 bytes, with its terminating zero).
 const maxSocketPath = 108
 
-// SocketPath is the socket of the instance manager whose folder is dir.
-func SocketPath(dir string) string { return filepath.Join(dir, socketFile) }
+// SocketPath is the socket of the instance manager whose folder is dir:
+// in the folder, unless that path is too long for a socket; then in this
+// user's private folder of the temporary directory (as tmux's and
+// ssh-agent's are), named after dir.
+func SocketPath(dir string) string {
+	if p := filepath.Join(dir, socketFile); len(p) < maxSocketPath {
+		return p
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(privateSocketDir(), hex.EncodeToString(sum[:8])+".sock")
+}
+
+func privateSocketDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("longhorn-im-%d", os.Getuid()))
+}
+
+// makeSocketDir makes the folder of sock if it is the private one, and
+// checks it is this user's alone: in a temporary directory anyone may
+// write, a folder someone else made (or a link) could hand them the
+// socket.
+func makeSocketDir(sock string) error {
+	dir := filepath.Dir(sock)
+	if dir != privateSocketDir() {
+		return nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm() != 0o700 {
+		return fmt.Errorf("instance manager socket folder %s: must be a folder of this user's alone (mode 0700), and is not", dir)
+	}
+	return nil
+}
 
 // ErrRunning: another instance manager holds the folder.
 var ErrRunning = errors.New("another instance manager runs on this folder")
@@ -55,8 +97,8 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 	}
 	defer lock.Close()
 	sock := SocketPath(dir)
-	if len(sock) >= maxSocketPath {
-		return fmt.Errorf("instance manager socket %s: a socket's path must be shorter than %d bytes; use a shorter data folder", sock, maxSocketPath)
+	if err := makeSocketDir(sock); err != nil {
+		return err
 	}
 	// The lock is ours: a socket left there is a dead instance manager's.
 	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
@@ -131,17 +173,16 @@ func writePid(dir string) error {
 	return os.Rename(tmp, filepath.Join(dir, pidFile))
 }
 
-// running says whether an instance manager holds dir's lock.
-func running(dir string) (bool, error) {
-	lock, err := takeLock(dir)
-	if errors.Is(err, ErrRunning) {
-		return true, nil
-	}
+// answers says whether an instance manager answers on sock. (Its lock is
+// not probed: a probe that takes it for an instant could make one that is
+// starting then give up.)
+func answers(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
 	if err != nil {
-		return false, err
+		return false
 	}
-	lock.Close()
-	return false, nil
+	c.Close()
+	return true
 }
 
 // startTimeoutProcess bounds how long a new instance manager may take to
@@ -156,40 +197,43 @@ func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	up, err := running(dir)
+	sock := SocketPath(dir)
+	if answers(sock) {
+		return nil
+	}
+	// One that holds the lock but does not answer (hung, or still
+	// starting) makes the new one give up, saying so in the log.
+	exited, err := spawn(dir, binary, frontendHost, log)
 	if err != nil {
 		return err
 	}
-	if !up {
-		if err := spawn(dir, binary, frontendHost, log); err != nil {
-			return err
-		}
-	}
 	deadline := time.Now().Add(startTimeoutProcess)
-	for {
-		c, err := net.DialTimeout("unix", SocketPath(dir), time.Second)
-		if err == nil {
-			c.Close()
-			return nil
+	for !answers(sock) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the instance manager on %s exited as it started (%v); see %s", dir, err, filepath.Join(dir, logFile))
+		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the instance manager on %s does not answer on its socket (see %s): %w", dir, filepath.Join(dir, logFile), err)
+			return fmt.Errorf("the instance manager on %s does not answer on its socket %s (see %s)", dir, sock, filepath.Join(dir, logFile))
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return nil
 }
 
-func spawn(dir, binary, frontendHost string, log *logrus.Entry) error {
+// spawn starts the instance manager; exited receives its end, should it
+// end while this process runs.
+func spawn(dir, binary, frontendHost string, log *logrus.Entry) (exited <-chan error, err error) {
 	if binary == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		binary = self
 	}
 	out, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer out.Close()
 	cmd := exec.Command(binary, "instance-manager", "--dir", dir, "--frontend-address", frontendHost)
@@ -199,16 +243,12 @@ func spawn(dir, binary, frontendHost string, log *logrus.Entry) error {
 	// die with the manager.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the instance manager: %w", err)
+		return nil, fmt.Errorf("start the instance manager: %w", err)
 	}
 	log.WithFields(logrus.Fields{"pid": cmd.Process.Pid, "dir": dir, "log": out.Name()}).Info("Started the instance manager")
 	// Reaped if it ends while this manager runs; once this manager is
 	// gone, init (or the pod's) does.
-	go func() { _ = cmd.Wait() }()
-	return nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return done, nil
 }

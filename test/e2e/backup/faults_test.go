@@ -11,24 +11,33 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
+	"github.com/cadence-storage/longhorn-manager/app"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
-// TestABackupInterruptedByAManagerRestartIsMarkedFailed: the manager stops
-// while a backup is in progress (held back by a deletion's lock in the
-// target); after it comes back the Backup says it was interrupted, never
-// Completed, and stays.
-func TestABackupInterruptedByAManagerRestartIsMarkedFailed(t *testing.T) {
-	t.Parallel()
+// heldBackup is a backup in progress, held back by a deletion's lock in
+// its file target, and the daemon that runs it.
+type heldBackup struct {
+	e                   *framework.APIEnv
+	d                   *framework.RunningDaemon
+	cfg                 *rest.Config
+	ns, dataDir, root   string
+	lock, backup        string
+	opts                []func(*app.DaemonOptions)
+}
+
+func startHeldBackup(t *testing.T, opts ...func(*app.DaemonOptions)) *heldBackup {
+	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
 	kube := cluster.KubeClient(t)
 	framework.InstallRBAC(t, kube, ns)
 	dataDir := t.TempDir()
 	cfg := cluster.ServiceAccountConfig(ns, framework.ServiceAccount)
-	d := framework.StartDaemon(t, cfg, ns, "node-1", dataDir)
+	d := framework.StartDaemon(t, cfg, ns, "node-1", dataDir, opts...)
 	e := &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: framework.LHClient(t, cluster.Config)}, Base: "http://" + d.APIAddress}
 
 	e.Call(t, "POST", "/v1/volumes", `{"name":"src","size":"8Mi","numberOfReplicas":1}`).Expect(t, 200)
@@ -46,7 +55,8 @@ func TestABackupInterruptedByAManagerRestartIsMarkedFailed(t *testing.T) {
 	if err := os.MkdirAll(locks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(locks, "delete-other.lck"), []byte(`{"kind":"delete","id":"other","host":"node-2","seq":1}`), 0o644); err != nil {
+	lock := filepath.Join(locks, "delete-other.lck")
+	if err := os.WriteFile(lock, []byte(`{"kind":"delete","id":"other","host":"node-2","seq":1}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	backup := e.Call(t, "POST", "/v1/volumes/src?action=snapshotBackup", `{"name":"s1"}`).Expect(t, 200).Body["name"].(string)
@@ -54,9 +64,30 @@ func TestABackupInterruptedByAManagerRestartIsMarkedFailed(t *testing.T) {
 		b, err := e.LH.LonghornV1beta2().Backups(ns).Get(context.Background(), backup, metav1.GetOptions{})
 		return err == nil && b.Status.State == "InProgress", nil
 	})
-	d.Stop(t)
-	d = framework.StartDaemon(t, cfg, ns, "node-1", dataDir)
-	e.Base = "http://" + d.APIAddress
+	return &heldBackup{e: e, d: d, cfg: cfg, ns: ns, dataDir: dataDir, root: root, lock: lock, backup: backup, opts: opts}
+}
+
+// restart stops the daemon and starts it again on its data.
+func (h *heldBackup) restart(t *testing.T) {
+	t.Helper()
+	h.d.Stop(t)
+	h.d = framework.StartDaemon(t, h.cfg, h.ns, "node-1", h.dataDir, h.opts...)
+	h.e.Base = "http://" + h.d.APIAddress
+}
+
+// TestABackupInterruptedByAManagerRestartIsMarkedFailed: the manager stops
+// while a backup is in progress (held back by a deletion's lock in the
+// target); after it comes back the Backup says it was interrupted, never
+// Completed, and stays. (With the engines in an instance manager the
+// backup is not interrupted: TestABackupRunsOnThroughAManagerRestart.)
+func TestABackupInterruptedByAManagerRestartIsMarkedFailed(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(framework.InstanceManagerEnv) == app.InstanceManagerProcess {
+		t.Skip("the engines run in an instance manager: a manager's restart interrupts no backup")
+	}
+	h := startHeldBackup(t)
+	e, ns, backup, root := h.e, h.ns, h.backup, h.root
+	h.restart(t)
 	framework.Eventually(t, 60*time.Second, "the Backup marked interrupted", func() (bool, error) {
 		b, err := e.LH.LonghornV1beta2().Backups(ns).Get(context.Background(), backup, metav1.GetOptions{})
 		if err != nil {
