@@ -21,12 +21,12 @@ import (
 // heldBackup is a backup in progress, held back by a deletion's lock in
 // its file target, and the daemon that runs it.
 type heldBackup struct {
-	e                   *framework.APIEnv
-	d                   *framework.RunningDaemon
-	cfg                 *rest.Config
-	ns, dataDir, root   string
-	lock, backup        string
-	opts                []func(*app.DaemonOptions)
+	e                 *framework.APIEnv
+	d                 *framework.RunningDaemon
+	cfg               *rest.Config
+	ns, dataDir, root string
+	lock, backup      string
+	opts              []func(*app.DaemonOptions)
 }
 
 func startHeldBackup(t *testing.T, opts ...func(*app.DaemonOptions)) *heldBackup {
