@@ -79,6 +79,8 @@ func Dial(socket string, log *logrus.Entry, onCall func(call string), revive fun
 	return c, nil
 }
 
+var _ instance.Instances = (*Client)(nil)
+
 // Engine is the client of the engine service served beside the instance
 // manager's, for the calls the manager forwards.
 func (c *Client) Engine() enginepb.EngineClient { return enginepb.NewEngineClient(c.conn) }
@@ -164,7 +166,7 @@ func (c *Client) watch(ctx context.Context) error {
 			if !listed {
 				seen[ev.Instance.Volume] = ev.Instance.Id
 			}
-			started := c.update(ev.Instance)
+			_, started := c.update(ev.Instance)
 			if listed {
 				c.notify(ev.Instance.Volume, started || ev.Type == pb.Event_STARTED)
 			}
@@ -205,9 +207,9 @@ func (c *Client) synchronize(seen map[string]string) {
 	}
 }
 
-// update records in as the volume's engine and says whether it is one the
-// client did not know.
-func (c *Client) update(in *pb.Instance) (started bool) {
+// update records in as the volume's engine and returns it, saying whether
+// it is one the client did not know.
+func (c *Client) update(in *pb.Instance) (e *remoteEngine, started bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.engines[in.Volume]
@@ -220,7 +222,7 @@ func (c *Client) update(in *pb.Instance) (started bool) {
 	if port := endpointPort(in.Endpoint); port > 0 {
 		c.ports[in.Volume] = port
 	}
-	return started
+	return e, started
 }
 
 // endpointPort is the port of an nbd://host:port/export URI; 0 for none.
@@ -290,12 +292,11 @@ func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir
 	if err != nil {
 		return instance.Instance{}, fromStatus(err)
 	}
-	started := c.update(in)
+	e, started := c.update(in)
 	if started {
 		c.notify(volume, true)
 	}
-	run, _ := c.Get(volume)
-	return run, nil
+	return instance.Instance{Engine: e, Endpoint: e.endpoint()}, nil
 }
 
 func (c *Client) Stop(volume string) error { return c.stop(&pb.EngineRef{Volume: volume}) }

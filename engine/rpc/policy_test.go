@@ -19,6 +19,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc/rpctest"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
+	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
 )
 
 // servePolicy serves engines with policy p and returns a client.
@@ -29,11 +30,27 @@ func servePolicy(t *testing.T, p rpc.Policy, engines ...*volumeengine.Engine) pb
 	for _, e := range engines {
 		srv.Register(e)
 	}
+	return serveGRPC(t, srv.GRPCServer())
+}
+
+// serveForwarded serves engines as a node with an instance manager does:
+// the engines' own service checks nothing, and a Forwarder with policy p
+// in front of it is what the client reaches.
+func serveForwarded(t *testing.T, p rpc.Policy, engines ...*volumeengine.Engine) pb.EngineClient {
+	t.Helper()
+	inner := rpc.NewServer()
+	for _, e := range engines {
+		inner.Register(e)
+	}
+	return serveGRPC(t, rpc.NewForwarder(serveGRPC(t, inner.GRPCServer()), p, fstrim.Trimmer{}).GRPCServer())
+}
+
+func serveGRPC(t *testing.T, g *grpc.Server) pb.EngineClient {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := srv.GRPCServer()
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -42,6 +59,13 @@ func servePolicy(t *testing.T, p rpc.Policy, engines ...*volumeengine.Engine) pb
 	}
 	t.Cleanup(func() { conn.Close() })
 	return pb.NewEngineClient(conn)
+}
+
+// policyServers are the two ways a node serves its engines with the
+// policy: in the manager's process, or forwarded to an instance manager.
+var policyServers = map[string]func(*testing.T, rpc.Policy, ...*volumeengine.Engine) pb.EngineClient{
+	"in-process": servePolicy,
+	"forwarded":  serveForwarded,
 }
 
 func wantCode(t *testing.T, what string, err error, code codes.Code, fragments ...string) {
@@ -61,6 +85,12 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, fragments .
 // from one (writing over a volume), nor restore into a volume the
 // manager is not restoring.
 func TestEnginePolicyConfinesBackupsToTheConfiguredTarget(t *testing.T) {
+	for name, serve := range policyServers {
+		t.Run(name, func(t *testing.T) { testEnginePolicy(t, serve) })
+	}
+}
+
+func testEnginePolicy(t *testing.T, servePolicy func(*testing.T, rpc.Policy, ...*volumeengine.Engine) pb.EngineClient) {
 	ctx := context.Background()
 	target := "file://" + t.TempDir()
 	elsewhere := "file://" + t.TempDir()
