@@ -162,6 +162,10 @@ MSG
 while true; do
 	status=0
 	wait "$manager_pid" || status=$?
+	if ! kill -0 "$cp_pid" 2>/dev/null; then
+		echo "the manager stopped (exit status $status) and so did the control plane; stopping (its log: $dev/controlplane.out)" >&2
+		exit 1
+	fi
 	echo "the manager stopped (exit status $status); starting it again, as the kubelet would (the volumes' engines run on in the instance manager)" >&2
 	sleep 1
 	start_manager

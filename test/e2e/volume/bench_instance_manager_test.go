@@ -3,10 +3,7 @@
 package volume
 
 import (
-	"net"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
-	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
@@ -39,7 +35,7 @@ func BenchmarkNBDInstanceManager(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	remote := startBenchInstanceManager(b, log)
+	remote := framework.RunInstanceManager(b, b.TempDir())
 	out, err := remote.Start("remote", framework.NBDWorkloadVolumeSize, []instance.ReplicaDir{{Name: "r", Dir: filepath.Join(b.TempDir(), "r"), New: true}}, true)
 	if err != nil {
 		b.Fatal(err)
@@ -67,29 +63,4 @@ func BenchmarkNBDInstanceManager(b *testing.B) {
 			b.ReportMetric(best[1].Seconds()/best[0].Seconds(), "ratio-"+w)
 		}
 	}
-}
-
-// startBenchInstanceManager runs the built longhorn-manager's instance
-// manager as a process of its own and returns its client; both stop when
-// the benchmark ends.
-func startBenchInstanceManager(b *testing.B, log *logrus.Entry) *instancemanager.Client {
-	dir := b.TempDir()
-	cmd := exec.Command(framework.ManagerBinary(b), "instance-manager", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
-	framework.Eventually(b, 30*time.Second, "the instance manager's socket", func() (bool, error) {
-		conn, err := net.Dial("unix", instancemanager.SocketPath(dir))
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil, nil
-	})
-	c, err := instancemanager.Dial(instancemanager.SocketPath(dir), log, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	return c
 }

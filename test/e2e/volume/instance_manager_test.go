@@ -5,8 +5,6 @@ package volume
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
-	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
@@ -129,26 +126,8 @@ func TestSecondEngineOnSameReplicasCannotWrite(t *testing.T) {
 	defer w.Stop()
 	writesGoOn(t, w, "before the second engine")
 
-	dir := t.TempDir()
-	other := exec.Command(framework.ManagerBinary(t), "instance-manager", "--dir", dir)
-	out := &strings.Builder{}
-	other.Stdout, other.Stderr = out, out
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Process.Signal(syscall.SIGTERM); _ = other.Wait() })
-	framework.Eventually(t, 30*time.Second, "the second instance manager's socket", func() (bool, error) {
-		conn, err := net.Dial("unix", instancemanager.SocketPath(dir))
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil, nil
-	})
-	c, err := instancemanager.Dial(instancemanager.SocketPath(dir), logrus.NewEntry(logrus.StandardLogger()), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	// A second instance manager, started by hand.
+	c := framework.RunInstanceManager(t, t.TempDir())
 	dirs := v.replicaDirs(t)
 	if _, err := c.Start("vol", imVolumeSize, dirs, true); err == nil || !strings.Contains(err.Error(), replica.ErrLocked.Error()) {
 		t.Fatalf("a second instance manager's engine on the volume's replicas: %v; want it refused as open in another engine", err)
