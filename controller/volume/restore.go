@@ -32,6 +32,13 @@ type restoreRun struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the run ends, err then set
 	err    error
+	// A run that failed stays, with its error, until its retry is due
+	// (cloneBackoff after attempts failed runs): a backup that cannot be
+	// restored is not read again and again from its target, and the
+	// volume's status, unchanged meanwhile, is not written again.
+	failed   bool
+	attempts int
+	retryAt  time.Time
 }
 
 // restoreProgressInterval is how often a volume being restored syncs to
@@ -39,9 +46,10 @@ type restoreRun struct {
 const restoreProgressInterval = 3 * time.Second
 
 // syncRestore starts the volume's restore, or tells of the one running:
-// running while it does. A run that ended is taken out and its result
-// returned once: nil when the volume holds the backup; an error makes the
-// sync back off, and the next one starts the restore again.
+// running while it does. A run that ended well is taken out (nil: the
+// volume holds the backup); a failed one's error is returned until its
+// retry is due, 2 s after the first failure, doubling up to 5 min, and
+// the sync then starts the restore again.
 func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir) (running bool, err error) {
 	c.restores.mu.Lock()
 	defer c.restores.mu.Unlock()
@@ -56,9 +64,17 @@ func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir)
 		delete(c.restores.runs, v.Name)
 		r = nil
 	}
+	attempts := 0
+	if r != nil && r.failed {
+		if wait := r.retryAt.Sub(c.clock.Now()); wait > 0 {
+			c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
+			return false, r.err
+		}
+		attempts, r = r.attempts, nil
+	}
 	if r == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		r = &restoreRun{backup: v.Spec.FromBackup, cancel: cancel, done: make(chan struct{})}
+		r = &restoreRun{backup: v.Spec.FromBackup, cancel: cancel, done: make(chan struct{}), attempts: attempts}
 		c.restores.runs[v.Name] = r
 		v, dirs := v.DeepCopy(), slices.Clone(dirs)
 		go func() {
@@ -78,7 +94,16 @@ func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir)
 	}
 	select {
 	case <-r.done:
-		delete(c.restores.runs, v.Name)
+		if r.err == nil {
+			delete(c.restores.runs, v.Name)
+			return false, nil
+		}
+		r.failed, r.attempts = true, r.attempts+1
+		wait := cloneBackoff(r.attempts)
+		r.retryAt = c.clock.Now().Add(wait)
+		c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
+		c.Logger.WithError(r.err).WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup, "attempts": r.attempts, "retryIn": wait}).
+			Warn("Restore failed: it is tried again after a backoff")
 		return false, r.err
 	default:
 		return true, nil
