@@ -198,7 +198,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		targetSync:    backuptarget.NewController(log, metrics, ds, inf, o.NodeName, recorder),
 		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, o.DataDir, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
-		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock),
+		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock, recorder),
 		stopProcesses: func() {},
 	}
 	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id,

@@ -62,7 +62,11 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 	dir := filepath.Join(o.DataDir, "instance-manager")
 	imLog := log.WithField("component", "instance-manager")
 	ensure := func() error {
-		return instancemanager.EnsureRunning(dir, o.InstanceManagerBinary, o.FrontendAddress, imLog)
+		started, err := instancemanager.EnsureRunning(dir, o.InstanceManagerBinary, o.FrontendAddress, imLog)
+		if started {
+			metrics.InstanceManagerStart()
+		}
+		return err
 	}
 	if err := ensure(); err != nil {
 		return nil, err

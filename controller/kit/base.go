@@ -82,6 +82,10 @@ func NewBase(name string, logger *logrus.Entry, metrics *Metrics, sync SyncFunc,
 // would be registered twice.
 func (c *Base) CountIn(m *Metrics) { c.metrics = m }
 
+// Metrics are what the controller counts in; nil when it counts nothing
+// (Metrics' methods take a nil receiver).
+func (c *Base) Metrics() *Metrics { return c.metrics }
+
 // Name is the controller's name, as its logs and metrics show it.
 func (c *Base) Name() string { return c.name }
 

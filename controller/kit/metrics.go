@@ -10,6 +10,11 @@ type Metrics struct {
 	registry    prometheus.Registerer
 	reconciles  *prometheus.CounterVec
 	engineCalls *prometheus.CounterVec
+	// engineRestarts counts engines started again after the process they
+	// ran in was lost; instanceManagerStarts, the instance managers this
+	// manager started (the first one too).
+	engineRestarts        prometheus.Counter
+	instanceManagerStarts prometheus.Counter
 }
 
 // NewMetrics registers the controller metrics in registry.
@@ -24,8 +29,16 @@ func NewMetrics(registry prometheus.Registerer) *Metrics {
 			Name: "longhorn_manager_engine_calls_total",
 			Help: "Calls of this node's engines' control API (snapshots, purge, backups, status reads), by method.",
 		}, []string{"call"}),
+		engineRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "longhorn_manager_engine_restarts_total",
+			Help: "Engines of this node's volumes started again after the instance manager they ran in stopped.",
+		}),
+		instanceManagerStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "longhorn_manager_instance_manager_starts_total",
+			Help: "Instance managers this manager started on its node: the first, and each one that replaced one that had stopped.",
+		}),
 	}
-	registry.MustRegister(m.reconciles, m.engineCalls)
+	registry.MustRegister(m.reconciles, m.engineCalls, m.engineRestarts, m.instanceManagerStarts)
 	return m
 }
 
@@ -35,6 +48,21 @@ func (m *Metrics) EngineCall(call string) {
 		return
 	}
 	m.engineCalls.WithLabelValues(call).Inc()
+}
+
+// EngineRestart counts an engine started again after its instance manager
+// stopped.
+func (m *Metrics) EngineRestart() {
+	if m != nil {
+		m.engineRestarts.Inc()
+	}
+}
+
+// InstanceManagerStart counts an instance manager this manager started.
+func (m *Metrics) InstanceManagerStart() {
+	if m != nil {
+		m.instanceManagerStarts.Inc()
+	}
 }
 
 // observe counts one reconcile of a controller.

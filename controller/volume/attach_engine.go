@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
@@ -66,6 +67,13 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeAttach, longhorn.ConditionStatusFalse, reason, err.Error(), c.clock.Now())
 		}
 		return nil, nil, c.writeFailure(ctx, w, err)
+	}
+	if run.Restarted != "" {
+		c.Logger.WithField("volume", v.Name).Warn("Started the volume's engine again: " + run.Restarted)
+		c.Metrics().EngineRestart()
+		if c.recorder != nil {
+			c.recorder.Event(v, corev1.EventTypeWarning, ReasonEngineRestarted, run.Restarted)
+		}
 	}
 	if err := c.markHealthy(ctx, replicas); err != nil {
 		return nil, nil, err

@@ -24,6 +24,9 @@ const (
 	// ReasonReplicaDataBehind: the replicas the engine would open are
 	// behind one that failed (see ReasonAllReplicasFailed for salvage).
 	ReasonReplicaDataBehind = "ReplicaDataBehind"
+	// ReasonEngineRestarted is the Warning event of a volume whose engine
+	// was started again after the instance manager it ran in stopped.
+	ReasonEngineRestarted = "EngineRestarted"
 )
 
 // attachView is what syncAttachment knows of a volume this node owns

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/tools/record"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -35,16 +36,18 @@ type Controller struct {
 	mirrors       engineMirrors
 	restores      restores
 	clones        clones
+	// recorder records the volumes' events; none when nil.
+	recorder record.EventRecorder
 }
 
 // NewController wires the controller to the Volume informer.
 // instances runs this node's engines; a change there re-enqueues the
 // volume, so its status follows the engine.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
-	instances instance.Instances, engineAddress string, clk clock.Clock) *Controller {
+	instances instance.Instances, engineAddress string, clk clock.Clock, recorder record.EventRecorder) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
-		mirrors: newEngineMirrors()}
+		mirrors: newEngineMirrors(), recorder: recorder}
 	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,

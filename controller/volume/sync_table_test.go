@@ -80,7 +80,7 @@ func newSyncEnv(t *testing.T, objects ...runtime.Object) *syncEnv {
 	kube := kubefake.NewSimpleClientset()
 	inf := datastore.NewInformers(lh, kube, "ns", 0)
 	c := NewController(logrus.NewEntry(log), nil, datastore.New("ns", lh, kube, inf), inf, "node-1", instance.Local(instances), "127.0.0.1:9501",
-		clocktesting.NewFakeClock(syncNow))
+		clocktesting.NewFakeClock(syncNow), nil)
 	t.Cleanup(c.Queue.ShutDown)
 	env := &syncEnv{c: c, lh: lh, inf: inf, instances: instances}
 	env.load(t)

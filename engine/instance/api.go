@@ -46,6 +46,10 @@ var ErrUnreachable = errors.New("the instance manager cannot be reached")
 type Instance struct {
 	Engine   Engine
 	Endpoint string
+	// Restarted is set by the Start that started the engine again after
+	// the process it ran in was lost (an instance manager that died), and
+	// says why; "" otherwise. It is said once.
+	Restarted string
 }
 
 // Engine is a running engine's control API as the controllers call it.

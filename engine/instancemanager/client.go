@@ -45,15 +45,19 @@ type Client struct {
 	// revive, when set, is called each time the watch breaks: it starts
 	// the instance manager again if it is gone.
 	revive func() error
-	// lost is set while the watch is broken (follow's alone).
-	lost bool
+	// watchLost is set while the watch is broken (follow's alone).
+	watchLost bool
 
 	mu      sync.Mutex
 	engines map[string]*remoteEngine
 	// ports are the frontend ports the volumes' engines had, kept after
 	// they are gone: an engine started again (its instance manager died)
 	// serves where its clients were connected.
-	ports    map[string]int32
+	ports map[string]int32
+	// lost are the volumes whose engines the instance manager no longer
+	// listed when the client watched it again (it had died), with when:
+	// the Start that runs one again says so (Instance.Restarted).
+	lost     map[string]time.Time
 	synced   chan struct{} // closed at the first complete listing
 	onChange []func(volume string)
 	onStart  []func(volume string)
@@ -74,7 +78,7 @@ func Dial(socket string, log *logrus.Entry, onCall func(call string), revive fun
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{conn: conn, im: pb.NewInstanceManagerClient(conn), log: log, onCall: onCall, revive: revive, cancel: cancel,
-		done: make(chan struct{}), engines: map[string]*remoteEngine{}, ports: map[string]int32{}, synced: make(chan struct{})}
+		done: make(chan struct{}), engines: map[string]*remoteEngine{}, ports: map[string]int32{}, lost: map[string]time.Time{}, synced: make(chan struct{})}
 	go c.follow(ctx)
 	return c, nil
 }
@@ -124,9 +128,9 @@ func (c *Client) follow(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !c.lost {
+		if !c.watchLost {
 			c.log.WithError(err).Warn("Lost the instance manager's watch; its engines are kept as they were until it answers again")
-			c.lost = true
+			c.watchLost = true
 		}
 		if c.revive != nil {
 			if err := c.revive(); err != nil {
@@ -157,9 +161,9 @@ func (c *Client) watch(ctx context.Context) error {
 		switch ev.Type {
 		case pb.Event_SYNCED:
 			listed = true
-			if c.lost {
+			if c.watchLost {
 				c.log.Info("Watching the instance manager again")
-				c.lost = false
+				c.watchLost = false
 			}
 			c.synchronize(seen)
 		case pb.Event_STARTED, pb.Event_CHANGED:
@@ -191,9 +195,14 @@ func (c *Client) synchronize(seen map[string]string) {
 		first = true
 	}
 	var volumes []string
+	lost := 0
 	for v, e := range c.engines {
 		if seen[v] != e.ref.Id {
 			delete(c.engines, v)
+			if _, running := seen[v]; !running {
+				c.lost[v] = time.Now()
+				lost++
+			}
 		}
 		volumes = append(volumes, v)
 	}
@@ -202,6 +211,9 @@ func (c *Client) synchronize(seen map[string]string) {
 	}
 	c.mu.Unlock()
 	c.log.WithFields(logrus.Fields{"engines": len(seen), "first": first}).Info("Listed the engines the instance manager runs")
+	if lost > 0 {
+		c.log.WithField("engines", lost).Warn("The instance manager no longer runs engines it ran: it stopped; their volumes' engines start again")
+	}
 	for _, v := range volumes {
 		c.notify(v, false)
 	}
@@ -244,6 +256,8 @@ func (c *Client) remove(volume, id string) {
 	if e, ok := c.engines[volume]; ok && (id == "" || e.ref.Id == id) {
 		delete(c.engines, volume)
 	}
+	// A stop heard of is no loss.
+	delete(c.lost, volume)
 }
 
 func (c *Client) notify(volume string, started bool) {
@@ -293,10 +307,18 @@ func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir
 		return instance.Instance{}, fromStatus(err)
 	}
 	e, started := c.update(in)
+	run := instance.Instance{Engine: e, Endpoint: e.endpoint()}
+	c.mu.Lock()
+	if at, ok := c.lost[volume]; ok && started {
+		delete(c.lost, volume)
+		run.Restarted = fmt.Sprintf("the instance manager that ran the volume's engine stopped (noticed at %s); the engine was started again in the one that replaced it",
+			at.UTC().Format(time.RFC3339))
+	}
+	c.mu.Unlock()
 	if started {
 		c.notify(volume, true)
 	}
-	return instance.Instance{Engine: e, Endpoint: e.endpoint()}, nil
+	return run, nil
 }
 
 func (c *Client) Stop(volume string) error { return c.stop(&pb.EngineRef{Volume: volume}) }

@@ -192,33 +192,34 @@ const startTimeoutProcess = 30 * time.Second
 // EnsureRunning starts an instance manager on dir, as a process of its
 // own session that outlives the caller, unless one runs there; either
 // way it returns once the socket answers. binary is the longhorn-manager
-// executable to run (its path; the caller's own when empty).
-func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) error {
+// executable to run (its path; the caller's own when empty). started
+// says whether it started one.
+func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) (started bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return false, err
 	}
 	sock := SocketPath(dir)
 	if answers(sock) {
-		return nil
+		return false, nil
 	}
 	// One that holds the lock but does not answer (hung, or still
 	// starting) makes the new one give up, saying so in the log.
 	exited, err := spawn(dir, binary, frontendHost, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	deadline := time.Now().Add(startTimeoutProcess)
 	for !answers(sock) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the instance manager on %s exited as it started (%v); see %s", dir, err, filepath.Join(dir, logFile))
+			return true, fmt.Errorf("the instance manager on %s exited as it started (%v); see %s", dir, err, filepath.Join(dir, logFile))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the instance manager on %s does not answer on its socket %s (see %s)", dir, sock, filepath.Join(dir, logFile))
+			return true, fmt.Errorf("the instance manager on %s does not answer on its socket %s (see %s)", dir, sock, filepath.Join(dir, logFile))
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // spawn starts the instance manager; exited receives its end, should it

@@ -83,7 +83,7 @@ func (v *imVolume) replicaDirs(t *testing.T) []instance.ReplicaDir {
 // (SIGKILL: a crash, its memory limit) is started again by the manager,
 // which starts the volume's engine in it again on the same endpoint; the
 // writer, reconnecting, sees errors only while it is down, and no write
-// it had acknowledged is lost.
+// it had acknowledged is lost. The volume's event and the metrics say so.
 func TestInstanceManagerKilledVolumeComesBack(t *testing.T) {
 	v := attachOnInstanceManager(t)
 	w := framework.StartNBDWriter(t, v.endpoint, imVolumeSize, framework.NBDWriterOptions{Interval: time.Millisecond, Reconnect: true, Timeout: 5 * time.Second})
@@ -114,6 +114,15 @@ func TestInstanceManagerKilledVolumeComesBack(t *testing.T) {
 	c := w.Stop()
 	t.Logf("writer: %d writes acknowledged, %d errors, all while the instance manager was down (first: %v)", c.Acked, c.Errors, c.FirstError)
 	w.Verify(t)
+	// The volume and the metrics say what happened.
+	v.e.WaitEvent(t, "Volume", "vol", "EngineRestarted", "instance manager", "started again")
+	m := v.d.Metrics(t)
+	if got := m.Sum("longhorn_manager_engine_restarts_total"); got != 1 {
+		t.Errorf("longhorn_manager_engine_restarts_total = %v, want 1", got)
+	}
+	if got := m.Sum("longhorn_manager_instance_manager_starts_total"); got != 2 {
+		t.Errorf("longhorn_manager_instance_manager_starts_total = %v, want 2 (the first and its replacement)", got)
+	}
 }
 
 // TestSecondEngineOnSameReplicasCannotWrite is the fence's fault test: a
