@@ -154,7 +154,8 @@ type DaemonOptions struct {
 	// (--instance-manager-runner): "in-process", in this daemon, which
 	// stops them when it stops; "process", in an instance manager process
 	// of their own the daemon starts (or finds running) under
-	// <data-dir>/instance-manager, which outlives the daemon.
+	// <data-dir>/instance-manager, which outlives the daemon; "external",
+	// in one another starts there (a container of the daemon's pod).
 	InstanceManagerRunner string
 	// InstanceManagerBinary is the longhorn-manager executable the
 	// instance manager is started from; this daemon's own when empty.
@@ -441,9 +442,9 @@ func (o *DaemonOptions) complete() error {
 	switch o.InstanceManagerRunner {
 	case "":
 		o.InstanceManagerRunner = InstanceManagerInProcess
-	case InstanceManagerInProcess, InstanceManagerProcess:
+	case InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal:
 	default:
-		return fmt.Errorf("--instance-manager-runner must be %q or %q, got %q", InstanceManagerInProcess, InstanceManagerProcess, o.InstanceManagerRunner)
+		return fmt.Errorf("--instance-manager-runner must be %q, %q or %q, got %q", InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal, o.InstanceManagerRunner)
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second

@@ -57,7 +57,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "manager-url", Value: "http://longhorn-backend:9500/v1", Usage: "manager API URL the recurring-job pods call"},
 			cli.BoolFlag{Name: "recurring-job-skip-immediately", Usage: "skipImmediately for new recurring jobs that do not set it"},
 			cli.StringFlag{Name: "backing-image-server-runner", Value: BackingImageServerRunnerProcess, Usage: "where the backing image data source and manager servers run: \"process\" (child processes of this binary on 127.0.0.1) or \"pod\" (pods of --manager-image on this node, with the disk mounted)"},
-			cli.StringFlag{Name: "instance-manager-runner", Value: InstanceManagerInProcess, Usage: "where the node's engines and their NBD exports run: \"in-process\" (in this daemon: its restart stops every attached volume) or \"process\" (an instance manager process of their own, started under <data-dir>/instance-manager or found running there, which outlives this daemon)"},
+			cli.StringFlag{Name: "instance-manager-runner", Value: InstanceManagerInProcess, Usage: "where the node's engines and their NBD exports run: \"in-process\" (in this daemon: its restart stops every attached volume), \"process\" (an instance manager process of their own, started under <data-dir>/instance-manager or found running there, which outlives this daemon) or \"external\" (an instance manager on <data-dir>/instance-manager that another starts, such as a container of this pod: the daemon waits for it)"},
 			cli.StringFlag{Name: "recurring-job-runner", Value: "cronjob", Usage: "what fires recurring jobs: \"cronjob\" (a CronJob per job, a pod per run) or \"manager\" (the manager holding the runner Lease runs them itself)"},
 		},
 		Action: func(c *cli.Context) error {

@@ -133,7 +133,7 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	// Only a caller with a certificate of the cluster's internal CA is
 	// answered: other managers, the data sources that export volumes.
 	var grpcServer *grpc.Server
-	if o.InstanceManagerRunner == InstanceManagerProcess {
+	if o.InstanceManagerRunner != InstanceManagerInProcess {
 		client, err := startInstanceManager(log, o, metrics)
 		if err != nil {
 			_ = listener.Close()

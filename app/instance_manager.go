@@ -19,6 +19,10 @@ import (
 const (
 	InstanceManagerInProcess = "in-process"
 	InstanceManagerProcess   = "process"
+	// InstanceManagerExternal: in an instance manager this daemon does not
+	// start, another container of its pod (package/), which the kubelet
+	// starts and restarts; the daemon waits for it.
+	InstanceManagerExternal = "external"
 )
 
 // InstanceManagerCmd is `longhorn-manager instance-manager`: the process
@@ -68,10 +72,20 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 		}
 		return err
 	}
+	revive := ensure
+	if o.InstanceManagerRunner == InstanceManagerExternal {
+		// Started by another, whose socket must be where that one serves:
+		// in the folder both see.
+		if sock := instancemanager.SocketPath(dir); filepath.Dir(sock) != dir {
+			return nil, fmt.Errorf("--data-dir %s: the instance manager's socket, %s, is longer than a socket's path may be; use a shorter data folder", o.DataDir, filepath.Join(dir, filepath.Base(sock)))
+		}
+		ensure = func() error { return instancemanager.WaitRunning(dir, instanceManagerSyncTimeout) }
+		revive = nil
+	}
 	if err := ensure(); err != nil {
 		return nil, err
 	}
-	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), imLog, metrics.EngineCall, ensure)
+	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), imLog, metrics.EngineCall, revive)
 	if err != nil {
 		return nil, err
 	}

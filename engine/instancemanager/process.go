@@ -222,6 +222,20 @@ func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) (started
 	return true, nil
 }
 
+// WaitRunning waits until the instance manager of dir, which another
+// starts, answers on its socket, for at most timeout.
+func WaitRunning(dir string, timeout time.Duration) error {
+	sock := SocketPath(dir)
+	deadline := time.Now().Add(timeout)
+	for !answers(sock) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no instance manager answers on %s after %s: it is started by another (--instance-manager-runner=external), such as the instance-manager container of this pod", sock, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil
+}
+
 // spawn starts the instance manager; exited receives its end, should it
 // end while this process runs.
 func spawn(dir, binary, frontendHost string, log *logrus.Entry) (exited <-chan error, err error) {

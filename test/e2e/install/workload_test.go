@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,6 +100,10 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 		c.Kubectl(t, "", "-n", workloadNS, "delete", "pod", pod, "--wait=true")
 		waitPodReady(t, c, workloadNS, pod, 3*time.Minute)
 		checkFiles(t, c, workloadNS, pod)
+	})
+
+	t.Run("the manager's container killed while the pod writes stops none of its I/O", func(t *testing.T) {
+		checkManagerKillKeepsIO(t, c, pod)
 	})
 
 	t.Run("the claim grown while mounted, through the resizer, grows the filesystem in the pod", func(t *testing.T) {
@@ -347,4 +352,86 @@ func startSnapshotController(t *testing.T, c *cluster.Cluster) {
 		}
 		logFile.Close()
 	})
+}
+
+// checkManagerKillKeepsIO kills the manager's container (SIGKILL, as its
+// out-of-memory kill would) while the pod writes and syncs files: the
+// writes all succeed, since the engine runs in the instance-manager
+// container, which goes on; the kubelet starts the manager again, which
+// adopts the engine, and the volume is attached and healthy as before.
+func checkManagerKillKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
+	before := managerPodRestarts(t, c)
+	written := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = c.TryKubectl("", "-n", workloadNS, "exec", pod, "--", "sh", "-c",
+			`set -e; cd /data; i=0; while [ $i -lt 150 ]; do head -c 65536 /dev/urandom > w.$i; sync w.$i; i=$((i+1)); sleep 0.1; done; sha256sum w.* > WSUMS; sync WSUMS; echo written`)
+		written <- err
+	}()
+	time.Sleep(3 * time.Second)
+	pid := managerDaemonPID(t)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the manager (pid %d): %v", pid, err)
+	}
+	t.Logf("killed the manager's daemon, pid %d, while the pod writes", pid)
+	select {
+	case err := <-written:
+		if err != nil || !strings.Contains(out, "written") {
+			t.Fatalf("the pod's writes while the manager was killed: %v\n%s", err, out)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the pod's writes did not end within 3 minutes of the manager's kill")
+	}
+	if check, err := c.TryKubectl("", "-n", workloadNS, "exec", pod, "--", "sh", "-c", "cd /data && sha256sum -c WSUMS"); err != nil || strings.Count(check, ": OK") != 150 {
+		t.Fatalf("the files written while the manager was killed do not match their checksums: %v\n%s", err, check)
+	}
+	checkFiles(t, c, workloadNS, pod)
+	volume := claimVolume(t, c, workloadNS, "data-"+pod)
+	waitFor(t, "the manager started again, the instance manager not, and volume "+volume+" attached and healthy", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		after := managerPodRestarts(t, c)
+		state, err := c.TryKubectl("", "-n", namespace, "get", "lhv", volume, "-o", "jsonpath={.status.state}/{.status.robustness}")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ok := after["longhorn-manager"] > before["longhorn-manager"] && after["instance-manager"] == before["instance-manager"] && state == "attached/healthy"
+		return ok, fmt.Sprintf("restarts before %v, now %v; volume %s", before, after, state), nil
+	}, func() string { return podsDiagnosis(c, c.KubeClient(t), namespace) })
+}
+
+// managerPodRestarts are the restart counts of the containers of the
+// manager DaemonSet's pod, by container.
+func managerPodRestarts(t *testing.T, c *cluster.Cluster) map[string]int32 {
+	t.Helper()
+	pods, err := c.KubeClient(t).CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app=longhorn-manager"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the manager's pod: %v (%d pods)", err, len(pods.Items))
+	}
+	out := map[string]int32{}
+	for _, st := range pods.Items[0].Status.ContainerStatuses {
+		out[st.Name] = st.RestartCount
+	}
+	return out
+}
+
+// managerDaemonPID is the host's pid of the manager container's daemon.
+func managerDaemonPID(t *testing.T) int {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "longhorn-manager" && slices.Contains(args, "daemon") && slices.Contains(args, "--instance-manager-runner=external") {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	t.Fatal("no longhorn-manager daemon of the DaemonSet runs on this host")
+	return 0
 }
