@@ -42,9 +42,7 @@ type Client struct {
 	onCall func(call string)
 	cancel context.CancelFunc
 	done   chan struct{}
-	// revive, when set, is called each time the watch breaks: it starts
-	// the instance manager again if it is gone.
-	revive func() error
+	revive func() error // see Dial
 	// watchLost is set while the watch is broken (follow's alone).
 	watchLost bool
 
@@ -65,8 +63,10 @@ type Client struct {
 
 // Dial returns the client of the instance manager whose socket is at
 // socket; onCall, when not nil, is called at each call of an engine's
-// control API (the manager's metrics count them). It follows the
-// instance manager until Close, also while it is down.
+// control API (the manager's metrics count them), and revive, when not
+// nil, each time the watch breaks, to start the instance manager again if
+// it is gone. It follows the instance manager until Close, also while it
+// is down.
 func Dial(socket string, log *logrus.Entry, onCall func(call string), revive func() error) (*Client, error) {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// An instance manager started again is found within a second,
