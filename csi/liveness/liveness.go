@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/csi"
 )
@@ -63,7 +65,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	switch {
 	case err != nil:
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// gRPC's own timer for the deadline may fire an instant before
+		// the context's: its status says so then.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
 			err = fmt.Errorf("%s did not answer its Probe within %s: %w", csi.DriverName, timeout, err)
 		}
 		h.log().WithError(err).WithField("endpoint", h.Endpoint).Warn("Liveness check failed: the CSI driver does not answer on its socket")
