@@ -225,6 +225,14 @@ func (c *Client) update(in *pb.Instance) (e *remoteEngine, started bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.engines[in.Volume]
+	if ok && e.ref.Id != in.Id {
+		// Another engine in place of one whose stop was never heard: the
+		// instance manager lost it (it died; the watch may not have
+		// listed the new one's engines yet).
+		if _, marked := c.lost[in.Volume]; !marked {
+			c.lost[in.Volume] = time.Now()
+		}
+	}
 	if !ok || e.ref.Id != in.Id {
 		e = newRemoteEngine(c, in)
 		c.engines[in.Volume] = e
@@ -309,7 +317,9 @@ func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir
 	e, started := c.update(in)
 	run := instance.Instance{Engine: e, Endpoint: e.endpoint()}
 	c.mu.Lock()
-	if at, ok := c.lost[volume]; ok && started {
+	// The watch may have heard of the new engine first: whichever saw
+	// the loss, the Start that returns the engine after it says so.
+	if at, ok := c.lost[volume]; ok {
 		delete(c.lost, volume)
 		run.Restarted = fmt.Sprintf("the instance manager that ran the volume's engine stopped (noticed at %s); the engine was started again in the one that replaced it",
 			at.UTC().Format(time.RFC3339))
