@@ -34,19 +34,20 @@ type cloneRun struct {
 	completed bool
 }
 
-// cloneRetry is how long a clone waits after its first failure before it
-// tries again; each failure doubles it, up to cloneRetryMax.
+// failureRetry is how long a clone or a restore waits after its first
+// failure before it tries again; each failure doubles it, up to
+// failureRetryMax.
 const (
-	cloneRetry    = 2 * time.Second
-	cloneRetryMax = 5 * time.Minute
+	failureRetry    = 2 * time.Second
+	failureRetryMax = 5 * time.Minute
 )
 
-func cloneBackoff(attempts int) time.Duration {
-	d := cloneRetry
-	for i := 1; i < attempts && d < cloneRetryMax; i++ {
+func failureBackoff(attempts int) time.Duration {
+	d := failureRetry
+	for i := 1; i < attempts && d < failureRetryMax; i++ {
 		d *= 2
 	}
-	return min(d, cloneRetryMax)
+	return min(d, failureRetryMax)
 }
 
 // runStep is where a volume's clone run stands, as step finds it.
@@ -105,7 +106,7 @@ func (cl *clones) step(v *longhorn.Volume, ds types.DataSource, now time.Time, l
 	if r.err != nil {
 		r.failed, r.started = true, false
 		r.attempts++
-		r.retryAt = now.Add(cloneBackoff(r.attempts))
+		r.retryAt = now.Add(failureBackoff(r.attempts))
 		return r, stepFailed, r.err
 	}
 	r.completed = true

@@ -15,7 +15,7 @@ import (
 
 func TestAFailedCloneWaitsLongerEachTime(t *testing.T) {
 	for attempts, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 8: 256 * time.Second, 9: 5 * time.Minute, 100: 5 * time.Minute} {
-		if got := cloneBackoff(attempts); got != want {
+		if got := failureBackoff(attempts); got != want {
 			t.Errorf("after %d failures: %s, want %s", attempts, got, want)
 		}
 	}
@@ -71,7 +71,7 @@ func TestACloneRunSteps(t *testing.T) {
 	close(r.done)
 	expect("it failed: the error, once", stepFailed, true)
 	expect("its retry is not due", stepRetryLater, false)
-	now = now.Add(cloneRetry)
+	now = now.Add(failureRetry)
 	r2 := expect("its retry is due: a new run", stepStart, false)
 	if r2 == r || r2.attempts != 1 {
 		t.Fatalf("the retry's run: %+v", r2)

@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/tools/record"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"

@@ -33,7 +33,7 @@ type restoreRun struct {
 	done   chan struct{} // closed when the run ends, err then set
 	err    error
 	// A run that failed stays, with its error, until its retry is due
-	// (cloneBackoff after attempts failed runs): a backup that cannot be
+	// (failureBackoff after attempts failed runs): a backup that cannot be
 	// restored is not read again and again from its target, and the
 	// volume's status, unchanged meanwhile, is not written again.
 	failed   bool
@@ -99,7 +99,7 @@ func (c *Controller) syncRestore(v *longhorn.Volume, dirs []instance.ReplicaDir)
 			return false, nil
 		}
 		r.failed, r.attempts = true, r.attempts+1
-		wait := cloneBackoff(r.attempts)
+		wait := failureBackoff(r.attempts)
 		r.retryAt = c.clock.Now().Add(wait)
 		c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
 		c.Logger.WithError(r.err).WithFields(logrus.Fields{"volume": v.Name, "fromBackup": v.Spec.FromBackup, "attempts": r.attempts, "retryIn": wait}).
