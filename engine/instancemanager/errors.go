@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cadence-storage/longhorn-manager/engine/device"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/instancemanager/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
@@ -128,3 +129,76 @@ func fromStatus(err error) error {
 // ErrNoEngine: the engine called does not run in the instance manager
 // (any more).
 var ErrNoEngine = errors.New("the engine does not run in the instance manager")
+
+// deviceStatus is a device's error (engine/device) as a gRPC status whose
+// detail says which it is (fromDeviceStatus reads it back).
+func deviceStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	detail := &pb.EngineError{Message: err.Error()}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, device.ErrNotFound):
+		code, detail.Kind = codes.NotFound, pb.EngineError_NOT_FOUND
+	case errors.Is(err, device.ErrInvalid):
+		code, detail.Kind = codes.InvalidArgument, pb.EngineError_INVALID
+	case errors.Is(err, device.ErrInUse):
+		code, detail.Kind = codes.FailedPrecondition, pb.EngineError_IN_USE
+	case errors.Is(err, device.ErrPrecondition):
+		code, detail.Kind = codes.FailedPrecondition, pb.EngineError_PRECONDITION
+	case errors.Is(err, device.ErrUnavailable):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	st, werr := status.New(code, err.Error()).WithDetails(detail)
+	if werr != nil {
+		return status.Error(code, err.Error())
+	}
+	return st.Err()
+}
+
+// fromDeviceStatus is the error a device call returned, as the device's
+// Manager returned it in process: errors.Is finds engine/device's kinds
+// in it; an instance manager that does not answer is
+// device.ErrUnavailable.
+func fromDeviceStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%w: the instance manager: %w", device.ErrUnavailable, err)
+	}
+	for _, d := range st.Details() {
+		detail, ok := d.(*pb.EngineError)
+		if !ok {
+			continue
+		}
+		switch detail.Kind {
+		case pb.EngineError_NOT_FOUND:
+			return &engineError{detail.Message, []error{device.ErrNotFound}}
+		case pb.EngineError_INVALID:
+			return &engineError{detail.Message, []error{device.ErrInvalid}}
+		case pb.EngineError_IN_USE:
+			return &engineError{detail.Message, []error{device.ErrInUse}}
+		case pb.EngineError_PRECONDITION:
+			return &engineError{detail.Message, []error{device.ErrPrecondition}}
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w", st.Message(), context.Canceled)
+	case codes.Unavailable:
+		return fmt.Errorf("%w: the instance manager: %s", device.ErrUnavailable, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("the instance manager: %s: %w", st.Message(), context.DeadlineExceeded)
+	case codes.Unimplemented:
+		// An instance manager of a version before devices moved there.
+		return fmt.Errorf("%w: the instance manager keeps no devices (a version before they moved there): %s", device.ErrUnavailable, st.Message())
+	}
+	return errors.New(st.Message())
+}

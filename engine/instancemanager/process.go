@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/utils/clock"
 
+	"github.com/cadence-storage/longhorn-manager/engine/device"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/rpc"
 	enginepb "github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
@@ -85,8 +86,10 @@ func makeSocketDir(sock string) error {
 var ErrRunning = errors.New("another instance manager runs on this folder")
 
 // Serve runs an instance manager on dir until ctx ends: the engines'
-// NBD frontends listen on frontendHost. When ctx ends, it stops every
-// engine (syncing its replicas) and returns.
+// NBD frontends listen on frontendHost, and the devices it makes of them
+// for the CSI Node service are kept in dir/devices. When ctx ends, it
+// flushes the devices, stops every engine (syncing its replicas) and
+// returns; the devices stay, for the next one to adopt or undo.
 func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -96,6 +99,13 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 		return err
 	}
 	defer lock.Close()
+	// The devices a dead instance manager left: those that stand are
+	// adopted, the rest undone (their engines died with it).
+	devices, err := device.NewManager(filepath.Join(dir, devicesDir), log.WithField("component", "device"))
+	if err != nil {
+		return err
+	}
+	devices.Recover()
 	sock := SocketPath(dir)
 	if err := makeSocketDir(sock); err != nil {
 		return err
@@ -125,6 +135,7 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 	server := NewServer(engines, log)
 	g := grpc.NewServer(ServerOptions(log)...)
 	server.Register(g)
+	NewDeviceServer(devices).Register(g)
 	enginepb.RegisterEngineServer(g, engineServer)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(l) }()
@@ -134,6 +145,9 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 	case err = <-served:
 	}
 	log.Info("Instance manager stopping: its engines stop")
+	// What the kernel holds for the volumes' devices reaches the engines
+	// before they stop.
+	devices.Sync()
 	engines.StopAll()
 	// The watches send the engines' stops before they end; a call still
 	// running gets a moment to answer.
