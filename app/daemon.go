@@ -155,7 +155,9 @@ type DaemonOptions struct {
 	// stops them when it stops; "process", in an instance manager process
 	// of their own the daemon starts (or finds running) under
 	// <data-dir>/instance-manager, which outlives the daemon; "external",
-	// in one another starts there (a container of the daemon's pod).
+	// in one another starts there; "pod", in a pod the daemon makes on its
+	// node, of ManagerImage, owned by the node's InstanceManager object
+	// (package/), which a rollout of the daemon's own pods leaves running.
 	InstanceManagerRunner string
 	// InstanceManagerBinary is the longhorn-manager executable the
 	// instance manager is started from; this daemon's own when empty.
@@ -366,7 +368,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
-	engines, err := startEngineService(log, ds, o, metrics, internal.id)
+	engines, err := startEngineService(log, ds, kubeClient, lhClient, o, metrics, internal.id)
 	if err != nil {
 		return err
 	}
@@ -442,9 +444,9 @@ func (o *DaemonOptions) complete() error {
 	switch o.InstanceManagerRunner {
 	case "":
 		o.InstanceManagerRunner = InstanceManagerInProcess
-	case InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal:
+	case InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal, InstanceManagerPod:
 	default:
-		return fmt.Errorf("--instance-manager-runner must be %q, %q or %q, got %q", InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal, o.InstanceManagerRunner)
+		return fmt.Errorf("--instance-manager-runner must be %q, %q, %q or %q, got %q", InstanceManagerInProcess, InstanceManagerProcess, InstanceManagerExternal, InstanceManagerPod, o.InstanceManagerRunner)
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = 30 * time.Second
@@ -561,13 +563,7 @@ func backingImageServerRunnerError(got string) error {
 func newBackingImageServerRunner(log *logrus.Entry, kubeClient kubernetes.Interface, o DaemonOptions, ds *datastore.DataStore, tls internalTLS) (runner.ServerRunner, error) {
 	log = log.WithField("component", "backing-image-servers")
 	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
-		placement := func() types.PodPlacement {
-			p, err := types.ParsePodPlacement(ds.GetSettingValue)
-			if err != nil {
-				log.WithError(err).Warn("A pod setting cannot be read or does not parse; the backing image server pod is made without it")
-			}
-			return p
-		}
+		placement := podPlacement(log, ds)
 		return runner.NewPodRunner(log, kubeClient, runner.PodRunnerConfig{Namespace: o.Namespace, NodeName: o.NodeName,
 			Image: o.ManagerImage, ServiceAccount: o.ServiceAccount,
 			DataSourcePort: o.Hooks.BackingImagePodPorts[0], ManagerPort: o.Hooks.BackingImagePodPorts[1], Placement: placement}), nil

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	bicontroller "github.com/cadence-storage/longhorn-manager/controller/backingimage"
+	imcontroller "github.com/cadence-storage/longhorn-manager/controller/instancemanager"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
 	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
@@ -116,9 +117,13 @@ type engineService struct {
 	address   string
 	onChange  func(volume string)
 	stop      func()
+	// im is the node's instance manager when it is a pod the daemon keeps
+	// (--instance-manager-runner=pod); nil otherwise.
+	im *instanceManagerPod
 }
 
-func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOptions, metrics *kit.Metrics, id *mtls.Identity) (*engineService, error) {
+func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient kubernetes.Interface, lhClient lhclientset.Interface,
+	o DaemonOptions, metrics *kit.Metrics, id *mtls.Identity) (*engineService, error) {
 	listener, err := net.Listen("tcp", o.EngineAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
@@ -134,13 +139,16 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, o DaemonOpti
 	// answered: other managers, the data sources that export volumes.
 	var grpcServer *grpc.Server
 	if o.InstanceManagerRunner != InstanceManagerInProcess {
-		client, err := startInstanceManager(log, o, metrics)
+		client, im, err := startInstanceManager(log, o, metrics, ds, kubeClient, lhClient)
 		if err != nil {
 			_ = listener.Close()
 			return nil, err
 		}
 		client.OnChange(onChange)
-		e.instances = client
+		e.instances, e.im = client, im
+		if im != nil {
+			e.instances = im.keeper.Gate(client)
+		}
 		grpcServer = rpc.NewForwarder(client.Engine(), enginePolicy(ds), trimmer).GRPCServer(id.GRPCServerOption())
 	} else {
 		engineServer := rpc.NewServer()
@@ -175,7 +183,10 @@ type controllers struct {
 	backingImage  *bicontroller.ImageController
 	dataSource    *bicontroller.DataSourceController
 	imageManager  *bicontroller.ManagerController
-	stopProcesses func()
+	// instanceManager is nil unless the node's instance manager is a pod
+	// the daemon keeps.
+	instanceManager *imcontroller.Controller
+	stopProcesses   func()
 }
 
 func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metrics, registry prometheus.Registerer, ds *datastore.DataStore, inf datastore.Informers,
@@ -209,6 +220,10 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		return nil, err
 	}
 	engines.onChange = c.volume.EnqueueVolume
+	if im := engines.im; im != nil {
+		c.instanceManager = imcontroller.NewController(log, metrics, inf, im.keeper, im.client)
+		im.client.OnChange(func(string) { c.instanceManager.Changed() })
+	}
 	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
 		// The daemon's children stop with it, once the controllers that
 		// start servers have stopped. Pods stay, for the next daemon to
@@ -258,6 +273,9 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	run("backing-image", func(ctx context.Context) error { return c.backingImage.Run(ctx, workers) })
 	run("backing-image-data-source", func(ctx context.Context) error { return c.dataSource.Run(ctx, workers) })
 	run("backing-image-manager", func(ctx context.Context) error { return c.imageManager.Run(ctx, workers) })
+	if c.instanceManager != nil {
+		run("instance-manager", func(ctx context.Context) error { return c.instanceManager.Run(ctx, 1) })
+	}
 	if c.runner != nil {
 		// Firing is one status write, bound by the apiserver's latency, not
 		// by CPU: more workers than the other controllers keep ticks due in

@@ -10,9 +10,14 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli"
+	"k8s.io/client-go/kubernetes"
 
+	imcontroller "github.com/cadence-storage/longhorn-manager/controller/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // Where the node's engines run (--instance-manager-runner).
@@ -23,6 +28,9 @@ const (
 	// start, another container of its pod (package/), which the kubelet
 	// starts and restarts; the daemon waits for it.
 	InstanceManagerExternal = "external"
+	// InstanceManagerPod: in a pod the daemon makes on its node
+	// (controller/instancemanager), which outlives the daemon's own pod.
+	InstanceManagerPod = "pod"
 )
 
 // InstanceManagerCmd is `longhorn-manager instance-manager`: the process
@@ -61,8 +69,10 @@ const instanceManagerSyncTimeout = time.Minute
 // (a daemon started again finds the one of the daemon before), and
 // returns its client once it has listed the engines it runs: the
 // controllers adopt them and start none of theirs a second time. The
-// client starts it again whenever it is gone.
-func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics) (*instancemanager.Client, error) {
+// client starts it again whenever it is gone. With the pod runner it also
+// returns the pod's keeper, for its controller.
+func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics, ds *datastore.DataStore,
+	kube kubernetes.Interface, lh lhclientset.Interface) (*instancemanager.Client, *instanceManagerPod, error) {
 	dir := filepath.Join(o.DataDir, "instance-manager")
 	imLog := log.WithField("component", "instance-manager")
 	ensure := func() error {
@@ -73,27 +83,92 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 		return err
 	}
 	revive := ensure
-	if o.InstanceManagerRunner == InstanceManagerExternal {
+	var pod *instanceManagerPod
+	switch o.InstanceManagerRunner {
+	case InstanceManagerExternal, InstanceManagerPod:
 		// Started by another, whose socket must be where that one serves:
 		// in the folder both see.
 		if sock := instancemanager.SocketPath(dir); filepath.Dir(sock) != dir {
-			return nil, fmt.Errorf("--data-dir %s: the instance manager's socket, %s, is longer than a socket's path may be; use a shorter data folder", o.DataDir, filepath.Join(dir, filepath.Base(sock)))
+			return nil, nil, fmt.Errorf("--data-dir %s: the instance manager's socket, %s, is longer than a socket's path may be; use a shorter data folder", o.DataDir, filepath.Join(dir, filepath.Base(sock)))
 		}
 		ensure = func() error { return instancemanager.WaitRunning(dir, instanceManagerSyncTimeout) }
 		revive = nil
 	}
+	if o.InstanceManagerRunner == InstanceManagerPod {
+		if o.ManagerImage == "" {
+			return nil, nil, fmt.Errorf("--instance-manager-runner=pod: the instance manager's pod runs the manager's image; give --manager-image or --pod-name")
+		}
+		keeper := imcontroller.NewKeeper(log, kube, lh, imcontroller.Config{Namespace: o.Namespace, NodeID: o.NodeName, Image: o.ManagerImage,
+			DataDir: o.DataDir, Placement: podPlacement(log, ds), OnPodCreated: metrics.InstanceManagerStart})
+		pod = &instanceManagerPod{keeper: keeper}
+		ensure = func() error { return waitInstanceManagerPod(imLog, keeper, dir) }
+		revive = keeper.Revive
+	}
 	if err := ensure(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), imLog, metrics.EngineCall, revive)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), instanceManagerSyncTimeout)
 	defer cancel()
 	if err := client.WaitSynced(ctx); err != nil {
 		client.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return client, nil
+	if pod != nil {
+		pod.client = client
+	}
+	return client, pod, nil
+}
+
+// instanceManagerPod is the node's instance manager as a pod: its keeper
+// and the client of the process in it.
+type instanceManagerPod struct {
+	keeper *imcontroller.Keeper
+	client *instancemanager.Client
+}
+
+// instanceManagerPodTimeout bounds the wait at start for the instance
+// manager's pod to serve: its image may have to be pulled.
+const instanceManagerPodTimeout = 5 * time.Minute
+
+// waitInstanceManagerPod makes or finds the node's instance manager pod
+// and waits until it answers, saying every so often what it waits for.
+func waitInstanceManagerPod(log *logrus.Entry, keeper *imcontroller.Keeper, dir string) error {
+	deadline := time.Now().Add(instanceManagerPodTimeout)
+	lastSaid := time.Time{}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		im, err := keeper.Ensure(ctx)
+		cancel()
+		if err == nil && instancemanager.WaitRunning(dir, 2*time.Second) == nil {
+			log.WithField("instanceManager", im.Name).Info("The node's instance manager answers")
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("its pod %s runs; its socket in %s does not answer yet", im.Name, dir)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the node's instance manager did not answer within %s: %w", instanceManagerPodTimeout, err)
+		}
+		if time.Since(lastSaid) >= 10*time.Second {
+			log.WithError(err).Info("Waiting for the node's instance manager")
+			lastSaid = time.Now()
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// podPlacement reads the pod settings (tolerations, priority class,
+// registry secret) at each pod's creation.
+func podPlacement(log *logrus.Entry, ds *datastore.DataStore) func() types.PodPlacement {
+	return func() types.PodPlacement {
+		p, err := types.ParsePodPlacement(ds.GetSettingValue)
+		if err != nil {
+			log.WithError(err).Warn("A pod setting cannot be read or does not parse; the pod is made without it")
+		}
+		return p
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -45,6 +46,8 @@ type Client struct {
 	revive func() error // see Dial
 	// watchLost is set while the watch is broken (follow's alone).
 	watchLost bool
+	// connected is set while a watch has listed the engines and runs.
+	connected atomic.Bool
 
 	mu      sync.Mutex
 	engines map[string]*remoteEngine
@@ -125,6 +128,7 @@ func (c *Client) follow(ctx context.Context) {
 	defer close(c.done)
 	for ctx.Err() == nil {
 		err := c.watch(ctx)
+		c.connected.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -166,6 +170,7 @@ func (c *Client) watch(ctx context.Context) error {
 				c.watchLost = false
 			}
 			c.synchronize(seen)
+			c.connected.Store(true)
 		case pb.Event_STARTED, pb.Event_CHANGED:
 			if !listed {
 				seen[ev.Instance.Volume] = ev.Instance.Id

@@ -38,6 +38,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&BackingImage{}, &BackingImageList{},
 		&BackingImageDataSource{}, &BackingImageDataSourceList{},
 		&BackingImageManager{}, &BackingImageManagerList{},
+		&InstanceManager{}, &InstanceManagerList{},
 		&SystemBackup{}, &SystemBackupList{},
 		&SystemRestore{}, &SystemRestoreList{},
 	)

@@ -74,6 +74,14 @@ type EngineListerExpansion interface{}
 // EngineNamespaceLister.
 type EngineNamespaceListerExpansion interface{}
 
+// InstanceManagerListerExpansion allows custom methods to be added to
+// InstanceManagerLister.
+type InstanceManagerListerExpansion interface{}
+
+// InstanceManagerNamespaceListerExpansion allows custom methods to be added to
+// InstanceManagerNamespaceLister.
+type InstanceManagerNamespaceListerExpansion interface{}
+
 // NodeListerExpansion allows custom methods to be added to
 // NodeLister.
 type NodeListerExpansion interface{}

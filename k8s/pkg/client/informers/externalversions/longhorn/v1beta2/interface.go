@@ -38,6 +38,8 @@ type Interface interface {
 	BackupVolumes() TypedBackupVolumeInformer
 	// Engines returns a EngineInformer.
 	Engines() TypedEngineInformer
+	// InstanceManagers returns a InstanceManagerInformer.
+	InstanceManagers() TypedInstanceManagerInformer
 	// Nodes returns a NodeInformer.
 	Nodes() TypedNodeInformer
 	// RecurringJobs returns a RecurringJobInformer.
@@ -100,6 +102,11 @@ func (v *version) BackupVolumes() TypedBackupVolumeInformer {
 // Engines returns a TypedEngineInformer.
 func (v *version) Engines() TypedEngineInformer {
 	return &engineInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// InstanceManagers returns a TypedInstanceManagerInformer.
+func (v *version) InstanceManagers() TypedInstanceManagerInformer {
+	return &instanceManagerInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // Nodes returns a TypedNodeInformer.

@@ -32,6 +32,8 @@ type BackupVolumeExpansion interface{}
 
 type EngineExpansion interface{}
 
+type InstanceManagerExpansion interface{}
+
 type NodeExpansion interface{}
 
 type RecurringJobExpansion interface{}

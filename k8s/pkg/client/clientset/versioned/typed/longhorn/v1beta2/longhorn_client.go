@@ -35,6 +35,7 @@ type LonghornV1beta2Interface interface {
 	BackupTargetsGetter
 	BackupVolumesGetter
 	EnginesGetter
+	InstanceManagersGetter
 	NodesGetter
 	RecurringJobsGetter
 	ReplicasGetter
@@ -76,6 +77,10 @@ func (c *LonghornV1beta2Client) BackupVolumes(namespace string) BackupVolumeInte
 
 func (c *LonghornV1beta2Client) Engines(namespace string) EngineInterface {
 	return newEngines(c, namespace)
+}
+
+func (c *LonghornV1beta2Client) InstanceManagers(namespace string) InstanceManagerInterface {
+	return newInstanceManagers(c, namespace)
 }
 
 func (c *LonghornV1beta2Client) Nodes(namespace string) NodeInterface {

@@ -56,6 +56,10 @@ func (c *FakeLonghornV1beta2) Engines(namespace string) v1beta2.EngineInterface 
 	return newFakeEngines(c, namespace)
 }
 
+func (c *FakeLonghornV1beta2) InstanceManagers(namespace string) v1beta2.InstanceManagerInterface {
+	return newFakeInstanceManagers(c, namespace)
+}
+
 func (c *FakeLonghornV1beta2) Nodes(namespace string) v1beta2.NodeInterface {
 	return newFakeNodes(c, namespace)
 }

@@ -1,0 +1,234 @@
+package instancemanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// Config is what the keeper knows of its node's manager.
+type Config struct {
+	// Namespace holds the InstanceManagers and their pods: the manager's.
+	Namespace string
+	// NodeID is the node whose instance manager this is: the manager's.
+	NodeID string
+	// Image is the image the manager wants its instance manager to run:
+	// its own.
+	Image string
+	// DataDir is the node's data folder, the same path on the host and
+	// in the pods.
+	DataDir string
+	// Placement, when set, gives the pod settings at its creation.
+	Placement func() types.PodPlacement
+	// OnPodCreated, when set, is called at each creation of a pod (the
+	// manager's metrics count the instance manager's starts).
+	OnPodCreated func()
+}
+
+// ErrPending marks an instance manager that is being made or replaced:
+// ask again.
+var ErrPending = errors.New("the node's instance manager is not running yet")
+
+const (
+	// apiTimeout bounds each call to the apiserver.
+	apiTimeout = 10 * time.Second
+	// reviveInterval spaces the keeper's looks at a pod that does not
+	// answer (the instance manager's client asks twice a second).
+	reviveInterval = 2 * time.Second
+)
+
+// Keeper keeps the node's instance manager: an InstanceManager object and
+// its pod, made when there is none (the manager's pod is then started
+// after its node's first), and found running when there is one. An
+// instance manager whose pod may host engines is never replaced: one of
+// an older image is kept until it hosts none (see Roll).
+type Keeper struct {
+	cfg  Config
+	kube kubernetes.Interface
+	lh   lhclientset.Interface
+	log  *logrus.Entry
+
+	mu sync.Mutex
+	// current is the instance manager the node's engines run in (or will,
+	// once its pod runs): the one the client's socket reaches.
+	current *longhorn.InstanceManager
+	// lastLook is when Revive last looked.
+	lastLook time.Time
+	// rolling is set from Roll's decision to the new one's creation:
+	// no engine may start meanwhile (gate).
+	rolling bool
+	gate    sync.RWMutex
+}
+
+// NewKeeper returns the keeper of cfg.NodeID's instance manager.
+func NewKeeper(log *logrus.Entry, kube kubernetes.Interface, lh lhclientset.Interface, cfg Config) *Keeper {
+	return &Keeper{cfg: cfg, kube: kube, lh: lh, log: log.WithFields(logrus.Fields{"node": cfg.NodeID, "component": "instance-manager-keeper"})}
+}
+
+// Current is the instance manager the node's engines run in, or nil
+// before the first Ensure.
+func (k *Keeper) Current() *longhorn.InstanceManager {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.current == nil {
+		return nil
+	}
+	return k.current.DeepCopy()
+}
+
+// Revive is the client's hook when its watch breaks: Ensure, at most every
+// reviveInterval.
+func (k *Keeper) Revive() error {
+	k.mu.Lock()
+	if time.Since(k.lastLook) < reviveInterval {
+		k.mu.Unlock()
+		return nil
+	}
+	k.lastLook = time.Now()
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*apiTimeout)
+	defer cancel()
+	_, err := k.Ensure(ctx)
+	if errors.Is(err, ErrPending) {
+		return nil
+	}
+	return err
+}
+
+// Ensure makes sure the node has an instance manager and its pod, and
+// returns it with its pod's state:
+//   - one whose pod may host engines (its container started, not
+//     deleted) is the node's, whatever its image: its engines are adopted;
+//   - while any pod of the node's instance managers is still going away,
+//     nothing is made (a second instance manager would find the folder
+//     locked): ErrPending;
+//   - otherwise the instance manager of cfg.Image is made, or found, and
+//     its pod is made, or made again if it ended.
+func (k *Keeper) Ensure(ctx context.Context) (*longhorn.InstanceManager, error) {
+	mine, pods, err := k.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, im := range mine {
+		if mayHost(pods[im.Name]) {
+			k.setCurrent(im)
+			return im, nil
+		}
+	}
+	for _, im := range mine {
+		if pod := pods[im.Name]; pod != nil && pod.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("%w: pod %s of instance manager %s is going away", ErrPending, pod.Name, im.Name)
+		}
+	}
+	want := Name(k.cfg.NodeID, k.cfg.Image)
+	var im *longhorn.InstanceManager
+	for _, o := range mine {
+		if o.Name == want {
+			im = o
+		}
+	}
+	if im == nil {
+		created, err := k.lh.LonghornV1beta2().InstanceManagers(k.cfg.Namespace).Create(ctx, newObject(k.cfg, k.cfg.Image), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = k.lh.LonghornV1beta2().InstanceManagers(k.cfg.Namespace).Get(ctx, want, metav1.GetOptions{})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create instance manager %s of node %s: %w", want, k.cfg.NodeID, err)
+		}
+		k.log.WithFields(logrus.Fields{"instanceManager": want, "image": k.cfg.Image}).Info("Created the node's instance manager")
+		im = created
+	}
+	k.setCurrent(im)
+	if err := k.ensurePod(ctx, im, pods[im.Name]); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// ensurePod makes im's pod when it has none, and again when it ended
+// (its engines ended with it).
+func (k *Keeper) ensurePod(ctx context.Context, im *longhorn.InstanceManager, pod *corev1.Pod) error {
+	pods := k.kube.CoreV1().Pods(k.cfg.Namespace)
+	log := k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "pod": im.Name, "image": im.Spec.Image})
+	if pod != nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
+		_, why := podState(pod)
+		if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the ended pod %s of instance manager %s: %w", pod.Name, im.Name, err)
+		}
+		log.WithField("reason", why).Warn("Deleted the instance manager's pod, which ended, to make it again")
+		return fmt.Errorf("%w: its pod ended (%s) and is made again", ErrPending, why)
+	}
+	if pod != nil {
+		if _, why := podState(pod); pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("%w: %s", ErrPending, why)
+		}
+		return nil
+	}
+	var placement types.PodPlacement
+	if k.cfg.Placement != nil {
+		placement = k.cfg.Placement()
+	}
+	if _, err := pods.Create(ctx, podFor(k.cfg, im, placement), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create pod %s of instance manager %s: %w", im.Name, im.Name, err)
+	}
+	log.Info("Created the instance manager's pod")
+	if k.cfg.OnPodCreated != nil {
+		k.cfg.OnPodCreated()
+	}
+	return fmt.Errorf("%w: its pod %s was created on node %s", ErrPending, im.Name, k.cfg.NodeID)
+}
+
+// list returns the node's instance managers, oldest first, and their pods
+// by name (missing when there is none).
+func (k *Keeper) list(ctx context.Context) ([]*longhorn.InstanceManager, map[string]*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	all, err := k.lh.LonghornV1beta2().InstanceManagers(k.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list instance managers: %w", err)
+	}
+	var mine []*longhorn.InstanceManager
+	pods := map[string]*corev1.Pod{}
+	for i := range all.Items {
+		im := &all.Items[i]
+		if im.Spec.NodeID != k.cfg.NodeID || im.DeletionTimestamp != nil {
+			continue
+		}
+		mine = append(mine, im)
+		pod, err := k.kube.CoreV1().Pods(k.cfg.Namespace).Get(ctx, im.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, nil, fmt.Errorf("get pod of instance manager %s: %w", im.Name, err)
+		default:
+			pods[im.Name] = pod
+		}
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].CreationTimestamp.Before(&mine[j].CreationTimestamp) })
+	return mine, pods, nil
+}
+
+func (k *Keeper) setCurrent(im *longhorn.InstanceManager) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.current == nil || k.current.Name != im.Name {
+		k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image}).Info("The node's engines run in this instance manager")
+	}
+	k.current = im.DeepCopy()
+	if im.Spec.Image == k.cfg.Image {
+		k.rolling = false
+	}
+}

@@ -1,0 +1,149 @@
+package instancemanager
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// Labels of the instance managers' objects and pods.
+const (
+	LabelComponent = "longhorn.io/component"
+	ComponentValue = "instance-manager"
+	LabelNode      = "longhorn.io/node"
+	LabelName      = "longhorn.io/instance-manager"
+	containerName  = "instance-manager"
+)
+
+// The pod's memory (docs/data-plane.md, "Where the engines run"): 47 MiB
+// idle and 57 MiB with 100 engines of 30 snapshots attached
+// (docs/benchmarks.md, "The instance manager"), plus one request's buffer
+// per NBD connection as its clients write (at most 32 MiB, NBD's largest
+// request here): the limit leaves room for 100 attached volumes writing
+// 8 MiB at a time; Go's collector works to stay under GOMEMLIMIT before
+// the kernel's limit is met.
+const (
+	memoryRequest = "64Mi"
+	memoryLimit   = "1Gi"
+	goMemLimit    = "900MiB"
+	// terminationGrace is how long the kubelet waits, after SIGTERM (a
+	// delete), for the instance manager to stop its engines, syncing
+	// their replicas.
+	terminationGrace = 30
+)
+
+// Name is the name of the instance manager of node and image, and of its
+// pod: Longhorn's form, instance-manager-<hash>, one per node and image.
+func Name(node, image string) string {
+	sum := sha256.Sum256([]byte(node + "/" + image + "/" + string(longhorn.InstanceManagerTypeAllInOne)))
+	return "instance-manager-" + hex.EncodeToString(sum[:])[:32]
+}
+
+// Dir is the instance manager's folder under the node's data folder: its
+// socket, pid file and lock. It is the same path on the host, in the
+// manager's pod and in the instance manager's.
+func Dir(dataDir string) string { return filepath.Join(dataDir, "instance-manager") }
+
+// newObject is the node's InstanceManager of image.
+func newObject(cfg Config, image string) *longhorn.InstanceManager {
+	name := Name(cfg.NodeID, image)
+	return &longhorn.InstanceManager{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace, Labels: map[string]string{
+			LabelComponent: ComponentValue, LabelNode: cfg.NodeID, LabelName: name}},
+		Spec: longhorn.InstanceManagerSpec{Image: image, NodeID: cfg.NodeID,
+			Type: longhorn.InstanceManagerTypeAllInOne, DataEngine: longhorn.DataEngineTypeV1},
+	}
+}
+
+// podFor is the pod of im. Privileged: its engines' devices are FUSE
+// mounts (nbdfuse) and loop devices, made from the host's /dev. Not on
+// the host's network: the volumes' NBD exports listen on the pod's own
+// 127.0.0.1 and nothing else reaches them (NBD has no authentication).
+// No account token: it calls no API. The node's data folder is mounted at
+// its host path, as in the manager's pod, so the replicas' folders the
+// manager names are the same paths in here.
+func podFor(cfg Config, im *longhorn.InstanceManager, placement types.PodPlacement) *corev1.Pod {
+	hostPathDir := corev1.HostPathDirectory
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: im.Name, Namespace: im.Namespace,
+			Labels: map[string]string{LabelComponent: ComponentValue, LabelNode: im.Spec.NodeID, LabelName: im.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: longhorn.SchemeGroupVersion.String(), Kind: "InstanceManager",
+				Name: im.Name, UID: im.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: im.Spec.NodeID,
+			// The kubelet starts the container again when it dies, at
+			// once and on the same folder; the manager adopts what runs.
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(terminationGrace)),
+			Tolerations:                   placement.Tolerations,
+			PriorityClassName:             placement.PriorityClassName,
+			ImagePullSecrets:              placement.ImagePullSecrets(),
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           im.Spec.Image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"longhorn-manager", "--log-json", "instance-manager",
+					"--dir=" + Dir(cfg.DataDir), "--frontend-address=127.0.0.1"},
+				Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: goMemLimit}},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryRequest)},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryLimit)},
+				},
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "longhorn-disk", MountPath: cfg.DataDir},
+					{Name: "host-dev", MountPath: "/dev"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "longhorn-disk", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: cfg.DataDir, Type: &hostPathDir}}},
+				{Name: "host-dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev"}}},
+			},
+		},
+	}
+}
+
+// podState is what an instance manager's pod says of it, and why when it
+// does not run.
+func podState(pod *corev1.Pod) (longhorn.InstanceManagerState, string) {
+	switch {
+	case pod == nil:
+		return longhorn.InstanceManagerStateStopped, "it has no pod"
+	case pod.DeletionTimestamp != nil:
+		return longhorn.InstanceManagerStateStopped, fmt.Sprintf("its pod %s is being deleted", pod.Name)
+	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		return longhorn.InstanceManagerStateError, fmt.Sprintf("its pod %s ended (%s)", pod.Name, pod.Status.Phase)
+	case pod.Status.Phase == corev1.PodRunning:
+		for _, cs := range pod.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				return longhorn.InstanceManagerStateError, fmt.Sprintf("its container waits to start again: %s %s (restarted %d times)", w.Reason, w.Message, cs.RestartCount)
+			}
+		}
+		return longhorn.InstanceManagerStateStarting, fmt.Sprintf("its pod %s runs; its socket does not answer yet", pod.Name)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return longhorn.InstanceManagerStateStarting, fmt.Sprintf("its pod %s is pending: %s %s", pod.Name, w.Reason, w.Message)
+		}
+	}
+	return longhorn.InstanceManagerStateStarting, fmt.Sprintf("its pod %s is pending on node %s", pod.Name, pod.Spec.NodeName)
+}
+
+// mayHost says whether a pod may run engines: a pod whose container has
+// started, until it is deleted or ends. Such an instance manager is never
+// replaced by the manager while it hosts engines.
+func mayHost(pod *corev1.Pod) bool {
+	return pod != nil && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning
+}
