@@ -48,8 +48,12 @@ type Status struct {
 	VolumeID string
 	// Endpoint is the NBD URI of the volume's export the device reads.
 	Endpoint string
-	// Device is the block device, /dev/loopN ("" while it is not made).
-	Device string
+	// Device is the block device, /dev/loopN ("" while it is not made);
+	// Attached says it still reads the volume's export (its loop device
+	// is not detached, nor another volume's since), whatever else no
+	// longer stands: what is mounted on it is the volume's.
+	Device   string
+	Attached bool
 	// Size is the device's size in bytes, as the kernel has it.
 	Size int64
 	// Window says nbdfuse reads the export's window (engine/nbd), so the

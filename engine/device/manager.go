@@ -87,7 +87,8 @@ func status(r *Record) Status {
 	st := Status{VolumeID: r.VolumeID, Endpoint: r.Endpoint, Device: r.Device, Window: r.Window}
 	st.Why = health(r)
 	st.Healthy = st.Why == ""
-	if r.Device != "" {
+	if r.Device != "" && r.FuseFile != "" && loopBackingFile(r.Device) == r.FuseFile {
+		st.Attached = true
 		st.Size, _ = LoopSize(r.Device)
 	}
 	return st
@@ -207,6 +208,16 @@ func (m *Manager) Expand(ctx context.Context, id string) (Status, error) {
 	if r == nil {
 		return Status{}, fmt.Errorf("%w: volume %s has no device here", ErrNotFound, id)
 	}
+	return ExpandRecord(ctx, r, m.log)
+}
+
+// RecordStatus is what is known of the device r records (from Sanitize).
+func RecordStatus(r *Record) Status { return status(r) }
+
+// ExpandRecord grows the device r records (from Sanitize) to its export's
+// size now: a Manager's, or one a CSI driver of an earlier version made.
+func ExpandRecord(ctx context.Context, r *Record, log *logrus.Entry) (Status, error) {
+	id := r.VolumeID
 	st := status(r)
 	switch {
 	case !st.Healthy:
@@ -222,7 +233,7 @@ func (m *Manager) Expand(ctx context.Context, id string) (Status, error) {
 		if err := growLoop(r.Device, size); err != nil {
 			return st, fmt.Errorf("grow volume %s's device %s from %d to %d bytes: %w", id, r.Device, st.Size, size, err)
 		}
-		m.log.WithFields(logrus.Fields{"volume": id, "device": r.Device, "from": st.Size, "to": size}).Info("Grew the volume's device")
+		log.WithFields(logrus.Fields{"volume": id, "device": r.Device, "from": st.Size, "to": size}).Info("Grew the volume's device")
 	}
 	return status(r), nil
 }

@@ -26,11 +26,11 @@ func NewDeviceServer(devices *device.Manager) *DeviceServer { return &DeviceServ
 func (s *DeviceServer) Register(g *grpc.Server) { pb.RegisterDeviceServiceServer(g, s) }
 
 func deviceToPB(st device.Status) *pb.Device {
-	return &pb.Device{Volume: st.VolumeID, Endpoint: st.Endpoint, Path: st.Device, Size: st.Size, Window: st.Window, Healthy: st.Healthy, Why: st.Why}
+	return &pb.Device{Volume: st.VolumeID, Endpoint: st.Endpoint, Path: st.Device, Attached: st.Attached, Size: st.Size, Window: st.Window, Healthy: st.Healthy, Why: st.Why}
 }
 
 func deviceFromPB(d *pb.Device) device.Status {
-	return device.Status{VolumeID: d.Volume, Endpoint: d.Endpoint, Device: d.Path, Size: d.Size, Window: d.Window, Healthy: d.Healthy, Why: d.Why}
+	return device.Status{VolumeID: d.Volume, Endpoint: d.Endpoint, Device: d.Path, Attached: d.Attached, Size: d.Size, Window: d.Window, Healthy: d.Healthy, Why: d.Why}
 }
 
 // Stage's device is made for the instance manager, not for the call: a

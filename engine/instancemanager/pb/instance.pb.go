@@ -1557,9 +1557,11 @@ type Device struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
 	Endpoint string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	// The block device, /dev/loopN.
-	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
-	Size int64  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// The block device, /dev/loopN; attached while it still reads the
+	// volume's export (what is mounted on it is the volume's).
+	Path     string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Attached bool   `protobuf:"varint,8,opt,name=attached,proto3" json:"attached,omitempty"`
+	Size     int64  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
 	// The device can grow (its nbdfuse reads the export's window).
 	Window  bool `protobuf:"varint,5,opt,name=window,proto3" json:"window,omitempty"`
 	Healthy bool `protobuf:"varint,6,opt,name=healthy,proto3" json:"healthy,omitempty"`
@@ -1618,6 +1620,13 @@ func (x *Device) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *Device) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
 }
 
 func (x *Device) GetSize() int64 {
@@ -1947,11 +1956,12 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\"H\n" +
 	"\x12StageDeviceRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
-	"\bendpoint\x18\x02 \x01(\tR\bendpoint\"\xa8\x01\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\"\xc4\x01\n" +
 	"\x06Device\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1a\n" +
+	"\battached\x18\b \x01(\bR\battached\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06window\x18\x05 \x01(\bR\x06window\x12\x18\n" +
 	"\ahealthy\x18\x06 \x01(\bR\ahealthy\x12\x10\n" +
