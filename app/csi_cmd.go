@@ -32,6 +32,7 @@ func CSICmd() cli.Command {
 			cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig whose token is sent to a manager with --api-auth=kubernetes; the in-cluster config when empty, none outside a cluster", EnvVar: "KUBECONFIG"},
 			cli.StringFlag{Name: "api-token-file", Usage: "the token sent to a manager with --api-auth=kubernetes, projected for its --api-token-audience (read again on each call); the kubeconfig's when empty", EnvVar: "API_TOKEN_FILE"},
 			cli.StringFlag{Name: "state-dir", Value: nodestate.DefaultDir, Usage: "where the Node service keeps what it made for each staged volume"},
+			cli.StringFlag{Name: "instance-manager-dir", Usage: "the node's instance manager's folder (the daemon's <data-dir>/instance-manager, as this container mounts it): the Node service calls its socket to have the staged volumes' devices (nbdfuse, loop devices) made and kept there, so that they outlive this process and container; empty, the driver makes them itself, in --state-dir", EnvVar: "INSTANCE_MANAGER_DIR"},
 			cli.DurationFlag{Name: "retry-for", Value: 30 * time.Second, Usage: "how long one call retries an unreachable or busy manager"},
 			cli.StringFlag{Name: "kubelet-registration-path", Usage: "register the Node service with the kubelet's plugin watcher, as node-driver-registrar does, telling it the CSI socket is at this path on the host (--endpoint as the kubelet sees it); off when empty"},
 			cli.StringFlag{Name: "plugin-registration-dir", Value: "/registration", Usage: "the kubelet's plugin registration directory (/var/lib/kubelet/plugins_registry on the host) as this container mounts it, where the registration socket is made"},
@@ -51,6 +52,7 @@ func CSICmd() cli.Command {
 			}
 			d, err := csi.NewDriver(api, csi.Options{
 				NodeID: c.String("node-id"), Controller: c.Bool("controller"), Version: c.App.Version, StateDir: c.String("state-dir"),
+				InstanceManagerDir: c.String("instance-manager-dir"),
 			})
 			if err != nil {
 				return err

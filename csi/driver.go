@@ -9,12 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
 	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/engine/device"
+	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 )
 
@@ -33,6 +36,11 @@ type Options struct {
 	// StateDir keeps what the Node service must remember of each staged
 	// volume across its restarts.
 	StateDir string
+	// InstanceManagerDir is the folder of the node's instance manager
+	// (<data-dir>/instance-manager), whose socket the Node service calls
+	// to have the staged volumes' devices made and kept there; "" when
+	// none runs: the driver makes them itself, in StateDir.
+	InstanceManagerDir string
 }
 
 // Driver serves the CSI services over the manager's API.
@@ -40,6 +48,13 @@ type Driver struct {
 	api  *client.Client
 	opts Options
 	log  *logrus.Entry
+	// im keeps the staged volumes' devices when the node has an instance
+	// manager; local, made at its first use, keeps those the driver makes
+	// itself (node_device.go).
+	im        device.Service
+	localOnce sync.Once
+	local     *device.Manager
+	localErr  error
 }
 
 // NewDriver returns a driver that reaches the manager through api.
@@ -50,7 +65,18 @@ func NewDriver(api *client.Client, opts Options) (*Driver, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	return &Driver{api: api, opts: opts, log: logrus.WithField("component", "csi")}, nil
+	d := &Driver{api: api, opts: opts, log: logrus.WithField("component", "csi")}
+	if opts.InstanceManagerDir != "" {
+		if opts.NodeID == "" {
+			return nil, errors.New("an instance manager folder is for the Node service's devices: give the driver a node ID too")
+		}
+		im, err := instancemanager.DialDevices(opts.InstanceManagerDir)
+		if err != nil {
+			return nil, err
+		}
+		d.im = im
+	}
+	return d, nil
 }
 
 // Serve serves the driver's services on endpoint, unix:///path/csi.sock,
@@ -76,7 +102,7 @@ func (d *Driver) Serve(ctx context.Context, endpoint string) error {
 		<-ctx.Done()
 		srv.GracefulStop()
 	}()
-	d.log.WithFields(logrus.Fields{"endpoint": endpoint, "node": d.opts.NodeID, "controller": d.opts.Controller}).Info("Serving the CSI driver")
+	d.log.WithFields(logrus.Fields{"endpoint": endpoint, "node": d.opts.NodeID, "controller": d.opts.Controller, "instanceManagerDir": d.opts.InstanceManagerDir}).Info("Serving the CSI driver")
 	return srv.Serve(l)
 }
 

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -123,7 +124,15 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if st.Block != nc.block || (!nc.block && st.FsType != "" && st.FsType != nc.fsType) {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged already with another capability (%s)", id, st.Describe())
 		}
-		if st.Endpoint == endpoint && deviceHealthy(st) {
+		stands, why, err := s.d.deviceStands(ctx, st)
+		if err != nil {
+			// Its keeper does not answer: nothing is undone on a guess.
+			return nil, err
+		}
+		if st.Endpoint != endpoint {
+			stands, why = false, fmt.Sprintf("the volume is attached at another endpoint now, %s, not %s", endpoint, st.Endpoint)
+		}
+		if stands {
 			if nc.block {
 				return &csi.NodeStageVolumeResponse{}, nil
 			}
@@ -133,27 +142,32 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		} else {
 			// Left by a driver or node that stopped, or a volume attached
 			// again since: what it recorded no longer works; undo it.
-			log.WithField("state", st.Describe()).Info("Undoing a stale stage of the volume")
-			if err := s.unstage(st, log); err != nil {
-				return nil, status.Errorf(codes.Internal, "undo the stale stage of volume %s: %v", id, err)
+			log.WithFields(logrus.Fields{"state": st.Describe(), "why": why, "owner": st.DeviceOwner}).Info("Undoing a stale stage of the volume")
+			if err := s.unstage(ctx, st, log); err != nil {
+				return nil, err
 			}
 			st = nil
 		}
 	}
 	if st == nil {
-		st = &stagedVolume{VolumeID: id, Endpoint: endpoint, Block: nc.block}
+		// Saved with its owner before the device is asked for: a driver
+		// that dies meanwhile knows where to undo it.
+		st = &stagedVolume{VolumeID: id, Endpoint: endpoint, Block: nc.block, DeviceOwner: s.d.owner()}
+		if err := s.d.saveState(st); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
 		if err := s.d.connectDevice(ctx, st, log); err != nil {
-			if uerr := s.unstage(st, log); uerr != nil {
+			if uerr := s.unstage(ctx, st, log); uerr != nil {
 				log.WithError(uerr).Warn("Could not undo a failed stage")
 			}
-			return nil, status.Errorf(codes.Internal, "make a block device of volume %s (%s): %v", id, endpoint, err)
+			return nil, err
 		}
 	}
 	if nc.block {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	if err := s.stageFilesystem(ctx, v, st, staging, nc, log); err != nil {
-		if uerr := s.unstage(st, log); uerr != nil {
+		if uerr := s.unstage(ctx, st, log); uerr != nil {
 			log.WithError(uerr).Warn("Could not undo a failed stage")
 		}
 		return nil, err
@@ -243,17 +257,23 @@ func (s *nodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	if st.StagingPath == "" {
 		st.StagingPath = canonical(staging)
 	}
-	if err := s.unstage(st, log); err != nil {
+	if err := s.unstage(ctx, st, log); err != nil {
 		return nil, err
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
-// unstage undoes a stage: the filesystem's mount, the device, the state.
-// A device a pod still uses (a publish not undone) is left alone.
-func (s *nodeServer) unstage(st *stagedVolume, log *logrus.Entry) error {
-	if st.Device != "" && loopBackingFile(st.Device) == st.FuseFile {
-		points, err := mountsOf(st.Device)
+// unstage undoes a stage: the filesystem's mount, the device (where it is
+// kept), the state. A device a pod still uses (a publish not undone) is
+// left alone, and so is everything while the device's keeper does not
+// answer.
+func (s *nodeServer) unstage(ctx context.Context, st *stagedVolume, log *logrus.Entry) error {
+	dev, err := s.d.stagedDevice(ctx, st)
+	if err != nil {
+		return err
+	}
+	if dev != "" {
+		points, err := mountsOf(dev)
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -275,8 +295,8 @@ func (s *nodeServer) unstage(st *stagedVolume, log *logrus.Entry) error {
 			log.Info("Unmounted the volume's staging path")
 		}
 	}
-	if err := s.d.disconnectDevice(st, log); err != nil {
-		return status.Errorf(codes.Internal, "volume %s's device: %v", st.VolumeID, err)
+	if err := s.d.disconnectDevice(ctx, st, log); err != nil {
+		return err
 	}
 	if err := s.d.removeState(st.VolumeID); err != nil {
 		return status.Error(codes.Internal, err.Error())

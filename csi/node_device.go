@@ -1,234 +1,250 @@
 package csi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
-	"github.com/cadence-storage/longhorn-manager/engine/nbd"
+	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
+	"github.com/cadence-storage/longhorn-manager/engine/device"
 	"github.com/cadence-storage/longhorn-manager/internal/hostexec"
 )
 
-// The device of a staged volume. Where the kernel has no nbd module, as
-// on this project's machines, nbdfuse (libnbd-bin) exposes the volume's
-// NBD export as a file in a FUSE mount and a loop device makes that file
-// a block device: mkfs, mount and a pod's raw block I/O go through it to
-// the engine. nbdfuse runs in a session of its own, so it outlives the
-// gRPC call that started it and the driver process itself; the state file
-// records its pid and mount so that NodeUnstageVolume, or a restarted
-// driver, can stop it.
+// The device of a staged volume (nbdfuse on its NBD export, a loop device
+// of nbdfuse's file: engine/device) is made and kept by a device.Service:
+// the node's instance manager's (--instance-manager-dir), where it
+// outlives this driver's process and container, or the driver's own
+// Manager in its state directory where no instance manager runs (the
+// default in-process runner, most tests). The state file says which
+// (DeviceOwner), written before the device is asked for, so that a stage
+// is undone where it was made whatever the driver is given now. A stage
+// made by a driver before devices moved (its own nbdfuse, recorded in the
+// state file: nodestate.OwnerLegacy) is checked, grown and undone by
+// engine/device's own code on that record, and never made anew.
 
-// nbdfuseReadyTimeout bounds the wait for nbdfuse to serve its file.
-const nbdfuseReadyTimeout = 30 * time.Second
+// owner is who makes the devices of new stages.
+func (d *Driver) owner() string {
+	if d.im != nil {
+		return nodestate.OwnerInstanceManager
+	}
+	return nodestate.OwnerDriver
+}
 
-// connectDevice makes st.Endpoint a block device, recording each part in
-// st (and st in its state file) as it is made, so that a failure part way
-// can be undone by disconnectDevice.
+// localDevices is the driver's own device Manager, in its state
+// directory; made (and what a driver before it left there adopted or
+// undone) at its first use.
+func (d *Driver) localDevices() (*device.Manager, error) {
+	d.localOnce.Do(func() {
+		d.local, d.localErr = device.NewManager(filepath.Join(d.stateDir(), "devices"), d.log.WithField("devices", "driver"))
+		if d.localErr == nil {
+			d.local.Recover()
+		}
+	})
+	return d.local, d.localErr
+}
+
+// devicesFor is the Service that keeps st's device; nil, nil for a legacy
+// stage.
+func (d *Driver) devicesFor(st *stagedVolume) (device.Service, error) {
+	switch st.DeviceOwner {
+	case nodestate.OwnerLegacy:
+		return nil, nil
+	case nodestate.OwnerDriver:
+		m, err := d.localDevices()
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "the driver's devices folder: %v", err)
+		}
+		return m, nil
+	case nodestate.OwnerInstanceManager:
+		if d.im == nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s's device is kept by the node's instance manager, which this driver is not given (--instance-manager-dir)", st.VolumeID)
+		}
+		return d.im, nil
+	}
+	return nil, status.Errorf(codes.Internal, "volume %s's state file names a device owner this driver does not know, %q", st.VolumeID, st.DeviceOwner)
+}
+
+// legacyFuseDir is where a driver before engine/device mounted a volume's
+// nbdfuse.
+func (d *Driver) legacyFuseDir(volumeID string) string {
+	return filepath.Join(d.stateDir(), "fuse", volumeID)
+}
+
+// legacyRecord is a legacy stage's device as engine/device's record,
+// sanitized: only what can be this volume's device in the driver's folder.
+func (d *Driver) legacyRecord(st *stagedVolume) *device.Record {
+	return device.Sanitize(&device.Record{VolumeID: st.VolumeID, Endpoint: st.Endpoint, FuseDir: st.FuseDir, FuseFile: st.FuseFile,
+		NbdfusePID: st.NbdfusePID, Window: st.Window, Device: st.Device}, st.VolumeID, d.legacyFuseDir(st.VolumeID), d.log)
+}
+
+// deviceStatus is what the keeper of st's device says of it; found is
+// false when it has none.
+func (d *Driver) deviceStatus(ctx context.Context, st *stagedVolume) (ds device.Status, found bool, err error) {
+	svc, err := d.devicesFor(st)
+	if err != nil {
+		return ds, false, err
+	}
+	if svc == nil {
+		if st.FuseDir == "" && st.Device == "" {
+			return ds, false, nil
+		}
+		return device.RecordStatus(d.legacyRecord(st)), true, nil
+	}
+	ds, err = svc.Get(ctx, st.VolumeID)
+	if errors.Is(err, device.ErrNotFound) {
+		return ds, false, nil
+	}
+	if err != nil {
+		return ds, false, deviceError(st.VolumeID, "read the device of", err)
+	}
+	return ds, true, nil
+}
+
+// deviceStands says whether st's device still stands as st records it,
+// and why not when not. An error (an instance manager that does not
+// answer) is neither: nothing is undone on it.
+func (d *Driver) deviceStands(ctx context.Context, st *stagedVolume) (bool, string, error) {
+	ds, found, err := d.deviceStatus(ctx, st)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !found:
+		return false, "it has no device", nil
+	case st.Device == "" || ds.Device != st.Device:
+		return false, fmt.Sprintf("its device is %q, not the %q its stage records", ds.Device, st.Device), nil
+	case !ds.Healthy:
+		return false, ds.Why, nil
+	}
+	return true, "", nil
+}
+
+// stagedDevice is st's device while it is still the volume's (its loop
+// device reads the volume's export, whatever else no longer stands): what
+// is mounted on it is the volume's. "" when there is none.
+func (d *Driver) stagedDevice(ctx context.Context, st *stagedVolume) (string, error) {
+	if st.Device == "" {
+		return "", nil
+	}
+	if st.DeviceOwner == nodestate.OwnerLegacy {
+		if hostexec.LoopBackingFile(st.Device) == d.legacyRecord(st).FuseFile {
+			return st.Device, nil
+		}
+		return "", nil
+	}
+	ds, found, err := d.deviceStatus(ctx, st)
+	if err != nil || !found || !ds.Attached || ds.Device != st.Device {
+		return "", err
+	}
+	return st.Device, nil
+}
+
+// connectDevice has st's device made of st.Endpoint by the keeper its
+// owner names; st, saved with its owner, records the device.
 func (d *Driver) connectDevice(ctx context.Context, st *stagedVolume, log *logrus.Entry) error {
-	for _, tool := range []string{"nbdfuse", "nbdinfo", "losetup"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s is not installed on this node (nbdfuse, nbdinfo: Debian's libnbd-bin; losetup: util-linux): %w", tool, err)
+	svc, err := d.devicesFor(st)
+	if err != nil {
+		return err
+	}
+	if svc == nil {
+		return status.Errorf(codes.Internal, "volume %s: a stage of an earlier driver is not made anew", st.VolumeID)
+	}
+	ds, err := svc.Stage(ctx, st.VolumeID, st.Endpoint)
+	if errors.Is(err, device.ErrPrecondition) {
+		// A device the state file does not record: a stage cut short, or
+		// a state file lost. It is the volume's, and unused here.
+		log.WithError(err).Warn("Undoing a device of the volume that its stage does not record")
+		if uerr := svc.Unstage(ctx, st.VolumeID); uerr != nil {
+			return deviceError(st.VolumeID, "undo the unrecorded device of", uerr)
 		}
+		ds, err = svc.Stage(ctx, st.VolumeID, st.Endpoint)
 	}
-	// The volume's size now; the device shows this much of the window.
-	size, err := exportSize(ctx, st.Endpoint)
 	if err != nil {
-		return err
+		return deviceError(st.VolumeID, "make a block device of", err)
 	}
-	dir := d.fuseDir(st.VolumeID)
-	// A FUSE mount left by an nbdfuse that died (after a reboot, a kill)
-	// answers "transport endpoint is not connected": detach it.
-	if mounted, _ := isMountPoint(dir); mounted {
-		_ = unix.Unmount(dir, unix.MNT_DETACH)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	file := filepath.Join(dir, "disk")
-	pidFile, logFile := dir+".pid", dir+".log"
-	_ = os.Remove(pidFile)
-	logf, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	// Not exec.CommandContext: nbdfuse must outlive the request. It reads
-	// the export's window (engine/nbd), which covers any size the volume
-	// may grow to, so the loop device can grow with no reconnect.
-	cmd := exec.Command("nbdfuse", "-P", pidFile, file, st.Endpoint+nbd.WindowSuffix)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start nbdfuse: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		// Reaps nbdfuse when it ends, so its pid does not linger as a
-		// zombie that looks alive.
-		_ = cmd.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	st.FuseDir, st.FuseFile, st.NbdfusePID, st.Window = dir, file, cmd.Process.Pid, true
+	st.Device = ds.Device
 	if err := d.saveState(st); err != nil {
-		return err
+		return status.Error(codes.Internal, err.Error())
 	}
-	log.WithFields(logrus.Fields{"endpoint": st.Endpoint, "fuseFile": file, "pid": st.NbdfusePID}).Info("Started nbdfuse for the volume's NBD export")
-
-	// nbdfuse writes its pid file once it serves the file.
-	deadline := time.NewTimer(nbdfuseReadyTimeout)
-	defer deadline.Stop()
-	for ready := false; !ready; {
-		if _, err := os.Stat(pidFile); err == nil {
-			ready = true
-			continue
-		}
-		select {
-		case <-exited:
-			out, _ := os.ReadFile(logFile)
-			return fmt.Errorf("nbdfuse of %s exited before serving it: %s", st.Endpoint, strings.TrimSpace(string(out)))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("nbdfuse of %s did not serve it within %s", st.Endpoint, nbdfuseReadyTimeout)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-
-	out, err := run(ctx, "losetup", "--find", "--show", "--sizelimit", strconv.FormatInt(size, 10), file)
-	if err != nil {
-		return err
-	}
-	st.Device = strings.TrimSpace(out)
-	if err := d.saveState(st); err != nil {
-		return err
-	}
-	log.WithFields(logrus.Fields{"device": st.Device, "fuseFile": file, "size": size}).Info("Made a loop device of the volume's export")
+	log.WithFields(logrus.Fields{"device": ds.Device, "endpoint": st.Endpoint, "owner": st.DeviceOwner, "size": ds.Size}).Info("The volume's device is made")
 	return nil
 }
 
-// deviceHealthy says whether the device st records still stands: its
-// nbdfuse runs, its FUSE mount is there and its loop device reads it.
-func deviceHealthy(st *stagedVolume) bool {
-	if st.Device == "" || !isOurNbdfuse(st) {
-		return false
+// disconnectDevice undoes st's device where it is kept, flushing it.
+func (d *Driver) disconnectDevice(ctx context.Context, st *stagedVolume, log *logrus.Entry) error {
+	svc, err := d.devicesFor(st)
+	if err != nil {
+		return err
 	}
-	if mounted, _ := isMountPoint(st.FuseDir); !mounted {
-		return false
+	if svc == nil {
+		if err := device.Release(d.legacyRecord(st), false, log); err != nil {
+			return deviceError(st.VolumeID, "undo the device (made by an earlier driver) of", err)
+		}
+		return nil
 	}
-	return loopBackingFile(st.Device) == st.FuseFile
-}
-
-// disconnectDevice undoes connectDevice, whatever part of it was done or
-// is still there: it detaches the loop device, flushing it, unmounts the
-// FUSE file and ends nbdfuse.
-func (d *Driver) disconnectDevice(st *stagedVolume, log *logrus.Entry) error {
-	if st.Device != "" && st.FuseFile != "" && loopBackingFile(st.Device) == st.FuseFile {
-		syncFile(st.Device)
-		if _, err := run(context.Background(), "losetup", "-d", st.Device); err != nil {
-			return err
-		}
-		// The kernel lets a loop device go once its last user closes it.
-		if err := waitFor(10*time.Second, func() bool { return loopBackingFile(st.Device) != st.FuseFile }); err != nil {
-			return fmt.Errorf("loop device %s still reads %s: something holds it open", st.Device, st.FuseFile)
-		}
-		log.WithField("device", st.Device).Info("Detached the loop device")
-	}
-	if st.FuseDir != "" {
-		if mounted, _ := isMountPoint(st.FuseDir); mounted {
-			// Writes nbdfuse holds reach the engine before it stops.
-			syncFile(st.FuseFile)
-			if err := unmountFuse(st.FuseDir); err != nil {
-				return err
-			}
-			log.WithField("fuseDir", st.FuseDir).Info("Unmounted the volume's nbdfuse")
-		}
-	}
-	if isOurNbdfuse(st) {
-		// nbdfuse ends once unmounted; one that does not is stopped.
-		if err := waitFor(10*time.Second, func() bool { return !isOurNbdfuse(st) }); err != nil {
-			_ = syscall.Kill(-st.NbdfusePID, syscall.SIGTERM)
-			if err := waitFor(5*time.Second, func() bool { return !isOurNbdfuse(st) }); err != nil {
-				_ = syscall.Kill(-st.NbdfusePID, syscall.SIGKILL)
-			}
-		}
-		if mounted, _ := isMountPoint(st.FuseDir); mounted {
-			_ = unix.Unmount(st.FuseDir, unix.MNT_DETACH)
-		}
-	}
-	if st.FuseDir != "" {
-		for _, p := range []string{st.FuseDir, st.FuseDir + ".pid", st.FuseDir + ".log"} {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				log.WithError(err).WithField("path", p).Warn("Could not remove what nbdfuse left")
-			}
-		}
+	if err := svc.Unstage(ctx, st.VolumeID); err != nil {
+		return deviceError(st.VolumeID, "undo the device of", err)
 	}
 	return nil
 }
 
-// isOurNbdfuse says whether st's nbdfuse still runs: the pid is alive
-// and is nbdfuse serving st's file, not a process that took the pid over.
-func isOurNbdfuse(st *stagedVolume) bool {
-	if st.NbdfusePID <= 0 || st.FuseFile == "" {
-		return false
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(st.NbdfusePID) + "/cmdline")
+// expandDevice grows st's device to its export's size now, and returns
+// the device's size.
+func (d *Driver) expandDevice(ctx context.Context, st *stagedVolume, log *logrus.Entry) (int64, error) {
+	svc, err := d.devicesFor(st)
 	if err != nil {
-		return false
+		return 0, err
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(st.NbdfusePID) + "/stat")
-	if err != nil || procState(stat) == "Z" {
-		return false
+	var ds device.Status
+	if svc == nil {
+		ds, err = device.ExpandRecord(ctx, d.legacyRecord(st), log)
+	} else {
+		ds, err = svc.Expand(ctx, st.VolumeID)
 	}
-	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
-	return len(args) > 0 && filepath.Base(string(args[0])) == "nbdfuse" && bytes.Contains(cmdline, []byte(st.FuseFile))
-}
-
-// procState is the state letter of a /proc/PID/stat.
-func procState(stat []byte) string {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return ""
-	}
-	return string(stat[i+2])
-}
-
-// syncFile flushes what the kernel holds for a file or device.
-func syncFile(path string) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return
+		return 0, deviceError(st.VolumeID, "grow the device of", err)
 	}
-	_ = f.Sync()
-	f.Close()
+	return ds.Size, nil
 }
 
-// waitFor polls cond every 50ms for up to timeout.
-func waitFor(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
+// deviceError is a device call's error as the code the CSI spec names.
+func deviceError(volumeID, what string, err error) error {
+	if _, ok := status.FromError(err); ok && !isDeviceKind(err) {
+		return err
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, device.ErrUnavailable):
+		code = codes.Unavailable
+	case errors.Is(err, device.ErrInUse), errors.Is(err, device.ErrPrecondition):
+		code = codes.FailedPrecondition
+	case errors.Is(err, device.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, device.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Errorf(code, "%s volume %s: %v", what, volumeID, err)
+}
+
+func isDeviceKind(err error) bool {
+	for _, k := range []error{device.ErrUnavailable, device.ErrInUse, device.ErrPrecondition, device.ErrInvalid, device.ErrNotFound} {
+		if errors.Is(err, k) {
+			return true
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return nil
+	return false
 }
 
-// The host operations the full drill's devices run too (internal/rodevice).
+// The host operations the Node service runs itself.
 var (
-	run             = hostexec.Run
-	loopBackingFile = hostexec.LoopBackingFile
-	unmountFuse     = hostexec.UnmountFuse
+	run      = hostexec.Run
+	loopSize = device.LoopSize
 )

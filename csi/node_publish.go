@@ -39,11 +39,18 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	log := s.d.log.WithFields(logrus.Fields{"volume": id, "targetPath": target, "readOnly": readOnly})
 
 	st, err := s.d.loadState(id)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
-	case st == nil || !deviceHealthy(st):
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node: NodeStageVolume first", id)
+	}
+	stands, why := false, "it has no stage"
+	if st != nil {
+		if stands, why, err = s.d.deviceStands(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !stands:
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node (%s): NodeStageVolume first", id, why)
 	case st.Block != nc.block:
 		return nil, status.Errorf(codes.InvalidArgument, "volume_capability: volume %s is staged as %s", id, st.Describe())
 	}

@@ -1,8 +1,6 @@
 package csi
 
 import (
-	"path/filepath"
-
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 )
 
@@ -14,11 +12,6 @@ type stagedVolume = nodestate.Volume
 var volumeIDPattern = nodestate.IDPattern
 
 func (d *Driver) stateDir() string { return nodestate.Dir(d.opts.StateDir) }
-
-// fuseDir is where nbdfuse mounts a volume's export.
-func (d *Driver) fuseDir(volumeID string) string {
-	return filepath.Join(d.stateDir(), "fuse", volumeID)
-}
 
 // loadState reads a volume's state; nil, nil when it has none.
 func (d *Driver) loadState(volumeID string) (*stagedVolume, error) {

@@ -17,24 +17,40 @@ import (
 // DefaultDir keeps the Node service's state when no directory is given.
 const DefaultDir = "/var/lib/longhorn-csi"
 
+// Who keeps a staged volume's device (Volume.DeviceOwner).
+const (
+	// OwnerLegacy: the driver's own nbdfuse, recorded in the state file
+	// itself (FuseDir, FuseFile, NbdfusePID, Window), as drivers made
+	// devices before engine/device; such a stage is undone and grown by
+	// the same code, and never made anew.
+	OwnerLegacy = ""
+	// OwnerDriver: the driver's engine/device Manager, in the state
+	// directory's devices folder (no instance manager on the node).
+	OwnerDriver = "driver"
+	// OwnerInstanceManager: the node's instance manager, over its socket.
+	OwnerInstanceManager = "instance-manager"
+)
+
 // Volume is what NodeStageVolume made for a volume on this node, so that
 // NodeUnstageVolume, and a driver that restarted in between, can undo it.
 type Volume struct {
 	VolumeID string `json:"volumeID"`
 	// Endpoint is the NBD URI the device reads and writes.
 	Endpoint string `json:"endpoint"`
+	// DeviceOwner is who keeps the device (OwnerDriver,
+	// OwnerInstanceManager, or OwnerLegacy). It is written before the
+	// device is asked for: a driver that dies meanwhile knows where to
+	// undo it.
+	DeviceOwner string `json:"deviceOwner,omitempty"`
 	// FuseDir is where nbdfuse mounts the export, as the file FuseFile;
-	// NbdfusePID is its process, in a process group of its own.
+	// NbdfusePID is its process, in a process group of its own; Window
+	// says it reads the export's window (see engine/nbd), so the device
+	// can grow. Only a legacy stage has them (engine/device.Record's).
 	FuseDir    string `json:"fuseDir,omitempty"`
 	FuseFile   string `json:"fuseFile,omitempty"`
 	NbdfusePID int    `json:"nbdfusePID,omitempty"`
-	// Window says nbdfuse reads the export's window (see engine/nbd),
-	// which the loop device limits to the volume's size: such a device
-	// grows (NodeExpandVolume). A stage made before has no window, and
-	// grows only once staged again.
-	Window bool `json:"window,omitempty"`
-	// Device is the block device over the export: a loop device over
-	// FuseFile.
+	Window     bool   `json:"window,omitempty"`
+	// Device is the block device over the export, /dev/loopN.
 	Device string `json:"device,omitempty"`
 	// StagingPath is where the filesystem is mounted ("" for a block
 	// volume, whose device alone is staged); FsType is its filesystem and
