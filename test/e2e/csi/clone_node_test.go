@@ -32,5 +32,5 @@ func TestCSINodeStagesACloneAsItIs(t *testing.T) {
 		t.Errorf("the clone's filesystem: hello.txt %q, %v", data, err)
 	}
 	e.unstage(t, "copy", copyStaging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 }

@@ -41,5 +41,5 @@ func TestCSINodeRefusesBadRequests(t *testing.T) {
 	// Undoing what was never done is done.
 	e.unpublish(t, "vol", e.path("t"))
 	e.unstage(t, "vol", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 }

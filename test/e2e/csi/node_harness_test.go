@@ -51,9 +51,36 @@ func newCSINodeEnv(t *testing.T) *csiNodeEnv {
 	// The manager reads the driver's stages there (trimFilesystem).
 	stateDir := t.TempDir()
 	e := &csiNodeEnv{APIEnv: framework.NewAPIEnv(t, func(o *app.DaemonOptions) { o.CSIStateDir = stateDir }), stateDir: stateDir, root: t.TempDir()}
-	t.Cleanup(func() { cleanupCSINode(t, e.stateDir, e.root) })
+	t.Cleanup(func() { cleanupCSINode(t, e.root, e.stateDir, e.devicesDir()) })
 	e.startDriver(t)
 	return e
+}
+
+// devicesDirOf is where the devices of e's volumes are made: the
+// instance manager's devices folder when its engines run in one (the
+// driver makes them there, framework.ServeCSI), else "".
+func devicesDirOf(e *framework.APIEnv) string {
+	if e.InstanceManagerDir == "" {
+		return ""
+	}
+	return filepath.Join(e.InstanceManagerDir, "devices")
+}
+
+// devicesDir is where the env's devices (nbdfuse, its FUSE mount, the
+// loop devices' files) are: the instance manager's folder, or the
+// driver's state directory.
+func (e *csiNodeEnv) devicesDir() string {
+	if dir := devicesDirOf(e.APIEnv); dir != "" {
+		return dir
+	}
+	return e.stateDir
+}
+
+// assertNothingLeft asserts the env's stages left no mount, loop device,
+// nbdfuse or state file.
+func (e *csiNodeEnv) assertNothingLeft(t *testing.T) {
+	t.Helper()
+	assertNothingLeft(t, e.stateDir, e.devicesDir(), e.root)
 }
 
 // startDriver starts (or starts again, as after a restart) the driver on
@@ -203,41 +230,52 @@ func nbdfusesUnder(dir string) []int {
 }
 
 // assertNothingLeft asserts no mount, loop device, nbdfuse or state file
-// of the driver's is left.
-func assertNothingLeft(t *testing.T, stateDir string, dirs ...string) {
+// of the driver's is left: its devices were made in devicesDir.
+func assertNothingLeft(t *testing.T, stateDir, devicesDir string, dirs ...string) {
 	t.Helper()
-	if m := mountsUnder(t, append(dirs, stateDir)...); len(m) > 0 {
+	if m := mountsUnder(t, append(dirs, stateDir, devicesDir)...); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
-	if l := loopsUnder(t, stateDir); len(l) > 0 {
-		t.Errorf("loop devices left: %v", l)
+	for _, dir := range []string{stateDir, devicesDir} {
+		if l := loopsUnder(t, dir); len(l) > 0 {
+			t.Errorf("loop devices left: %v", l)
+		}
+		framework.Eventually(t, 10*time.Second, "no nbdfuse left", func() (bool, error) { return len(nbdfusesUnder(dir)) == 0, nil })
 	}
-	framework.Eventually(t, 10*time.Second, "no nbdfuse left", func() (bool, error) { return len(nbdfusesUnder(stateDir)) == 0, nil })
+	if files, _ := filepath.Glob(filepath.Join(devicesDir, "*.json")); len(files) > 0 {
+		t.Errorf("device records left: %v", files)
+	}
 	if files, _ := filepath.Glob(filepath.Join(stateDir, "volumes", "*.json")); len(files) > 0 {
 		t.Errorf("state files left: %v", files)
 	}
 }
 
-// cleanupCSINode undoes whatever a failed test left: mounts, then loop
-// devices, then nbdfuse's mounts and processes.
-func cleanupCSINode(t testing.TB, stateDir, root string) {
+// cleanupCSINode undoes whatever a failed test left: mounts under root,
+// then, under each of dirs (the state directory, the devices' folder),
+// loop devices, then nbdfuse's mounts and processes.
+func cleanupCSINode(t testing.TB, root string, dirs ...string) {
 	for _, m := range mountsUnder(t, root) {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 			t.Logf("cleanup: unmount %s: %v", m, err)
 		}
 	}
-	for _, l := range loopsUnder(t, stateDir) {
-		if out, err := exec.Command("losetup", "-d", l).CombinedOutput(); err != nil {
-			t.Logf("cleanup: losetup -d %s: %v: %s", l, err, out)
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
 		}
-	}
-	for _, m := range mountsUnder(t, stateDir) {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			t.Logf("cleanup: unmount %s: %v", m, err)
+		for _, l := range loopsUnder(t, dir) {
+			if out, err := exec.Command("losetup", "-d", l).CombinedOutput(); err != nil {
+				t.Logf("cleanup: losetup -d %s: %v: %s", l, err, out)
+			}
 		}
-	}
-	for _, pid := range nbdfusesUnder(stateDir) {
-		t.Logf("cleanup: stopping nbdfuse %d", pid)
-		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for _, m := range mountsUnder(t, dir) {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("cleanup: unmount %s: %v", m, err)
+			}
+		}
+		for _, pid := range nbdfusesUnder(dir) {
+			t.Logf("cleanup: stopping nbdfuse %d", pid)
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
 	}
 }

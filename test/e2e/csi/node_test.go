@@ -89,7 +89,7 @@ func TestCSINodeFilesystemVolume(t *testing.T) {
 	}
 	e.unstage(t, "data", staging)
 	e.unstage(t, "data", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 
 	// Stage again: the filesystem is kept (not made again) and has the file.
 	e.stage(t, "data", staging, mountCap("ext4"))
@@ -104,20 +104,20 @@ func TestCSINodeFilesystemVolume(t *testing.T) {
 	e.stage(t, "data", staging, mountCap("ext4"))
 	e.unpublish(t, "data", target)
 	e.unstage(t, "data", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 
 	// nbdfuse dies (killed, or the node restarted): a new stage undoes
 	// what is left and makes it again; an unstage undoes what is left.
 	for _, then := range []string{"stage", "unstage"} {
 		e.stage(t, "data", staging, mountCap("ext4"))
-		pids := nbdfusesUnder(e.stateDir)
+		pids := nbdfusesUnder(e.devicesDir())
 		if len(pids) != 1 {
 			t.Fatalf("nbdfuse processes of the stage: %v", pids)
 		}
 		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		framework.Eventually(t, 10*time.Second, "nbdfuse ends", func() (bool, error) { return len(nbdfusesUnder(e.stateDir)) == 0, nil })
+		framework.Eventually(t, 10*time.Second, "nbdfuse ends", func() (bool, error) { return len(nbdfusesUnder(e.devicesDir())) == 0, nil })
 		if then == "stage" {
 			e.stage(t, "data", staging, mountCap("ext4"))
 			if data, err := os.ReadFile(filepath.Join(staging, "hello.txt")); err != nil || !bytes.HasPrefix(data, []byte("written")) {
@@ -126,14 +126,14 @@ func TestCSINodeFilesystemVolume(t *testing.T) {
 			e.unstage(t, "data", staging)
 		} else {
 			e.unstage(t, "data", staging)
-			assertNothingLeft(t, e.stateDir, e.root)
+			e.assertNothingLeft(t)
 		}
 	}
 
 	// A capability of another filesystem does not reformat it.
 	_, err = e.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: "data", StagingTargetPath: staging, VolumeCapability: mountCap("xfs")})
 	expectCode(t, err, codes.FailedPrecondition, "has a ext4 filesystem and the capability asks for xfs")
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 }
 
 // TestCSINodeBlockVolume: a raw block volume is published as a device
@@ -164,7 +164,7 @@ func TestCSINodeBlockVolume(t *testing.T) {
 	e.unpublish(t, "raw", target)
 	e.unstage(t, "raw", staging)
 	e.unstage(t, "raw", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 
 	e.stage(t, "raw", staging, blockCap())
 	e.publish(t, "raw", staging, target, blockCap(), false)
@@ -194,12 +194,12 @@ func TestCSINodeBlockVolume(t *testing.T) {
 	// Data first: bytes that are no filesystem are not formatted over.
 	_, err = e.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: "raw", StagingTargetPath: staging, VolumeCapability: mountCap("ext4")})
 	expectCode(t, err, codes.FailedPrecondition, "65536 bytes of it have been written", "it is not formatted")
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 	if got := readDevice(t, deviceOfNewStage(t, e, "raw", staging), 4<<20, len(payload)); !bytes.Equal(got, payload) {
 		t.Fatal("the refused stage changed the device's bytes")
 	}
 	e.unstage(t, "raw", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 }
 
 // The first stage names xfs as a StorageClass's fsType does, in the
@@ -223,7 +223,7 @@ func TestCSINodeXFS(t *testing.T) {
 	}
 	e.unpublish(t, "xfsvol", target)
 	e.unstage(t, "xfsvol", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 	e.stage(t, "xfsvol", staging, mountCap("xfs"))
 	if out, err := exec.Command("findmnt", "-n", "-o", "FSTYPE", staging).Output(); err != nil || strings.TrimSpace(string(out)) != "xfs" {
 		t.Errorf("the staging mount: %q, %v", out, err)
@@ -232,7 +232,7 @@ func TestCSINodeXFS(t *testing.T) {
 		t.Errorf("the file after a new stage: %q, %v", data, err)
 	}
 	e.unstage(t, "xfsvol", staging)
-	assertNothingLeft(t, e.stateDir, e.root)
+	e.assertNothingLeft(t)
 }
 
 // deviceOfNewStage stages a volume as a block volume and returns its
@@ -240,7 +240,7 @@ func TestCSINodeXFS(t *testing.T) {
 func deviceOfNewStage(t *testing.T, e *csiNodeEnv, id, staging string) string {
 	t.Helper()
 	e.stage(t, id, staging, blockCap())
-	loops := loopsUnder(t, e.stateDir)
+	loops := loopsUnder(t, e.devicesDir())
 	if len(loops) != 1 {
 		t.Fatalf("loop devices of the stage: %v", loops)
 	}

@@ -33,7 +33,7 @@ func TestCSISanity(t *testing.T) {
 	}
 	e := framework.NewAPIEnv(t)
 	stateDir, root := t.TempDir(), t.TempDir()
-	t.Cleanup(func() { cleanupCSINode(t, stateDir, root) })
+	t.Cleanup(func() { cleanupCSINode(t, root, stateDir, devicesDirOf(e)) })
 	sock, _ := framework.ServeCSI(t, e, csi.Options{NodeID: "node-1", Controller: true, StateDir: stateDir})
 
 	cfg := sanity.NewTestConfig()

@@ -34,7 +34,7 @@ func KubernetesAuthAPIEnv(t *testing.T, opts ...func(*app.DaemonOptions)) (*APIE
 	d := StartDaemon(t, cluster.ServiceAccountConfig(ns, ServiceAccount), ns, "node-1", t.TempDir(), append([]func(*app.DaemonOptions){func(o *app.DaemonOptions) {
 		o.APIAuth = api.AuthKubernetes
 	}}, opts...)...)
-	return &APIEnv{ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)}, Base: "http://" + d.APIAddress}, d
+	return &APIEnv{ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)}, Base: "http://" + d.APIAddress, InstanceManagerDir: d.InstanceManagerDir}, d
 }
 
 // TokenOf returns a new token (an hour long) of the ServiceAccount name in
@@ -56,6 +56,9 @@ func TokenOf(t testing.TB, kube kubernetes.Interface, ns, name string, audiences
 type APIEnv struct {
 	*ManagerEnv
 	Base string
+	// InstanceManagerDir is the daemon's instance manager's folder, ""
+	// when its engines run in the daemon (RunningDaemon's).
+	InstanceManagerDir string
 	// Token, when set, is the bearer token Call and Dial send (a call that
 	// sets Authorization itself sends its own).
 	Token string
@@ -77,8 +80,9 @@ func NewAPIEnvIn(t testing.TB, ns string, opts ...func(*app.DaemonOptions)) *API
 	InstallRBAC(t, kube, ns)
 	d := StartDaemon(t, cluster.ServiceAccountConfig(ns, ServiceAccount), ns, "node-1", t.TempDir(), opts...)
 	return &APIEnv{
-		ManagerEnv: &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)},
-		Base:       "http://" + d.APIAddress,
+		ManagerEnv:         &ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: LHClient(t, cluster.Config)},
+		Base:               "http://" + d.APIAddress,
+		InstanceManagerDir: d.InstanceManagerDir,
 	}
 }
 

@@ -46,8 +46,14 @@ func (e *APIEnv) VolumeNames(t *testing.T) []string {
 // ServeCSI serves the CSI driver with opts against the manager of e on a
 // socket of the test's own, as the sidecars and the kubelet reach it, and
 // returns the socket and a stop (idempotent, also run when the test ends).
+// When e's engines run in an instance manager, the Node service has the
+// volumes' devices made there (as --instance-manager-dir), unless opts
+// names another.
 func ServeCSI(t testing.TB, e *APIEnv, opts csi.Options) (sock string, stop func()) {
 	t.Helper()
+	if opts.NodeID != "" && opts.InstanceManagerDir == "" {
+		opts.InstanceManagerDir = e.InstanceManagerDir
+	}
 	return ServeCSIWith(t, client.NewClient(e.Base+"/v1", 10*time.Second), opts)
 }
 

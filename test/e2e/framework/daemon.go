@@ -35,9 +35,13 @@ var TestBackupTargetFileRoots = []string{os.TempDir()}
 // RunningDaemon is a daemon started by a test, stopped by its cleanup.
 type RunningDaemon struct {
 	APIAddress string
-	cancel     context.CancelFunc
-	done       chan error
-	stopped    bool
+	// InstanceManagerDir is the folder of the instance manager its
+	// engines run in ("" when they run in the daemon): the CSI Node
+	// service has the volumes' devices made there too (ServeCSI).
+	InstanceManagerDir string
+	cancel             context.CancelFunc
+	done               chan error
+	stopped            bool
 }
 
 func (d *RunningDaemon) Stop(t testing.TB) time.Duration {
@@ -106,6 +110,9 @@ func LaunchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.InstanceManagerRunner == app.InstanceManagerProcess || o.InstanceManagerRunner == app.InstanceManagerExternal {
+		d.InstanceManagerDir = filepath.Join(o.DataDir, "instance-manager")
 	}
 	go func() { d.done <- app.RunDaemon(ctx, cfg, o) }()
 	select {
