@@ -173,7 +173,7 @@ func TestEveryResourceHasItsShortNameAndTheLonghornCategory(t *testing.T) {
 	want := map[string]string{
 		"settings": "lhs", "nodes": "lhn", "volumes": "lhv", "engines": "lhe", "replicas": "lhr",
 		"snapshots": "lhsnap", "backups": "lhb", "backupvolumes": "lhbv", "backuptargets": "lhbt", "recurringjobs": "lhrj",
-		"backingimages": "lhbi", "backingimagedatasources": "lhbids", "backingimagemanagers": "lhbim",
+		"backingimages": "lhbi", "backingimagedatasources": "lhbids", "backingimagemanagers": "lhbim", "instancemanagers": "lhim",
 		"systembackups": "lhsb", "systemrestores": "lhsr",
 	}
 	all, err := crds.All()
