@@ -183,6 +183,8 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/systemrestores", http.MethodPost, "systemrestores.create", s.createSystemRestore)
 	handle("/v1/systemrestores/{name}", http.MethodGet, "systemrestores.get", s.getSystemRestore)
 	handle("/v1/systemrestores/{name}", http.MethodDelete, "systemrestores.delete", s.deleteSystemRestore)
+	handle("/v1/instancemanagers", http.MethodGet, "instancemanagers.list", s.listInstanceManagers)
+	handle("/v1/instancemanagers/{name}", http.MethodGet, "instancemanagers.get", s.getInstanceManager)
 	handle("/v1/nodetags", http.MethodGet, "tags.list", s.listTags)
 	handle("/v1/disktags", http.MethodGet, "tags.list", s.listTags)
 	for path := range emptyKinds {

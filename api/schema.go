@@ -444,6 +444,12 @@ func schemas() []Schema {
 			},
 		},
 	}
+	list = append(list, instanceManagerSchema, Schema{
+		ID: "instanceProcess",
+		ResourceFields: map[string]Field{
+			"spec": {Type: "map[string]"}, "status": {Type: "map[string]"},
+		},
+	})
 	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
 	return list
 }

@@ -153,13 +153,11 @@ func (s *Server) allBackupsCollection(base string) (Collection, error) {
 
 // emptyKinds are what Longhorn's UI lists and streams that the project
 // does not have: engine images (the engine is built in), backups of
-// backing images, orphans, instance
-// managers and support bundles.
+// backing images, orphans and support bundles.
 var emptyKinds = map[string]string{
 	"engineimages":        "engineImage",
 	"backupbackingimages": "backupBackingImage",
 	"orphans":             "orphan",
-	"instancemanagers":    "instanceManager",
 	"supportbundles":      "supportBundle",
 }
 

@@ -33,6 +33,8 @@ func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[s
 	informers["systembackups"] = []cache.SharedIndexInformer{lh.SystemBackups().Informer()}
 	st.hubs["systemrestores"] = &hub{list: func(base string) (any, error) { return s.systemRestoreCollection(base) }}
 	informers["systemrestores"] = []cache.SharedIndexInformer{lh.SystemRestores().Informer()}
+	st.hubs["instancemanagers"] = &hub{list: func(base string) (any, error) { return s.instanceManagerCollection(base) }}
+	informers["instancemanagers"] = []cache.SharedIndexInformer{lh.InstanceManagers().Informer()}
 	for path := range emptyKinds {
 		st.hubs[path] = &hub{list: func(base string) (any, error) { return emptyCollection(base, path), nil }}
 	}

@@ -47,6 +47,7 @@ type DataStore struct {
 	backingImageLister           lhlisters.BackingImageLister
 	backingImageDataSourceLister lhlisters.BackingImageDataSourceLister
 	backingImageManagerLister    lhlisters.BackingImageManagerLister
+	instanceManagerLister        lhlisters.InstanceManagerLister
 	leaseLister                  coordinationlisters.LeaseLister
 	cronJobLister                batchlisters.CronJobLister
 
@@ -163,6 +164,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		backingImageLister:           lh.BackingImages().Lister(),
 		backingImageDataSourceLister: lh.BackingImageDataSources().Lister(),
 		backingImageManagerLister:    lh.BackingImageManagers().Lister(),
+		instanceManagerLister:        lh.InstanceManagers().Lister(),
 		leaseLister:                  inf.Kube.Coordination().V1().Leases().Lister(),
 		cronJobLister:                inf.Kube.Batch().V1().CronJobs().Lister(),
 	}
@@ -189,6 +191,7 @@ func New(namespace string, lhClient lhclientset.Interface, kubeClient kubernetes
 		lh.BackingImages().Informer().HasSynced,
 		lh.BackingImageDataSources().Informer().HasSynced,
 		lh.BackingImageManagers().Informer().HasSynced,
+		lh.InstanceManagers().Informer().HasSynced,
 		inf.Kube.Coordination().V1().Leases().Informer().HasSynced,
 		inf.Kube.Batch().V1().CronJobs().Informer().HasSynced,
 	}
