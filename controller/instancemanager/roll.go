@@ -75,5 +75,11 @@ func (g gated) Start(volume string, size int64, replicas []instance.ReplicaDir, 
 	if rolling {
 		return instance.Instance{}, fmt.Errorf("%w: it is being replaced by one of image %s; the engine starts there", ErrPending, g.k.cfg.Image)
 	}
-	return g.Instances.Start(volume, size, replicas, frontend)
+	run, err := g.Instances.Start(volume, size, replicas, frontend)
+	if err == nil {
+		if cur := g.k.Current(); cur != nil {
+			run.InstanceManager = cur.Name
+		}
+	}
+	return run, err
 }

@@ -88,7 +88,7 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	status.CurrentState, status.Started, status.OwnerID = longhorn.InstanceStateRunning, true, c.ownership.NodeID
 	status.IP, status.StorageIP = host, host
 	status.Port, _ = strconv.Atoi(port)
-	status.Endpoint = run.Endpoint
+	status.Endpoint, status.InstanceManagerName = run.Endpoint, run.InstanceManager
 	c.expandEngine(v, size, run.Engine, status)
 	// Read the generation first: a change while mirroring moves it, so
 	// the next sync reads the engine again.
@@ -184,6 +184,7 @@ func (c *Controller) detachEngine(ctx context.Context, v *longhorn.Volume, plan 
 	}
 	c.mirrors.forget(v.Name)
 	status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
+	status.InstanceManagerName = ""
 	status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 	vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", plan.robustness
 	return failures, nil

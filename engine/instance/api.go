@@ -50,6 +50,9 @@ type Instance struct {
 	// the process it ran in was lost (an instance manager that died), and
 	// says why; "" otherwise. It is said once.
 	Restarted string
+	// InstanceManager names the InstanceManager the engine runs in, when
+	// it is a pod's (--instance-manager-runner=pod); "" otherwise.
+	InstanceManager string
 }
 
 // Engine is a running engine's control API as the controllers call it.
