@@ -358,21 +358,27 @@ func startSnapshotController(t *testing.T, c *cluster.Cluster) {
 	})
 }
 
-// writeWhile runs, in pod, a writer of 150 files of 64 KiB, each synced,
-// 0.1 s apart, while during() runs, and checks that every write succeeded
-// and every file reads back as written.
-func writeWhile(t *testing.T, c *cluster.Cluster, pod string, during func()) {
+// writeWhile runs, in pod, a writer of files of 64 KiB, each synced, 0.1
+// s apart, while during() runs, and checks that the writer was still
+// writing when during() returned, that every write succeeded and that
+// every file reads back as written.
+func writeWhile(t *testing.T, c *cluster.Cluster, pod string, files int, during func()) {
 	t.Helper()
 	written := make(chan error, 1)
 	var out string
 	go func() {
 		var err error
 		out, err = c.TryKubectl("", "-n", workloadNS, "exec", pod, "--", "sh", "-c",
-			`set -e; cd /data; rm -f w.* WSUMS; i=0; while [ $i -lt 150 ]; do head -c 65536 /dev/urandom > w.$i; sync w.$i; i=$((i+1)); sleep 0.1; done; sha256sum w.* > WSUMS; sync WSUMS; echo written`)
+			fmt.Sprintf(`set -e; cd /data; rm -f w.* WSUMS; i=0; while [ $i -lt %d ]; do head -c 65536 /dev/urandom > w.$i; sync w.$i; i=$((i+1)); sleep 0.1; done; sha256sum w.* > WSUMS; sync WSUMS; echo written`, files))
 		written <- err
 	}()
 	time.Sleep(3 * time.Second)
 	during()
+	select {
+	case err := <-written:
+		t.Fatalf("the writer ended before what it was to outlast was over (%v): give it more files\n%s", err, out)
+	default:
+	}
 	select {
 	case err := <-written:
 		if err != nil || !strings.Contains(out, "written") {
@@ -381,7 +387,7 @@ func writeWhile(t *testing.T, c *cluster.Cluster, pod string, during func()) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the pod's writes did not end within 3 minutes")
 	}
-	if check, err := c.TryKubectl("", "-n", workloadNS, "exec", pod, "--", "sh", "-c", "cd /data && sha256sum -c WSUMS"); err != nil || strings.Count(check, ": OK") != 150 {
+	if check, err := c.TryKubectl("", "-n", workloadNS, "exec", pod, "--", "sh", "-c", "cd /data && sha256sum -c WSUMS"); err != nil || strings.Count(check, ": OK") != files {
 		t.Fatalf("the files written do not match their checksums: %v\n%s", err, check)
 	}
 	checkFiles(t, c, workloadNS, pod)
@@ -396,7 +402,7 @@ func writeWhile(t *testing.T, c *cluster.Cluster, pod string, during func()) {
 func checkManagerKillKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 	before := managerPodRestarts(t, c)
 	imBefore := instanceManagerPod(t, c)
-	writeWhile(t, c, pod, func() {
+	writeWhile(t, c, pod, 150, func() {
 		pid := managerDaemonPID(t)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill the manager (pid %d): %v", pid, err)
@@ -418,18 +424,20 @@ func checkManagerKillKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 
 // checkDaemonSetRollKeepsIO rolls the manager's DaemonSet (kubectl
 // rollout restart, as an upgrade does) while the pod writes and syncs
-// files: the manager's pod, CSI plugin included, is replaced, and every
+// files, and waits for the roll to end before the writer does: the manager's pod, CSI plugin included, is replaced, and every
 // write succeeds, since the engine and the device run in the instance
 // manager's pod, which is not the DaemonSet's; the new manager adopts it,
 // and its InstanceManager says it runs the volume's engine.
 func checkDaemonSetRollKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 	imBefore := instanceManagerPod(t, c)
 	oldPods := managerPodNames(t, c)
-	writeWhile(t, c, pod, func() {
+	// The whole roll, the old pod gone and the new one ready, happens
+	// while the writer writes.
+	writeWhile(t, c, pod, 600, func() {
 		c.Kubectl(t, "", "-n", namespace, "rollout", "restart", "daemonset/longhorn-manager")
-		t.Logf("rolled the manager's DaemonSet (pods %v) while the pod writes", oldPods)
+		c.Kubectl(t, "", "-n", namespace, "rollout", "status", "daemonset/longhorn-manager", "--timeout=50s")
+		t.Logf("rolled the manager's DaemonSet (pods %v, now %v) while the pod writes", oldPods, managerPodNames(t, c))
 	})
-	c.Kubectl(t, "", "-n", namespace, "rollout", "status", "daemonset/longhorn-manager", "--timeout=4m")
 	if now := managerPodNames(t, c); slices.Equal(now, oldPods) {
 		t.Fatalf("the DaemonSet's pods were not replaced: %v", now)
 	}
