@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,22 @@ func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
 		if err := importImage(ctx, c.DataDir, archive); err != nil {
 			return fmt.Errorf("%s: %w", archive, err)
 		}
+	}
+	return nil
+}
+
+// TagImage gives the image called src in the node's containerd the name
+// dst as well ("docker.io/library/longhorn-manager:dev", as containerd
+// names an image of no registry): a "new version" of an image for an
+// upgrade test, the same bytes under another name.
+func (c *Cluster) TagImage(ctx context.Context, src, dst string) error {
+	ctr, err := lookPath("ctr")
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, ctr, "--address", containerdSocket(c.DataDir), "--namespace", "k8s.io", "images", "tag", "--force", src, dst)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("tag image %s as %s: %v: %s", src, dst, err, out)
 	}
 	return nil
 }
