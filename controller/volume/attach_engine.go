@@ -74,6 +74,8 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 		if c.recorder != nil {
 			c.recorder.Event(v, corev1.EventTypeWarning, ReasonEngineRestarted, run.Restarted)
 		}
+		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeEngineRestarted, longhorn.ConditionStatusTrue,
+			ReasonInstanceManagerStopped, run.Restarted, c.clock.Now())
 	}
 	if err := c.markHealthy(ctx, replicas); err != nil {
 		return nil, nil, err
@@ -187,5 +189,6 @@ func (c *Controller) detachEngine(ctx context.Context, v *longhorn.Volume, plan 
 	status.InstanceManagerName = ""
 	status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 	vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", plan.robustness
+	vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeEngineRestarted })
 	return failures, nil
 }

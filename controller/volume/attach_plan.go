@@ -29,6 +29,16 @@ const (
 	ReasonEngineRestarted = "EngineRestarted"
 )
 
+// The volume's EngineRestarted condition: True, with the reason
+// InstanceManagerStopped and the time in its message, once its engine was
+// started again after the instance manager it ran in stopped (its
+// frontend's clients saw I/O errors meanwhile); removed when the volume
+// detaches. A volume whose engine was never lost has none.
+const (
+	ConditionTypeEngineRestarted = "EngineRestarted"
+	ReasonInstanceManagerStopped = "InstanceManagerStopped"
+)
+
 // attachView is what syncAttachment knows of a volume this node owns
 // once its restore and its clone are synced.
 type attachView struct {

@@ -116,6 +116,11 @@ func TestInstanceManagerKilledVolumeComesBack(t *testing.T) {
 	w.Verify(t)
 	// The volume and the metrics say what happened.
 	v.e.WaitEvent(t, "Volume", "vol", "EngineRestarted", "instance manager", "started again")
+	v.e.WaitVolume(t, "vol", "its EngineRestarted condition True, reason InstanceManagerStopped", func(vol map[string]any) bool {
+		conds, _ := vol["conditions"].(map[string]any)
+		cond, _ := conds["EngineRestarted"].(map[string]any)
+		return cond["status"] == "True" && cond["reason"] == "InstanceManagerStopped" && strings.Contains(fmt.Sprint(cond["message"]), "started again")
+	})
 	m := v.d.Metrics(t)
 	if got := m.Sum("longhorn_manager_engine_restarts_total"); got != 1 {
 		t.Errorf("longhorn_manager_engine_restarts_total = %v, want 1", got)
@@ -123,6 +128,13 @@ func TestInstanceManagerKilledVolumeComesBack(t *testing.T) {
 	if got := m.Sum("longhorn_manager_instance_manager_starts_total"); got != 2 {
 		t.Errorf("longhorn_manager_instance_manager_starts_total = %v, want 2 (the first and its replacement)", got)
 	}
+	// The condition tells of this attachment: it goes at the detach.
+	v.e.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
+	v.e.WaitVolume(t, "vol", "detached, with no EngineRestarted condition", func(vol map[string]any) bool {
+		conds, _ := vol["conditions"].(map[string]any)
+		_, has := conds["EngineRestarted"]
+		return vol["state"] == "detached" && !has
+	})
 }
 
 // TestSecondEngineOnSameReplicasCannotWrite is the fence's fault test: a
