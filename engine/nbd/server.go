@@ -3,16 +3,19 @@ package nbd
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cadence-storage/longhorn-manager/internal/panics"
 )
@@ -316,113 +319,169 @@ func (s *Server) reply(c *conn, opt, typ uint32, data []byte) error {
 	return c.w.Flush()
 }
 
+// A connection keeps one buffer of retainedBuffer bytes between its
+// requests. A read or write larger than that borrows a buffer of its own
+// size from the process's budget for large requests and gives it back
+// once answered: however many clients send requests of up to maxRequest
+// bytes, the buffers of a process's exports (every engine of an instance
+// manager) hold at most largeRequestBudget bytes more than
+// retainedBuffer per connection. Past the budget a large request waits
+// for one in flight to be answered: back pressure, never an error.
+const (
+	retainedBuffer     = 1 << 20
+	largeRequestBudget = 256 << 20
+)
+
+var largeRequests = semaphore.NewWeighted(largeRequestBudget)
+
+// largeBorrowed is what large requests hold of the budget now, and
+// largePeak the most they have held (for the tests).
+var largeBorrowed, largePeak atomic.Int64
+
+func borrowLarge(n int64) {
+	// Waits, when the budget is spent, for large requests of other
+	// connections to be answered; theirs never wait on this one, so the
+	// wait ends.
+	_ = largeRequests.Acquire(context.Background(), n)
+	now := largeBorrowed.Add(n)
+	for {
+		peak := largePeak.Load()
+		if now <= peak || largePeak.CompareAndSwap(peak, now) {
+			return
+		}
+	}
+}
+
+func returnLarge(n int64) {
+	largeBorrowed.Add(-n)
+	largeRequests.Release(n)
+}
+
 // transmit serves requests until the client disconnects. On the window
 // export, the range past the device's end reads as zeros and refuses
 // writes (ENOSPC).
 func (s *Server) transmit(c *conn, window bool) error {
-	buf := make([]byte, 0, 1<<20)
+	retained := make([]byte, 0, retainedBuffer)
 	for {
-		magic, err := c.u32()
-		if err != nil {
-			return err
-		}
-		if magic != requestMagic {
-			return fmt.Errorf("bad request magic %#x", magic)
-		}
-		flags, err := c.u16()
-		if err != nil {
-			return err
-		}
-		typ, err := c.u16()
-		if err != nil {
-			return err
-		}
-		handle, err := c.u64()
-		if err != nil {
-			return err
-		}
-		offset, err := c.u64()
-		if err != nil {
-			return err
-		}
-		length, err := c.u32()
-		if err != nil {
-			return err
-		}
-		if typ == cmdDisc {
-			return nil
-		}
-		size := uint64(s.exportSize(window))
-		inRange := length <= maxRequest && offset <= size && uint64(length) <= size-offset
-		// past: the request reaches past the device's end (the window's
-		// range the volume has not grown into).
-		past := offset+uint64(length) > uint64(s.device.Size())
-		if typ == cmdWrite && length > maxRequest {
-			// The data cannot be skipped safely: end the connection.
-			return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
-		}
-		if cap(buf) < int(length) && length <= maxRequest && typ != cmdTrim {
-			buf = make([]byte, 0, length)
-		}
-		var errno uint32
-		var payload []byte
-		switch typ {
-		case cmdRead:
-			if !inRange {
-				errno = errInvalid
-				break
+		if err := s.serveRequest(c, window, retained); err != nil {
+			if errors.Is(err, errDisconnect) {
+				return nil
 			}
-			payload = buf[:length]
-			if err := s.read(payload, int64(offset), past); err != nil {
-				errno, payload = ioErrno(err), nil
-			}
-		case cmdWrite:
-			data := buf[:length]
-			if _, err := io.ReadFull(c.r, data); err != nil {
-				return err
-			}
-			if !inRange {
-				errno = errInvalid
-				break
-			}
-			if past {
-				errno = errNoSpace
-				break
-			}
-			errno = s.write(data, int64(offset), flags&cmdFlagFUA != 0)
-		case cmdWriteZeroes:
-			// Zeroes carry no payload: like a trim, the range is not
-			// bounded by maxRequest (nbdcopy zeroes a file's holes so).
-			if offset > size || uint64(length) > size-offset {
-				errno = errInvalid
-				break
-			}
-			if past {
-				errno = errNoSpace
-				break
-			}
-			errno = s.writeZeroes(&buf, int64(offset), int64(length), flags&cmdFlagFUA != 0)
-		case cmdFlush:
-			if err := s.device.Sync(); err != nil {
-				errno = ioErrno(err)
-			}
-		case cmdTrim:
-			errno = s.trim(int64(offset), int64(length), size, flags&cmdFlagFUA != 0)
-		default:
-			errno = errNotSup
-		}
-		if err := c.put(uint32(replyMagic), errno, handle); err != nil {
-			return err
-		}
-		if errno == 0 && payload != nil {
-			if _, err := c.w.Write(payload); err != nil {
-				return err
-			}
-		}
-		if err := c.w.Flush(); err != nil {
 			return err
 		}
 	}
+}
+
+// errDisconnect: the client said goodbye (NBD_CMD_DISC).
+var errDisconnect = errors.New("the client disconnected")
+
+// serveRequest reads one request and answers it, with retained as its
+// buffer or one borrowed from the budget for large requests.
+func (s *Server) serveRequest(c *conn, window bool, retained []byte) error {
+	buf := retained
+	magic, err := c.u32()
+	if err != nil {
+		return err
+	}
+	if magic != requestMagic {
+		return fmt.Errorf("bad request magic %#x", magic)
+	}
+	flags, err := c.u16()
+	if err != nil {
+		return err
+	}
+	typ, err := c.u16()
+	if err != nil {
+		return err
+	}
+	handle, err := c.u64()
+	if err != nil {
+		return err
+	}
+	offset, err := c.u64()
+	if err != nil {
+		return err
+	}
+	length, err := c.u32()
+	if err != nil {
+		return err
+	}
+	if typ == cmdDisc {
+		return errDisconnect
+	}
+	size := uint64(s.exportSize(window))
+	inRange := length <= maxRequest && offset <= size && uint64(length) <= size-offset
+	// past: the request reaches past the device's end (the window's
+	// range the volume has not grown into).
+	past := offset+uint64(length) > uint64(s.device.Size())
+	if typ == cmdWrite && length > maxRequest {
+		// The data cannot be skipped safely: end the connection.
+		return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
+	}
+	if (typ == cmdRead || typ == cmdWrite) && length > retainedBuffer && length <= maxRequest {
+		borrowLarge(int64(length))
+		defer returnLarge(int64(length))
+		buf = make([]byte, 0, length)
+	}
+	var errno uint32
+	var payload []byte
+	switch typ {
+	case cmdRead:
+		if !inRange {
+			errno = errInvalid
+			break
+		}
+		payload = buf[:length]
+		if err := s.read(payload, int64(offset), past); err != nil {
+			errno, payload = ioErrno(err), nil
+		}
+	case cmdWrite:
+		data := buf[:length]
+		if _, err := io.ReadFull(c.r, data); err != nil {
+			return err
+		}
+		if !inRange {
+			errno = errInvalid
+			break
+		}
+		if past {
+			errno = errNoSpace
+			break
+		}
+		errno = s.write(data, int64(offset), flags&cmdFlagFUA != 0)
+	case cmdWriteZeroes:
+		// Zeroes carry no payload: like a trim, the range is not
+		// bounded by maxRequest (nbdcopy zeroes a file's holes so).
+		if offset > size || uint64(length) > size-offset {
+			errno = errInvalid
+			break
+		}
+		if past {
+			errno = errNoSpace
+			break
+		}
+		errno = s.writeZeroes(&buf, int64(offset), int64(length), flags&cmdFlagFUA != 0)
+	case cmdFlush:
+		if err := s.device.Sync(); err != nil {
+			errno = ioErrno(err)
+		}
+	case cmdTrim:
+		errno = s.trim(int64(offset), int64(length), size, flags&cmdFlagFUA != 0)
+	default:
+		errno = errNotSup
+	}
+	if err := c.put(uint32(replyMagic), errno, handle); err != nil {
+		return err
+	}
+	if errno == 0 && payload != nil {
+		if _, err := c.w.Write(payload); err != nil {
+			return err
+		}
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (s *Server) write(data []byte, offset int64, fua bool) uint32 {
@@ -437,14 +496,10 @@ func (s *Server) write(data []byte, offset int64, fua bool) uint32 {
 	return 0
 }
 
-// writeZeroes writes zeros over [offset, offset+length), at most
-// maxRequest bytes at a time from one cleared buffer, then syncs once
-// when fua asks.
+// writeZeroes writes zeros over [offset, offset+length), at most a
+// connection's retained buffer at a time, then syncs once when fua asks.
 func (s *Server) writeZeroes(buf *[]byte, offset, length int64, fua bool) uint32 {
-	chunk := min(length, maxRequest)
-	if int64(cap(*buf)) < chunk {
-		*buf = make([]byte, 0, chunk)
-	}
+	chunk := min(length, int64(cap(*buf)))
 	zero := (*buf)[:chunk]
 	clear(zero)
 	for done := int64(0); done < length; done += chunk {
