@@ -338,23 +338,48 @@ var largeRequests = semaphore.NewWeighted(largeRequestBudget)
 // largePeak the most they have held (for the tests).
 var largeBorrowed, largePeak atomic.Int64
 
-func borrowLarge(n int64) {
+// largeBuffers keep the large requests' buffers for the next ones, one
+// pool per power of two from 2 MiB to maxRequest: buffers that come and
+// go by the hundred megabytes would otherwise be garbage the collector
+// lets pile up to twice what is live before it runs.
+var largeBuffers [6]sync.Pool
+
+// largeClass is the pool of a request of n bytes (retainedBuffer < n <=
+// maxRequest), and its buffers' size.
+func largeClass(n int64) (int, int64) {
+	class, size := 0, int64(2*retainedBuffer)
+	for size < n {
+		class, size = class+1, size*2
+	}
+	return class, size
+}
+
+// borrowLarge returns a buffer of n bytes, its capacity counted against
+// the budget until returnLarge.
+func borrowLarge(n int64) []byte {
+	class, size := largeClass(n)
 	// Waits, when the budget is spent, for large requests of other
 	// connections to be answered; theirs never wait on this one, so the
 	// wait ends.
-	_ = largeRequests.Acquire(context.Background(), n)
-	now := largeBorrowed.Add(n)
+	_ = largeRequests.Acquire(context.Background(), size)
+	now := largeBorrowed.Add(size)
 	for {
 		peak := largePeak.Load()
 		if now <= peak || largePeak.CompareAndSwap(peak, now) {
-			return
+			break
 		}
 	}
+	if b, ok := largeBuffers[class].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, size)
 }
 
-func returnLarge(n int64) {
-	largeBorrowed.Add(-n)
-	largeRequests.Release(n)
+func returnLarge(buf []byte) {
+	class, size := largeClass(int64(cap(buf)))
+	largeBuffers[class].Put(&buf)
+	largeBorrowed.Add(-size)
+	largeRequests.Release(size)
 }
 
 // transmit serves requests until the client disconnects. On the window
@@ -419,9 +444,8 @@ func (s *Server) serveRequest(c *conn, window bool, retained []byte) error {
 		return fmt.Errorf("write of %d bytes exceeds the %d-byte limit", length, maxRequest)
 	}
 	if (typ == cmdRead || typ == cmdWrite) && length > retainedBuffer && length <= maxRequest {
-		borrowLarge(int64(length))
-		defer returnLarge(int64(length))
-		buf = make([]byte, 0, length)
+		buf = borrowLarge(int64(length))
+		defer returnLarge(buf)
 	}
 	var errno uint32
 	var payload []byte

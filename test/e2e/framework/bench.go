@@ -127,7 +127,13 @@ func (d *DaemonProcess) Stop(b testing.TB) {
 // the peak resident set).
 func (d *DaemonProcess) ProcStatus(b testing.TB, field string) float64 {
 	b.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	return ProcStatus(b, d.cmd.Process.Pid, field)
+}
+
+// ProcStatus is a field of /proc/PID/status in KiB (VmRSS, VmHWM).
+func ProcStatus(b testing.TB, pid int, field string) float64 {
+	b.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,7 +148,7 @@ func (d *DaemonProcess) ProcStatus(b testing.TB, field string) float64 {
 			return kib
 		}
 	}
-	b.Fatalf("no %s in /proc/%d/status", field, d.cmd.Process.Pid)
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
