@@ -37,6 +37,10 @@ type volumeMeta struct {
 	// replicas that carry on before it acknowledges a write without it.
 	// A replica whose epoch is below another's missed writes.
 	Epoch uint64 `json:"epoch,omitempty"`
+	// Term fences the engines that use the replica (term.go): the highest
+	// term an engine opened it with, and that engine instance.
+	Term       uint64 `json:"term,omitempty"`
+	TermHolder string `json:"termHolder,omitempty"`
 }
 
 // layerMeta describes one snapshot.
