@@ -368,6 +368,10 @@ func readLayer(f *os.File, p []byte, off int64) error {
 func (r *Replica) WriteAt(p []byte, off int64) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.writeLocked(p, off)
+}
+
+func (r *Replica) writeLocked(p []byte, off int64) (int, error) {
 	if err := r.checkRange(len(p), off); err != nil {
 		return 0, err
 	}

@@ -59,6 +59,23 @@ func (r *Replica) AcceptTerm(term uint64, holder string) error {
 func (r *Replica) CheckTerm(term uint64, holder string) error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.checkTermLocked(term, holder)
+}
+
+// WriteAtTerm is WriteAt for holder with term: refused with ErrFenced,
+// writing nothing, once a newer engine took the replica. The check and the
+// write are one step: no write of an older engine lands after a newer one
+// accepted its term.
+func (r *Replica) WriteAtTerm(p []byte, off int64, term uint64, holder string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkTermLocked(term, holder); err != nil {
+		return 0, err
+	}
+	return r.writeLocked(p, off)
+}
+
+func (r *Replica) checkTermLocked(term uint64, holder string) error {
 	if term != r.meta.Term || holder != r.meta.TermHolder {
 		return fmt.Errorf("%w: it holds term %d of engine %s, the request is of term %d of engine %s", ErrFenced, r.meta.Term, r.meta.TermHolder, term, holder)
 	}

@@ -1,0 +1,289 @@
+package replicaproto
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+)
+
+// Client is an engine's connection to one replica: ReadAt, WriteAt, Sync
+// and Trim as a replica of the engine's own process has them. Requests
+// from many goroutines are pipelined on the one connection. Once a
+// request fails for the connection (a timeout, a broken peer) every
+// request after fails too: the engine drops the replica, as it drops one
+// whose I/O fails.
+type Client struct {
+	conn    net.Conn
+	timeout time.Duration
+	open    OpenReply
+
+	wmu sync.Mutex
+	w   *bufio.Writer
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]*call
+	broken  error
+	done    chan struct{}
+}
+
+// call is a request waiting for its reply.
+type call struct {
+	op     byte
+	length uint32 // what a read's reply must carry
+	reply  chan result
+}
+
+// Dial connects to the replica server at addr (over mutual TLS with
+// tlsConfig, the node's identity's ClientConfig, unless nil) and opens the
+// replica req names; timeout is each request's deadline (DefaultTimeout
+// when 0).
+func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenRequest, timeout time.Duration) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tlsConfig != nil {
+		tc := tls.Client(conn, tlsConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Client{conn: conn, timeout: timeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{})}
+	go c.readReplies(bufio.NewReaderSize(conn, 64<<10))
+	body, err := json.Marshal(req)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	res, err := c.do(OpOpen, 0, uint32(len(body)), body)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("open replica %s at %s: %w", req.Replica, addr, err)
+	}
+	if err := json.Unmarshal(res, &c.open); err != nil || c.open.Size < 0 {
+		c.Close()
+		return nil, fmt.Errorf("open replica %s at %s: %w: a malformed answer", req.Replica, addr, ErrProtocol)
+	}
+	return c, nil
+}
+
+// Opened is what the replica said of itself when it was opened.
+func (c *Client) Opened() OpenReply { return c.open }
+
+// Size is the replica's size when it was opened.
+func (c *Client) Size() int64 { return c.open.Size }
+
+// Close ends the connection; requests still waiting fail.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	<-c.done
+	return err
+}
+
+// ReadAt reads len(p) bytes at off, in messages of at most MaxMessage
+// bytes sent at once.
+func (c *Client) ReadAt(p []byte, off int64) (int, error) {
+	err := c.split(len(p), func(at, n int) error {
+		data, err := c.do(OpRead, uint64(off)+uint64(at), uint32(n), nil)
+		if err == nil {
+			copy(p[at:at+n], data)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteAt writes p at off, in messages of at most MaxMessage bytes sent at
+// once; it returns once the replica has them all.
+func (c *Client) WriteAt(p []byte, off int64) (int, error) {
+	err := c.split(len(p), func(at, n int) error {
+		_, err := c.do(OpWrite, uint64(off)+uint64(at), uint32(n), p[at:at+n])
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Sync makes everything the replica acknowledged before it durable.
+func (c *Client) Sync() error {
+	_, err := c.do(OpSync, 0, 0, nil)
+	return err
+}
+
+// Trim gives back the space of [off, off+length).
+func (c *Client) Trim(off, length int64) error {
+	for length > 0 {
+		n := min(length, 1<<30)
+		if _, err := c.do(OpTrim, uint64(off), uint32(n), nil); err != nil {
+			return err
+		}
+		off, length = off+n, length-n
+	}
+	return nil
+}
+
+// split runs f over [0, n) in parts of at most MaxMessage bytes, at once.
+func (c *Client) split(n int, f func(at, n int) error) error {
+	if n <= MaxMessage {
+		return f(0, n)
+	}
+	var g errgroup.Group
+	for at := 0; at < n; at += MaxMessage {
+		g.Go(func() error { return f(at, min(MaxMessage, n-at)) })
+	}
+	return g.Wait()
+}
+
+// do sends one request and waits, at most the client's timeout, for its
+// reply's body.
+func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte, error) {
+	cl := &call{op: op, length: length, reply: make(chan result, 1)}
+	c.mu.Lock()
+	if c.broken != nil {
+		err := c.broken
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	c.wmu.Lock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.w.Write(header{magic: requestMagic, kind: op, id: id, offset: offset, length: length}.encode())
+	if err == nil {
+		_, err = c.w.Write(body)
+	}
+	if err == nil {
+		err = c.w.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("send to the replica: %w", err))
+	}
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case res := <-cl.reply:
+		switch res.status {
+		case statusOK:
+			return res.body, nil
+		case statusFenced:
+			return nil, fmt.Errorf("%w: %s", replica.ErrFenced, res.body)
+		case statusInvalid:
+			return nil, fmt.Errorf("the replica refused the request: %s", res.body)
+		case statusBroken:
+			c.mu.Lock()
+			err := c.broken
+			c.mu.Unlock()
+			if err == nil {
+				err = errors.New(string(res.body))
+			}
+			return nil, err
+		default:
+			return nil, fmt.Errorf("the replica: %s", res.body)
+		}
+	case <-timer.C:
+		err := fmt.Errorf("%w: no answer within %s", ErrTimeout, c.timeout)
+		c.fail(err)
+		return nil, err
+	}
+}
+
+// statusBroken is the client's own: the connection failed before the
+// reply came.
+const statusBroken byte = 255
+
+// fail breaks the connection: every request waiting, and every one after,
+// fails with err.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	if c.broken == nil {
+		c.broken = err
+	}
+	pending := c.pending
+	c.pending = map[uint64]*call{}
+	c.mu.Unlock()
+	_ = c.conn.Close()
+	for _, cl := range pending {
+		cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
+	}
+}
+
+// readReplies hands each reply to its request until the connection ends.
+// A reply to no request, or of a length its request does not allow,
+// breaks the connection before its body is read.
+func (c *Client) readReplies(r *bufio.Reader) {
+	defer close(c.done)
+	for {
+		h, err := readHeader(r, replyMagic)
+		if err != nil {
+			c.fail(fmt.Errorf("the replica's connection: %w", err))
+			return
+		}
+		c.mu.Lock()
+		cl, ok := c.pending[h.id]
+		delete(c.pending, h.id)
+		c.mu.Unlock()
+		if !ok {
+			c.fail(fmt.Errorf("%w: a reply to no request (%d)", ErrProtocol, h.id))
+			return
+		}
+		if limit := replyLimit(cl, h.kind); h.length > limit {
+			err := fmt.Errorf("%w: a reply of %d bytes to op %d, above %d", ErrProtocol, h.length, cl.op, limit)
+			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
+			c.fail(err)
+			return
+		}
+		body := make([]byte, h.length)
+		if _, err := io.ReadFull(r, body); err != nil {
+			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
+			c.fail(fmt.Errorf("the replica's connection: %w", err))
+			return
+		}
+		if h.kind == statusOK && cl.op == OpRead && h.length != cl.length {
+			err := fmt.Errorf("%w: a read of %d bytes answered with %d", ErrProtocol, cl.length, h.length)
+			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
+			c.fail(err)
+			return
+		}
+		cl.reply <- result{status: h.kind, body: body}
+	}
+}
+
+// replyLimit is the most body a reply of status to cl may carry.
+func replyLimit(cl *call, status byte) uint32 {
+	switch {
+	case status != statusOK:
+		return maxErrorBody
+	case cl.op == OpRead:
+		return cl.length
+	case cl.op == OpOpen:
+		return maxOpenBody
+	}
+	return 0
+}

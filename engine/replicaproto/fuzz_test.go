@@ -1,0 +1,58 @@
+package replicaproto
+
+import (
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+)
+
+// FuzzServerFrames feeds the server whatever bytes follow a valid open:
+// it answers or closes the connection, and never panics or hangs.
+func FuzzServerFrames(f *testing.F) {
+	f.Add(header{magic: requestMagic, kind: OpWrite, id: 2, offset: 0, length: 4}.encode())
+	f.Add(append(header{magic: requestMagic, kind: OpRead, id: 3, offset: 1 << 40, length: 4096}.encode(), 0))
+	f.Add(header{magic: requestMagic, kind: OpTrim, id: 4, offset: 4096, length: 1 << 30}.encode())
+	f.Add(header{magic: requestMagic, kind: OpSync, id: 5}.encode())
+	f.Add([]byte("not a frame at all"))
+	r, err := replica.Create(filepath.Join(f.TempDir(), "r1"), 1<<20)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer r.Close()
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	s := NewServer(func(OpenRequest) (Replica, error) { return r, nil }, logrus.NewEntry(log))
+	term := uint64(0)
+	f.Fuzz(func(t *testing.T, frames []byte) {
+		term++
+		client, server := net.Pipe()
+		done := make(chan struct{})
+		go func() { s.ServeConn(server); close(done) }()
+		body, _ := json.Marshal(OpenRequest{VolumeUID: "u", Replica: "r1", Engine: "fuzz", Term: term})
+		go func() {
+			_, _ = client.Write(append(header{magic: requestMagic, kind: OpOpen, id: 1, length: uint32(len(body))}.encode(), body...))
+			_, _ = client.Write(frames)
+			time.Sleep(20 * time.Millisecond)
+			_ = client.Close()
+		}()
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := client.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not end the connection")
+		}
+	})
+}

@@ -1,0 +1,147 @@
+// Package replicaproto is the replica protocol of
+// docs/design-data-plane.md ("Replicas on other nodes"): how an engine
+// reaches a replica that another process, on its node or another, has
+// open. One connection per engine and replica, mutual TLS, framed binary
+// messages with a request id, so that requests are pipelined and answered
+// out of order. The first request opens the replica for one engine
+// instance with a term (engine/replica's fence); every request after is
+// checked against it, and fails with replica.ErrFenced once a newer engine
+// took the replica.
+package replicaproto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The ops a request carries.
+const (
+	OpOpen  byte = 1 // the body is an OpenRequest; answered with an OpenReply
+	OpRead  byte = 2 // offset, length; answered with length bytes
+	OpWrite byte = 3 // offset, length, the body: the data
+	OpSync  byte = 4 // everything acknowledged before it is durable
+	OpTrim  byte = 5 // offset, length: the range's space given back
+)
+
+// The statuses a reply carries; the body of a failure is its message.
+const (
+	statusOK      byte = 0
+	statusError   byte = 1
+	statusFenced  byte = 2
+	statusInvalid byte = 3
+)
+
+const (
+	requestMagic = 0x4c485251 // "LHRQ"
+	replyMagic   = 0x4c485250 // "LHRP"
+	headerSize   = 4 + 1 + 3 + 8 + 8 + 4
+	// MaxMessage bounds the body of one message: a larger read or write
+	// is split by the client.
+	MaxMessage = 4 << 20
+	// maxOpenBody bounds an OpenRequest's body.
+	maxOpenBody = 4 << 10
+	// maxErrorBody bounds a failure's message.
+	maxErrorBody = 4 << 10
+	// MaxInFlight and MaxInFlightBytes bound what one connection has in
+	// flight: the server reads no further request until it is below
+	// them (back pressure, not buffering).
+	MaxInFlight      = 64
+	MaxInFlightBytes = 64 << 20
+	// DefaultTimeout is each request's deadline (Longhorn's
+	// engine-replica-timeout, 8 s by default): past it, the client drops
+	// the connection, as an engine drops a replica whose I/O fails.
+	DefaultTimeout = 8 * time.Second
+)
+
+// ErrProtocol marks a peer that broke the protocol: a bad magic, an op or
+// length out of bounds, a reply to no request. The connection is closed.
+var ErrProtocol = errors.New("replica protocol")
+
+// ErrTimeout marks a request that was not answered within its deadline:
+// the connection is closed.
+var ErrTimeout = errors.New("the replica did not answer in time")
+
+// OpenRequest is what an engine opens a replica with.
+type OpenRequest struct {
+	// VolumeUID is the UID of the volume the replica belongs to: a
+	// replica of another volume (one deleted and made again under its
+	// name) is not opened.
+	VolumeUID string `json:"volumeUID"`
+	// Replica is the replica's name.
+	Replica string `json:"replica"`
+	// Engine is the engine instance, unique for each start of an engine.
+	Engine string `json:"engine"`
+	// Term is above every term the engine's replicas hold.
+	Term uint64 `json:"term"`
+}
+
+// OpenReply is what the replica says of itself once opened.
+type OpenReply struct {
+	Size  int64  `json:"size"`
+	Epoch uint64 `json:"epoch"`
+	Term  uint64 `json:"term"`
+}
+
+// header is a message's fixed part: a request's op or a reply's status in
+// kind.
+type header struct {
+	magic  uint32
+	kind   byte
+	id     uint64
+	offset uint64
+	length uint32
+}
+
+func (h header) encode() []byte {
+	b := make([]byte, headerSize)
+	binary.BigEndian.PutUint32(b[0:], h.magic)
+	b[4] = h.kind
+	binary.BigEndian.PutUint64(b[8:], h.id)
+	binary.BigEndian.PutUint64(b[16:], h.offset)
+	binary.BigEndian.PutUint32(b[24:], h.length)
+	return b
+}
+
+func readHeader(r io.Reader, magic uint32) (header, error) {
+	var b [headerSize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return header{}, err
+	}
+	h := header{magic: binary.BigEndian.Uint32(b[0:]), kind: b[4], id: binary.BigEndian.Uint64(b[8:]),
+		offset: binary.BigEndian.Uint64(b[16:]), length: binary.BigEndian.Uint32(b[24:])}
+	if h.magic != magic {
+		return header{}, fmt.Errorf("%w: bad magic %#x", ErrProtocol, h.magic)
+	}
+	if b[5] != 0 || b[6] != 0 || b[7] != 0 {
+		return header{}, fmt.Errorf("%w: reserved bytes set", ErrProtocol)
+	}
+	return h, nil
+}
+
+// bodyLength is how many bytes of body follow a request's header: its
+// data for a write, an open's request, nothing else.
+func requestBody(h header) (int, error) {
+	switch h.kind {
+	case OpOpen:
+		if h.length > maxOpenBody {
+			return 0, fmt.Errorf("%w: an open of %d bytes, above %d", ErrProtocol, h.length, maxOpenBody)
+		}
+		return int(h.length), nil
+	case OpWrite:
+		if h.length > MaxMessage {
+			return 0, fmt.Errorf("%w: a write of %d bytes, above %d", ErrProtocol, h.length, MaxMessage)
+		}
+		return int(h.length), nil
+	case OpRead, OpTrim:
+		if h.kind == OpRead && h.length > MaxMessage {
+			return 0, fmt.Errorf("%w: a read of %d bytes, above %d", ErrProtocol, h.length, MaxMessage)
+		}
+		return 0, nil
+	case OpSync:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
+}

@@ -1,0 +1,279 @@
+package replicaproto
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+)
+
+// Replica is what the server needs of an open replica
+// (*replica.Replica).
+type Replica interface {
+	Size() int64
+	Epoch() uint64
+	AcceptTerm(term uint64, holder string) error
+	CheckTerm(term uint64, holder string) error
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAtTerm(p []byte, off int64, term uint64, holder string) (int, error)
+	Sync() error
+	Trim(off, length int64) error
+}
+
+var _ Replica = (*replica.Replica)(nil)
+
+// Lookup finds the replica an open asks for, among those the server's
+// process has open; an error refuses the open, saying why.
+type Lookup func(req OpenRequest) (Replica, error)
+
+// openTimeout bounds how long a new connection may take to open its
+// replica.
+const openTimeout = 10 * time.Second
+
+// Server serves replicas over the replica protocol.
+type Server struct {
+	lookup Lookup
+	log    *logrus.Entry
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// NewServer serves the replicas lookup finds.
+func NewServer(lookup Lookup, log *logrus.Entry) *Server {
+	return &Server{lookup: lookup, log: log, conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on l until it is closed; with tlsConfig (the
+// node's mutual-TLS identity's ServerConfig), only a peer with a
+// certificate of the cluster's CA is served.
+func (s *Server) Serve(l net.Listener, tlsConfig *tls.Config) error {
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go s.ServeConn(c)
+	}
+}
+
+// Close ends every connection.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) track(c net.Conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.closed {
+			return false
+		}
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+	return true
+}
+
+// session is one connection's open replica and engine.
+type session struct {
+	rep    Replica
+	engine string
+	term   uint64
+	log    *logrus.Entry
+
+	wmu sync.Mutex
+	w   *bufio.Writer
+}
+
+// ServeConn serves one connection: its open, then its requests, each in a
+// goroutine of its own (answered out of order), at most MaxInFlight and
+// MaxInFlightBytes at once; a sync waits for the requests before it.
+func (s *Server) ServeConn(c net.Conn) {
+	if !s.track(c, true) {
+		_ = c.Close()
+		return
+	}
+	defer s.track(c, false)
+	defer c.Close()
+	log := s.log.WithField("peer", c.RemoteAddr().String())
+	r := bufio.NewReaderSize(c, 64<<10)
+	ss, err := s.open(c, r, log)
+	if err != nil {
+		log.WithError(err).Warn("Replica protocol: the connection's open was refused")
+		return
+	}
+	slots := semaphore.NewWeighted(MaxInFlight)
+	budget := semaphore.NewWeighted(MaxInFlightBytes)
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	for {
+		h, err := readHeader(r, requestMagic)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				ss.log.WithError(err).Warn("Replica protocol: closing the connection")
+			}
+			return
+		}
+		n, err := requestBody(h)
+		if err == nil && h.kind == OpOpen {
+			err = fmt.Errorf("%w: a second open on one connection", ErrProtocol)
+		}
+		if err != nil {
+			ss.log.WithError(err).Warn("Replica protocol: closing the connection")
+			return
+		}
+		cost := int64(0)
+		if h.kind == OpRead || h.kind == OpWrite {
+			cost = int64(h.length)
+		}
+		// Back pressure: the next request is not read until this one
+		// fits.
+		_ = slots.Acquire(context.Background(), 1)
+		_ = budget.Acquire(context.Background(), cost)
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		if h.kind == OpSync {
+			inFlight.Wait()
+			ss.reply(h.id, ss.do(h, body))
+			slots.Release(1)
+			continue
+		}
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			defer slots.Release(1)
+			defer budget.Release(cost)
+			ss.reply(h.id, ss.do(h, body))
+		}()
+	}
+}
+
+// open reads and answers the connection's first request, an open.
+func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session, error) {
+	_ = c.SetReadDeadline(time.Now().Add(openTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	h, err := readHeader(r, requestMagic)
+	if err != nil {
+		return nil, err
+	}
+	if h.kind != OpOpen {
+		return nil, fmt.Errorf("%w: the first request is op %d, not an open", ErrProtocol, h.kind)
+	}
+	n, err := requestBody(h)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	ss := &session{w: bufio.NewWriterSize(c, 64<<10), log: log}
+	var req OpenRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.VolumeUID == "" || req.Replica == "" || req.Engine == "" || req.Term == 0 {
+		ss.reply(h.id, result{status: statusInvalid, body: []byte("an open names the volume's UID, the replica, the engine instance and a term above 0")})
+		return nil, fmt.Errorf("%w: a malformed open", ErrProtocol)
+	}
+	ss.log = log.WithFields(logrus.Fields{"replica": req.Replica, "engine": req.Engine, "term": req.Term})
+	rep, err := s.lookup(req)
+	if err == nil {
+		err = rep.AcceptTerm(req.Term, req.Engine)
+	}
+	if err != nil {
+		ss.reply(h.id, failure(err))
+		return nil, err
+	}
+	ss.rep, ss.engine, ss.term = rep, req.Engine, req.Term
+	out, _ := json.Marshal(OpenReply{Size: rep.Size(), Epoch: rep.Epoch(), Term: req.Term})
+	ss.reply(h.id, result{status: statusOK, body: out})
+	ss.log.Info("Replica protocol: opened the replica for an engine")
+	return ss, nil
+}
+
+// result is a reply's status and body.
+type result struct {
+	status byte
+	body   []byte
+}
+
+func failure(err error) result {
+	status := statusError
+	if errors.Is(err, replica.ErrFenced) {
+		status = statusFenced
+	}
+	msg := err.Error()
+	if len(msg) > maxErrorBody {
+		msg = msg[:maxErrorBody]
+	}
+	return result{status: status, body: []byte(msg)}
+}
+
+// do carries a request out for the session's engine, which must still
+// own the replica.
+func (ss *session) do(h header, body []byte) result {
+	off := int64(h.offset)
+	if h.offset > uint64(ss.rep.Size()) {
+		return result{status: statusInvalid, body: []byte(fmt.Sprintf("offset %d is past the replica's %d bytes", h.offset, ss.rep.Size()))}
+	}
+	var err error
+	switch h.kind {
+	case OpRead:
+		if err = ss.rep.CheckTerm(ss.term, ss.engine); err != nil {
+			break
+		}
+		data := make([]byte, h.length)
+		if _, err = ss.rep.ReadAt(data, off); err == nil {
+			return result{status: statusOK, body: data}
+		}
+	case OpWrite:
+		_, err = ss.rep.WriteAtTerm(body, off, ss.term, ss.engine)
+	case OpSync:
+		if err = ss.rep.CheckTerm(ss.term, ss.engine); err == nil {
+			err = ss.rep.Sync()
+		}
+	case OpTrim:
+		if err = ss.rep.CheckTerm(ss.term, ss.engine); err == nil {
+			err = ss.rep.Trim(off, int64(h.length))
+		}
+	}
+	if err != nil {
+		return failure(err)
+	}
+	return result{status: statusOK}
+}
+
+// reply writes one reply; replies of concurrent requests take turns.
+func (ss *session) reply(id uint64, res result) {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if _, err := ss.w.Write(header{magic: replyMagic, kind: res.status, id: id, length: uint32(len(res.body))}.encode()); err != nil {
+		return
+	}
+	if _, err := ss.w.Write(res.body); err != nil {
+		return
+	}
+	_ = ss.w.Flush()
+}
