@@ -210,9 +210,9 @@ func TestMalformedFramesCloseTheConnectionBeforeAnythingIsAllocated(t *testing.T
 	cases := map[string][]byte{
 		"a write above the message limit": header{magic: requestMagic, kind: OpWrite, id: 2, length: MaxMessage + 1}.encode(),
 		"a read above the message limit":  header{magic: requestMagic, kind: OpRead, id: 2, length: 1 << 31}.encode(),
-		"an unknown op":                    header{magic: requestMagic, kind: 99, id: 2}.encode(),
-		"a bad magic":                      header{magic: 0xdeadbeef, kind: OpRead, id: 2, length: 4096}.encode(),
-		"a second open":                    header{magic: requestMagic, kind: OpOpen, id: 2, length: 10}.encode(),
+		"an unknown op":                   header{magic: requestMagic, kind: 99, id: 2}.encode(),
+		"a bad magic":                     header{magic: 0xdeadbeef, kind: OpRead, id: 2, length: 4096}.encode(),
+		"a second open":                   header{magic: requestMagic, kind: OpOpen, id: 2, length: 10}.encode(),
 	}
 	reserved := header{magic: requestMagic, kind: OpSync, id: 2}.encode()
 	binary.BigEndian.PutUint16(reserved[5:], 7)
