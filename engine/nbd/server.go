@@ -137,8 +137,9 @@ func (s *Server) Close() error {
 }
 
 type conn struct {
-	r *bufio.Reader
-	w *bufio.Writer
+	nc net.Conn
+	r  *bufio.Reader
+	w  *bufio.Writer
 }
 
 func (c *conn) u16() (uint16, error) {
@@ -176,7 +177,7 @@ func (s *Server) serveConn(nc net.Conn) (err error) {
 	if err := nc.SetDeadline(time.Now().Add(cmp.Or(s.HandshakeTimeout, DefaultHandshakeTimeout))); err != nil {
 		return err
 	}
-	c := &conn{r: bufio.NewReaderSize(nc, 128<<10), w: bufio.NewWriterSize(nc, 128<<10)}
+	c := &conn{nc: nc, r: bufio.NewReaderSize(nc, 128<<10), w: bufio.NewWriterSize(nc, 128<<10)}
 	if err := c.put(uint64(nbdMagic), uint64(optMagic), uint16(flagFixedNewstyle|flagNoZeroes)); err != nil {
 		return err
 	}
@@ -332,6 +333,10 @@ const (
 	largeRequestBudget = 256 << 20
 )
 
+// largeRequestTimeout bounds a large request's transfer, its data in or
+// its answer out (32 MiB in that time is 1 MiB/s).
+var largeRequestTimeout = 30 * time.Second
+
 var largeRequests = semaphore.NewWeighted(largeRequestBudget)
 
 // largeBorrowed is what large requests hold of the budget now, and
@@ -446,6 +451,13 @@ func (s *Server) serveRequest(c *conn, window bool, retained []byte) error {
 	if (typ == cmdRead || typ == cmdWrite) && length > retainedBuffer && length <= maxRequest {
 		buf = borrowLarge(int64(length))
 		defer returnLarge(buf)
+		// What it borrowed is held while the client sends the data or
+		// takes the answer: a client that stalls there is cut off
+		// rather than keeping the budget from everyone else.
+		if c.nc != nil {
+			_ = c.nc.SetDeadline(time.Now().Add(largeRequestTimeout))
+			defer c.nc.SetDeadline(time.Time{})
+		}
 	}
 	var errno uint32
 	var payload []byte
