@@ -12,7 +12,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -160,7 +159,7 @@ func workloadsReady(t *testing.T, c *cluster.Cluster, client kubernetes.Interfac
 			waiting = append(waiting, fmt.Sprintf("%d DaemonSets and %d Deployments", len(dss.Items), len(deps.Items)))
 		}
 		return len(waiting) == 0, strings.Join(waiting, "; "), nil
-	}, func() string { return podsDiagnosis(c, client, namespace) })
+	}, func() string { return c.PodsDiagnosis(client, namespace) })
 }
 
 func daemonSetReady(ds *appsv1.DaemonSet) bool {
@@ -174,52 +173,6 @@ func ptrValue(p *int32) int32 {
 		return 1
 	}
 	return *p
-}
-
-// podsDiagnosis says, for each pod of namespace that is not ready, why:
-// its phase, its containers' states and the last lines of their logs.
-func podsDiagnosis(c *cluster.Cluster, client kubernetes.Interface, ns string) string {
-	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		return "list pods: " + err.Error()
-	}
-	var b strings.Builder
-	for _, pod := range pods.Items {
-		if podReady(&pod) {
-			continue
-		}
-		fmt.Fprintf(&b, "pod %s/%s: %s %s\n", ns, pod.Name, pod.Status.Phase, pod.Status.Message)
-		for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
-			state := "running"
-			if w := cs.State.Waiting; w != nil {
-				state = "waiting: " + w.Reason + " " + w.Message
-			} else if term := cs.State.Terminated; term != nil {
-				state = fmt.Sprintf("terminated %d: %s %s", term.ExitCode, term.Reason, term.Message)
-			}
-			fmt.Fprintf(&b, "  %s (ready %v, restarts %d): %s\n", cs.Name, cs.Ready, cs.RestartCount, state)
-			if out, err := c.TryKubectl("", "logs", "-n", ns, pod.Name, "-c", cs.Name, "--tail=15"); err == nil && strings.TrimSpace(out) != "" {
-				fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n    "))
-			}
-		}
-	}
-	events, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	if err == nil {
-		for _, e := range events.Items {
-			if e.Type == corev1.EventTypeWarning {
-				fmt.Fprintf(&b, "event %s %s: %s %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-			}
-		}
-	}
-	return b.String()
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // install imports the images, writes the user's kustomization and applies
@@ -269,7 +222,7 @@ func install(t *testing.T, c *cluster.Cluster) installation {
 			}
 		}
 		return false, fmt.Sprintf("drivers %v", drivers), nil
-	}, func() string { return podsDiagnosis(c, client, namespace) })
+	}, func() string { return c.PodsDiagnosis(client, namespace) })
 	t.Logf("installed: every workload ready and the driver registered %s after kubectl apply -k", time.Since(started).Round(time.Second))
 	return in
 }

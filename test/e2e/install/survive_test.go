@@ -84,7 +84,7 @@ func checkManagerKillKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 		im := instanceManagerPod(t, c)
 		ok := after["longhorn-manager"] > before["longhorn-manager"] && im == imBefore && state == "attached/healthy"
 		return ok, fmt.Sprintf("restarts before %v, now %v; instance manager before %v, now %v; volume %s", before, after, imBefore, im, state), nil
-	}, func() string { return podsDiagnosis(c, c.KubeClient(t), namespace) })
+	}, func() string { return c.PodsDiagnosis(c.KubeClient(t), namespace) })
 }
 
 // checkDaemonSetRollKeepsIO rolls the manager's DaemonSet (kubectl
@@ -124,7 +124,7 @@ func checkDaemonSetRollKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 		want := imBefore.name + "=running:" + volume + ";"
 		return im == imBefore && state == "attached/healthy" && ims == want && engineIn == imBefore.name,
 			fmt.Sprintf("instance manager pod before %v, now %v; InstanceManagers %s (want %s); volume %s, its engine in %q", imBefore, im, ims, want, state, engineIn), nil
-	}, func() string { return podsDiagnosis(c, c.KubeClient(t), namespace) })
+	}, func() string { return c.PodsDiagnosis(c.KubeClient(t), namespace) })
 }
 
 // checkUpgradeMovesEngineAtDetach upgrades the manager's DaemonSet to a
@@ -149,7 +149,7 @@ func checkUpgradeMovesEngineAtDetach(t *testing.T, c *cluster.Cluster, pod strin
 		return c.TryKubectl("", "-n", namespace, "get", "lhim", "-o",
 			`jsonpath={range .items[*]}{.metadata.name}={.status.currentState}:{.spec.image}:{.status.instanceEngines.*.spec.volumeName};{end}`)
 	}
-	diagnose := func() string { return podsDiagnosis(c, c.KubeClient(t), namespace) }
+	diagnose := func() string { return c.PodsDiagnosis(c.KubeClient(t), namespace) }
 	waitFor(t, "the instance manager of the old image keeping the volume's engine", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ims, err := instanceManagers()
 		if err != nil {

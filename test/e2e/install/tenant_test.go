@@ -76,7 +76,7 @@ func checkTenantRefused(t *testing.T, c *cluster.Cluster) {
 			return false, err.Error(), nil
 		}
 		return got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed, string(got.Status.Phase), nil
-	}, func() string { return podsDiagnosis(c, client, ns) })
+	}, func() string { return c.PodsDiagnosis(client, ns) })
 	for name, code := range want {
 		out, err := c.TryKubectl("", "-n", ns, "logs", pod.Name, "-c", name)
 		if err != nil || strings.TrimSpace(out) != code {

@@ -315,8 +315,8 @@ func waitPodReady(t *testing.T, c *cluster.Cluster, ns, name string, timeout tim
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return podReady(pod), string(pod.Status.Phase), nil
-	}, func() string { return podsDiagnosis(c, client, ns) + podsDiagnosis(c, client, namespace) })
+		return cluster.PodReady(pod), string(pod.Status.Phase), nil
+	}, func() string { return c.PodsDiagnosis(client, ns) + c.PodsDiagnosis(client, namespace) })
 }
 
 // jobPodsDiagnosis is the recurring-job pods' state and logs, and the

@@ -85,7 +85,7 @@ func TestDaemonSetPodReady(t *testing.T) {
 		return status.DesiredNumberScheduled == 1 && status.NumberReady == 1, nil
 	})
 	if err != nil {
-		t.Fatalf("DaemonSet not Ready on the node: status %+v: %v%s", status, err, podsDiagnosis(client, ns))
+		t.Fatalf("DaemonSet not Ready on the node: status %+v: %v%s", status, err, "\n"+c.PodsDiagnosis(client, ns))
 	}
 }
 
@@ -126,7 +126,7 @@ func TestCronJobPodRuns(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no Job of the CronJob succeeded: jobs %v: %v%s", jobs, err, podsDiagnosis(client, ns))
+		t.Fatalf("no Job of the CronJob succeeded: jobs %v: %v%s", jobs, err, "\n"+c.PodsDiagnosis(client, ns))
 	}
 	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -141,7 +141,7 @@ func TestCronJobPodRuns(t *testing.T) {
 			return
 		}
 	}
-	t.Errorf("the Job succeeded but no Succeeded pod is left to read the log of%s", podsDiagnosis(client, ns))
+	t.Errorf("the Job succeeded but no Succeeded pod is left to read the log of%s", "\n"+c.PodsDiagnosis(client, ns))
 }
 
 // The ServiceAccount admission plugin mounts the pod's account token, the
@@ -295,25 +295,7 @@ func waitPodPhase(t *testing.T, client kubernetes.Interface, ns, name string, ph
 		return pod.Status.Phase == phase, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s/%s not %s: %v%s", ns, name, phase, err, podsDiagnosis(client, ns))
+		t.Fatalf("pod %s/%s not %s: %v%s", ns, name, phase, err, "\n"+cluster.Get(t).PodsDiagnosis(client, ns))
 	}
 	return pod
-}
-
-// podsDiagnosis sums up the namespace's pods and events for a failure.
-func podsDiagnosis(client kubernetes.Interface, ns string) string {
-	var b strings.Builder
-	pods, _ := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if pods != nil {
-		for _, p := range pods.Items {
-			fmt.Fprintf(&b, "\npod %s: phase %s node %q conditions %+v containers %+v", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions, p.Status.ContainerStatuses)
-		}
-	}
-	events, _ := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	if events != nil {
-		for _, e := range events.Items {
-			fmt.Fprintf(&b, "\nevent %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
-		}
-	}
-	return b.String()
 }

@@ -154,7 +154,7 @@ func TestPodReachesItsOwnService(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the caller container did not finish: %v%s", err, podsDiagnosis(client, ns))
+		t.Fatalf("the caller container did not finish: %v%s", err, "\n"+c.PodsDiagnosis(client, ns))
 	}
 	out := fetched(c.Kubectl(t, "", "logs", "-n", ns, pod.Name, "-c", caller.Name))
 	if state.ExitCode != 0 || len(out) != 1 || out[0] != pod.Name {
@@ -211,6 +211,6 @@ func waitReadyEndpoint(t *testing.T, client kubernetes.Interface, ns, service st
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("Service %s/%s has no ready endpoint: %v%s", ns, service, err, podsDiagnosis(client, ns))
+		t.Fatalf("Service %s/%s has no ready endpoint: %v%s", ns, service, err, "\n"+cluster.Get(t).PodsDiagnosis(client, ns))
 	}
 }
