@@ -65,6 +65,10 @@ type Engine interface {
 	// Generation moves at each change of what Status reports; it is not a
 	// call of the control API.
 	Generation() uint64
+	// BackupsFinished counts the backups the engine has ended, completed
+	// or failed; it moves before the change that reports the end. Not a
+	// call of the control API.
+	BackupsFinished() uint64
 	Status() volumeengine.Status
 	// ReplicaFailures says why each ERR replica is not used; not a call.
 	ReplicaFailures() map[string]volumeengine.Failure

@@ -25,6 +25,8 @@ type remoteEngine struct {
 	status    *pb.EngineStatus
 	statusGen uint64
 	stale     bool
+	// finished is the most backups the engine was heard to have ended.
+	finished uint64
 }
 
 func newRemoteEngine(c *Client, in *pb.Instance) *remoteEngine {
@@ -37,6 +39,7 @@ func (e *remoteEngine) observe(in *pb.Instance) {
 	defer e.mu.Unlock()
 	e.in = in
 	e.gen = max(e.gen, in.Generation)
+	e.finished = max(e.finished, in.BackupsFinished)
 }
 
 func (e *remoteEngine) endpoint() string {
@@ -51,6 +54,14 @@ func (e *remoteEngine) Size() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.in.Size
+}
+
+// BackupsFinished is how many backups the instance manager said the
+// engine has ended, in its watch's events or its last Status; not a call.
+func (e *remoteEngine) BackupsFinished() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.finished
 }
 
 func (e *remoteEngine) Generation() uint64 {
@@ -91,6 +102,7 @@ func (e *remoteEngine) read() (*pb.EngineStatus, error) {
 	defer e.mu.Unlock()
 	e.status, e.statusGen, e.stale = st, st.Instance.Generation, false
 	e.in, e.gen = st.Instance, max(e.gen, st.Instance.Generation)
+	e.finished = max(e.finished, st.Instance.BackupsFinished)
 	return st, nil
 }
 

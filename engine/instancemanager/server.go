@@ -93,7 +93,11 @@ func (s *Server) send(ev *pb.Event) {
 }
 
 func toInstance(volume string, run instance.Running) *pb.Instance {
-	return &pb.Instance{Volume: volume, Id: run.ID, Endpoint: run.Endpoint, Size: run.Engine.Size(), Generation: run.Engine.Generation()}
+	// The count of ended backups before the generation, which then is
+	// at least that of the status reporting them ended.
+	finished := run.Engine.BackupsFinished()
+	return &pb.Instance{Volume: volume, Id: run.ID, Endpoint: run.Endpoint, Size: run.Engine.Size(), Generation: run.Engine.Generation(),
+		BackupsFinished: finished}
 }
 
 func (s *Server) Watch(_ *pb.Empty, stream pb.InstanceManager_WatchServer) error {

@@ -472,9 +472,14 @@ type Instance struct {
 	Endpoint string `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	Size     int64  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
 	// Moves at each change of what Status reports.
-	Generation    uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// How many backups the engine has ended (completed or failed): moves
+	// before the change that reports an end, so the manager mirrors a
+	// backup's end at once rather than at its mirror's pace. 0 from an
+	// instance manager older than the field.
+	BackupsFinished uint64 `protobuf:"varint,6,opt,name=backups_finished,json=backupsFinished,proto3" json:"backups_finished,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -538,6 +543,13 @@ func (x *Instance) GetSize() int64 {
 func (x *Instance) GetGeneration() uint64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *Instance) GetBackupsFinished() uint64 {
+	if x != nil {
+		return x.BackupsFinished
 	}
 	return 0
 }
@@ -1849,7 +1861,7 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.longhorn.instancemanager.v1.ReplicaR\breplicas\x12\x1a\n" +
 	"\bfrontend\x18\x04 \x01(\bR\bfrontend\x12#\n" +
-	"\rfrontend_port\x18\x05 \x01(\x05R\ffrontendPort\"\x82\x01\n" +
+	"\rfrontend_port\x18\x05 \x01(\x05R\ffrontendPort\"\xad\x01\n" +
 	"\bInstance\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -1857,7 +1869,8 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x05 \x01(\x04R\n" +
-	"generation\"S\n" +
+	"generation\x12)\n" +
+	"\x10backups_finished\x18\x06 \x01(\x04R\x0fbackupsFinished\"S\n" +
 	"\fListResponse\x12C\n" +
 	"\tinstances\x18\x01 \x03(\v2%.longhorn.instancemanager.v1.InstanceR\tinstances\"\xc2\x01\n" +
 	"\x05Event\x12;\n" +
