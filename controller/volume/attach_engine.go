@@ -92,8 +92,11 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	status.Port, _ = strconv.Atoi(port)
 	status.Endpoint, status.InstanceManagerName = run.Endpoint, run.InstanceManager
 	c.expandEngine(v, size, run.Engine, status)
-	// Read the generation first: a change while mirroring moves it, so
-	// the next sync reads the engine again.
+	// Read the count of ended backups first (an engine marks a backup
+	// ended in its status before it counts it, and counts it before it
+	// moves the generation), then the generation: a change while
+	// mirroring moves it, so the next sync reads the engine again.
+	finished := run.Engine.BackupsFinished()
 	gen := run.Engine.Generation()
 	var readAt time.Time
 	// listChanged: the mirror changes the snapshot list; listOnly: it
@@ -123,6 +126,9 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	recordMirror = func(written string) {
 		if written != "" && !listDeferred {
 			c.mirrors.record(v.Name, run.Engine, gen, written)
+		}
+		if written != "" {
+			c.mirrors.finishedAt(v.Name, finished)
 		}
 		// The pace spaces the mirrors that write. One that found the
 		// status as it was (an engine started again after the

@@ -61,9 +61,17 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 
 // EnqueueVolume asks for a sync of the volume; the engine runtime calls it
 // when an engine's snapshots or replicas change. The sync waits out the
-// rest of the engine's mirror pace (engineMirrorPace).
+// rest of the engine's mirror pace (engineMirrorPace), unless the engine
+// ended a backup since its last mirror (engineMirrors.backupEnded).
 func (c *Controller) EnqueueVolume(volume string) {
 	key := c.ds.Namespace() + "/" + volume
+	if run, ok := c.instances.Get(volume); ok {
+		if n := run.Engine.BackupsFinished(); c.mirrors.backupEnded(volume, n) {
+			c.Logger.WithFields(logrus.Fields{"volume": volume, "backupsEnded": n, "reason": "its engine ended a backup"}).Debug("Mirroring the engine into its Engine status at once, not at the pace")
+			c.Queue.Add(key)
+			return
+		}
+	}
 	if wait := c.mirrors.wait(volume, time.Now()); wait > 0 {
 		c.Queue.AddAfter(key, wait)
 		return

@@ -25,10 +25,14 @@ type engineMirrors struct {
 	// listed is when each volume's Engine status was last written for a
 	// change of its snapshot list alone.
 	listed map[string]time.Time
+	// finished is, per volume, the engine's count of ended backups
+	// (instance.Engine.BackupsFinished) when its Engine status was last
+	// written from it.
+	finished map[string]uint64
 }
 
 func newEngineMirrors() engineMirrors {
-	return engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}, listed: map[string]time.Time{}}
+	return engineMirrors{seen: map[string]engineMirror{}, read: map[string]time.Time{}, listed: map[string]time.Time{}, finished: map[string]uint64{}}
 }
 
 // engineMirrorPace is the least time between two mirrors of one engine
@@ -107,6 +111,27 @@ func (m *engineMirrors) listedAt(volume string, t time.Time) {
 	m.listed[volume] = t
 }
 
+// backupEnded tells whether volume's engine, which has ended finished
+// backups, ended one since its Engine status was last written. That
+// change is mirrored at once, neither gathered nor paced: the end of a
+// backup is what its Backup object (controller/backup, which reads the
+// volume from the target when the Engine says it ended), a backup job's
+// retention, a `bak` VolumeSnapshot and a user on backupList wait for,
+// and a volume runs one backup at a time, so it comes alone.
+func (m *engineMirrors) backupEnded(volume string, finished uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return finished != m.finished[volume]
+}
+
+// finishedAt notes that volume's Engine status holds what its engine
+// reported once it had ended finished backups.
+func (m *engineMirrors) finishedAt(volume string, finished uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.finished[volume] = finished
+}
+
 type engineMirror struct {
 	engine          instance.Engine
 	generation      uint64
@@ -137,4 +162,5 @@ func (m *engineMirrors) forget(volume string) {
 	delete(m.seen, volume)
 	delete(m.read, volume)
 	delete(m.listed, volume)
+	delete(m.finished, volume)
 }

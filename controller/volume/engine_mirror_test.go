@@ -63,3 +63,30 @@ func TestSnapshotListChangesAreWrittenAtMostOncePerListPace(t *testing.T) {
 		t.Fatalf("a restarted engine's list waits %s", w)
 	}
 }
+
+// A change that comes with an ended backup the Engine status does not
+// hold yet is mirrored at once; once written, the next changes are paced
+// again; an engine started again (its count from 0) is a change too.
+func TestABackupsEndIsMirroredAtOnce(t *testing.T) {
+	m := newEngineMirrors()
+	if m.backupEnded("vol", 0) {
+		t.Fatal("an engine that ended no backup asks for a mirror at once")
+	}
+	if !m.backupEnded("vol", 1) {
+		t.Fatal("an ended backup not yet mirrored waits for the pace")
+	}
+	m.finishedAt("vol", 1)
+	if m.backupEnded("vol", 1) {
+		t.Fatal("an ended backup already mirrored asks for a mirror at once again")
+	}
+	if m.backupEnded("other", 0) || !m.backupEnded("vol", 2) {
+		t.Fatal("the counts are not kept per volume")
+	}
+	if !m.backupEnded("vol", 0) {
+		t.Fatal("an engine started again is taken for the one before")
+	}
+	m.forget("vol")
+	if m.backupEnded("vol", 0) {
+		t.Fatal("a stopped engine's count is kept")
+	}
+}
