@@ -196,8 +196,8 @@ func (s *nodeServer) stageFilesystem(ctx context.Context, v *client.Volume, st *
 		return status.Errorf(codes.FailedPrecondition, "volume %s: %v", st.VolumeID, err)
 	}
 	if format {
-		log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType}).Info("Making a filesystem on the volume, which has none")
-		if err := makeFilesystem(ctx, st.Device, nc.fsType); err != nil {
+		log.WithFields(logrus.Fields{"device": st.Device, "fsType": nc.fsType, "mkfsParams": nc.mkfsParams}).Info("Making a filesystem on the volume, which has none")
+		if err := makeFilesystem(ctx, st.Device, nc.fsType, nc.mkfsParams); err != nil {
 			return status.Errorf(codes.Internal, "make a %s filesystem on volume %s: %v", nc.fsType, st.VolumeID, err)
 		}
 		st.Formatted = true

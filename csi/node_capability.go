@@ -14,6 +14,8 @@ type nodeCapability struct {
 	fsType     string
 	mountFlags []string
 	readOnly   bool
+	// mkfsParams are the StorageClass's words for mkfs (volume context).
+	mkfsParams []string
 }
 
 // parseCapability checks a volume capability: InvalidArgument naming the
@@ -68,8 +70,16 @@ func checkVolumeID(id string) error {
 const volumeContextFsType = "fsType"
 
 // withContextFsType applies the volume context's fsType to a mount
-// capability that names no fs_type.
+// capability that names no fs_type, and its mkfsParams (the StorageClass's,
+// checked again here: the context is not trusted) to the filesystem made.
 func withContextFsType(nc nodeCapability, c *csi.VolumeCapability, volumeContext map[string]string) (nodeCapability, error) {
+	if !nc.block {
+		extra, err := parseMkfsParams("volume_context."+paramMkfsParams, volumeContext[paramMkfsParams])
+		if err != nil {
+			return nc, status.Error(codes.InvalidArgument, err.Error())
+		}
+		nc.mkfsParams = extra
+	}
 	fs := strings.ToLower(volumeContext[volumeContextFsType])
 	if nc.block || c.GetMount().GetFsType() != "" || fs == "" {
 		return nc, nil

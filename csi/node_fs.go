@@ -143,7 +143,7 @@ func needsFormat(p probe, want string) (bool, error) {
 }
 
 // makeFilesystem formats device with fsType.
-func makeFilesystem(ctx context.Context, device, fsType string) error {
+func makeFilesystem(ctx context.Context, device, fsType string, extra []string) error {
 	argv, ok := supportedFsTypes[fsType]
 	if !ok {
 		return fmt.Errorf("no way to make a %s filesystem", fsType)
@@ -151,6 +151,33 @@ func makeFilesystem(ctx context.Context, device, fsType string) error {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return fmt.Errorf("%s is not installed on this node: %w", argv[0], err)
 	}
-	_, err := run(ctx, argv[0], append(argv[1:], device)...)
+	args := append(append(append([]string{}, argv[1:]...), extra...), device)
+	_, err := run(ctx, argv[0], args...)
 	return err
+}
+
+// maxMkfsParams bounds the words of a StorageClass's mkfsParams.
+const maxMkfsParams = 32
+
+// parseMkfsParams reads a StorageClass's mkfsParams (Longhorn's: words
+// added to the mkfs command, "-I 256 -b 4096 -O ^metadata_csum"). They go
+// to mkfs as its arguments, no shell between, before the device; a word
+// may hold letters, digits and _ . , : = ^ + % @ - only: no path (no /),
+// so no word can name another device or a file to read.
+func parseMkfsParams(key, value string) ([]string, error) {
+	words := strings.Fields(value)
+	if len(words) > maxMkfsParams {
+		return nil, fmt.Errorf("%s: at most %d words, got %d", key, maxMkfsParams, len(words))
+	}
+	for _, w := range words {
+		if len(w) > 256 {
+			return nil, fmt.Errorf("%s: a word of at most 256 characters, got %d", key, len(w))
+		}
+		for _, r := range w {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.,:=^+%@-", r)) {
+				return nil, fmt.Errorf("%s: %q holds %q; a word may hold letters, digits and _ . , : = ^ + %% @ - only (no paths)", key, w, r)
+			}
+		}
+	}
+	return words, nil
 }

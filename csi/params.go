@@ -30,6 +30,7 @@ const (
 	paramBackingImageChecksum     = "backingImageChecksum"
 	paramDataEngine               = "dataEngine"
 	paramFsType                   = "fsType"
+	paramMkfsParams               = "mkfsParams"
 )
 
 // ignoredDefaults are Longhorn parameters whose named value is what this
@@ -49,6 +50,12 @@ var ignoredDefaults = map[string][]string{
 	"replicaZoneSoftAntiAffinity": {"ignored", "enabled", "disabled"},
 	"replicaDiskSoftAntiAffinity": {"ignored", "enabled", "disabled"},
 	"backupTargetName":            {"", "default"},
+}
+
+// antiAffinityDomain is what each anti-affinity parameter keeps replicas
+// apart by.
+var antiAffinityDomain = map[string]string{
+	"replicaSoftAntiAffinity": "node", "replicaZoneSoftAntiAffinity": "zone", "replicaDiskSoftAntiAffinity": "disk",
 }
 
 // volumeParams is what a CreateVolume's parameters ask for.
@@ -103,6 +110,8 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 			p.create.DataEngine = value
 		case paramFsType:
 			p.fsType, err = checkFsType(key, value)
+		case paramMkfsParams:
+			_, err = parseMkfsParams(key, value)
 		default:
 			allowed, ok := ignoredDefaults[key]
 			switch {
@@ -119,6 +128,16 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("parameters %s: not parameters this driver knows", strings.Join(unknown, ", "))
+	}
+	// "disabled" is Longhorn's hard anti-affinity: each replica on a node,
+	// zone or disk of its own. Every replica of a volume is on one node's
+	// disk here, so it holds only for a volume of one replica; a class
+	// that demands separation is refused rather than silently given none.
+	for _, key := range []string{"replicaSoftAntiAffinity", "replicaZoneSoftAntiAffinity", "replicaDiskSoftAntiAffinity"} {
+		if params[key] == "disabled" && p.create.NumberOfReplicas != 1 {
+			return nil, fmt.Errorf("%s: %q asks for each replica on a %s of its own, and every replica of a volume is on one node's disk here (docs/csi.md): it is honoured only with %s \"1\"",
+				key, "disabled", antiAffinityDomain[key], paramNumberOfReplicas)
+		}
 	}
 	if p.image.Name == "" && (p.image.SourceType != "" || p.image.Parameters != nil || p.image.ExpectedChecksum != "") {
 		return nil, fmt.Errorf("%s, %s, %s: need %s, the backing image they describe", paramBackingImageSourceType, paramBackingImageSourceParams, paramBackingImageChecksum, paramBackingImage)

@@ -42,6 +42,17 @@ func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
 		{map[string]string{"backingImageChecksum": "abc"}, "need backingImage"},
 		{map[string]string{"dataEngine": "v2"}, `dataEngine: only "v1" exists here`},
 		{map[string]string{"recurringJobs": "- task: snapshot\n  cron: '* * * * *'\n  retain: 1\n  bogus: x"}, "recurringJobs: must be a YAML or JSON list"},
+		// Hard anti-affinity holds only for one replica: all are on one node.
+		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "3"}, `replicaSoftAntiAffinity: "disabled" asks for each replica on a node of its own`},
+		{map[string]string{"replicaZoneSoftAntiAffinity": "disabled"}, `honoured only with numberOfReplicas "1"`},
+		{map[string]string{"replicaDiskSoftAntiAffinity": "disabled", "numberOfReplicas": "2"}, "a disk of its own"},
+		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "1"}, ""},
+		{map[string]string{"replicaSoftAntiAffinity": "enabled", "numberOfReplicas": "3"}, ""},
+		// mkfsParams go to mkfs as words, never a path.
+		{map[string]string{"mkfsParams": "-I 256 -b 4096 -O ^metadata_csum,^64bit -L data_1"}, ""},
+		{map[string]string{"mkfsParams": "-b 4096 /dev/sda"}, `mkfsParams: "/dev/sda" holds '/'`},
+		{map[string]string{"mkfsParams": "-E $(reboot)"}, `mkfsParams: "$(reboot)" holds '$'`},
+		{map[string]string{"mkfsParams": strings.Repeat("-q ", 33)}, "mkfsParams: at most 32 words, got 33"},
 	} {
 		_, err := parseParams(c.params)
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
