@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Request is one request a Counter passed on: its kind (LIST, GET, HEAD,
@@ -29,6 +30,9 @@ type Counter struct {
 	srv    *Server
 	mu     sync.Mutex
 	record []Request
+	// ended is when the server's answer to each request of record was
+	// passed on, by index (zero while it runs).
+	ended []time.Time
 }
 
 // Counter starts a counting proxy in front of the server.
@@ -48,8 +52,15 @@ func (s *Server) Counter(t testing.TB) *Counter {
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.record = append(c.record, classify(r, s.Bucket))
+		c.ended = append(c.ended, time.Time{})
+		i := len(c.record) - 1
 		c.mu.Unlock()
 		proxy.ServeHTTP(w, r)
+		c.mu.Lock()
+		if i < len(c.ended) {
+			c.ended[i] = time.Now()
+		}
+		c.mu.Unlock()
 	})}
 	go func() { _ = hs.Serve(l) }()
 	t.Cleanup(func() { _ = hs.Close() })
@@ -93,5 +104,21 @@ func (c *Counter) Count() int {
 func (c *Counter) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.record = nil
+	c.record, c.ended = nil, nil
+}
+
+// LastEnded is when the answer to the last request of that kind whose key
+// starts with prefix was passed on, since the start or the last Reset;
+// false when there is none, or it has not been answered. A backup's last
+// request is the DELETE of its lock (backupstore/volumes/<volume>/locks/backup-):
+// its end is, within the engine's own bookkeeping, the backup's end.
+func (c *Counter) LastEnded(kind, prefix string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.record) - 1; i >= 0; i-- {
+		if r := c.record[i]; r.Kind == kind && strings.HasPrefix(r.Key, prefix) {
+			return c.ended[i], !c.ended[i].IsZero()
+		}
+	}
+	return time.Time{}, false
 }

@@ -56,7 +56,7 @@ func (e *APIEnv) AttachedContent(t *testing.T, name string) []byte {
 	return DeviceContent(t, e.AttachedContentEndpoint(t, name))
 }
 
-func QemuIO(t *testing.T, endpoint string, cmds ...string) string {
+func QemuIO(t testing.TB, endpoint string, cmds ...string) string {
 	t.Helper()
 	path, err := exec.LookPath("qemu-io")
 	if err != nil {
