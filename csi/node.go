@@ -65,6 +65,9 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 		rpc(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
 		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
 		rpc(csi.NodeServiceCapability_RPC_EXPAND_VOLUME),
+		// SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod) is enforced at
+		// publish, SINGLE_NODE_MULTI_WRITER allows several publishes.
+		rpc(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER),
 	}}, nil
 }
 

@@ -14,6 +14,9 @@ type nodeCapability struct {
 	fsType     string
 	mountFlags []string
 	readOnly   bool
+	// singleWriter: SINGLE_NODE_SINGLE_WRITER (a ReadWriteOncePod claim):
+	// one publish at a time.
+	singleWriter bool
 	// mkfsParams are the StorageClass's words for mkfs (volume context).
 	mkfsParams []string
 }
@@ -26,8 +29,9 @@ func parseCapability(c *csi.VolumeCapability) (nodeCapability, error) {
 		return nc, status.Error(codes.InvalidArgument, "volume_capability is missing")
 	}
 	switch c.GetAccessMode().GetMode() {
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
-		csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER:
+		nc.singleWriter = true
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
 	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:
 		nc.readOnly = true
 	case csi.VolumeCapability_AccessMode_UNKNOWN:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -13,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 )
 
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
@@ -63,6 +66,9 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		}
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
+	if err := checkSingleWriter(st, target, nc.singleWriter); err != nil {
+		return nil, err
+	}
 
 	source := staging
 	if nc.block {
@@ -91,8 +97,38 @@ func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := bindMount(ctx, source, target, readOnly, nc.mountFlags); err != nil {
 		return nil, status.Errorf(codes.Internal, "publish volume %s at target_path %s: %v", id, target, err)
 	}
-	log.WithField("source", source).Info("Published the volume")
+	st.Publishes = append(slices.DeleteFunc(st.Publishes, func(p nodestate.Publish) bool { return p.Target == target }),
+		nodestate.Publish{Target: target, SingleWriter: nc.singleWriter})
+	if err := s.d.saveState(st); err != nil {
+		_ = unmountAll(target)
+		return nil, status.Errorf(codes.Internal, "publish volume %s at target_path %s: record it: %v", id, target, err)
+	}
+	log.WithFields(logrus.Fields{"source": source, "singleWriter": nc.singleWriter}).Info("Published the volume")
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// checkSingleWriter refuses a publish at target while the volume is
+// published elsewhere and either publish is for a single writer
+// (SINGLE_NODE_SINGLE_WRITER, a ReadWriteOncePod claim): the access mode
+// promises one pod. Publishes whose target is no longer mounted are left
+// out (and dropped at the next save).
+func checkSingleWriter(st *stagedVolume, target string, singleWriter bool) error {
+	var live []nodestate.Publish
+	for _, p := range st.Publishes {
+		if p.Target == target {
+			continue
+		}
+		if m, err := mountAt(p.Target); err != nil || m == nil {
+			continue
+		}
+		live = append(live, p)
+		if singleWriter || p.SingleWriter {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is published at %s (single writer: %v): a ReadWriteOncePod volume is published for one pod at a time",
+				st.VolumeID, p.Target, p.SingleWriter)
+		}
+	}
+	st.Publishes = live
+	return nil
 }
 
 // isReadOnly says whether mount options include ro.
@@ -120,6 +156,16 @@ func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	defer unlock()
 	if err := unmountAll(target); err != nil {
 		return nil, status.Errorf(codes.Internal, "target_path %s: %v", target, err)
+	}
+	if st, err := s.d.loadState(id); err == nil && st != nil {
+		if n := len(st.Publishes); n > 0 {
+			st.Publishes = slices.DeleteFunc(st.Publishes, func(p nodestate.Publish) bool { return p.Target == target })
+			if len(st.Publishes) != n {
+				if err := s.d.saveState(st); err != nil {
+					return nil, status.Errorf(codes.Internal, "unpublish volume %s: record it: %v", id, err)
+				}
+			}
+		}
 	}
 	// The spec has the driver remove the path it made.
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {

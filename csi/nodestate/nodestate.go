@@ -59,6 +59,16 @@ type Volume struct {
 	FsType      string `json:"fsType,omitempty"`
 	Formatted   bool   `json:"formatted,omitempty"`
 	Block       bool   `json:"block,omitempty"`
+	// Publishes are the target paths the volume is published at, each
+	// saying whether it was for a single writer (ReadWriteOncePod): while
+	// one such is mounted, the volume is published nowhere else.
+	Publishes []Publish `json:"publishes,omitempty"`
+}
+
+// Publish is one NodePublishVolume of a staged volume.
+type Publish struct {
+	Target       string `json:"target"`
+	SingleWriter bool   `json:"singleWriter,omitempty"`
 }
 
 // Describe sums up a stage for messages and logs.

@@ -38,7 +38,7 @@ func TestCSINodeFilesystemVolume(t *testing.T) {
 	for _, c := range caps.Capabilities {
 		declared = append(declared, c.GetRpc().GetType().String())
 	}
-	if strings.Join(declared, ",") != "STAGE_UNSTAGE_VOLUME,GET_VOLUME_STATS,EXPAND_VOLUME" {
+	if strings.Join(declared, ",") != "STAGE_UNSTAGE_VOLUME,GET_VOLUME_STATS,EXPAND_VOLUME,SINGLE_NODE_MULTI_WRITER" {
 		t.Errorf("capabilities %v", declared)
 	}
 
