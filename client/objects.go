@@ -105,6 +105,8 @@ type BackingImage struct {
 	Parameters       map[string]string `json:"parameters"`
 	ExpectedChecksum string            `json:"expectedChecksum"`
 	CurrentChecksum  string            `json:"currentChecksum,omitempty"`
+	// MinNumberOfCopies is how many disks keep its file (0: 1).
+	MinNumberOfCopies int `json:"minNumberOfCopies,omitempty"`
 }
 
 // BackingImage reads a backing image.

@@ -28,6 +28,7 @@ const (
 	paramBackingImageSourceType   = "backingImageDataSourceType"
 	paramBackingImageSourceParams = "backingImageDataSourceParameters"
 	paramBackingImageChecksum     = "backingImageChecksum"
+	paramBackingImageMinCopies    = "backingImageMinNumberOfCopies"
 	paramDataEngine               = "dataEngine"
 	paramFsType                   = "fsType"
 	paramMkfsParams               = "mkfsParams"
@@ -50,6 +51,10 @@ var ignoredDefaults = map[string][]string{
 	"replicaZoneSoftAntiAffinity": {"ignored", "enabled", "disabled"},
 	"replicaDiskSoftAntiAffinity": {"ignored", "enabled", "disabled"},
 	"backupTargetName":            {"", "default"},
+	// Node and disk selectors of a backing image need tags, which nodes
+	// and disks do not have here.
+	"backingImageNodeSelector": {""},
+	"backingImageDiskSelector": {""},
 }
 
 // antiAffinityDomain is what each anti-affinity parameter keeps replicas
@@ -103,6 +108,8 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 			}
 		case paramBackingImageChecksum:
 			p.image.ExpectedChecksum = value
+		case paramBackingImageMinCopies:
+			p.image.MinNumberOfCopies, err = intParam(key, value, 1, 20)
 		case paramDataEngine:
 			if value != "" && value != string(longhorn.DataEngineTypeV1) {
 				err = fmt.Errorf("%s: only %q exists here, got %q", key, longhorn.DataEngineTypeV1, value)
@@ -139,8 +146,8 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 				key, "disabled", antiAffinityDomain[key], paramNumberOfReplicas)
 		}
 	}
-	if p.image.Name == "" && (p.image.SourceType != "" || p.image.Parameters != nil || p.image.ExpectedChecksum != "") {
-		return nil, fmt.Errorf("%s, %s, %s: need %s, the backing image they describe", paramBackingImageSourceType, paramBackingImageSourceParams, paramBackingImageChecksum, paramBackingImage)
+	if p.image.Name == "" && (p.image.SourceType != "" || p.image.Parameters != nil || p.image.ExpectedChecksum != "" || p.image.MinNumberOfCopies != 0) {
+		return nil, fmt.Errorf("%s, %s, %s, %s: need %s, the backing image they describe", paramBackingImageSourceType, paramBackingImageSourceParams, paramBackingImageChecksum, paramBackingImageMinCopies, paramBackingImage)
 	}
 	return p, nil
 }

@@ -48,6 +48,10 @@ func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
 		{map[string]string{"replicaDiskSoftAntiAffinity": "disabled", "numberOfReplicas": "2"}, "a disk of its own"},
 		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "1"}, ""},
 		{map[string]string{"replicaSoftAntiAffinity": "enabled", "numberOfReplicas": "3"}, ""},
+		{map[string]string{"backingImage": "img", "backingImageMinNumberOfCopies": "2"}, ""},
+		{map[string]string{"backingImage": "img", "backingImageMinNumberOfCopies": "0"}, "backingImageMinNumberOfCopies: must be a whole number from 1 to 20"},
+		{map[string]string{"backingImageMinNumberOfCopies": "2"}, "need backingImage"},
+		{map[string]string{"backingImage": "img", "backingImageNodeSelector": "ssd"}, `backingImageNodeSelector: this driver cannot honour "ssd"`},
 		// mkfsParams go to mkfs as words, never a path.
 		{map[string]string{"mkfsParams": "-I 256 -b 4096 -O ^metadata_csum,^64bit -L data_1"}, ""},
 		{map[string]string{"mkfsParams": "-b 4096 /dev/sda"}, `mkfsParams: "/dev/sda" holds '/'`},

@@ -46,6 +46,7 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 		"backingImageDataSourceType":       "download",
 		"backingImageDataSourceParameters": `{"url":"` + url + `"}`,
 		"backingImageChecksum":             sum,
+		"backingImageMinNumberOfCopies":    "2",
 	})
 	s.claim(t, "on-image", sc)
 	pv := s.waitBound(t, "on-image")
@@ -60,8 +61,8 @@ func TestCSIStorageClassMakesItsBackingImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("backing image %s after the claim was bound: %v", image, err)
 	}
-	if bi.Spec.SourceType != longhorn.BackingImageDataSourceTypeDownload || bi.Spec.SourceParameters[longhorn.DataSourceParameterURL] != url || bi.Spec.Checksum != sum {
-		t.Fatalf("backing image %s: source %s %v, checksum %q; want download from %s with the StorageClass's checksum", image, bi.Spec.SourceType, bi.Spec.SourceParameters, bi.Spec.Checksum, url)
+	if bi.Spec.SourceType != longhorn.BackingImageDataSourceTypeDownload || bi.Spec.SourceParameters[longhorn.DataSourceParameterURL] != url || bi.Spec.Checksum != sum || bi.Spec.MinNumberOfCopies != 2 {
+		t.Fatalf("backing image %s: source %s %v, checksum %q, min copies %d; want download from %s with the StorageClass's checksum and 2 copies", image, bi.Spec.SourceType, bi.Spec.SourceParameters, bi.Spec.Checksum, bi.Spec.MinNumberOfCopies, url)
 	}
 	framework.Eventually(t, 2*time.Minute, "backing image "+image+" ready on a disk with its checksum", func() (bool, error) {
 		r := s.Call(t, "GET", "/v1/backingimages/"+image, "")
