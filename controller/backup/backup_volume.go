@@ -35,7 +35,14 @@ func (c *TargetController) syncRefresh(ctx context.Context, t datastore.Target, 
 		return kit.Result{}, deleteErr
 	}
 	if bv := w.backupVolumes[volume]; bv != nil && bv.DeletionTimestamp != nil && kit.HasFinalizer(bv) {
-		return c.deleteBackupVolume(ctx, store, w, bv)
+		result, err := c.deleteBackupVolume(ctx, store, w, bv)
+		if err != nil || bv.Labels[types.LabelDeleteCustomResourceOnly] != "true" {
+			return result, err
+		}
+		// Gone from the target: what engines report of the volume's
+		// backups still shows (a backup that failed as its volume left
+		// the target, whose end brought this refresh).
+		return result, c.mirrorEngines(ctx, w, volume)
 	}
 	if bv := w.backupVolumes[volume]; bv != nil && syncRequested(bv) {
 		// Asked for: the volume's record is read too, though its
@@ -231,7 +238,17 @@ func (c *TargetController) deleteBackupVolume(ctx context.Context, store *backup
 	} else {
 		log = log.WithField("reason", "gone from the backup target")
 	}
+	userDeletion := bv.Labels[types.LabelDeleteCustomResourceOnly] != "true"
 	for _, b := range w.backupsOf(volume) {
+		if !userDeletion && w.engineBackups[volume][b.Name] != nil {
+			// An engine reports it running or failed: the target not
+			// holding the volume says nothing of it, and a failure is
+			// kept to be seen (as syncVolume keeps it). Its engine's
+			// next change mirrors it again, the next backup's refresh
+			// makes the BackupVolume again.
+			log.WithFields(logrus.Fields{"backup": b.Name, "state": b.Status.State, "reason": "an engine reports it"}).Info("Kept the Backup object of a backup volume gone from the target")
+			continue
+		}
 		if err := c.forget(ctx, b); err != nil {
 			return kit.Result{}, err
 		}

@@ -93,3 +93,33 @@ func TestBackupVolumeSync(t *testing.T) {
 		})
 	}
 }
+
+// A backup volume gone from the target is removed with the Backup objects
+// the target held, but not with what its engines report: a backup that
+// failed as the volume left the target (its end is what brought the
+// refresh) shows its error, one kept from before is left as it is.
+func TestABackupVolumeGoneFromTheTargetKeepsWhatEnginesReport(t *testing.T) {
+	now := metav1.Now()
+	gone := &longhorn.BackupVolume{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: "ns", Finalizers: []string{types.LonghornFinalizer},
+		DeletionTimestamp: &now, Labels: map[string]string{types.LabelDeleteCustomResourceOnly: "true"}}}
+	e := engineWith(map[string]longhorn.EngineBackupStatus{
+		"b-failed": {State: "Error", SnapshotName: "s", Error: "mkdir /x: not a directory"},
+		"b-kept":   {State: "Error", SnapshotName: "s", Error: "earlier"},
+	})
+	kept := syncBackup("vol", "b-kept", func(b *longhorn.Backup) {
+		b.Status.State, b.Status.Error, b.Status.SnapshotName, b.Status.OwnerID = longhorn.BackupStateError, "earlier", "s", "node-1"
+	})
+	f := newFixture(t, nil, gone, e, syncBackup("vol", "b-listed"), kept)
+	f.lh.ClearActions()
+	if _, err := f.c.sync(context.Background(), f.c.refreshKey("vol")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"update backups b-listed", "delete backups b-listed", "update backupvolumes vol", "create backups", "update backups/status b-failed"}
+	if got := lhWrites(f.lh.Actions()); !slices.Equal(got, want) {
+		t.Errorf("writes %v, want %v", got, want)
+	}
+	b, err := f.lh.LonghornV1beta2().Backups("ns").Get(context.Background(), "b-failed", metav1.GetOptions{})
+	if err != nil || b.Status.State != longhorn.BackupStateError || b.Status.Error != "mkdir /x: not a directory" {
+		t.Fatalf("the failed backup's object: %+v, %v", b, err)
+	}
+}
