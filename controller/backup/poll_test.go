@@ -106,7 +106,7 @@ func TestPollTiming(t *testing.T) {
 		}
 		return lhWrites(f.lh.Actions())
 	}
-	if got := sync(); !slices.Equal(got, []string{"create backups", "update backups/status b-1", "create backupvolumes", "update backupvolumes/status vol"}) {
+	if got := sync(); !slices.Equal(got, []string{"create backupvolumes", "create backups", "update backups/status b-1", "update backupvolumes/status vol"}) {
 		t.Fatalf("first poll wrote %v", got)
 	}
 	// The target is emptied: a read of it would forget the objects.
@@ -138,14 +138,14 @@ func TestPollIntervalZero(t *testing.T) {
 
 // TestARefreshReadsOnlyItsVolume: a backup finished on one volume
 // writes that volume's objects only, though the target changed for
-// another.
+// another; its BackupVolume is made before its Backup shows Completed.
 func TestARefreshReadsOnlyItsVolume(t *testing.T) {
 	f := newFixture(t, []string{"vol-a/b-1", "vol-b/b-2"}, syncBackup("vol-b", "b-gone"))
 	f.lh.ClearActions()
 	if _, err := f.c.sync(context.Background(), f.c.refreshKey("vol-a")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"create backups", "update backups/status b-1", "create backupvolumes", "update backupvolumes/status vol-a"}
+	want := []string{"create backupvolumes", "create backups", "update backups/status b-1", "update backupvolumes/status vol-a"}
 	if got := lhWrites(f.lh.Actions()); !slices.Equal(got, want) {
 		t.Errorf("writes %v, want %v", got, want)
 	}

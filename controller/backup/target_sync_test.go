@@ -100,13 +100,13 @@ func TestTargetSync(t *testing.T) {
 		name:    "a backup gone from the target is forgotten, its object labelled first",
 		target:  []string{"vol/b-keep"},
 		objects: []*longhorn.Backup{syncBackup("vol", "b-keep"), syncBackup("vol", "b-gone")},
-		writes:  []string{"update backups/status b-keep", "update backups b-gone", "delete backups b-gone", "create backupvolumes", "update backupvolumes/status vol"},
+		writes:  []string{"create backupvolumes", "update backups/status b-keep", "update backups b-gone", "delete backups b-gone", "update backupvolumes/status vol"},
 		left:    []string{"vol/b-keep"},
 	}, {
 		name:    "a user's delete deletes the backup from the target",
 		target:  []string{"vol/b-1", "vol/b-2"},
 		objects: []*longhorn.Backup{syncBackup("vol", "b-1", deleted), syncBackup("vol", "b-2")},
-		writes:  []string{"update backups b-1", "update backups/status b-2", "create backupvolumes", "update backupvolumes/status vol"},
+		writes:  []string{"update backups b-1", "create backupvolumes", "update backups/status b-2", "update backupvolumes/status vol"},
 		left:    []string{"vol/b-2"},
 	}, {
 		name:    "a forgotten object's finalizer deletes nothing, even when the backup is back",
@@ -119,7 +119,7 @@ func TestTargetSync(t *testing.T) {
 		target:  []string{"vol-a/b-same", "vol-b/b-same"},
 		objects: []*longhorn.Backup{syncBackup("vol-b", "b-same")},
 		writes: []string{"create backupvolumes", "update backupvolumes/status vol-a",
-			"update backups/status b-same", "create backupvolumes", "update backupvolumes/status vol-b"},
+			"create backupvolumes", "update backups/status b-same", "update backupvolumes/status vol-b"},
 		left: []string{"vol-a/b-same", "vol-b/b-same"},
 		check: func(t *testing.T, lh *lhfake.Clientset) {
 			b, err := lh.LonghornV1beta2().Backups("ns").Get(context.Background(), "b-same", metav1.GetOptions{})
@@ -140,7 +140,7 @@ func TestTargetSync(t *testing.T) {
 			}
 		},
 		objects: []*longhorn.Backup{syncBackup("vol", "b-1")},
-		writes:  []string{"update backups/status b-1", "create backupvolumes", "update backupvolumes/status vol"},
+		writes:  []string{"create backupvolumes", "update backups/status b-1", "update backupvolumes/status vol"},
 		left:    []string{"vol/b-1"},
 		check: func(t *testing.T, lh *lhfake.Clientset) {
 			bv, err := lh.LonghornV1beta2().BackupVolumes("ns").Get(context.Background(), "vol", metav1.GetOptions{})

@@ -170,6 +170,19 @@ func engineObjects(target, volume string, engines map[string]*longhorn.EngineBac
 // when nothing: read without error).
 func (c *TargetController) syncVolume(ctx context.Context, store *backupstore.Store, w *world, volume string, listing *backupstore.VolumeListing) error {
 	d := desireVolume(w.target, volume, w.engineBackups[volume], listing, store.URL)
+	if d.volume != nil && w.backupVolumes[volume] == nil {
+		// The volume's first backup in the target: its BackupVolume is
+		// made first, so that no Backup shows Completed before the
+		// backup volume it is listed under (backupList and the jobs
+		// find it by it) exists. Its status follows the Backups.
+		created, err := c.createBackupVolume(ctx, w.target, volume)
+		if err != nil {
+			return err
+		}
+		if created != nil {
+			w.backupVolumes[volume] = created
+		}
+	}
 	taken, err := c.applyBackups(ctx, w, volume, d.backups)
 	if err != nil {
 		return err
