@@ -128,12 +128,23 @@ func (k *Keeper) Ensure(ctx context.Context) (*longhorn.InstanceManager, error) 
 			return im, nil
 		}
 	}
+	want := Name(k.cfg.NodeID, k.cfg.Image)
 	for _, im := range mine {
-		if pod := pods[im.Name]; pod != nil && pod.DeletionTimestamp != nil {
+		pod := pods[im.Name]
+		if pod != nil && pod.DeletionTimestamp != nil {
 			return nil, fmt.Errorf("%w: pod %s of instance manager %s is going away", ErrPending, pod.Name, im.Name)
 		}
+		if pod != nil && im.Name != want {
+			// Of another image, and its container never started or has
+			// ended: it hosts nothing. Left there, it would start later
+			// and find the folder the new one holds.
+			if err := k.kube.CoreV1().Pods(k.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("delete pod %s of instance manager %s, which hosts nothing: %w", pod.Name, im.Name, err)
+			}
+			k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image, "phase": pod.Status.Phase}).Info("Deleted the pod of an instance manager of another image, which hosts nothing")
+			return nil, fmt.Errorf("%w: pod %s of instance manager %s, which hosts nothing, is being deleted", ErrPending, pod.Name, im.Name)
+		}
 	}
-	want := Name(k.cfg.NodeID, k.cfg.Image)
 	var im *longhorn.InstanceManager
 	for _, o := range mine {
 		if o.Name == want {

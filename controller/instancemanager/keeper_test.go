@@ -211,3 +211,27 @@ func (startRecorder) StopEngine(string, instance.Engine) error { return nil }
 func (startRecorder) OnChange(func(string))                    {}
 func (startRecorder) OnStart(func(string))                     {}
 func (startRecorder) Close()                                   {}
+
+func TestEnsureDeletesAPendingPodOfAnotherImageBeforeMakingItsOwn(t *testing.T) {
+	old := newObject(testConfig, "longhorn-manager:v1")
+	k, kube, _ := newTestKeeper(old)
+	ctx := context.Background()
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, podFor(testConfig, old, ppEmpty), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setPhase(t, kube, old.Name, corev1.PodPending)
+	if _, err := k.Ensure(ctx); !errors.Is(err, ErrPending) {
+		t.Fatalf("want ErrPending while the old pod goes: %v", err)
+	}
+	if _, err := kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err == nil {
+		t.Fatal("the pending pod of the old image, which hosts nothing, was kept")
+	}
+	want := Name("node-1", "longhorn-manager:v2")
+	if _, err := kube.CoreV1().Pods(ns).Get(ctx, want, metav1.GetOptions{}); err == nil {
+		t.Fatal("the new pod was made beside the old one in the same call")
+	}
+	_, _ = k.Ensure(ctx)
+	if _, err := kube.CoreV1().Pods(ns).Get(ctx, want, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the new image's pod once the old one is gone: %v", err)
+	}
+}
