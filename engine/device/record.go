@@ -12,6 +12,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/engine/nbd"
+
+	"github.com/cadence-storage/longhorn-manager/internal/atomicfile"
 )
 
 // Record is what was made of a volume's device, written after each step
@@ -120,21 +122,5 @@ func saveRecord(path string, r *Record) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, data)
 }
