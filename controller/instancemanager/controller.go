@@ -57,8 +57,8 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, inf datastore.Inf
 // Changed tells the controller that what the instance manager runs
 // changed: its status is written again.
 func (c *Controller) Changed() {
-	if cur := c.keeper.Current(); cur != nil {
-		c.Enqueue(cur)
+	if name := c.keeper.currentName(); name != "" {
+		c.Queue.Add(c.keeper.cfg.Namespace + "/" + name)
 	}
 }
 
@@ -69,7 +69,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	}
 	im, err := c.lister.InstanceManagers(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		if cur := c.keeper.Current(); cur != nil && cur.Name == name {
+		if c.keeper.currentName() == name {
 			// The node's own was deleted: its pod goes with it (a user's
 			// request); a new one is made for the engines to come.
 			if _, err := c.keeper.Ensure(ctx); err != nil && !isPending(err) {
@@ -86,8 +86,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, nil
 	}
 	log := c.Logger.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image})
-	cur := c.keeper.Current()
-	isCurrent := cur != nil && cur.Name == im.Name
+	isCurrent := c.keeper.currentName() == im.Name
 	pod, err := c.keeper.kube.CoreV1().Pods(ns).Get(ctx, im.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		pod, err = nil, nil

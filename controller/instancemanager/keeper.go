@@ -89,6 +89,17 @@ func (k *Keeper) Current() *longhorn.InstanceManager {
 	return k.current.DeepCopy()
 }
 
+// currentName is Current's name, "" before the first Ensure: what the
+// engine starts and the change notices need, without a copy.
+func (k *Keeper) currentName() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.current == nil {
+		return ""
+	}
+	return k.current.Name
+}
+
 // Revive is the client's hook when its watch breaks: Ensure, at most every
 // reviveInterval.
 func (k *Keeper) Revive() error {

@@ -77,9 +77,7 @@ func (g gated) Start(volume string, size int64, replicas []instance.ReplicaDir, 
 	}
 	run, err := g.Instances.Start(volume, size, replicas, frontend)
 	if err == nil {
-		if cur := g.k.Current(); cur != nil {
-			run.InstanceManager = cur.Name
-		}
+		run.InstanceManager = g.k.currentName()
 	}
 	return run, err
 }
