@@ -29,6 +29,10 @@ func (r *Replica) Grow(size int64) error {
 func (r *Replica) grow(size int64, after step) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.growLocked(size, after)
+}
+
+func (r *Replica) growLocked(size int64, after step) error {
 	if r.chain == nil {
 		return ErrClosed
 	}

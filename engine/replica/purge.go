@@ -27,6 +27,10 @@ func (r *Replica) Purge() ([]string, error) {
 func (r *Replica) purge(after step) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.purgeLocked(after)
+}
+
+func (r *Replica) purgeLocked(after step) ([]string, error) {
 	if r.chain == nil {
 		return nil, ErrClosed
 	}
@@ -193,6 +197,10 @@ func (r *Replica) mergeInto(name, childFile string) error {
 func (r *Replica) Revert(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.revertLocked(name)
+}
+
+func (r *Replica) revertLocked(name string) error {
 	if r.chain == nil {
 		return ErrClosed
 	}

@@ -406,6 +406,10 @@ func (r *Replica) writeLocked(p []byte, off int64) (int, error) {
 func (r *Replica) Sync() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.syncLocked()
+}
+
+func (r *Replica) syncLocked() error {
 	if r.chain == nil {
 		return ErrClosed
 	}
@@ -424,6 +428,10 @@ func (r *Replica) Epoch() uint64 {
 func (r *Replica) SetEpoch(epoch uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.setEpochLocked(epoch)
+}
+
+func (r *Replica) setEpochLocked(epoch uint64) error {
 	if r.chain == nil {
 		return ErrClosed
 	}

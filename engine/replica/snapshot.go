@@ -65,9 +65,13 @@ func (r *Replica) CreateSnapshotWithID(name, id string, userCreated bool, create
 	return r.createSnapshot(name, id, userCreated, created, labels, noStep)
 }
 
-func (r *Replica) createSnapshot(name, id string, userCreated bool, created time.Time, labels map[string]string, after step) (err error) {
+func (r *Replica) createSnapshot(name, id string, userCreated bool, created time.Time, labels map[string]string, after step) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.createSnapshotLocked(name, id, userCreated, created, labels, after)
+}
+
+func (r *Replica) createSnapshotLocked(name, id string, userCreated bool, created time.Time, labels map[string]string, after step) (err error) {
 	if r.chain == nil {
 		return ErrClosed
 	}
@@ -226,6 +230,10 @@ func (r *Replica) layerSize(file string) (int64, error) {
 func (r *Replica) MarkRemoved(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.markRemovedLocked(name)
+}
+
+func (r *Replica) markRemovedLocked(name string) error {
 	if r.chain == nil {
 		return ErrClosed
 	}

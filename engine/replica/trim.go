@@ -40,12 +40,13 @@ func (r *Replica) Trim(off, length int64) error {
 // TrimKeeping is Trim keeping the snapshots named in keep too, as if a
 // view of this replica read them.
 func (r *Replica) TrimKeeping(off, length int64, keep []string) error {
-	kept := make(map[string]bool, len(keep))
-	for _, n := range keep {
-		kept[n] = true
-	}
+	kept := keptSet(keep)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.trimLocked(off, length, kept)
+}
+
+func (r *Replica) trimLocked(off, length int64, kept map[string]bool) error {
 	if r.chain == nil {
 		return ErrClosed
 	}
@@ -164,4 +165,12 @@ func (r *Replica) layerForScan(i int) (f *os.File, opened bool, err error) {
 		return nil, false, fmt.Errorf("replica %s: open layer %s: %w", r.dir, r.chainNames[i], err)
 	}
 	return f, true, nil
+}
+
+func keptSet(keep []string) map[string]bool {
+	kept := make(map[string]bool, len(keep))
+	for _, n := range keep {
+		kept[n] = true
+	}
+	return kept
 }

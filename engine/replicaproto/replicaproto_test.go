@@ -139,6 +139,9 @@ func TestANewerEngineFencesTheOlderOne(t *testing.T) {
 	if err := old.Sync(); !errors.Is(err, replica.ErrFenced) {
 		t.Fatalf("the old engine's sync: want ErrFenced, got %v", err)
 	}
+	if err := old.Trim(0, 4096); !errors.Is(err, replica.ErrFenced) {
+		t.Fatalf("the old engine's trim: want ErrFenced, got %v", err)
+	}
 	got := make([]byte, 17)
 	if _, err := newer.ReadAt(got, 0); err != nil || string(got) != "old engine's data" {
 		t.Fatalf("the newer engine reads %q, %v: the fenced write must not have landed", got, err)

@@ -19,16 +19,12 @@ import (
 )
 
 // Replica is what the server needs of an open replica
-// (*replica.Replica).
+// (*replica.Replica): a connection's engine accepted as its owner, then
+// the replica as that owner uses it, every request checked against its
+// term in one step with the request (replica.Owned).
 type Replica interface {
-	Size() int64
-	Epoch() uint64
 	AcceptTerm(term uint64, holder string) error
-	CheckTerm(term uint64, holder string) error
-	ReadAt(p []byte, off int64) (int, error)
-	WriteAtTerm(p []byte, off int64, term uint64, holder string) (int, error)
-	Sync() error
-	Trim(off, length int64) error
+	AtTerm(term uint64, holder string) *replica.Owned
 }
 
 var _ Replica = (*replica.Replica)(nil)
@@ -96,12 +92,10 @@ func (s *Server) track(c net.Conn, add bool) bool {
 	return true
 }
 
-// session is one connection's open replica and engine.
+// session is one connection's open replica, as its engine owns it.
 type session struct {
-	rep    Replica
-	engine string
-	term   uint64
-	log    *logrus.Entry
+	rep *replica.Owned
+	log *logrus.Entry
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -206,8 +200,8 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 		ss.reply(h.id, failure(err))
 		return nil, err
 	}
-	ss.rep, ss.engine, ss.term = rep, req.Engine, req.Term
-	out, _ := json.Marshal(OpenReply{Size: rep.Size(), Epoch: rep.Epoch(), Term: req.Term})
+	ss.rep = rep.AtTerm(req.Term, req.Engine)
+	out, _ := json.Marshal(OpenReply{Size: ss.rep.Size(), Epoch: ss.rep.Epoch(), Term: req.Term})
 	ss.reply(h.id, result{status: statusOK, body: out})
 	ss.log.Info("Replica protocol: opened the replica for an engine")
 	return ss, nil
@@ -241,23 +235,16 @@ func (ss *session) do(h header, body []byte) result {
 	var err error
 	switch h.kind {
 	case OpRead:
-		if err = ss.rep.CheckTerm(ss.term, ss.engine); err != nil {
-			break
-		}
 		data := make([]byte, h.length)
 		if _, err = ss.rep.ReadAt(data, off); err == nil {
 			return result{status: statusOK, body: data}
 		}
 	case OpWrite:
-		_, err = ss.rep.WriteAtTerm(body, off, ss.term, ss.engine)
+		_, err = ss.rep.WriteAt(body, off)
 	case OpSync:
-		if err = ss.rep.CheckTerm(ss.term, ss.engine); err == nil {
-			err = ss.rep.Sync()
-		}
+		err = ss.rep.Sync()
 	case OpTrim:
-		if err = ss.rep.CheckTerm(ss.term, ss.engine); err == nil {
-			err = ss.rep.Trim(off, int64(h.length))
-		}
+		err = ss.rep.TrimKeeping(off, int64(h.length), nil)
 	}
 	if err != nil {
 		return failure(err)
