@@ -38,15 +38,9 @@ func (ds *DataStore) RoomiestDisk(diskUUID, volume string) (DiskRoom, error) {
 	if err != nil || percent < 0 {
 		return DiskRoom{}, fmt.Errorf("setting %s: %q is not a percentage", types.SettingNameStorageOverProvisioningPercentage, value)
 	}
-	replicas, err := ds.ListReplicasRO()
+	scheduled, err := ds.ScheduledOnDisks(volume)
 	if err != nil {
 		return DiskRoom{}, err
-	}
-	scheduled := map[string]int64{}
-	for _, r := range replicas {
-		if r.DeletionTimestamp == nil && (volume == "" || r.Spec.VolumeName != volume) {
-			scheduled[r.Spec.DiskID] += r.Spec.VolumeSize
-		}
 	}
 	best := DiskRoom{Percent: percent}
 	for _, n := range nodes {
@@ -62,6 +56,24 @@ func (ds *DataStore) RoomiestDisk(diskUUID, volume string) (DiskRoom, error) {
 		}
 	}
 	return best, nil
+}
+
+// ScheduledOnDisks is, by disk UUID, the sizes (spec.volumeSize) of the
+// replicas each disk holds that are not being deleted: what a disk's room
+// is reduced by, and its status's storageScheduled. The replicas of
+// volume (when not "") are not counted.
+func (ds *DataStore) ScheduledOnDisks(volume string) (map[string]int64, error) {
+	replicas, err := ds.ListReplicasRO()
+	if err != nil {
+		return nil, err
+	}
+	scheduled := map[string]int64{}
+	for _, r := range replicas {
+		if r.DeletionTimestamp == nil && (volume == "" || r.Spec.VolumeName != volume) {
+			scheduled[r.Spec.DiskID] += r.Spec.VolumeSize
+		}
+	}
+	return scheduled, nil
 }
 
 // Holds says whether the disk has room for replicas of size bytes each;

@@ -52,9 +52,27 @@ type Controller struct {
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string, clk clock.WithTicker) *Controller {
 	nodeInformer := inf.Longhorn.Longhorn().V1beta2().Nodes().Informer()
 	leaseInformer := inf.Kube.Coordination().V1().Leases().Informer()
+	replicaInformer := inf.Longhorn.Longhorn().V1beta2().Replicas().Informer()
 	c := &Controller{ds: ds, nodeID: nodeID, clock: clk}
-	c.Base = kit.NewBase("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced)
+	c.Base = kit.NewBase("longhorn-node", logger, metrics, c.sync, nodeInformer.HasSynced, leaseInformer.HasSynced, replicaInformer.HasSynced)
 	nodeInformer.AddEventHandler(c.EventHandler())
+	// A replica placed on, grown on or removed from this node's disks
+	// changes their storageScheduled, which the CSI driver's GetCapacity
+	// reads as soon as a volume is made.
+	replicaInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueReplicaNode,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*longhorn.Replica)
+			n, ok2 := cur.(*longhorn.Replica)
+			if ok1 && ok2 && o.Spec.VolumeSize == n.Spec.VolumeSize && o.Spec.DiskID == n.Spec.DiskID &&
+				o.Spec.NodeID == n.Spec.NodeID && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+				return
+			}
+			c.enqueueReplicaNode(old)
+			c.enqueueReplicaNode(cur)
+		},
+		DeleteFunc: c.enqueueReplicaNode,
+	})
 	leaseInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			lease, ok := obj.(*coordinationv1.Lease)
@@ -88,6 +106,16 @@ func (c *Controller) enqueueLeaseNode(obj any) {
 		return
 	}
 	c.Queue.Add(c.ds.Namespace() + "/" + lease.Labels[types.LabelNode])
+}
+
+// enqueueReplicaNode syncs this node when the replica is on it.
+func (c *Controller) enqueueReplicaNode(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if r, ok := obj.(*longhorn.Replica); ok && r.Spec.NodeID == c.nodeID {
+		c.Queue.Add(c.ds.Namespace() + "/" + c.nodeID)
+	}
 }
 
 // Register creates this node's Node object with one disk at dataDir, if it
@@ -167,6 +195,10 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	status := node.Status.DeepCopy()
 	status.Conditions = nodeReadyCondition(status.Conditions, lease, now)
 	if name == c.nodeID {
+		scheduled, err := c.ds.ScheduledOnDisks("")
+		if err != nil {
+			return kit.Result{}, err
+		}
 		status.Conditions = kit.SetCondition(status.Conditions, longhorn.ConditionTypeSchedulable,
 			kit.BoolStatus(node.Spec.AllowScheduling), schedulingReason(node.Spec.AllowScheduling), "", now)
 		// Free space moves with every write to the disk, by anyone: probe
@@ -179,6 +211,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		} else {
 			again.RequeueAfter = due.Sub(now)
 		}
+		setScheduled(status.DiskStatus, scheduled)
 	} else if _, staleAt := heartbeatFresh(lease, now); staleAt.After(now) {
 		// Look again when the peer's heartbeat would go stale.
 		again.RequeueAfter = staleAt.Sub(now) + time.Second
@@ -208,6 +241,21 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 	}
 	return again, nil
+}
+
+// setScheduled sets each disk's storageScheduled, the sizes of the
+// replicas it holds (datastore.ScheduledOnDisks, by disk UUID), as
+// Longhorn's node shows it: the CSI driver's GetCapacity takes it from
+// the disk's room.
+func setScheduled(disks map[string]*longhorn.DiskStatus, scheduled map[string]int64) {
+	for _, st := range disks {
+		if st != nil {
+			st.StorageScheduled = 0
+			if st.DiskUUID != "" {
+				st.StorageScheduled = scheduled[st.DiskUUID]
+			}
+		}
+	}
 }
 
 func schedulingReason(allowed bool) string {

@@ -114,3 +114,23 @@ func TestEnsureDiskConfigKeepsTheUUID(t *testing.T) {
 		t.Fatalf("probe: %+v", info)
 	}
 }
+
+func TestSetScheduled(t *testing.T) {
+	disks := map[string]*longhorn.DiskStatus{
+		"holds two replicas": {DiskUUID: "uuid-1", StorageScheduled: 5},
+		"holds none":         {DiskUUID: "uuid-2", StorageScheduled: 7},
+		"never probed":       {},
+		"gone":               nil,
+	}
+	// Replicas whose disk is not known yet have no disk UUID: they are
+	// counted against no disk, not against one never probed.
+	setScheduled(disks, map[string]int64{"uuid-1": 300, "": 50, "uuid-9": 1})
+	for name, want := range map[string]int64{"holds two replicas": 300, "holds none": 0, "never probed": 0} {
+		if got := disks[name].StorageScheduled; got != want {
+			t.Errorf("%s: storageScheduled %d, want %d", name, got, want)
+		}
+	}
+	if disks["gone"] != nil {
+		t.Errorf("a nil status was filled in: %+v", disks["gone"])
+	}
+}
