@@ -55,12 +55,39 @@ func (c *Client) AttachForWorkload(ctx context.Context, volume, node string) err
 // Node is a node as the API shows it.
 type Node struct {
 	Name string `json:"name"`
+	// Conditions are keyed by type (Ready, Schedulable).
+	Conditions map[string]Condition `json:"conditions"`
+	Disks      map[string]NodeDisk  `json:"disks"`
 }
+
+// Ready says whether the node's manager runs (its Ready condition).
+func (n *Node) Ready() bool { return n.Conditions["Ready"].Status == "True" }
+
+// NodeDisk is one disk of a node: its size (storageMaximum, 0 until it is
+// probed), the bytes reserved for other uses, and the sizes of the
+// replicas it holds (storageScheduled), in bytes.
+type NodeDisk struct {
+	DiskUUID         string               `json:"diskUUID"`
+	StorageMaximum   int64                `json:"storageMaximum"`
+	StorageReserved  int64                `json:"storageReserved"`
+	StorageScheduled int64                `json:"storageScheduled"`
+	StorageAvailable int64                `json:"storageAvailable"`
+	Conditions       map[string]Condition `json:"conditions"`
+}
+
+// Ready says whether the disk is usable (its Ready condition).
+func (d NodeDisk) Ready() bool { return d.Conditions["Ready"].Status == "True" }
 
 // Node reads a node.
 func (c *Client) Node(ctx context.Context, name string) (*Node, error) {
 	n := &Node{}
 	return n, c.do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(name), nil, n)
+}
+
+// Nodes lists the nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var list struct{ Data []Node }
+	return list.Data, c.do(ctx, http.MethodGet, "/v1/nodes", nil, &list)
 }
 
 // RecurringJob is a recurring job as the API shows and takes it.

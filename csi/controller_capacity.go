@@ -1,0 +1,112 @@
+package csi
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// defaultNumberOfReplicas is what the API gives a volume whose StorageClass
+// names no numberOfReplicas (api/volume.go, Longhorn's default).
+const defaultNumberOfReplicas = 3
+
+// GetCapacity answers how large a volume of the request's parameters (its
+// StorageClass's) the node its topology names can take, as the
+// external-provisioner asks for each node to publish CSIStorageCapacity
+// objects, which the kube-scheduler reads for a WaitForFirstConsumer
+// claim. It is the room the manager counts (datastore.DiskRoom): each
+// ready disk's size less its reserved storage, times
+// storage-over-provisioning-percentage, less the replicas it holds
+// (storageScheduled). A volume's replicas all go to one disk, so a disk
+// with room R takes a volume of at most R divided by the class's number
+// of replicas, rounded down to Longhorn's 2 MiB; less than the smallest
+// volume (10 MiB, 300 MiB for xfs) is none. maximum_volume_size is the
+// largest any disk takes, which the scheduler compares with a claim's
+// size; available_capacity the sum over the disks.
+//
+// A node no manager runs on (not a Longhorn node), or whose manager is
+// not Ready, or whose disks have not reported their size, has no room:
+// a volume attaches only where its replicas are, which such a node
+// cannot hold. Without a topology the answer is for every node.
+func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	params, err := parseParams(req.GetParameters())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	replicas := params.create.NumberOfReplicas
+	if replicas == 0 {
+		replicas = defaultNumberOfReplicas
+	}
+	if caps := req.GetVolumeCapabilities(); len(caps) > 0 && checkCapabilities(caps) != nil {
+		// No volume of these capabilities can be made anywhere.
+		return &csi.GetCapacityResponse{MaximumVolumeSize: wrapperspb.Int64(0)}, nil
+	}
+	least := int64(minimalSize)
+	if fsTypeOf(req.GetVolumeCapabilities(), params.fsType) == "xfs" {
+		least = minimalSizeXFS
+	}
+	value, err := s.d.api.Setting(ctx, string(types.SettingNameStorageOverProvisioningPercentage))
+	if err != nil {
+		return nil, apiStatus(err, "read setting "+string(types.SettingNameStorageOverProvisioningPercentage))
+	}
+	percent, err := strconv.Atoi(value)
+	if err != nil || percent < 0 {
+		return nil, status.Errorf(codes.Internal, "setting %s: %q is not a percentage", types.SettingNameStorageOverProvisioningPercentage, value)
+	}
+
+	var nodes []client.Node
+	if topology := req.GetAccessibleTopology(); topology != nil {
+		name := topology.GetSegments()[nodeTopologyKey]
+		if name == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "accessible_topology: %v names no %s, the driver's only topology key", topology.GetSegments(), nodeTopologyKey)
+		}
+		n, err := s.d.api.Node(ctx, name)
+		switch {
+		case client.IsNotFound(err):
+		case err != nil:
+			return nil, apiStatus(err, "read node "+name)
+		default:
+			nodes = append(nodes, *n)
+		}
+	} else if nodes, err = s.d.api.Nodes(ctx); err != nil {
+		return nil, apiStatus(err, "list nodes")
+	}
+
+	var available, largest int64
+	for i := range nodes {
+		for _, size := range nodeVolumeRoom(&nodes[i], percent, replicas, least) {
+			available += size
+			largest = max(largest, size)
+		}
+	}
+	return &csi.GetCapacityResponse{AvailableCapacity: available, MaximumVolumeSize: wrapperspb.Int64(largest)}, nil
+}
+
+// nodeVolumeRoom is, for each ready disk of a Ready node, the largest
+// volume of replicas replicas (each at least least bytes) it takes; a disk
+// that takes none is left out.
+func nodeVolumeRoom(n *client.Node, percent, replicas int, least int64) []int64 {
+	if !n.Ready() {
+		return nil
+	}
+	var out []int64
+	for _, d := range n.Disks {
+		if d.DiskUUID == "" || d.StorageMaximum <= 0 || !d.Ready() {
+			continue
+		}
+		// As datastore.RoomiestDisk counts it, to the byte.
+		room := (d.StorageMaximum-d.StorageReserved)/100*int64(percent) - d.StorageScheduled
+		size := room / int64(replicas) / sizeAlignment * sizeAlignment
+		if size >= least {
+			out = append(out, size)
+		}
+	}
+	return out
+}
