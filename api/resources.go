@@ -424,7 +424,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 		FrontendDisabled: v.Status.FrontendDisabled, DisableFrontend: v.Spec.DisableFrontend, Endpoint: s.volumeEndpoint(v.Name),
 		Replicas: s.volumeReplicas(v.Name, modes), Controllers: volumeControllers(engine),
 		longhornVolumeFields: longhornVolumeFields{
-			Created: v.CreationTimestamp.String(), Image: v.Spec.Image, CurrentImage: v.Status.CurrentImage,
+			Created: v.CreationTimestamp.String(), Image: cmp.Or(v.Spec.Image, v.Status.CurrentImage), CurrentImage: v.Status.CurrentImage,
 			DataEngine: longhorn.DataEngineTypeV1, AccessMode: longhorn.AccessModeReadWriteOnce, DataLocality: longhorn.DataLocalityDisabled,
 			StaleReplicaTimeout: v.Spec.StaleReplicaTimeout, Standby: v.Spec.Standby,
 			RestoreRequired: v.Status.RestoreRequired, RestoreInitiated: v.Status.RestoreInitiated,
@@ -493,7 +493,7 @@ func volumeControllers(e *longhorn.Engine) []VolumeController {
 	}
 	return []VolumeController{{
 		volumeInstance: volumeInstance{Name: e.Name, HostID: e.Spec.NodeID, Address: instanceAddress(e.Status.InstanceStatus),
-			Running: e.Status.CurrentState == longhorn.InstanceStateRunning, Image: e.Spec.Image, CurrentImage: e.Status.CurrentImage,
+			Running: e.Status.CurrentState == longhorn.InstanceStateRunning, Image: cmp.Or(e.Spec.Image, e.Status.CurrentImage), CurrentImage: e.Status.CurrentImage,
 			InstanceManagerName: e.Status.InstanceManagerName},
 		Size: strconv.FormatInt(e.Spec.VolumeSize, 10), ActualSize: strconv.FormatInt(e.Status.CurrentSize, 10),
 		Endpoint: e.Status.Endpoint, LastRestoredBackup: e.Status.LastRestoredBackup, RequestedBackupRestore: e.Spec.RequestedBackupRestore,

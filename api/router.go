@@ -57,6 +57,8 @@ type Server struct {
 	// managerUser is the manager's own account, as the apiserver knows
 	// it: who asks for a system restore when the API checks no callers.
 	managerUser string
+	// engineImage is the manager's image: the default engine image.
+	engineImage string
 }
 
 // NewServer returns the API on the datastore. Its websocket streams listen
@@ -183,6 +185,8 @@ func (s *Server) Router(ready Readiness) http.Handler {
 	handle("/v1/systemrestores", http.MethodPost, "systemrestores.create", s.createSystemRestore)
 	handle("/v1/systemrestores/{name}", http.MethodGet, "systemrestores.get", s.getSystemRestore)
 	handle("/v1/systemrestores/{name}", http.MethodDelete, "systemrestores.delete", s.deleteSystemRestore)
+	handle("/v1/engineimages", http.MethodGet, "engineimages.list", s.listEngineImages)
+	handle("/v1/engineimages/{name}", http.MethodGet, "engineimages.get", s.getEngineImage)
 	handle("/v1/instancemanagers", http.MethodGet, "instancemanagers.list", s.listInstanceManagers)
 	handle("/v1/instancemanagers/{name}", http.MethodGet, "instancemanagers.get", s.getInstanceManager)
 	handle("/v1/nodetags", http.MethodGet, "tags.list", s.listTags)

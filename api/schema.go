@@ -444,7 +444,7 @@ func schemas() []Schema {
 			},
 		},
 	}
-	list = append(list, instanceManagerSchema, Schema{
+	list = append(list, instanceManagerSchema, engineImageSchema, Schema{
 		ID: "instanceProcess",
 		ResourceFields: map[string]Field{
 			"spec": {Type: "map[string]"}, "status": {Type: "map[string]"},

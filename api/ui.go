@@ -152,10 +152,8 @@ func (s *Server) allBackupsCollection(base string) (Collection, error) {
 }
 
 // emptyKinds are what Longhorn's UI lists and streams that the project
-// does not have: engine images (the engine is built in), backups of
-// backing images, orphans and support bundles.
+// does not have: backups of backing images, orphans and support bundles.
 var emptyKinds = map[string]string{
-	"engineimages":        "engineImage",
 	"backupbackingimages": "backupBackingImage",
 	"orphans":             "orphan",
 	"supportbundles":      "supportBundle",

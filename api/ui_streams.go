@@ -35,6 +35,8 @@ func (st *streams) addUIHubs(s *Server, inf datastore.Informers, informers map[s
 	informers["systemrestores"] = []cache.SharedIndexInformer{lh.SystemRestores().Informer()}
 	st.hubs["instancemanagers"] = &hub{list: func(base string) (any, error) { return s.instanceManagerCollection(base) }}
 	informers["instancemanagers"] = []cache.SharedIndexInformer{lh.InstanceManagers().Informer()}
+	st.hubs["engineimages"] = &hub{list: func(base string) (any, error) { return s.engineImageCollection(base) }}
+	informers["engineimages"] = []cache.SharedIndexInformer{lh.InstanceManagers().Informer(), lh.Engines().Informer()}
 	for path := range emptyKinds {
 		st.hubs[path] = &hub{list: func(base string) (any, error) { return emptyCollection(base, path), nil }}
 	}

@@ -320,6 +320,11 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 	apiServer.SetAllowedOrigins(o.AllowedOrigins)
 	apiServer.SetInternalTLS(internal.id)
 	apiServer.SetManagerServiceAccount(cmp.Or(o.ServiceAccount, api.DefaultManagerServiceAccount))
+	if o.InstanceManagerRunner == InstanceManagerPod {
+		// The instance managers run the manager's image: its engines are
+		// the default engine image's.
+		apiServer.SetEngineImage(o.ManagerImage)
+	}
 	defer apiServer.Close()
 	if o.APIAuth == api.AuthKubernetes {
 		// The reviews get a client of their own, with its own rate limit:

@@ -117,9 +117,9 @@ type engineService struct {
 	address   string
 	onChange  func(volume string)
 	stop      func()
-	// im is the node's instance manager when it is a pod the daemon keeps
-	// (--instance-manager-runner=pod); nil otherwise.
-	im *instanceManagerPod
+	// im are the node's instance managers when they are pods the daemon
+	// keeps (--instance-manager-runner=pod); nil otherwise.
+	im *instanceManagerPods
 }
 
 func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient kubernetes.Interface, lhClient lhclientset.Interface,
@@ -139,17 +139,14 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient k
 	// answered: other managers, the data sources that export volumes.
 	var grpcServer *grpc.Server
 	if o.InstanceManagerRunner != InstanceManagerInProcess {
-		client, im, err := startInstanceManager(log, o, metrics, ds, kubeClient, lhClient)
+		instances, route, im, err := startInstanceManager(log, o, metrics, ds, kubeClient, lhClient)
 		if err != nil {
 			_ = listener.Close()
 			return nil, err
 		}
-		client.OnChange(onChange)
-		e.instances, e.im = client, im
-		if im != nil {
-			e.instances = im.keeper.Gate(client)
-		}
-		grpcServer = rpc.NewForwarder(client.Engine(), enginePolicy(ds), trimmer).GRPCServer(id.GRPCServerOption())
+		instances.OnChange(onChange)
+		e.instances, e.im = instances, im
+		grpcServer = rpc.NewForwarder(route, enginePolicy(ds), trimmer).GRPCServer(id.GRPCServerOption())
 	} else {
 		engineServer := rpc.NewServer()
 		engineServer.SetPolicy(enginePolicy(ds))
@@ -221,8 +218,8 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 	}
 	engines.onChange = c.volume.EnqueueVolume
 	if im := engines.im; im != nil {
-		c.instanceManager = imcontroller.NewController(log, metrics, inf, im.keeper, im.client)
-		im.client.OnChange(func(string) { c.instanceManager.Changed() })
+		c.instanceManager = imcontroller.NewController(log, metrics, inf, im.keeper, im.set)
+		im.set.OnChange(func(string) { c.instanceManager.Changed() })
 	}
 	if p, ok := serverRunner.(*runner.ProcessRunner); ok {
 		// The daemon's children stop with it, once the controllers that

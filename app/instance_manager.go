@@ -15,7 +15,9 @@ import (
 	imcontroller "github.com/cadence-storage/longhorn-manager/controller/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
+	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
+	enginepb "github.com/cadence-storage/longhorn-manager/engine/rpc/pb"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -69,12 +71,17 @@ const instanceManagerSyncTimeout = time.Minute
 // (a daemon started again finds the one of the daemon before), and
 // returns its client once it has listed the engines it runs: the
 // controllers adopt them and start none of theirs a second time. The
-// client starts it again whenever it is gone. With the pod runner it also
-// returns the pod's keeper, for its controller.
+// client starts it again whenever it is gone. With the pod runner it
+// returns the node's instance managers as one Set (the manager image's,
+// and those of other images still hosting engines) with their keeper, for
+// their controller.
 func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics, ds *datastore.DataStore,
-	kube kubernetes.Interface, lh lhclientset.Interface) (*instancemanager.Client, *instanceManagerPod, error) {
+	kube kubernetes.Interface, lh lhclientset.Interface) (instance.Instances, func(volume string) enginepb.EngineClient, *instanceManagerPods, error) {
 	dir := filepath.Join(o.DataDir, "instance-manager")
 	imLog := log.WithField("component", "instance-manager")
+	if o.InstanceManagerRunner == InstanceManagerPod {
+		return startInstanceManagerPods(log, o, metrics, ds, kube, lh)
+	}
 	ensure := func() error {
 		started, err := instancemanager.EnsureRunning(dir, o.InstanceManagerBinary, o.FrontendAddress, imLog)
 		if started {
@@ -83,51 +90,134 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 		return err
 	}
 	revive := ensure
-	var pod *instanceManagerPod
-	switch o.InstanceManagerRunner {
-	case InstanceManagerExternal, InstanceManagerPod:
+	if o.InstanceManagerRunner == InstanceManagerExternal {
 		// Started by another, whose socket must be where that one serves:
 		// in the folder both see.
-		if sock := instancemanager.SocketPath(dir); filepath.Dir(sock) != dir {
-			return nil, nil, fmt.Errorf("--data-dir %s: the instance manager's socket, %s, is longer than a socket's path may be; use a shorter data folder", o.DataDir, filepath.Join(dir, filepath.Base(sock)))
+		if err := checkSharedSocket(o, dir); err != nil {
+			return nil, nil, nil, err
 		}
 		ensure = func() error { return instancemanager.WaitRunning(dir, instanceManagerSyncTimeout) }
 		revive = nil
 	}
-	if o.InstanceManagerRunner == InstanceManagerPod {
-		if o.ManagerImage == "" {
-			return nil, nil, fmt.Errorf("--instance-manager-runner=pod: the instance manager's pod runs the manager's image; give --manager-image or --pod-name")
-		}
-		keeper := imcontroller.NewKeeper(log, kube, lh, imcontroller.Config{Namespace: o.Namespace, NodeID: o.NodeName, Image: o.ManagerImage,
-			DataDir: o.DataDir, Placement: podPlacement(log, ds), OnPodCreated: metrics.InstanceManagerStart})
-		pod = &instanceManagerPod{keeper: keeper}
-		ensure = func() error { return waitInstanceManagerPod(imLog, keeper, dir) }
-		revive = keeper.Revive
-	}
 	if err := ensure(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), imLog, metrics.EngineCall, revive)
+	client, err := dialSynced(dir, imLog, metrics, revive)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	engine := client.Engine()
+	return client, func(string) enginepb.EngineClient { return engine }, nil, nil
+}
+
+// checkSharedSocket refuses a data folder under which the socket of an
+// instance manager in another container (dir) would not be in dir.
+func checkSharedSocket(o DaemonOptions, dir string) error {
+	if sock := instancemanager.SocketPath(dir); filepath.Dir(sock) != dir {
+		return fmt.Errorf("--data-dir %s: the instance manager's socket, %s, is longer than a socket's path may be; use a shorter data folder", o.DataDir, filepath.Join(dir, filepath.Base(sock)))
+	}
+	return nil
+}
+
+// dialSynced returns the client of the instance manager serving in dir
+// once it has listed its engines.
+func dialSynced(dir string, log *logrus.Entry, metrics *kit.Metrics, revive func() error) (*instancemanager.Client, error) {
+	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), log, metrics.EngineCall, revive)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), instanceManagerSyncTimeout)
 	defer cancel()
 	if err := client.WaitSynced(ctx); err != nil {
 		client.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	if pod != nil {
-		pod.client = client
-	}
-	return client, pod, nil
+	return client, nil
 }
 
-// instanceManagerPod is the node's instance manager as a pod: its keeper
-// and the client of the process in it.
-type instanceManagerPod struct {
+// instanceManagerPods are the node's instance managers as pods: their
+// keeper and the Set of their clients.
+type instanceManagerPods struct {
 	keeper *imcontroller.Keeper
-	client *instancemanager.Client
+	set    *imcontroller.Set
+}
+
+// startInstanceManagerPods makes or finds the node's instance manager of
+// the manager's image and follows it, and follows those of other images
+// found with a pod: their engines run on there until their volumes
+// detach.
+func startInstanceManagerPods(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics, ds *datastore.DataStore,
+	kube kubernetes.Interface, lh lhclientset.Interface) (instance.Instances, func(volume string) enginepb.EngineClient, *instanceManagerPods, error) {
+	if o.ManagerImage == "" {
+		return nil, nil, nil, fmt.Errorf("--instance-manager-runner=pod: the instance manager's pod runs the manager's image; give --manager-image or --pod-name")
+	}
+	keeper := imcontroller.NewKeeper(log, kube, lh, imcontroller.Config{Namespace: o.Namespace, NodeID: o.NodeName, Image: o.ManagerImage,
+		DataDir: o.DataDir, Placement: podPlacement(log, ds), OnPodCreated: metrics.InstanceManagerStart})
+	name := imcontroller.Name(o.NodeName, o.ManagerImage)
+	dir := imcontroller.Dir(o.DataDir, name)
+	if err := checkSharedSocket(o, dir); err != nil {
+		return nil, nil, nil, err
+	}
+	imLog := log.WithFields(logrus.Fields{"component": "instance-manager", "instanceManager": name})
+	if err := waitInstanceManagerPod(imLog, keeper, dir); err != nil {
+		return nil, nil, nil, err
+	}
+	current, err := podMember(dir, name, o.ManagerImage, imLog, metrics, keeper.Revive, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), instanceManagerSyncTimeout)
+	found, err := keeper.Others(ctx)
+	cancel()
+	if err != nil {
+		current.Client.Close()
+		return nil, nil, nil, err
+	}
+	var others []imcontroller.Member
+	for _, f := range found {
+		oLog := log.WithFields(logrus.Fields{"component": "instance-manager", "instanceManager": f.InstanceManager.Name, "image": f.InstanceManager.Spec.Image})
+		// Its engines are adopted; its pod is not made again if it goes
+		// (the kubelet restarts its container).
+		m, err := podMember(f.Dir, f.InstanceManager.Name, f.InstanceManager.Spec.Image, oLog, metrics, nil, false)
+		if err != nil {
+			for _, o := range append(others, current) {
+				o.Client.Close()
+			}
+			return nil, nil, nil, fmt.Errorf("instance manager %s of image %s: %w", f.InstanceManager.Name, f.InstanceManager.Spec.Image, err)
+		}
+		oLog.WithField("engines", m.Client.Hosting()).Info("Following an instance manager of another image: its engines run on there until their volumes detach")
+		others = append(others, m)
+	}
+	set := imcontroller.NewSet(keeper, current, others)
+	return set, set.EngineFor, &instanceManagerPods{keeper: keeper, set: set}, nil
+}
+
+// podMember dials the instance manager of an InstanceManager's pod,
+// serving in dir, and its devices. Its engines are listed within
+// instanceManagerSyncTimeout; one of another image (not required) that
+// does not is followed without them listed: a pod whose container
+// restarts may be long to answer, and none of its volumes' engines is
+// started elsewhere meanwhile (the set waits for it).
+func podMember(dir, name, image string, log *logrus.Entry, metrics *kit.Metrics, revive func() error, required bool) (imcontroller.Member, error) {
+	client, err := instancemanager.Dial(instancemanager.SocketPath(dir), log, metrics.EngineCall, revive)
+	if err != nil {
+		return imcontroller.Member{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), instanceManagerSyncTimeout)
+	defer cancel()
+	if err := client.WaitSynced(ctx); err != nil {
+		if required {
+			client.Close()
+			return imcontroller.Member{}, err
+		}
+		log.WithError(err).Warn("The instance manager does not list its engines yet; it is followed until it does")
+	}
+	devices, err := instancemanager.DialDevices(dir)
+	if err != nil {
+		client.Close()
+		return imcontroller.Member{}, err
+	}
+	return imcontroller.Member{Name: name, Image: image, Client: client, Devices: devices}, nil
 }
 
 // instanceManagerPodTimeout bounds the wait at start for the instance

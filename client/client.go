@@ -234,6 +234,21 @@ type Condition struct {
 type VolumeController struct {
 	// ActualSize is the engine's size in bytes, as a decimal string.
 	ActualSize string `json:"actualSize"`
+	// InstanceManagerName is the InstanceManager the engine runs in; ""
+	// when it runs in no pod of its own.
+	InstanceManagerName string `json:"instanceManagerName"`
+}
+
+// InstanceManagerName is the InstanceManager the volume's engine runs in:
+// where its device is made. "" when it has none or runs in no pod of its
+// own.
+func (v *Volume) InstanceManagerName() string {
+	for _, c := range v.Controllers {
+		if c.InstanceManagerName != "" {
+			return c.InstanceManagerName
+		}
+	}
+	return ""
 }
 
 // VolumeReplica is a replica of a volume and the node that holds it.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/engine/device"
-	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/internal/grpcrecover"
 )
 
@@ -36,10 +35,12 @@ type Options struct {
 	// StateDir keeps what the Node service must remember of each staged
 	// volume across its restarts.
 	StateDir string
-	// InstanceManagerDir is the folder of the node's instance manager
-	// (<data-dir>/instance-manager), whose socket the Node service calls
-	// to have the staged volumes' devices made and kept there; "" when
-	// none runs: the driver makes them itself, in StateDir.
+	// InstanceManagerDir is the folder of the node's instance managers
+	// (<data-dir>/instance-manager): each has its folder in it, named as
+	// it is, whose socket the Node service calls to have the devices of
+	// the volumes whose engines it runs made and kept there (one that
+	// serves in this folder itself is the volumes' whose engines name
+	// none). "" when none runs: the driver makes them itself, in StateDir.
 	InstanceManagerDir string
 }
 
@@ -48,10 +49,11 @@ type Driver struct {
 	api  *client.Client
 	opts Options
 	log  *logrus.Entry
-	// im keeps the staged volumes' devices when the node has an instance
-	// manager; local, made at its first use, keeps those the driver makes
-	// itself (node_device.go).
-	im        device.Service
+	// ims are the clients of the devices of the node's instance managers,
+	// by folder, dialed at their first use; local, made at its first use,
+	// keeps those the driver makes itself (node_device.go).
+	imMu      sync.Mutex
+	ims       map[string]device.Service
 	localOnce sync.Once
 	local     *device.Manager
 	localErr  error
@@ -70,11 +72,7 @@ func NewDriver(api *client.Client, opts Options) (*Driver, error) {
 		if opts.NodeID == "" {
 			return nil, errors.New("an instance manager folder is for the Node service's devices: give the driver a node ID too")
 		}
-		im, err := instancemanager.DialDevices(opts.InstanceManagerDir)
-		if err != nil {
-			return nil, err
-		}
-		d.im = im
+		d.ims = map[string]device.Service{}
 	}
 	return d, nil
 }

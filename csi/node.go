@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cadence-storage/longhorn-manager/client"
+	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 )
 
 // nodeTopologyKey is the topology segment a node reports, Longhorn's.
@@ -117,7 +118,7 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
-	endpoint := v.Endpoint
+	endpoint, imName := v.Endpoint, v.InstanceManagerName()
 
 	st, err := s.d.loadState(id)
 	if err != nil {
@@ -134,6 +135,9 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		}
 		if st.Endpoint != endpoint {
 			stands, why = false, fmt.Sprintf("the volume is attached at another endpoint now, %s, not %s", endpoint, st.Endpoint)
+		}
+		if st.DeviceOwner == nodestate.OwnerInstanceManager && st.InstanceManager != imName {
+			stands, why = false, fmt.Sprintf("the volume's engine runs in instance manager %q now, not %q", imName, st.InstanceManager)
 		}
 		if stands {
 			if nc.block {
@@ -156,6 +160,11 @@ func (s *nodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		// Saved with its owner before the device is asked for: a driver
 		// that dies meanwhile knows where to undo it.
 		st = &stagedVolume{VolumeID: id, Endpoint: endpoint, Block: nc.block, DeviceOwner: s.d.owner()}
+		if st.DeviceOwner == nodestate.OwnerInstanceManager {
+			// Where the engine runs: its export is that instance
+			// manager's own.
+			st.InstanceManager = imName
+		}
 		if err := s.d.saveState(st); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}

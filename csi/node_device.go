@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/sirupsen/logrus"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
 	"github.com/cadence-storage/longhorn-manager/engine/device"
+	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	"github.com/cadence-storage/longhorn-manager/internal/hostexec"
 )
 
@@ -29,10 +31,36 @@ import (
 
 // owner is who makes the devices of new stages.
 func (d *Driver) owner() string {
-	if d.im != nil {
+	if d.opts.InstanceManagerDir != "" {
 		return nodestate.OwnerInstanceManager
 	}
 	return nodestate.OwnerDriver
+}
+
+// instanceManagerDevices is the client of the devices of the instance
+// manager named name: the one serving in its folder under
+// --instance-manager-dir, or, for "" or one of an earlier layout (which
+// served in that folder itself, and has no folder of its own), the one
+// serving there.
+func (d *Driver) instanceManagerDevices(name string) (device.Service, error) {
+	root := d.opts.InstanceManagerDir
+	dir := root
+	if name != "" {
+		if _, err := os.Stat(instancemanager.SocketPath(filepath.Join(root, name))); err == nil {
+			dir = filepath.Join(root, name)
+		}
+	}
+	d.imMu.Lock()
+	defer d.imMu.Unlock()
+	if svc, ok := d.ims[dir]; ok {
+		return svc, nil
+	}
+	svc, err := instancemanager.DialDevices(dir)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "instance manager %q in %s: %v", name, dir, err)
+	}
+	d.ims[dir] = svc
+	return svc, nil
 }
 
 // localDevices is the driver's own device Manager, in its state
@@ -61,10 +89,10 @@ func (d *Driver) devicesFor(st *stagedVolume) (device.Service, error) {
 		}
 		return m, nil
 	case nodestate.OwnerInstanceManager:
-		if d.im == nil {
+		if d.opts.InstanceManagerDir == "" {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %s's device is kept by the node's instance manager, which this driver is not given (--instance-manager-dir)", st.VolumeID)
 		}
-		return d.im, nil
+		return d.instanceManagerDevices(st.InstanceManager)
 	}
 	return nil, status.Errorf(codes.Internal, "volume %s's state file names a device owner this driver does not know, %q", st.VolumeID, st.DeviceOwner)
 }

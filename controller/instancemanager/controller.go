@@ -15,49 +15,42 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
-	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhlisters "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/listers/longhorn/v1beta2"
 )
-
-// Client is what the controller reads of the node's instance manager.
-type Client interface {
-	Engines
-	Running() []instancemanager.Running
-}
 
 // statusPoll is how often the node's instance managers are looked at:
 // their pods have no informer here (one pod per node is read by name).
 const statusPoll = 15 * time.Second
 
 // Controller writes the status of its node's InstanceManagers (state, IP,
-// the engines it runs), makes the node's instance manager again when it
-// is gone, replaces one of an older image once it hosts no engine, and
-// deletes those left from older images that run nothing.
+// the engines each runs), makes the node's instance manager of the
+// manager's image again when it is gone, and deletes one of another image
+// once it hosts nothing (Set.Retire), or at once when it has no pod.
 //
 // Ownership: each node's manager writes its own node's InstanceManagers
 // alone; the others are skipped.
 type Controller struct {
 	*kit.Base
 	keeper *Keeper
-	client Client
+	set    *Set
 	lister lhlisters.InstanceManagerLister
 }
 
 // NewController wires the controller to the InstanceManager informer.
-// client is the node's instance manager's.
-func NewController(logger *logrus.Entry, metrics *kit.Metrics, inf datastore.Informers, keeper *Keeper, client Client) *Controller {
+// set holds the clients of the node's instance managers.
+func NewController(logger *logrus.Entry, metrics *kit.Metrics, inf datastore.Informers, keeper *Keeper, set *Set) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().InstanceManagers()
-	c := &Controller{keeper: keeper, client: client, lister: informer.Lister()}
+	c := &Controller{keeper: keeper, set: set, lister: informer.Lister()}
 	c.Base = kit.NewBase("longhorn-instance-manager", logger, metrics, c.sync, informer.Informer().HasSynced)
 	informer.Informer().AddEventHandler(c.EventHandler())
 	return c
 }
 
-// Changed tells the controller that what the instance manager runs
-// changed: its status is written again.
+// Changed tells the controller that what the node's instance managers run
+// changed: their status is written again.
 func (c *Controller) Changed() {
-	if name := c.keeper.currentName(); name != "" {
+	for _, name := range c.set.Names() {
 		c.Queue.Add(c.keeper.cfg.Namespace + "/" + name)
 	}
 }
@@ -77,6 +70,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			}
 			return kit.Result{RequeueAfter: statusPoll}, nil
 		}
+		c.set.Forget(name)
 		return kit.Result{}, nil
 	}
 	if err != nil {
@@ -94,15 +88,17 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, fmt.Errorf("get pod of instance manager %s: %w", im.Name, err)
 	}
-	if !isCurrent && im.Spec.Image != c.keeper.cfg.Image && pod == nil {
-		// Left from an older image, and it runs nothing: no pod.
-		if err := c.keeper.lh.LonghornV1beta2().InstanceManagers(ns).Delete(ctx, im.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &im.UID}}); err != nil && !apierrors.IsNotFound(err) {
-			return kit.Result{}, fmt.Errorf("delete instance manager %s of an older image: %w", im.Name, err)
+	client, member := c.set.Member(im.Name)
+	if !isCurrent && !member && !mayHost(pod) {
+		// Of another image, not followed (it had no pod when the manager
+		// started), and it runs nothing.
+		if err := c.keeper.remove(ctx, im); err != nil {
+			return kit.Result{}, err
 		}
-		log.Info("Deleted an instance manager of an older image, which runs nothing")
+		log.Info("Deleted an instance manager of another image than the manager's, which runs nothing")
 		return kit.Result{}, nil
 	}
-	status := c.observe(im, pod, isCurrent)
+	status := c.observe(im, pod, client)
 	if !equality.Semantic.DeepEqual(im.Status, status) {
 		updated := im.DeepCopy()
 		updated.Status = status
@@ -113,41 +109,41 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 			log.WithFields(logrus.Fields{"state": status.CurrentState, "was": im.Status.CurrentState, "reason": status.Message}).Info("Instance manager changed state")
 		}
 	}
-	if isCurrent {
-		if status.CurrentState == longhorn.InstanceManagerStateStopped || status.CurrentState == longhorn.InstanceManagerStateError {
-			// Its pod is gone or ended: made again (the client asks too,
-			// as its watch breaks).
-			if _, err := c.keeper.Ensure(ctx); err != nil && !isPending(err) {
-				return kit.Result{}, err
-			}
+	switch {
+	case isCurrent && (status.CurrentState == longhorn.InstanceManagerStateStopped || status.CurrentState == longhorn.InstanceManagerStateError):
+		// Its pod is gone or ended: made again (the client asks too, as
+		// its watch breaks).
+		if _, err := c.keeper.Ensure(ctx); err != nil && !isPending(err) {
+			return kit.Result{}, err
 		}
-		if _, err := c.keeper.Roll(ctx, c.client); err != nil {
+	case !isCurrent && member:
+		if retired, err := c.set.Retire(ctx, im, pod); err != nil || retired {
 			return kit.Result{}, err
 		}
 	}
 	return kit.Result{RequeueAfter: statusPoll}, nil
 }
 
-// observe is im's status as its pod and, for the node's current one, its
+// observe is im's status as its pod and, for one the set follows, its
 // client say.
-func (c *Controller) observe(im *longhorn.InstanceManager, pod *corev1.Pod, isCurrent bool) longhorn.InstanceManagerStatus {
+func (c *Controller) observe(im *longhorn.InstanceManager, pod *corev1.Pod, client Engines) longhorn.InstanceManagerStatus {
 	state, why := podState(pod)
 	status := longhorn.InstanceManagerStatus{OwnerID: c.keeper.cfg.NodeID, CurrentState: state, Message: why}
 	if pod != nil {
 		status.IP = pod.Status.PodIP
 	}
-	if !isCurrent {
+	if client == nil {
 		return status
 	}
-	if c.client.Connected() {
+	if client.Connected() {
 		status.CurrentState, status.Message = longhorn.InstanceManagerStateRunning, ""
 		if im.Spec.Image != c.keeper.cfg.Image {
-			status.Message = fmt.Sprintf("runs an older image than the manager's (%s): it is replaced once its node's volumes are detached", c.keeper.cfg.Image)
+			status.Message = fmt.Sprintf("runs another image than the manager's (%s): each of its volumes moves to the manager's at its next attach; it is deleted once it hosts none", c.keeper.cfg.Image)
 		}
 	} else if state == longhorn.InstanceManagerStateStarting && mayHost(pod) && im.Status.CurrentState == longhorn.InstanceManagerStateRunning {
 		status.CurrentState, status.Message = longhorn.InstanceManagerStateUnknown, "its pod runs, and its socket stopped answering"
 	}
-	for _, r := range c.client.Running() {
+	for _, r := range client.Running() {
 		if status.InstanceEngines == nil {
 			status.InstanceEngines = map[string]longhorn.InstanceProcess{}
 		}

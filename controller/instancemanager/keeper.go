@@ -50,11 +50,11 @@ const (
 	reviveInterval = 2 * time.Second
 )
 
-// Keeper keeps the node's instance manager: an InstanceManager object and
-// its pod, made when there is none (the manager's pod is then started
-// after its node's first), and found running when there is one. An
-// instance manager whose pod may host engines is never replaced: one of
-// an older image is kept until it hosts none (see Roll).
+// Keeper keeps the node's instance manager of the manager's image: an
+// InstanceManager object and its pod, made when there is none (the
+// manager's pod is then started after its node's first), and found
+// running when there is one. The node's instance managers of other images
+// are the Set's: each is kept while it hosts engines or devices.
 type Keeper struct {
 	cfg  Config
 	kube kubernetes.Interface
@@ -62,15 +62,11 @@ type Keeper struct {
 	log  *logrus.Entry
 
 	mu sync.Mutex
-	// current is the instance manager the node's engines run in (or will,
-	// once its pod runs): the one the client's socket reaches.
+	// current is the node's instance manager of cfg.Image, where new
+	// engines start (once its pod runs).
 	current *longhorn.InstanceManager
 	// lastLook is when Revive last looked.
 	lastLook time.Time
-	// rolling is set from Roll's decision to the new one's creation:
-	// no engine may start meanwhile (gate).
-	rolling bool
-	gate    sync.RWMutex
 }
 
 // NewKeeper returns the keeper of cfg.NodeID's instance manager.
@@ -78,8 +74,8 @@ func NewKeeper(log *logrus.Entry, kube kubernetes.Interface, lh lhclientset.Inte
 	return &Keeper{cfg: cfg, kube: kube, lh: lh, log: log.WithFields(logrus.Fields{"node": cfg.NodeID, "component": "instance-manager-keeper"})}
 }
 
-// Current is the instance manager the node's engines run in, or nil
-// before the first Ensure.
+// Current is the node's instance manager of the manager's image, where new
+// engines start, or nil before the first Ensure.
 func (k *Keeper) Current() *longhorn.InstanceManager {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -119,48 +115,24 @@ func (k *Keeper) Revive() error {
 	return err
 }
 
-// Ensure makes sure the node has an instance manager and its pod, and
-// returns it with its pod's state:
-//   - one whose pod may host engines (its container started, not
-//     deleted) is the node's, whatever its image: its engines are adopted;
-//   - while any pod of the node's instance managers is still going away,
-//     nothing is made (a second instance manager would find the folder
-//     locked): ErrPending;
-//   - otherwise the instance manager of cfg.Image is made, or found, and
-//     its pod is made, or made again if it ended.
+// Ensure makes sure the node has its instance manager of cfg.Image and
+// its pod, and returns it: made, or found; its pod made, or made again if
+// it ended (ErrPending until its pod runs). Instance managers of other
+// images are left alone: their folders are their own.
 func (k *Keeper) Ensure(ctx context.Context) (*longhorn.InstanceManager, error) {
 	mine, pods, err := k.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, im := range mine {
-		if mayHost(pods[im.Name]) {
-			k.setCurrent(im)
-			return im, nil
-		}
-	}
 	want := Name(k.cfg.NodeID, k.cfg.Image)
-	for _, im := range mine {
-		pod := pods[im.Name]
-		if pod != nil && pod.DeletionTimestamp != nil {
-			return nil, fmt.Errorf("%w: pod %s of instance manager %s is going away", ErrPending, pod.Name, im.Name)
-		}
-		if pod != nil && im.Name != want {
-			// Of another image, and its container never started or has
-			// ended: it hosts nothing. Left there, it would start later
-			// and find the folder the new one holds.
-			if err := k.kube.CoreV1().Pods(k.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}); err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("delete pod %s of instance manager %s, which hosts nothing: %w", pod.Name, im.Name, err)
-			}
-			k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image, "phase": pod.Status.Phase}).Info("Deleted the pod of an instance manager of another image, which hosts nothing")
-			return nil, fmt.Errorf("%w: pod %s of instance manager %s, which hosts nothing, is being deleted", ErrPending, pod.Name, im.Name)
-		}
-	}
 	var im *longhorn.InstanceManager
 	for _, o := range mine {
 		if o.Name == want {
 			im = o
 		}
+	}
+	if pod := pods[want]; pod != nil && pod.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("%w: its pod %s is going away", ErrPending, pod.Name)
 	}
 	if im == nil {
 		created, err := k.lh.LonghornV1beta2().InstanceManagers(k.cfg.Namespace).Create(ctx, newObject(k.cfg, k.cfg.Image), metav1.CreateOptions{})
@@ -178,6 +150,48 @@ func (k *Keeper) Ensure(ctx context.Context) (*longhorn.InstanceManager, error) 
 		return nil, err
 	}
 	return im, nil
+}
+
+// Found is one of the node's instance managers of another image than the
+// manager's, with its pod and the folder it serves in.
+type Found struct {
+	InstanceManager *longhorn.InstanceManager
+	Pod             *corev1.Pod
+	Dir             string
+}
+
+// Others are the node's instance managers of other images that have a pod:
+// those may host engines and devices of the volumes attached before the
+// manager's image changed (or came back). One without a pod runs nothing;
+// the controller deletes it.
+func (k *Keeper) Others(ctx context.Context) ([]Found, error) {
+	mine, pods, err := k.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := Name(k.cfg.NodeID, k.cfg.Image)
+	var out []Found
+	for _, im := range mine {
+		if pod := pods[im.Name]; im.Name != want && pod != nil {
+			out = append(out, Found{InstanceManager: im, Pod: pod, Dir: DirOf(pod, k.cfg.DataDir)})
+		}
+	}
+	return out, nil
+}
+
+// remove deletes an instance manager of another image and its pod: it
+// hosts nothing.
+func (k *Keeper) remove(ctx context.Context, im *longhorn.InstanceManager) error {
+	err := k.lh.LonghornV1beta2().InstanceManagers(k.cfg.Namespace).Delete(ctx, im.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &im.UID}})
+	if err == nil || apierrors.IsNotFound(err) {
+		// The pod goes with its owner; it is deleted here too, for a
+		// cluster without a garbage collector.
+		err = k.kube.CoreV1().Pods(k.cfg.Namespace).Delete(ctx, im.Name, metav1.DeleteOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete instance manager %s of image %s: %w", im.Name, im.Spec.Image, err)
+	}
+	return nil
 }
 
 // ensurePod makes im's pod when it has none, and again when it ended
@@ -247,10 +261,7 @@ func (k *Keeper) setCurrent(im *longhorn.InstanceManager) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.current == nil || k.current.Name != im.Name {
-		k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image}).Info("The node's engines run in this instance manager")
+		k.log.WithFields(logrus.Fields{"instanceManager": im.Name, "image": im.Spec.Image}).Info("The node's new engines start in this instance manager")
 	}
 	k.current = im.DeepCopy()
-	if im.Spec.Image == k.cfg.Image {
-		k.rolling = false
-	}
 }

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhfake "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned/fake"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -69,7 +68,7 @@ func TestEnsureMakesTheNodesInstanceManagerAndItsPodThenAdoptsIt(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	if pod.Spec.NodeName != "node-1" || c.Image != "longhorn-manager:v2" || pod.OwnerReferences[0].Name != want ||
-		c.Command[2] != "instance-manager" || c.Command[3] != "--dir=/var/lib/longhorn/instance-manager" || pod.Spec.HostNetwork {
+		c.Command[2] != "instance-manager" || c.Command[3] != "--dir=/var/lib/longhorn/instance-manager/"+want || pod.Spec.HostNetwork {
 		t.Fatalf("pod made wrong: node %q image %q owner %v command %v hostNetwork %v", pod.Spec.NodeName, c.Image, pod.OwnerReferences, c.Command, pod.Spec.HostNetwork)
 	}
 	if c.Resources.Limits.Memory().String() != "1Gi" {
@@ -89,58 +88,51 @@ func TestEnsureMakesTheNodesInstanceManagerAndItsPodThenAdoptsIt(t *testing.T) {
 	}
 }
 
-func TestEnsureKeepsARunningInstanceManagerOfAnOlderImage(t *testing.T) {
+func TestEnsureMakesItsOwnBesideARunningOneOfAnOlderImage(t *testing.T) {
 	old := newObject(testConfig, "longhorn-manager:v1")
 	k, kube, lh := newTestKeeper(old)
 	ctx := context.Background()
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx, podFor(testConfig, old, ppEmpty), metav1.CreateOptions{}); err != nil {
+	oldPod := podFor(Config{Namespace: ns, NodeID: "node-1", DataDir: "/var/lib/longhorn"}, old, ppEmpty)
+	// A pod of an earlier layout, serving in the root folder itself.
+	oldPod.Spec.Containers[0].Command[3] = "--dir=/var/lib/longhorn/instance-manager"
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, oldPod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	setPhase(t, kube, old.Name, corev1.PodRunning)
-	im, err := k.Ensure(ctx)
-	if err != nil || im.Name != old.Name {
-		t.Fatalf("a running instance manager of v1 must be adopted (its engines run on): got %v, %v", im, err)
-	}
-	if names := imNames(t, lh); len(names) != 1 {
-		t.Fatalf("a second instance manager was made beside the running one: %v", names)
-	}
-
-	// It hosts an engine: not replaced.
-	if rolled, err := k.Roll(ctx, fakeEngines{connected: true, hosting: 1}); rolled || err != nil {
-		t.Fatalf("Roll replaced an instance manager that hosts an engine: %v %v", rolled, err)
-	}
-	// Not followed (its engines unknown): not replaced.
-	if rolled, _ := k.Roll(ctx, fakeEngines{connected: false}); rolled {
-		t.Fatal("Roll replaced an instance manager whose engines are not known")
-	}
-	// It hosts none: replaced, and no engine starts until the new one is
-	// the node's.
-	if rolled, err := k.Roll(ctx, fakeEngines{connected: true}); !rolled || err != nil {
-		t.Fatalf("Roll of an idle v1 instance manager: %v %v", rolled, err)
-	}
-	if _, err := k.Gate(startRecorder{}).Start("vol", 1, nil, true); !errors.Is(err, ErrPending) {
-		t.Fatalf("an engine start while replacing: want ErrPending, got %v", err)
-	}
-	if _, err := kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err == nil {
-		t.Fatal("the old pod was not deleted")
-	}
-	if _, err := k.Ensure(ctx); !errors.Is(err, ErrPending) {
-		t.Fatalf("Ensure after the roll: %v", err)
-	}
 	want := Name("node-1", "longhorn-manager:v2")
-	if k.Current().Name != want {
-		t.Fatalf("current is %s, want the v2 one", k.Current().Name)
+	if _, err := k.Ensure(ctx); !errors.Is(err, ErrPending) {
+		t.Fatalf("Ensure beside a running v1: want ErrPending while its own pod starts, got %v", err)
 	}
-	if _, err := k.Gate(startRecorder{}).Start("vol", 1, nil, true); !errors.Is(err, errStarted) {
-		t.Fatalf("an engine start once the new one is the node's: got %v", err)
+	if names := imNames(t, lh); len(names) != 2 {
+		t.Fatalf("instance managers: %v, want v1's and v2's side by side", names)
+	}
+	if k.Current().Name != want {
+		t.Fatalf("current is %s, want the v2 one, %s", k.Current().Name, want)
+	}
+	pod, err := kube.CoreV1().Pods(ns).Get(ctx, want, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("v2's pod: %v", err)
+	}
+	if got, wantDir := DirOf(pod, "/var/lib/longhorn"), "/var/lib/longhorn/instance-manager/"+want; got != wantDir {
+		t.Fatalf("v2's folder: %s, want %s", got, wantDir)
+	}
+	if p, err := kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("the running v1 pod was touched: %v", err)
+	}
+	others, err := k.Others(ctx)
+	if err != nil || len(others) != 1 || others[0].InstanceManager.Name != old.Name {
+		t.Fatalf("Others: %+v %v, want v1's", others, err)
+	}
+	if others[0].Dir != "/var/lib/longhorn/instance-manager" {
+		t.Fatalf("v1's folder is %s: its pod's command names the root", others[0].Dir)
 	}
 }
 
-func TestEnsureMakesNothingWhileAnOldPodGoesAway(t *testing.T) {
-	old := newObject(testConfig, "longhorn-manager:v1")
-	k, kube, _ := newTestKeeper(old)
+func TestEnsureWaitsWhileItsOwnPodGoesAway(t *testing.T) {
+	k, kube, _ := newTestKeeper()
 	ctx := context.Background()
-	pod := podFor(testConfig, old, ppEmpty)
+	mine := newObject(testConfig, testConfig.Image)
+	pod := podFor(testConfig, mine, ppEmpty)
 	now := metav1.Now()
 	pod.DeletionTimestamp = &now
 	pod.Finalizers = []string{"test"}
@@ -148,10 +140,7 @@ func TestEnsureMakesNothingWhileAnOldPodGoesAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := k.Ensure(ctx); !errors.Is(err, ErrPending) {
-		t.Fatalf("want ErrPending while the old pod is still there: %v", err)
-	}
-	if _, err := kube.CoreV1().Pods(ns).Get(ctx, Name("node-1", "longhorn-manager:v2"), metav1.GetOptions{}); err == nil {
-		t.Fatal("a new pod was made while the old one holds the folder")
+		t.Fatalf("want ErrPending while its pod is still going: %v", err)
 	}
 }
 
@@ -188,50 +177,3 @@ func TestOtherNodesInstanceManagersAreNotTouched(t *testing.T) {
 }
 
 var ppEmpty = types.PodPlacement{}
-
-type fakeEngines struct {
-	connected bool
-	hosting   int
-}
-
-func (f fakeEngines) Connected() bool { return f.connected }
-func (f fakeEngines) Hosting() int    { return f.hosting }
-
-var errStarted = errors.New("started")
-
-// startRecorder is an Instances whose Start says it was called.
-type startRecorder struct{}
-
-func (startRecorder) Start(string, int64, []instance.ReplicaDir, bool) (instance.Instance, error) {
-	return instance.Instance{}, errStarted
-}
-func (startRecorder) Get(string) (instance.Instance, bool)     { return instance.Instance{}, false }
-func (startRecorder) Stop(string) error                        { return nil }
-func (startRecorder) StopEngine(string, instance.Engine) error { return nil }
-func (startRecorder) OnChange(func(string))                    {}
-func (startRecorder) OnStart(func(string))                     {}
-func (startRecorder) Close()                                   {}
-
-func TestEnsureDeletesAPendingPodOfAnotherImageBeforeMakingItsOwn(t *testing.T) {
-	old := newObject(testConfig, "longhorn-manager:v1")
-	k, kube, _ := newTestKeeper(old)
-	ctx := context.Background()
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx, podFor(testConfig, old, ppEmpty), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	setPhase(t, kube, old.Name, corev1.PodPending)
-	if _, err := k.Ensure(ctx); !errors.Is(err, ErrPending) {
-		t.Fatalf("want ErrPending while the old pod goes: %v", err)
-	}
-	if _, err := kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err == nil {
-		t.Fatal("the pending pod of the old image, which hosts nothing, was kept")
-	}
-	want := Name("node-1", "longhorn-manager:v2")
-	if _, err := kube.CoreV1().Pods(ns).Get(ctx, want, metav1.GetOptions{}); err == nil {
-		t.Fatal("the new pod was made beside the old one in the same call")
-	}
-	_, _ = k.Ensure(ctx)
-	if _, err := kube.CoreV1().Pods(ns).Get(ctx, want, metav1.GetOptions{}); err != nil {
-		t.Fatalf("the new image's pod once the old one is gone: %v", err)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -48,10 +49,36 @@ func Name(node, image string) string {
 	return "instance-manager-" + hex.EncodeToString(sum[:])[:32]
 }
 
-// Dir is the instance manager's folder under the node's data folder: its
-// socket, pid file and lock. It is the same path on the host, in the
-// manager's pod and in the instance manager's.
-func Dir(dataDir string) string { return filepath.Join(dataDir, "instance-manager") }
+// Root is the folder of the node's instance managers under its data
+// folder: the CSI Node service's --instance-manager-dir.
+func Root(dataDir string) string { return filepath.Join(dataDir, "instance-manager") }
+
+// Dir is the folder of the instance manager named name: its socket, pid
+// file, lock and device records. Each instance manager of a node (one per
+// image, two while an upgrade rolls) has its own. It is the same path on
+// the host, in the manager's pod, in the CSI plugin's and in the instance
+// manager's.
+func Dir(dataDir, name string) string { return filepath.Join(Root(dataDir), name) }
+
+// dirFlag is the instance manager's flag that names its folder.
+const dirFlag = "--dir="
+
+// DirOf is the folder the instance manager of pod serves in, as its
+// command says: a pod made by a manager of another version may name
+// another than Dir.
+func DirOf(pod *corev1.Pod, dataDir string) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name != containerName {
+			continue
+		}
+		for _, arg := range c.Command {
+			if dir, ok := strings.CutPrefix(arg, dirFlag); ok && filepath.IsAbs(dir) {
+				return filepath.Clean(dir)
+			}
+		}
+	}
+	return Dir(dataDir, pod.Name)
+}
 
 // newObject is the node's InstanceManager of image.
 func newObject(cfg Config, image string) *longhorn.InstanceManager {
@@ -95,7 +122,7 @@ func podFor(cfg Config, im *longhorn.InstanceManager, placement types.PodPlaceme
 				Image:           im.Spec.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{"longhorn-manager", "--log-json", "instance-manager",
-					"--dir=" + Dir(cfg.DataDir), "--frontend-address=127.0.0.1"},
+					dirFlag + Dir(cfg.DataDir, im.Name), "--frontend-address=127.0.0.1"},
 				Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: goMemLimit}},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryRequest)},

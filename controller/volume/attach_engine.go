@@ -91,6 +91,9 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	status.IP, status.StorageIP = host, host
 	status.Port, _ = strconv.Atoi(port)
 	status.Endpoint, status.InstanceManagerName = run.Endpoint, run.InstanceManager
+	// The engine's version is its instance manager's image (Longhorn's
+	// engine image): the UI says which volumes run an older one.
+	status.CurrentImage, vstatus.CurrentImage = run.Image, run.Image
 	c.expandEngine(v, size, run.Engine, status)
 	// Read the count of ended backups first (an engine marks a backup
 	// ended in its status before it counts it, and counts it before it
@@ -192,7 +195,7 @@ func (c *Controller) detachEngine(ctx context.Context, v *longhorn.Volume, plan 
 	}
 	c.mirrors.forget(v.Name)
 	status.CurrentState, status.Started, status.Endpoint, status.IP, status.StorageIP, status.Port = longhorn.InstanceStateStopped, false, "", "", "", 0
-	status.InstanceManagerName = ""
+	status.InstanceManagerName, status.CurrentImage, vstatus.CurrentImage = "", "", ""
 	status.ReplicaModeMap, status.PurgeStatus, status.BackupStatus = nil, nil, nil
 	vstatus.State, vstatus.CurrentNodeID, vstatus.Robustness = longhorn.VolumeStateDetached, "", plan.robustness
 	vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeEngineRestarted })

@@ -44,6 +44,11 @@ type Volume struct {
 	// device is asked for: a driver that dies meanwhile knows where to
 	// undo it.
 	DeviceOwner string `json:"deviceOwner,omitempty"`
+	// InstanceManager names the instance manager that keeps the device,
+	// for OwnerInstanceManager: the one the volume's engine runs in (a
+	// node has two while an upgrade rolls). "" is the one serving in the
+	// driver's instance manager folder itself.
+	InstanceManager string `json:"instanceManager,omitempty"`
 	// FuseDir is where nbdfuse mounts the export, as the file FuseFile;
 	// NbdfusePID is its process, in a process group of its own; Window
 	// says it reads the export's window (see engine/nbd), so the device

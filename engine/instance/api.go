@@ -53,6 +53,9 @@ type Instance struct {
 	// InstanceManager names the InstanceManager the engine runs in, when
 	// it is a pod's (--instance-manager-runner=pod); "" otherwise.
 	InstanceManager string
+	// Image is that InstanceManager's image: the engine's version. ""
+	// when InstanceManager is.
+	Image string
 }
 
 // Engine is a running engine's control API as the controllers call it.

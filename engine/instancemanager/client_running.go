@@ -38,3 +38,13 @@ func (c *Client) Hosting() int {
 	defer c.mu.Unlock()
 	return len(c.engines)
 }
+
+// Lost says whether the instance manager stopped running the volume's
+// engine without being asked (it died and came back, or is still down):
+// the volume's engine is to start there again, where its device is.
+func (c *Client) Lost(volume string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.lost[volume]
+	return ok
+}

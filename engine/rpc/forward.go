@@ -23,14 +23,16 @@ import (
 // the node's mounts are seen.
 type Forwarder struct {
 	pb.UnimplementedEngineServer
-	to      pb.EngineClient
+	route   func(volume string) pb.EngineClient
 	policy  Policy
 	trimmer fstrim.Trimmer
 }
 
-// NewForwarder forwards to the engine service to, after checking policy.
-func NewForwarder(to pb.EngineClient, policy Policy, trimmer fstrim.Trimmer) *Forwarder {
-	return &Forwarder{to: to, policy: policy, trimmer: trimmer}
+// NewForwarder forwards each call, after checking policy, to the engine
+// service route gives for its volume: that of the instance manager
+// running the volume's engine (a node has two while an upgrade rolls).
+func NewForwarder(route func(volume string) pb.EngineClient, policy Policy, trimmer fstrim.Trimmer) *Forwarder {
+	return &Forwarder{route: route, policy: policy, trimmer: trimmer}
 }
 
 // GRPCServer returns a gRPC server with the forwarding engine service on
@@ -38,43 +40,43 @@ func NewForwarder(to pb.EngineClient, policy Policy, trimmer fstrim.Trimmer) *Fo
 func (f *Forwarder) GRPCServer(opts ...grpc.ServerOption) *grpc.Server { return newGRPCServer(f, opts) }
 
 func (f *Forwarder) VolumeGet(ctx context.Context, req *pb.VolumeRequest) (*pb.Volume, error) {
-	return f.to.VolumeGet(ctx, req)
+	return f.route(req.Volume).VolumeGet(ctx, req)
 }
 
 func (f *Forwarder) SnapshotCreate(ctx context.Context, req *pb.SnapshotCreateRequest) (*pb.SnapshotCreateResponse, error) {
-	return f.to.SnapshotCreate(ctx, req)
+	return f.route(req.Volume).SnapshotCreate(ctx, req)
 }
 
 func (f *Forwarder) SnapshotList(ctx context.Context, req *pb.VolumeRequest) (*pb.SnapshotListResponse, error) {
-	return f.to.SnapshotList(ctx, req)
+	return f.route(req.Volume).SnapshotList(ctx, req)
 }
 
 func (f *Forwarder) SnapshotGet(ctx context.Context, req *pb.SnapshotRequest) (*pb.Snapshot, error) {
-	return f.to.SnapshotGet(ctx, req)
+	return f.route(req.Volume).SnapshotGet(ctx, req)
 }
 
 func (f *Forwarder) SnapshotDelete(ctx context.Context, req *pb.SnapshotRequest) (*pb.Empty, error) {
-	return f.to.SnapshotDelete(ctx, req)
+	return f.route(req.Volume).SnapshotDelete(ctx, req)
 }
 
 func (f *Forwarder) SnapshotRevert(ctx context.Context, req *pb.SnapshotRequest) (*pb.Empty, error) {
-	return f.to.SnapshotRevert(ctx, req)
+	return f.route(req.Volume).SnapshotRevert(ctx, req)
 }
 
 func (f *Forwarder) SnapshotPurge(ctx context.Context, req *pb.VolumeRequest) (*pb.Empty, error) {
-	return f.to.SnapshotPurge(ctx, req)
+	return f.route(req.Volume).SnapshotPurge(ctx, req)
 }
 
 func (f *Forwarder) SnapshotPurgeStatus(ctx context.Context, req *pb.VolumeRequest) (*pb.PurgeStatus, error) {
-	return f.to.SnapshotPurgeStatus(ctx, req)
+	return f.route(req.Volume).SnapshotPurgeStatus(ctx, req)
 }
 
 func (f *Forwarder) BackupStatus(ctx context.Context, req *pb.VolumeRequest) (*pb.BackupStatusResponse, error) {
-	return f.to.BackupStatus(ctx, req)
+	return f.route(req.Volume).BackupStatus(ctx, req)
 }
 
 func (f *Forwarder) RestoreStatus(ctx context.Context, req *pb.VolumeRequest) (*pb.RestoreStatusResponse, error) {
-	return f.to.RestoreStatus(ctx, req)
+	return f.route(req.Volume).RestoreStatus(ctx, req)
 }
 
 // BackupCreate goes on only to a configured target, with its credential
@@ -89,7 +91,7 @@ func (f *Forwarder) BackupCreate(ctx context.Context, req *pb.BackupCreateReques
 	}
 	fwd := proto.Clone(req).(*pb.BackupCreateRequest)
 	fwd.Credential = cred
-	return f.to.BackupCreate(ctx, fwd)
+	return f.route(fwd.Volume).BackupCreate(ctx, fwd)
 }
 
 // Restore goes on only from a configured target into a volume being
@@ -108,12 +110,12 @@ func (f *Forwarder) Restore(ctx context.Context, req *pb.RestoreRequest) (*pb.Em
 	}
 	fwd := proto.Clone(req).(*pb.RestoreRequest)
 	fwd.Credential = cred
-	return f.to.Restore(ctx, fwd)
+	return f.route(fwd.Volume).Restore(ctx, fwd)
 }
 
 // SnapshotRead passes the stream on, message by message.
 func (f *Forwarder) SnapshotRead(req *pb.SnapshotReadRequest, stream pb.Engine_SnapshotReadServer) error {
-	from, err := f.to.SnapshotRead(stream.Context(), req)
+	from, err := f.route(req.Volume).SnapshotRead(stream.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,7 @@ func (f *Forwarder) SnapshotRead(req *pb.SnapshotReadRequest, stream pb.Engine_S
 // FilesystemTrim trims the filesystem mounted from a volume whose engine
 // runs in the instance manager.
 func (f *Forwarder) FilesystemTrim(ctx context.Context, req *pb.VolumeRequest) (*pb.FilesystemTrimResponse, error) {
-	if _, err := f.to.VolumeGet(ctx, req); err != nil {
+	if _, err := f.route(req.Volume).VolumeGet(ctx, req); err != nil {
 		return nil, err
 	}
 	return trim(ctx, f.trimmer, req.Volume)

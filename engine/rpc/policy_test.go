@@ -42,7 +42,8 @@ func serveForwarded(t *testing.T, p rpc.Policy, engines ...*volumeengine.Engine)
 	for _, e := range engines {
 		inner.Register(e)
 	}
-	return serveGRPC(t, rpc.NewForwarder(serveGRPC(t, inner.GRPCServer()), p, fstrim.Trimmer{}).GRPCServer())
+	to := serveGRPC(t, inner.GRPCServer())
+	return serveGRPC(t, rpc.NewForwarder(func(string) pb.EngineClient { return to }, p, fstrim.Trimmer{}).GRPCServer())
 }
 
 func serveGRPC(t *testing.T, g *grpc.Server) pb.EngineClient {

@@ -127,55 +127,78 @@ func checkDaemonSetRollKeepsIO(t *testing.T, c *cluster.Cluster, pod string) {
 	}, func() string { return c.PodsDiagnosis(c.KubeClient(t), namespace) })
 }
 
-// checkUpgradeMovesEngineAtDetach upgrades the manager's DaemonSet to a
-// new image (the same bytes, tagged longhorn-manager:next) while the pod
-// writes: no write fails, the instance manager of the old image keeps the
-// volume's engine and says it is of an older image; once the volume
-// detaches (the StatefulSet scaled to 0) it is replaced by one of the new
-// image, where the engine runs when the pod comes back.
-func checkUpgradeMovesEngineAtDetach(t *testing.T, c *cluster.Cluster, pod string) {
-	const next = "longhorn-manager:next"
-	if err := c.TagImage(context.Background(), "docker.io/library/longhorn-manager:dev", "docker.io/library/"+next); err != nil {
+// checkUpgradeMovesEachEngineAtItsDetach upgrades the manager's DaemonSet
+// to a new image (the same bytes, tagged longhorn-manager:next) while the
+// pod writes, with a second replica of the StatefulSet attached too: no
+// write fails; the instance manager of the old image keeps both volumes'
+// engines, says it runs another image than the manager's, and one of the
+// new image runs beside it. Each volume moves at its own detach: the
+// second replica scaled away and back runs in the new one while the first
+// runs on in the old one, each Volume's currentImage saying which; once
+// both detach the old instance manager is deleted, and the pod made again
+// runs in the new one.
+func checkUpgradeMovesEachEngineAtItsDetach(t *testing.T, c *cluster.Cluster, pod string) {
+	const old, next = "longhorn-manager:dev", "longhorn-manager:next"
+	if err := c.TagImage(context.Background(), "docker.io/library/"+old, "docker.io/library/"+next); err != nil {
 		t.Fatal(err)
 	}
+	second := strings.TrimSuffix(pod, "-0") + "-1"
+	c.Kubectl(t, "", "-n", workloadNS, "scale", "statefulset/shop-db", "--replicas=2")
+	waitPodReady(t, c, workloadNS, second, 3*time.Minute)
+	volume, secondVolume := claimVolume(t, c, workloadNS, "data-"+pod), claimVolume(t, c, workloadNS, "data-"+second)
 	imBefore := instanceManagerPod(t, c)
 	writeWhile(t, c, pod, 600, func() {
 		c.Kubectl(t, "", "-n", namespace, "set", "image", "daemonset/longhorn-manager", "longhorn-manager="+next, "longhorn-csi-plugin="+next)
 		c.Kubectl(t, "", "-n", namespace, "rollout", "status", "daemonset/longhorn-manager", "--timeout=50s")
 		t.Logf("upgraded the manager's DaemonSet to %s while the pod writes", next)
 	})
-	volume := claimVolume(t, c, workloadNS, "data-"+pod)
-	instanceManagers := func() (string, error) {
-		return c.TryKubectl("", "-n", namespace, "get", "lhim", "-o",
-			`jsonpath={range .items[*]}{.metadata.name}={.status.currentState}:{.spec.image}:{.status.instanceEngines.*.spec.volumeName};{end}`)
-	}
 	diagnose := func() string { return c.PodsDiagnosis(c.KubeClient(t), namespace) }
-	waitFor(t, "the instance manager of the old image keeping the volume's engine", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		ims, err := instanceManagers()
+	var newIM string
+	waitFor(t, "the old image's instance manager keeping both engines, and one of the new image beside it", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		ims, err := instanceManagers(c)
 		if err != nil {
 			return false, err.Error(), nil
 		}
+		newIM = ims.ofImage(next)
 		msg, _ := c.TryKubectl("", "-n", namespace, "get", "lhim", imBefore.name, "-o", "jsonpath={.status.message}")
-		want := imBefore.name + "=running:longhorn-manager:dev:" + volume + ";"
-		return ims == want && instanceManagerPod(t, c) == imBefore && strings.Contains(msg, "older image"),
-			fmt.Sprintf("InstanceManagers %s (want %s), message %q", ims, want, msg), nil
+		return len(ims) == 2 && ims[imBefore.name] == "running:"+old+":"+sorted(volume, secondVolume) && newIM != "" && ims[newIM] == "running:"+next+":" &&
+				strings.Contains(msg, "another image"),
+			fmt.Sprintf("InstanceManagers %v, the old one's message %q", ims, msg), nil
 	}, diagnose)
 
+	// The second replica detaches and attaches again: in the new image.
+	c.Kubectl(t, "", "-n", workloadNS, "scale", "statefulset/shop-db", "--replicas=1")
+	waitVolumeState(t, c, secondVolume, "detached", diagnose)
+	c.Kubectl(t, "", "-n", workloadNS, "scale", "statefulset/shop-db", "--replicas=2")
+	waitPodReady(t, c, workloadNS, second, 3*time.Minute)
+	waitFor(t, "each volume's engine in its own image's instance manager", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		ims, err := instanceManagers(c)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		images, err := c.TryKubectl("", "-n", namespace, "get", "lhv", volume, secondVolume, "-o", `jsonpath={range .items[*]}{.status.currentImage};{end}`)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return ims[imBefore.name] == "running:"+old+":"+volume && ims[newIM] == "running:"+next+":"+secondVolume && images == old+";"+next+";",
+			fmt.Sprintf("InstanceManagers %v; currentImage of %s and %s: %s", ims, volume, secondVolume, images), nil
+	}, diagnose)
+	checkFiles(t, c, workloadNS, pod)
+
+	// Both detach: the old instance manager hosts nothing and goes.
 	c.Kubectl(t, "", "-n", workloadNS, "scale", "statefulset/shop-db", "--replicas=0")
-	var newIM string
-	waitFor(t, "the volume detached and the node's instance manager replaced by one of "+next, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
-		state, err := c.TryKubectl("", "-n", namespace, "get", "lhv", volume, "-o", "jsonpath={.status.state}")
+	waitFor(t, "the volumes detached and the old image's instance manager deleted", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		states, err := c.TryKubectl("", "-n", namespace, "get", "lhv", volume, secondVolume, "-o", `jsonpath={range .items[*]}{.status.state};{end}`)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		ims, err := instanceManagers()
+		ims, err := instanceManagers(c)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		name, rest, _ := strings.Cut(ims, "=")
-		newIM = name
-		return state == "detached" && name != imBefore.name && rest == "running:"+next+":;" && strings.Count(ims, ";") == 1,
-			fmt.Sprintf("volume %s; InstanceManagers %s", state, ims), nil
+		_, oldThere := ims[imBefore.name]
+		return states == "detached;detached;" && !oldThere && len(ims) == 1 && strings.HasPrefix(ims[newIM], "running:"+next+":"),
+			fmt.Sprintf("volumes %s; InstanceManagers %v", states, ims), nil
 	}, diagnose)
 
 	c.Kubectl(t, "", "-n", workloadNS, "scale", "statefulset/shop-db", "--replicas=1")
@@ -186,12 +209,68 @@ func checkUpgradeMovesEngineAtDetach(t *testing.T, c *cluster.Cluster, pod strin
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		ims, err := instanceManagers()
+		ims, err := instanceManagers(c)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		want := newIM + "=running:" + next + ":" + volume + ";"
-		return engineIn == newIM && ims == want, fmt.Sprintf("engine in %q; InstanceManagers %s (want %s)", engineIn, ims, want), nil
+		return engineIn == newIM && strings.Contains(ims[newIM], volume), fmt.Sprintf("engine in %q; InstanceManagers %v", engineIn, ims), nil
+	}, diagnose)
+}
+
+// imStates are the InstanceManagers by name, each as
+// state:image:its engines' volumes (sorted, comma-separated).
+type imStates map[string]string
+
+// ofImage is the name of the instance manager of image, "" for none.
+func (m imStates) ofImage(image string) string {
+	for name, st := range m {
+		if parts := strings.SplitN(st, ":", 4); len(parts) >= 3 && parts[1]+":"+parts[2] == image {
+			return name
+		}
+	}
+	return ""
+}
+
+func instanceManagers(c *cluster.Cluster) (imStates, error) {
+	out, err := c.TryKubectl("", "-n", namespace, "get", "lhim", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}={.status.currentState}:{.spec.image}:{.status.instanceEngines.*.spec.volumeName};{end}`)
+	if err != nil {
+		return nil, err
+	}
+	m := imStates{}
+	for _, item := range strings.Split(strings.TrimSuffix(out, ";"), ";") {
+		name, rest, ok := strings.Cut(item, "=")
+		if !ok {
+			continue
+		}
+		// state:image(with its tag):volume volume ...
+		parts := strings.SplitN(rest, ":", 4)
+		if len(parts) < 3 {
+			m[name] = rest
+			continue
+		}
+		var volumes []string
+		if len(parts) == 4 {
+			volumes = strings.Fields(parts[3])
+		}
+		m[name] = parts[0] + ":" + parts[1] + ":" + parts[2] + ":" + sorted(volumes...)
+	}
+	return m, nil
+}
+
+// sorted joins names, sorted, with commas.
+func sorted(names ...string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// waitVolumeState waits for a Volume's status.state.
+func waitVolumeState(t *testing.T, c *cluster.Cluster, volume, state string, diagnose func() string) {
+	t.Helper()
+	waitFor(t, "volume "+volume+" "+state, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		got, err := c.TryKubectl("", "-n", namespace, "get", "lhv", volume, "-o", "jsonpath={.status.state}")
+		return err == nil && got == state, fmt.Sprintf("state %q %v", got, err), nil
 	}, diagnose)
 }
 

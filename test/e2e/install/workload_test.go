@@ -109,8 +109,8 @@ func TestInstalledAsUsersInstallIt(t *testing.T) {
 		checkDaemonSetRollKeepsIO(t, c, pod)
 	})
 
-	t.Run("the manager upgraded to a new image while the pod writes keeps the engine where it runs until the volume detaches", func(t *testing.T) {
-		checkUpgradeMovesEngineAtDetach(t, c, pod)
+	t.Run("the manager upgraded to a new image while the pod writes keeps each engine where it runs until its volume detaches", func(t *testing.T) {
+		checkUpgradeMovesEachEngineAtItsDetach(t, c, pod)
 	})
 
 	t.Run("the claim grown while mounted, through the resizer, grows the filesystem in the pod", func(t *testing.T) {
