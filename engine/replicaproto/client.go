@@ -13,20 +13,29 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 )
 
 // Client is an engine's connection to one replica: ReadAt, WriteAt, Sync
-// and Trim as a replica of the engine's own process has them. Requests
-// from many goroutines are pipelined on the one connection. Once a
-// request fails for the connection (a timeout, a broken peer) every
-// request after fails too: the engine drops the replica, as it drops one
-// whose I/O fails.
+// and Trim as a replica of the engine's own process has them, and the
+// snapshot, epoch and chain of the engine's I/O path. Requests from many
+// goroutines are pipelined on the one connection, at most MaxInFlight and
+// MaxInFlightBytes at once (more wait their turn before they are sent,
+// their deadline not yet running). Once a request fails for the
+// connection (a timeout, a broken peer) every request after fails too:
+// the engine drops the replica, as it drops one whose I/O fails.
 type Client struct {
 	conn    net.Conn
 	timeout time.Duration
 	open    OpenReply
+
+	// slots and budget bound the requests in flight; waiting for them
+	// ends when the connection breaks (ctx).
+	slots, budget *semaphore.Weighted
+	ctx           context.Context
+	cancel        context.CancelFunc
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -63,11 +72,21 @@ func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenReque
 		}
 		conn = tc
 	}
+	return dialConn(ctx, conn, addr, req, timeout)
+}
+
+// dialConn opens the replica req names over conn, a connection to addr.
+func dialConn(ctx context.Context, conn net.Conn, addr string, req OpenRequest, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	c := &Client{conn: conn, timeout: timeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{})}
+	c := &Client{conn: conn, timeout: timeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{}),
+		slots: semaphore.NewWeighted(MaxInFlight), budget: semaphore.NewWeighted(MaxInFlightBytes)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.readReplies(bufio.NewReaderSize(conn, 64<<10))
+	// The open ends with ctx too.
+	stop := context.AfterFunc(ctx, func() { c.fail(fmt.Errorf("open: %w", ctx.Err())) })
+	defer stop()
 	body, err := json.Marshal(req)
 	if err != nil {
 		c.Close()
@@ -133,6 +152,43 @@ func (c *Client) Sync() error {
 	return err
 }
 
+// SetEpoch records the replica's epoch, its data synced first, once every
+// request before it on the connection is done.
+func (c *Client) SetEpoch(epoch uint64) error {
+	_, err := c.do(OpSetEpoch, epoch, 0, nil)
+	return err
+}
+
+// Snapshot takes a snapshot, once every request before it on the
+// connection is done.
+func (c *Client) Snapshot(req SnapshotRequest) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if len(body) > maxSnapshotBody {
+		return fmt.Errorf("snapshot %s: its request takes %d bytes, above the %d the replica protocol carries", req.Name, len(body), maxSnapshotBody)
+	}
+	_, err = c.do(OpSnapshot, 0, uint32(len(body)), body)
+	return err
+}
+
+// Chain lists the replica's snapshots and head, as replica.Snapshots
+// does.
+func (c *Client) Chain() ([]replica.Snapshot, error) {
+	body, err := c.do(OpChain, 0, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	var list []replica.Snapshot
+	if err := json.Unmarshal(body, &list); err != nil {
+		err = fmt.Errorf("%w: a malformed chain: %v", ErrProtocol, err)
+		c.fail(err)
+		return nil, err
+	}
+	return list, nil
+}
+
 // Trim gives back the space of [off, off+length).
 func (c *Client) Trim(off, length int64) error {
 	for length > 0 {
@@ -160,6 +216,18 @@ func (c *Client) split(n int, f func(at, n int) error) error {
 // do sends one request and waits, at most the client's timeout, for its
 // reply's body.
 func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte, error) {
+	cost := int64(len(body))
+	if op == OpRead {
+		cost = int64(length)
+	}
+	if err := c.slots.Acquire(c.ctx, 1); err != nil {
+		return nil, c.brokenErr()
+	}
+	defer c.slots.Release(1)
+	if err := c.budget.Acquire(c.ctx, cost); err != nil {
+		return nil, c.brokenErr()
+	}
+	defer c.budget.Release(cost)
 	cl := &call{op: op, length: length, reply: make(chan result, 1)}
 	c.mu.Lock()
 	if c.broken != nil {
@@ -214,6 +282,16 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 	}
 }
 
+// brokenErr is why the connection broke.
+func (c *Client) brokenErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		return errors.New("the replica's connection is closed")
+	}
+	return c.broken
+}
+
 // statusBroken is the client's own: the connection failed before the
 // reply came.
 const statusBroken byte = 255
@@ -228,6 +306,7 @@ func (c *Client) fail(err error) {
 	pending := c.pending
 	c.pending = map[uint64]*call{}
 	c.mu.Unlock()
+	c.cancel()
 	_ = c.conn.Close()
 	for _, cl := range pending {
 		cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
@@ -284,6 +363,8 @@ func replyLimit(cl *call, status byte) uint32 {
 		return cl.length
 	case cl.op == OpOpen:
 		return maxOpenBody
+	case cl.op == OpChain:
+		return MaxMessage
 	}
 	return 0
 }

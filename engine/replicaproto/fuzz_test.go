@@ -19,6 +19,10 @@ func FuzzServerFrames(f *testing.F) {
 	f.Add(append(header{magic: requestMagic, kind: OpRead, id: 3, offset: 1 << 40, length: 4096}.encode(), 0))
 	f.Add(header{magic: requestMagic, kind: OpTrim, id: 4, offset: 4096, length: 1 << 30}.encode())
 	f.Add(header{magic: requestMagic, kind: OpSync, id: 5}.encode())
+	f.Add(header{magic: requestMagic, kind: OpSetEpoch, id: 6, offset: 1 << 63}.encode())
+	f.Add(header{magic: requestMagic, kind: OpChain, id: 7}.encode())
+	snap := []byte(`{"name":"s","id":"i","labels":{"k":"v"}}`)
+	f.Add(append(header{magic: requestMagic, kind: OpSnapshot, id: 8, length: uint32(len(snap))}.encode(), snap...))
 	f.Add([]byte("not a frame at all"))
 	r, err := replica.Create(filepath.Join(f.TempDir(), "r1"), 1<<20)
 	if err != nil {

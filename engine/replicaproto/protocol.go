@@ -24,6 +24,17 @@ const (
 	OpWrite byte = 3 // offset, length, the body: the data
 	OpSync  byte = 4 // everything acknowledged before it is durable
 	OpTrim  byte = 5 // offset, length: the range's space given back
+	// OpSnapshot's body is a SnapshotRequest: the snapshot is taken once
+	// every request before it on the connection is done, and before any
+	// after it is read.
+	OpSnapshot byte = 6
+	// OpSetEpoch carries the epoch in the offset field; ordered as
+	// OpSnapshot is. The replica's data is synced before the epoch is
+	// recorded (replica.SetEpoch).
+	OpSetEpoch byte = 7
+	// OpChain asks for the replica's snapshots and head, as
+	// replica.Snapshots lists them, in JSON; ordered as OpSnapshot is.
+	OpChain byte = 8
 )
 
 // The statuses a reply carries; the body of a failure is its message.
@@ -45,6 +56,13 @@ const (
 	maxOpenBody = 4 << 10
 	// maxErrorBody bounds a failure's message.
 	maxErrorBody = 4 << 10
+	// maxSnapshotBody bounds a SnapshotRequest: its labels are bounded by
+	// replica.CheckLabels (64 of at most 253 + 1024 bytes, which JSON may
+	// escape to six times their length).
+	maxSnapshotBody = 512 << 10
+	// A chain's answer is bounded by MaxMessage: 250 snapshots with a few
+	// labels each take tens of KiB; a chain whose labels would take more
+	// is refused with an error saying so.
 	// MaxInFlight and MaxInFlightBytes bound what one connection has in
 	// flight: the server reads no further request until it is below
 	// them (back pressure, not buffering).
@@ -85,6 +103,17 @@ type OpenReply struct {
 	Term  uint64 `json:"term"`
 }
 
+// SnapshotRequest is the snapshot an OpSnapshot takes
+// (replica.CreateSnapshotWithID): every replica of an engine gets the
+// same name, ID, time and labels.
+type SnapshotRequest struct {
+	Name        string            `json:"name"`
+	ID          string            `json:"id"`
+	UserCreated bool              `json:"userCreated"`
+	Created     time.Time         `json:"created"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
 // header is a message's fixed part: a request's op or a reply's status in
 // kind.
 type header struct {
@@ -121,8 +150,8 @@ func readHeader(r io.Reader, magic uint32) (header, error) {
 	return h, nil
 }
 
-// bodyLength is how many bytes of body follow a request's header: its
-// data for a write, an open's request, nothing else.
+// requestBody is how many bytes of body follow a request's header: its
+// data for a write, an open's or a snapshot's request, nothing else.
 func requestBody(h header) (int, error) {
 	switch h.kind {
 	case OpOpen:
@@ -140,8 +169,20 @@ func requestBody(h header) (int, error) {
 			return 0, fmt.Errorf("%w: a read of %d bytes, above %d", ErrProtocol, h.length, MaxMessage)
 		}
 		return 0, nil
-	case OpSync:
+	case OpSnapshot:
+		if h.length > maxSnapshotBody {
+			return 0, fmt.Errorf("%w: a snapshot of %d bytes, above %d", ErrProtocol, h.length, maxSnapshotBody)
+		}
+		return int(h.length), nil
+	case OpSync, OpSetEpoch, OpChain:
 		return 0, nil
 	}
 	return 0, fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
+}
+
+// ordered tells whether a request runs once every request before it on
+// the connection is done, and before the next is read: those that say
+// something of all the writes before them.
+func ordered(op byte) bool {
+	return op == OpSync || op == OpSnapshot || op == OpSetEpoch || op == OpChain
 }

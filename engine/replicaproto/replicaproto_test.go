@@ -7,7 +7,9 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"sync"
@@ -216,6 +218,7 @@ func TestMalformedFramesCloseTheConnectionBeforeAnythingIsAllocated(t *testing.T
 		"an unknown op":                   header{magic: requestMagic, kind: 99, id: 2}.encode(),
 		"a bad magic":                     header{magic: 0xdeadbeef, kind: OpRead, id: 2, length: 4096}.encode(),
 		"a second open":                   header{magic: requestMagic, kind: OpOpen, id: 2, length: 10}.encode(),
+		"a snapshot above its bound":      header{magic: requestMagic, kind: OpSnapshot, id: 2, length: maxSnapshotBody + 1}.encode(),
 	}
 	reserved := header{magic: requestMagic, kind: OpSync, id: 2}.encode()
 	binary.BigEndian.PutUint16(reserved[5:], 7)
@@ -282,5 +285,96 @@ func TestOverMutualTLS(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), addr, mtlstest.Stranger(t).ClientConfig(), open("engine-b", 2), time.Second); err == nil {
 		t.Fatal("a peer with a certificate of another CA was served")
+	}
+}
+
+// A snapshot, an epoch and a chain's listing come after every request
+// sent before them on the connection: frames written back to back, the
+// snapshot holds every write before it, and the chain lists it.
+func TestSnapshotsEpochsAndChainsAreOrderedWithTheWritesBeforeThem(t *testing.T) {
+	r, addr, _ := serveReplica(t, false)
+	conn := rawConn(t, addr)
+	var frames []byte
+	want := make([]byte, 64<<10)
+	_, _ = rand.Read(want)
+	for i := range 16 {
+		block := want[i*4096 : (i+1)*4096]
+		frames = append(frames, header{magic: requestMagic, kind: OpWrite, id: uint64(10 + i), offset: uint64(i * 4096), length: 4096}.encode()...)
+		frames = append(frames, block...)
+	}
+	snap, _ := json.Marshal(SnapshotRequest{Name: "s1", ID: "id-1", UserCreated: true, Created: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC), Labels: map[string]string{"k": "v"}})
+	frames = append(frames, header{magic: requestMagic, kind: OpSnapshot, id: 30, length: uint32(len(snap))}.encode()...)
+	frames = append(frames, snap...)
+	frames = append(frames, header{magic: requestMagic, kind: OpSetEpoch, id: 31, offset: 7}.encode()...)
+	frames = append(frames, header{magic: requestMagic, kind: OpChain, id: 32}.encode()...)
+	if _, err := conn.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	var chain []replica.Snapshot
+	for range 19 {
+		h, err := readHeader(conn, replyMagic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, h.length)
+		if _, err := io.ReadFull(conn, body); err != nil {
+			t.Fatal(err)
+		}
+		if h.kind != statusOK {
+			t.Fatalf("request %d: status %d, %s", h.id, h.kind, body)
+		}
+		if h.id == 32 {
+			if err := json.Unmarshal(body, &chain); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(chain) != 2 || chain[0].Name != "s1" || chain[0].ID != "id-1" || chain[0].Labels["k"] != "v" || chain[0].Size != int64(len(want)) || chain[1].Name != replica.HeadName {
+		t.Fatalf("chain %+v", chain)
+	}
+	if r.Epoch() != 7 {
+		t.Fatalf("epoch %d, want 7", r.Epoch())
+	}
+	v, err := r.OpenSnapshot("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	got := make([]byte, len(want))
+	if _, err := v.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the snapshot does not hold every write sent before it (%v)", err)
+	}
+}
+
+func TestTheClientsSnapshotEpochAndChainAreFencedToo(t *testing.T) {
+	r, addr, _ := serveReplica(t, false)
+	old := dial(t, addr, open("engine-a", 1))
+	if err := old.Snapshot(SnapshotRequest{Name: "s1", ID: "id-1", Created: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.SetEpoch(2); err != nil {
+		t.Fatal(err)
+	}
+	if chain, err := old.Chain(); err != nil || len(chain) != 2 {
+		t.Fatalf("chain %+v, %v", chain, err)
+	}
+	if err := old.Snapshot(SnapshotRequest{Name: "s1", ID: "id-x", Created: time.Now()}); err == nil || errors.Is(err, ErrProtocol) {
+		t.Fatalf("a snapshot of a name taken: want the replica's refusal, got %v", err)
+	}
+	if err := old.Snapshot(SnapshotRequest{Name: "s2"}); err == nil {
+		t.Fatal("a snapshot without an ID was taken")
+	}
+	dial(t, addr, open("engine-b", 2))
+	if err := old.Snapshot(SnapshotRequest{Name: "s3", ID: "id-3", Created: time.Now()}); !errors.Is(err, replica.ErrFenced) {
+		t.Fatalf("the old engine's snapshot: want ErrFenced, got %v", err)
+	}
+	if err := old.SetEpoch(9); !errors.Is(err, replica.ErrFenced) {
+		t.Fatalf("the old engine's epoch: want ErrFenced, got %v", err)
+	}
+	if _, err := old.Chain(); !errors.Is(err, replica.ErrFenced) {
+		t.Fatalf("the old engine's chain: want ErrFenced, got %v", err)
+	}
+	if r.Epoch() != 2 || r.HasSnapshot("s3") {
+		t.Fatalf("the fenced requests changed the replica: epoch %d, s3 %v", r.Epoch(), r.HasSnapshot("s3"))
 	}
 }

@@ -103,7 +103,8 @@ type session struct {
 
 // ServeConn serves one connection: its open, then its requests, each in a
 // goroutine of its own (answered out of order), at most MaxInFlight and
-// MaxInFlightBytes at once; a sync waits for the requests before it.
+// MaxInFlightBytes at once; a sync, a snapshot, an epoch and a chain's
+// listing wait for the requests before it, and the next is read after.
 func (s *Server) ServeConn(c net.Conn) {
 	if !s.track(c, true) {
 		_ = c.Close()
@@ -138,8 +139,8 @@ func (s *Server) ServeConn(c net.Conn) {
 			ss.log.WithError(err).Warn("Replica protocol: closing the connection")
 			return
 		}
-		cost := int64(0)
-		if h.kind == OpRead || h.kind == OpWrite {
+		cost := int64(n)
+		if h.kind == OpRead {
 			cost = int64(h.length)
 		}
 		// Back pressure: the next request is not read until this one
@@ -150,10 +151,11 @@ func (s *Server) ServeConn(c net.Conn) {
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
-		if h.kind == OpSync {
+		if ordered(h.kind) {
 			inFlight.Wait()
 			ss.reply(h.id, ss.do(h, body))
 			slots.Release(1)
+			budget.Release(cost)
 			continue
 		}
 		inFlight.Add(1)
@@ -229,7 +231,7 @@ func failure(err error) result {
 // own the replica.
 func (ss *session) do(h header, body []byte) result {
 	off := int64(h.offset)
-	if h.offset > uint64(ss.rep.Size()) {
+	if (h.kind == OpRead || h.kind == OpWrite || h.kind == OpTrim) && h.offset > uint64(ss.rep.Size()) {
 		return result{status: statusInvalid, body: []byte(fmt.Sprintf("offset %d is past the replica's %d bytes", h.offset, ss.rep.Size()))}
 	}
 	var err error
@@ -245,6 +247,25 @@ func (ss *session) do(h header, body []byte) result {
 		err = ss.rep.Sync()
 	case OpTrim:
 		err = ss.rep.TrimKeeping(off, int64(h.length), nil)
+	case OpSetEpoch:
+		err = ss.rep.SetEpoch(h.offset)
+	case OpSnapshot:
+		var req SnapshotRequest
+		if jerr := json.Unmarshal(body, &req); jerr != nil || req.Name == "" || req.ID == "" {
+			return result{status: statusInvalid, body: []byte("a snapshot names the snapshot and its ID")}
+		}
+		err = ss.rep.CreateSnapshotWithID(req.Name, req.ID, req.UserCreated, req.Created, req.Labels)
+	case OpChain:
+		var list []replica.Snapshot
+		if list, err = ss.rep.Snapshots(); err != nil {
+			break
+		}
+		out, _ := json.Marshal(list)
+		if len(out) > MaxMessage {
+			err = fmt.Errorf("the replica's chain takes %d bytes, above the %d a message carries: its snapshots' labels are too large to list over the replica protocol", len(out), MaxMessage)
+			break
+		}
+		return result{status: statusOK, body: out}
 	}
 	if err != nil {
 		return failure(err)
