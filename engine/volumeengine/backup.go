@@ -109,7 +109,7 @@ func (e *Engine) StartBackup(name, snapshot string, store *backupstore.Store, la
 
 // runBackup backs the snapshot view up; a panic in it (the target's
 // content is not trusted) is the backup's error, not the process's end.
-func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, r *replica.Replica, view *replica.SnapshotView,
+func (e *Engine) runBackup(name, snapshot string, store *backupstore.Store, labels map[string]string, r LayerReader, view *replica.SnapshotView,
 	o backupOptions) (done *backupstore.BackupInfo, stats backupstore.Stats, err error) {
 	defer panics.Recover(e.log.WithFields(logrus.Fields{"backup": name, "snapshot": snapshot}), &err)
 	req := backupstore.BackupRequest{

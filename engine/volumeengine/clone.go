@@ -109,7 +109,11 @@ func (e *Engine) zeroStale(ctx context.Context, view *replica.SnapshotView) erro
 		return ErrNoHealthyReplica
 	}
 	// Every replica got every write, so the first holds what they do.
-	written, err := members[0].r.Written()
+	r, _, err := e.layersOf("the blocks a clone overwrites", members)
+	if err != nil {
+		return err
+	}
+	written, err := r.Written()
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ var (
 
 type member struct {
 	name string
-	r    *replica.Replica
+	r    Replica
 	// failed is set once the replica is ERR; it never goes back to RW in
 	// this engine. err says why (under Engine.failMu).
 	failed atomic.Bool
@@ -136,12 +136,21 @@ type Engine struct {
 // When no replica is current, New fails with ErrNoHealthyReplica and says
 // why.
 func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry, opts ...Option) (*Engine, error) {
-	if len(replicas) == 0 {
-		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
-	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	held := make(map[string]Replica, len(replicas))
+	for n, r := range replicas {
+		held[n] = r
+	}
+	return start(name, held, clk, log, o)
+}
+
+// start starts the engine over replicas, which it holds from then on.
+func start(name string, replicas map[string]Replica, clk clock.Clock, log *logrus.Entry, o options) (*Engine, error) {
+	if len(replicas) == 0 {
+		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
 	}
 	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{}}
 	names := make([]string, 0, len(replicas))
@@ -275,7 +284,7 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > e.Size() {
 		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
 	}
-	if err := e.onWritable(func(r *replica.Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
+	if err := e.onWritable(func(r Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -284,7 +293,7 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 // onWritable does op on every replica that takes writes, failing each
 // whose op fails; it is ErrNoHealthyReplica when none did it. The caller
 // holds e.mu.
-func (e *Engine) onWritable(op func(*replica.Replica) error) error {
+func (e *Engine) onWritable(op func(Replica) error) error {
 	ok := 0
 	for _, m := range e.replicas {
 		if !m.rw() {
@@ -317,18 +326,18 @@ func (e *Engine) Trim(off, length int64) error {
 	}
 	var viewed []string
 	for _, m := range e.replicas {
-		if m.rw() {
-			viewed = append(viewed, m.r.ViewedSnapshots()...)
+		if l, ok := m.r.(LayerReader); ok && m.rw() {
+			viewed = append(viewed, l.ViewedSnapshots()...)
 		}
 	}
-	return e.onWritable(func(r *replica.Replica) error { return r.TrimKeeping(off, length, viewed) })
+	return e.onWritable(func(r Replica) error { return r.TrimKeeping(off, length, viewed) })
 }
 
 // Sync makes every healthy replica's data durable.
 func (e *Engine) Sync() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.onWritable((*replica.Replica).Sync)
+	return e.onWritable(Replica.Sync)
 }
 
 func (e *Engine) healthy() []*member {

@@ -56,7 +56,8 @@ func (h *snapshotHold) who() string {
 }
 
 // OpenSnapshotForRead opens a read-only view of [off, end) of snapshot
-// name (end < 0: to the volume's end) on the first healthy replica and
+// name (end < 0: to the volume's end) on the first healthy replica of
+// this process and
 // holds the snapshot: deleting it is refused
 // while the view is open and for SnapshotHoldLease after release, which
 // closes the view. A snapshot marked removed cannot be opened: a purge
@@ -76,13 +77,13 @@ func (e *Engine) OpenSnapshotForClone(name string) (*replica.SnapshotView, func(
 	return view, release, err
 }
 
-// openSnapshot opens the view on the first healthy replica, which it
-// returns too, and holds the snapshot while the view is open and for
+// openSnapshot opens the view on the first healthy replica whose layers
+// it can read (LayerReader), which it returns too, and holds the snapshot while the view is open and for
 // lease after; backup names the backup that reads it, "" for an export
 // or a clone. The hold is taken under the engine's lock, which a delete
 // takes exclusively: a delete either marked the snapshot removed before
 // (the open is refused) or finds the hold.
-func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, backup string) (*replica.SnapshotView, *replica.Replica, func(), error) {
+func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, backup string) (*replica.SnapshotView, LayerReader, func(), error) {
 	if name == replica.HeadName {
 		return nil, nil, nil, fmt.Errorf("%w: %s is not a snapshot: take one and read that", ErrInvalid, replica.HeadName)
 	}
@@ -92,7 +93,10 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, 
 	if len(members) == 0 {
 		return nil, nil, nil, ErrNoHealthyReplica
 	}
-	r := members[0].r
+	r, m, err := e.layersOf("reading snapshot "+name, members)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	exists, removed := r.SnapshotRemoved(name)
 	switch {
 	case !exists:
@@ -106,8 +110,8 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, 
 	}
 	view, err := r.OpenSnapshotRange(name, off, end)
 	if err != nil {
-		e.fail(members[0], err)
-		return nil, nil, nil, fmt.Errorf("snapshot %s on replica %s: %w", name, members[0].name, err)
+		e.fail(m, err)
+		return nil, nil, nil, fmt.Errorf("snapshot %s on replica %s: %w", name, m.name, err)
 	}
 	e.holdMu.Lock()
 	if e.holds == nil {
