@@ -167,8 +167,8 @@ func checkCSIDriver(t *testing.T, d *storagev1.CSIDriver) {
 	if s.FSGroupPolicy == nil || *s.FSGroupPolicy != storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy {
 		t.Errorf("the CSIDriver's fsGroupPolicy is %v: the driver applies no fsGroup, so the kubelet must (ReadWriteOnceWithFSType)", s.FSGroupPolicy)
 	}
-	if s.StorageCapacity != nil && *s.StorageCapacity {
-		t.Error("the CSIDriver asks for storage capacity, which the driver does not report (no GET_CAPACITY)")
+	if s.StorageCapacity == nil || !*s.StorageCapacity {
+		t.Error("the CSIDriver does not ask for storage capacity, which the driver reports (GET_CAPACITY): the scheduler would not read the provisioner's CSIStorageCapacity objects")
 	}
 }
 
@@ -198,7 +198,13 @@ func checkControllerDeployment(t *testing.T, d *appsv1.Deployment, versions map[
 	want := []string{"--csi-address=" + csiSocket, "--leader-election", "--leader-election-namespace=$(POD_NAMESPACE)"}
 	switch d.Name {
 	case "csi-provisioner":
-		want = append(want, "--default-fstype=ext4", "--extra-create-metadata=true", "--immediate-topology=false")
+		// Storage capacity tracking, its objects owned by the Deployment
+		// (pod, ReplicaSet, Deployment).
+		want = append(want, "--default-fstype=ext4", "--extra-create-metadata=true", "--immediate-topology=false",
+			"--enable-capacity", "--capacity-ownerref-level=2")
+		if !hasFieldEnv(sidecar.Env, "NAMESPACE", "metadata.namespace") || !hasFieldEnv(sidecar.Env, "POD_NAME", "metadata.name") {
+			t.Errorf("%s has no NAMESPACE and POD_NAME, which --enable-capacity needs for its objects' namespace and owner", d.Name)
+		}
 	case "csi-resizer":
 		// The driver grows volumes in use: no pods to check.
 		want = append(want, "--handle-volume-inuse-error=false")
@@ -468,6 +474,15 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			{Verb: "get", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents", Name: "snapcontent-1"},
 			// A topology's node, read before a volume is placed on it.
 			lh("get", "nodes", "node-1"),
+			// Storage capacity tracking: its CSIStorageCapacity objects,
+			// its pod and ReplicaSet (for their owner), and GetCapacity's
+			// setting and nodes.
+			{Verb: "create", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns},
+			{Verb: "update", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns, Name: "csisc-1"},
+			{Verb: "delete", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns, Name: "csisc-1"},
+			{Verb: "watch", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns},
+			core("get", "pods", ns), {Verb: "get", Group: "apps", Resource: "replicasets", Namespace: ns, Name: "csi-provisioner-1"},
+			lh("get", "settings", "storage-over-provisioning-percentage"), lh("list", "nodes", ""),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "secrets", ""), core("create", "pods", ns),
@@ -481,6 +496,9 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("delete", "backingimages", "image"), lh("delete", "backupvolumes", "pvc-1"), lh("delete", "backups", "b"),
 			// Its longhorn.io rights are in the manager's namespace only.
 			{Verb: "get", Group: "longhorn.io", Resource: "volumes", Namespace: claims, Name: "pvc-1"},
+			// Capacity objects in its own namespace only; no pod but read.
+			{Verb: "create", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: claims},
+			core("list", "pods", ns), core("delete", "pods", ns),
 		},
 	}, {
 		account: "longhorn-csi-attacher",
