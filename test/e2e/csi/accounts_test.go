@@ -20,7 +20,7 @@ import (
 // Each CSI controller pod's account (package/rbac.yaml) may do what its
 // sidecar asks of the driver, against an API that checks RBAC and takes
 // only tokens of its audience, as deployed: the provisioner creates and
-// deletes, the attacher attaches and detaches, the resizer expands, the
+// deletes and reads each node's capacity, the attacher attaches and detaches, the resizer expands, the
 // snapshotter takes and deletes snapshots. None may do another's action:
 // the actions are update on their own subresources, not on volumes.
 func TestEachCSIAccountMayDoWhatItsSidecarAsksAndNoMore(t *testing.T) {
@@ -53,6 +53,16 @@ func TestEachCSIAccountMayDoWhatItsSidecarAsksAndNoMore(t *testing.T) {
 		if status.Code(err) != codes.PermissionDenied {
 			t.Errorf("%s: %v, want PermissionDenied", what, err)
 		}
+	}
+	// The provisioner's --enable-capacity asks for each node's room, and
+	// without a topology for every node's; the attacher may not.
+	for _, topology := range []*csipb.Topology{{Segments: map[string]string{"kubernetes.io/hostname": "node-1"}}, nil} {
+		capacity := &csipb.GetCapacityRequest{Parameters: map[string]string{"numberOfReplicas": "1"}, AccessibleTopology: topology}
+		if resp, err := provisioner.GetCapacity(ctx, capacity); err != nil || resp.GetMaximumVolumeSize().GetValue() <= 0 {
+			t.Errorf("GetCapacity of %v as the provisioner: %v, %v; want room", topology, resp, err)
+		}
+		_, err = attacher.GetCapacity(ctx, capacity)
+		denied("GetCapacity as the attacher", err)
 	}
 	publish := &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "node-1", VolumeCapability: c[0]}
 	// The provisioner reads nodes and volumes, but may not attach.
