@@ -13,6 +13,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -240,6 +241,9 @@ type VolumeInput struct {
 	BackupTargetName string `json:"backupTargetName"`
 	// StaleReplicaTimeout is in minutes, Longhorn's.
 	StaleReplicaTimeout int `json:"staleReplicaTimeout"`
+	// FreezeFilesystemForSnapshot is ignored (also empty), enabled or
+	// disabled.
+	FreezeFilesystemForSnapshot string `json:"freezeFilesystemForSnapshot"`
 	// DataEngine is Longhorn's engine choice: only v1 (or empty) exists
 	// here. Longhorn's python client always sends it.
 	DataEngine string `json:"dataEngine"`
@@ -388,7 +392,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // volumeActions are offered in every volume state; snapshotActions and
 // attachedActions while the volume is attached.
 var (
-	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "expand"}
+	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "updateFreezeFilesystemForSnapshot", "expand"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 	attachedActions = []string{"trimFilesystem"}
 )
@@ -431,7 +435,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			RevisionCounterDisabled: v.Spec.RevisionCounterDisabled, Migratable: v.Spec.Migratable, Encrypted: v.Spec.Encrypted,
 			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
 			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
-			FreezeFilesystemForSnapshot: "ignored", SnapshotMaxSize: "0",
+			FreezeFilesystemForSnapshot: string(manager.FreezeOf(v)), SnapshotMaxSize: "0",
 			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: datastore.TargetName(v.Spec.BackupTargetName),
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
 			KubernetesStatus:       volumeKubernetesStatus(v.Status.KubernetesStatus),

@@ -147,12 +147,18 @@ func schemas() []Schema {
 				"snapshotCRGet":      {Input: "snapshotCRInput", Output: "snapshotCR"},
 				"snapshotCRDelete":   {Input: "snapshotCRInput", Output: "empty"},
 				// The one backup target, or a 422 naming another.
-				"updateBackupTargetName": {Input: "updateBackupTargetInput", Output: "volume"},
+				"updateBackupTargetName":            {Input: "updateBackupTargetInput", Output: "volume"},
+				"updateFreezeFilesystemForSnapshot": {Input: "updateFreezeFilesystemForSnapshotInput", Output: "volume"},
 				// Listed so that Longhorn's UI shows the manager's
 				// reason: both always answer 422.
 				"trimFilesystem":                   {Output: "volume"},
 				"updateRebuildConcurrentSyncLimit": {Output: "volume"},
 			},
+		},
+		{
+			ID: "updateFreezeFilesystemForSnapshotInput",
+			ResourceFields: map[string]Field{"freezeFilesystemForSnapshot": {Type: "enum", Create: true, Default: "ignored",
+				Options: []string{"ignored", "enabled", "disabled"}}},
 		},
 		{
 			ID:             "updateBackupTargetInput",

@@ -15,6 +15,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/internal/rights"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -152,8 +153,13 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	freeze, err := manager.ParseFreezeFilesystemForSnapshot(in.FreezeFilesystemForSnapshot)
+	if err != nil {
+		return err
+	}
 	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
-		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout, BackupTargetName: datastore.TargetName(in.BackupTargetName)}
+		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout, BackupTargetName: datastore.TargetName(in.BackupTargetName),
+		FreezeFilesystemForSnapshot: freeze}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector, in.SelectedNode)
 	if err != nil {
 		return err
@@ -210,6 +216,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.trimFilesystem(w, r, name)
 	case "updateBackupTargetName":
 		return s.updateBackupTargetName(w, r, name)
+	case "updateFreezeFilesystemForSnapshot":
+		return s.updateFreezeFilesystemForSnapshot(w, r, name)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
 	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":

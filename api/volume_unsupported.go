@@ -34,7 +34,6 @@ var unsupportedVolumeActions = map[string]string{
 	"updateSnapshotMaxCount":                "the engine does not limit the number of a volume's snapshots",
 	"updateSnapshotMaxSize":                 "the engine does not limit the size of a volume's snapshots",
 	"updateUnmapMarkSnapChainRemoved":       "a trim gives back the space of the head and of the snapshots already removed just below it, and never marks a snapshot removed: a trim does not delete snapshots a user kept",
-	"updateFreezeFilesystemForSnapshot":     "the manager mounts no filesystem on a volume, so it has none to freeze",
 	"updateBackupCompressionMethod":         "backups use the backup-compression-method setting, for every volume",
 	"engineUpgrade":                         "the engine is built into the manager; there are no engine images to upgrade to",
 	"pvCreate":                              "the manager creates no Kubernetes PersistentVolume for a volume",

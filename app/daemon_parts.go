@@ -19,6 +19,7 @@ import (
 	imcontroller "github.com/cadence-storage/longhorn-manager/controller/instancemanager"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/controller/recurringjob/managerrunner"
+	"github.com/cadence-storage/longhorn-manager/internal/fsfreeze"
 	"github.com/cadence-storage/longhorn-manager/internal/fstrim"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 
@@ -120,6 +121,9 @@ type engineService struct {
 	// im are the node's instance managers when they are pods the daemon
 	// keeps (--instance-manager-runner=pod); nil otherwise.
 	im *instanceManagerPods
+	// freezer freezes a volume's mounted filesystem for its snapshots,
+	// as its policy asks.
+	freezer fsfreeze.Guard
 }
 
 func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient kubernetes.Interface, lhClient lhclientset.Interface,
@@ -135,6 +139,7 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient k
 		}
 	}
 	trimmer := fstrim.Trimmer{StateDir: o.CSIStateDir, HostProc: o.HostProc}
+	e.freezer = freezeGuard(log, ds, trimmer)
 	// Only a caller with a certificate of the cluster's internal CA is
 	// answered: other managers, the data sources that export volumes.
 	var grpcServer *grpc.Server
@@ -146,11 +151,14 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient k
 		}
 		instances.OnChange(onChange)
 		e.instances, e.im = instances, im
-		grpcServer = rpc.NewForwarder(route, enginePolicy(ds), trimmer).GRPCServer(id.GRPCServerOption())
+		forwarder := rpc.NewForwarder(route, enginePolicy(ds), trimmer)
+		forwarder.SetFreezer(e.freezer)
+		grpcServer = forwarder.GRPCServer(id.GRPCServerOption())
 	} else {
 		engineServer := rpc.NewServer()
 		engineServer.SetPolicy(enginePolicy(ds))
 		engineServer.SetTrimmer(trimmer)
+		engineServer.SetFreezer(e.freezer)
 		grpcServer = engineServer.GRPCServer(id.GRPCServerOption())
 		e.instances = instance.Local(instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
 			onChange, metrics.EngineCall))
@@ -216,6 +224,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 	if c.kubernetesPV, err = pvc.NewController(log, metrics, ds, inf, o.NodeName, o.Clock, recorder); err != nil {
 		return nil, err
 	}
+	c.snapshot.SetFreezer(engines.freezer)
 	engines.onChange = c.volume.EnqueueVolume
 	if im := engines.im; im != nil {
 		c.instanceManager = imcontroller.NewController(log, metrics, inf, im.keeper, im.set)

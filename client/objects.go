@@ -9,15 +9,17 @@ import (
 // VolumeCreate is the body of a volume's creation, as Longhorn's API
 // takes it.
 type VolumeCreate struct {
-	Name                 string                 `json:"name"`
-	Size                 string                 `json:"size"`
-	NumberOfReplicas     int                    `json:"numberOfReplicas,omitempty"`
-	StaleReplicaTimeout  int                    `json:"staleReplicaTimeout,omitempty"`
-	FromBackup           string                 `json:"fromBackup,omitempty"`
-	DataSource           string                 `json:"dataSource,omitempty"`
-	BackingImage         string                 `json:"backingImage,omitempty"`
-	DataEngine           string                 `json:"dataEngine,omitempty"`
-	RecurringJobSelector []RecurringJobSelector `json:"recurringJobSelector,omitempty"`
+	Name                string `json:"name"`
+	Size                string `json:"size"`
+	NumberOfReplicas    int    `json:"numberOfReplicas,omitempty"`
+	StaleReplicaTimeout int    `json:"staleReplicaTimeout,omitempty"`
+	FromBackup          string `json:"fromBackup,omitempty"`
+	DataSource          string `json:"dataSource,omitempty"`
+	BackingImage        string `json:"backingImage,omitempty"`
+	DataEngine          string `json:"dataEngine,omitempty"`
+	// FreezeFilesystemForSnapshot is ignored, enabled or disabled.
+	FreezeFilesystemForSnapshot string                 `json:"freezeFilesystemForSnapshot,omitempty"`
+	RecurringJobSelector        []RecurringJobSelector `json:"recurringJobSelector,omitempty"`
 	// SelectedNode is the node whose disks take the replicas; any when
 	// empty.
 	SelectedNode string `json:"selectedNode,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/client"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/manager"
 	"github.com/cadence-storage/longhorn-manager/upgrade/v110to120"
 )
 
@@ -32,6 +33,7 @@ const (
 	paramDataEngine               = "dataEngine"
 	paramFsType                   = "fsType"
 	paramMkfsParams               = "mkfsParams"
+	paramFreezeFilesystem         = "freezeFilesystemForSnapshot"
 )
 
 // ignoredDefaults are Longhorn parameters whose named value is what this
@@ -119,6 +121,13 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 			p.fsType, err = checkFsType(key, value)
 		case paramMkfsParams:
 			_, err = parseMkfsParams(key, value)
+		case paramFreezeFilesystem:
+			var f longhorn.FreezeFilesystemForSnapshot
+			if f, err = manager.ParseFreezeFilesystemForSnapshot(value); err == nil {
+				p.create.FreezeFilesystemForSnapshot = string(f)
+			} else {
+				err = fmt.Errorf("%s: must be ignored (the freeze-filesystem-for-snapshot setting decides), enabled or disabled, got %q", key, value)
+			}
 		default:
 			allowed, ok := ignoredDefaults[key]
 			switch {

@@ -26,6 +26,7 @@ const (
 	SettingNameSystemManagedComponentsNodeSelector  SettingName = "system-managed-components-node-selector"
 	SettingNamePriorityClass                        SettingName = "priority-class"
 	SettingNameRegistrySecret                       SettingName = "registry-secret"
+	SettingNameFreezeFilesystemForSnapshot          SettingName = "freeze-filesystem-for-snapshot"
 )
 
 // SettingType is the kind of value a setting holds.
@@ -175,6 +176,13 @@ var settingDefinitions = map[SettingName]SettingDefinition{
 		Type:        SettingTypeString,
 		Default:     "",
 		Check:       checkObjectName("Secret"),
+	},
+	SettingNameFreezeFilesystemForSnapshot: {
+		DisplayName: "Freeze Filesystem For Snapshot",
+		Description: "Whether a snapshot of a volume whose filesystem a pod mounts freezes the filesystem for the snapshot's instant (FIFREEZE, as fsfreeze does: its dirty data and journal reach the volume, writes wait, at most 30 s), so that the snapshot, and a backup of it, is filesystem-consistent. A volume's freezeFilesystemForSnapshot (enabled, disabled) overrides it; ignored follows it. A snapshot whose filesystem cannot be frozen fails, saying why.",
+		Category:    "snapshot",
+		Type:        SettingTypeBool,
+		Default:     "false",
 	},
 }
 

@@ -47,7 +47,20 @@ type Controller struct {
 	written kit.Written
 	// rounds paces the syncs the engines' changes ask for.
 	rounds statusRounds
+	// freezer, when set, freezes a volume's mounted filesystem for its
+	// snapshot, as the volume's policy asks (SetFreezer).
+	freezer Freezer
 }
+
+// Freezer runs a snapshot of a volume with its mounted filesystem frozen
+// when the volume's policy asks for it (fsfreeze.Guard).
+type Freezer interface {
+	Around(ctx context.Context, volume string, snapshot func() error) error
+}
+
+// SetFreezer has the snapshots this controller takes freeze their
+// volume's filesystem as its policy asks. Set before Run.
+func (c *Controller) SetFreezer(f Freezer) { c.freezer = f }
 
 // NewController wires the controller to the Snapshot and Engine
 // informers.
@@ -333,7 +346,16 @@ func (c *Controller) apply(ctx context.Context, vw view, p plan, run instance.In
 	case createInEngine:
 		// The engine itself refuses a second snapshot of the name, under
 		// its lock, so a retry never makes two.
-		_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
+		take := func() error {
+			_, err := run.Engine.CreateSnapshot(snap.Name, snap.Spec.Labels)
+			return err
+		}
+		var err error
+		if c.freezer != nil {
+			err = c.freezer.Around(ctx, v.Name, take)
+		} else {
+			err = take()
+		}
 		switch {
 		case errors.Is(err, volumeengine.ErrExists):
 		case err != nil:

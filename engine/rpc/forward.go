@@ -26,6 +26,7 @@ type Forwarder struct {
 	route   func(volume string) pb.EngineClient
 	policy  Policy
 	trimmer fstrim.Trimmer
+	freezer Freezer
 }
 
 // NewForwarder forwards each call, after checking policy, to the engine
@@ -43,8 +44,18 @@ func (f *Forwarder) VolumeGet(ctx context.Context, req *pb.VolumeRequest) (*pb.V
 	return f.route(req.Volume).VolumeGet(ctx, req)
 }
 
+// SetFreezer says how this node freezes a volume's filesystem for its
+// snapshots: here, where the node's mounts are seen.
+func (f *Forwarder) SetFreezer(fr Freezer) { f.freezer = fr }
+
 func (f *Forwarder) SnapshotCreate(ctx context.Context, req *pb.SnapshotCreateRequest) (*pb.SnapshotCreateResponse, error) {
-	return f.route(req.Volume).SnapshotCreate(ctx, req)
+	var res *pb.SnapshotCreateResponse
+	err := frozen(ctx, f.freezer, req.Volume, func() error {
+		var err error
+		res, err = f.route(req.Volume).SnapshotCreate(ctx, req)
+		return err
+	})
+	return res, err
 }
 
 func (f *Forwarder) SnapshotList(ctx context.Context, req *pb.VolumeRequest) (*pb.SnapshotListResponse, error) {

@@ -30,6 +30,8 @@ type Server struct {
 	policy Policy
 	// trimmer trims volumes' mounted filesystems (trim.go).
 	trimmer fstrim.Trimmer
+	// freezer freezes them for their snapshots (freeze.go).
+	freezer Freezer
 }
 
 // NewServer returns a server with no engines.
@@ -115,14 +117,24 @@ func (s *Server) VolumeGet(_ context.Context, req *pb.VolumeRequest) (*pb.Volume
 	return &pb.Volume{Name: e.Name(), Size: e.Size(), ReplicaModes: modes}, nil
 }
 
-func (s *Server) SnapshotCreate(_ context.Context, req *pb.SnapshotCreateRequest) (*pb.SnapshotCreateResponse, error) {
+func (s *Server) SnapshotCreate(ctx context.Context, req *pb.SnapshotCreateRequest) (*pb.SnapshotCreateResponse, error) {
 	e, err := s.engine(req.Volume)
 	if err != nil {
 		return nil, err
 	}
-	name, err := e.CreateSnapshot(req.Name, req.Labels)
+	s.mu.RLock()
+	f := s.freezer
+	s.mu.RUnlock()
+	var name string
+	err = frozen(ctx, f, req.Volume, func() error {
+		var err error
+		if name, err = e.CreateSnapshot(req.Name, req.Labels); err != nil {
+			return grpcError(err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	return &pb.SnapshotCreateResponse{Name: name}, nil
 }

@@ -28,7 +28,7 @@ import (
 
 // ErrNoFilesystem is the cause of every refusal for want of a mounted
 // filesystem: not staged here, staged as a block device, or not mounted.
-var ErrNoFilesystem = errors.New("no mounted filesystem to trim")
+var ErrNoFilesystem = errors.New("no mounted filesystem")
 
 // Trimmer trims volumes' filesystems on this node.
 type Trimmer struct {
@@ -52,27 +52,38 @@ type Result struct {
 	Trimmed int64
 }
 
-// Trim runs fstrim on the filesystem of volume's device.
-func (tr Trimmer) Trim(ctx context.Context, volume string) (Result, error) {
+// MountPoint is where the filesystem of volume's staged device is mounted
+// on this node, in the mount table the trim acts in (the host's when
+// HostProc is set); ErrNoFilesystem, saying why, when it has none.
+func (tr Trimmer) MountPoint(volume string) (string, error) {
 	st, err := nodestate.Load(nodestate.Dir(tr.StateDir), volume)
 	if err != nil {
-		return Result{}, fmt.Errorf("read the CSI stage of volume %s: %w", volume, err)
+		return "", fmt.Errorf("read the CSI stage of volume %s: %w", volume, err)
 	}
 	switch {
 	case st == nil:
-		return Result{}, fmt.Errorf("volume %s is not staged by the CSI driver on this node: %w (a filesystem is trimmed where a pod mounts it)", volume, ErrNoFilesystem)
+		return "", fmt.Errorf("volume %s is not staged by the CSI driver on this node: %w (a filesystem is found where a pod mounts it)", volume, ErrNoFilesystem)
 	case st.Block || st.StagingPath == "":
-		return Result{}, fmt.Errorf("volume %s is staged as a raw block device (%s): %w; whatever uses the device trims it (blkdiscard)", volume, st.Device, ErrNoFilesystem)
+		return "", fmt.Errorf("volume %s is staged as a raw block device (%s): %w; whatever uses the device trims it (blkdiscard)", volume, st.Device, ErrNoFilesystem)
 	case st.Device == "":
-		return Result{}, fmt.Errorf("volume %s's stage records no device: %w", volume, ErrNoFilesystem)
+		return "", fmt.Errorf("volume %s's stage records no device: %w", volume, ErrNoFilesystem)
 	}
 	mounts, err := tr.mounts()
 	if err != nil {
-		return Result{}, err
+		return "", err
 	}
 	mp := pickMount(mounts, st.Device, deviceNumber(st.Device), st.StagingPath)
 	if mp == "" {
-		return Result{}, fmt.Errorf("volume %s's device %s is mounted nowhere on this node: %w", volume, st.Device, ErrNoFilesystem)
+		return "", fmt.Errorf("volume %s's device %s is mounted nowhere on this node: %w", volume, st.Device, ErrNoFilesystem)
+	}
+	return mp, nil
+}
+
+// Trim runs fstrim on the filesystem of volume's device.
+func (tr Trimmer) Trim(ctx context.Context, volume string) (Result, error) {
+	mp, err := tr.MountPoint(volume)
+	if err != nil {
+		return Result{}, err
 	}
 	args := []string{"-v", mp}
 	name := "fstrim"

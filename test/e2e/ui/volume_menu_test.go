@@ -159,7 +159,8 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	items := b.openRowMenu("menu-vol")
 	b.shot("volume-menu")
 	expectMenu(t, "the row's menu", items,
-		[]string{"Detach", "Backups", "Delete", "Clone Volume", "Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target", "Expand Volume"},
+		[]string{"Detach", "Backups", "Delete", "Clone Volume", "Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target",
+			"Update Freeze Filesystem For Snapshot", "Expand Volume"},
 		[]string{"Attach", "Create PV/PVC"})
 	b.closeMenus()
 
@@ -184,6 +185,16 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		t.Errorf("Update Backup Target: %+v", w)
 	}
 	b.checkConsole("Update Backup Target")
+	// Whether its snapshots freeze its mounted filesystem: the form's
+	// value (the volume's, ignored) reaches the action.
+	b.recordRequests()
+	b.rowItem("menu-vol", "Update Freeze Filesystem For Snapshot")
+	b.modalOK()
+	if w := b.waitWrites("Update Freeze Filesystem For Snapshot", 1); len(w) != 1 || !strings.Contains(w[0].URL, "action=updateFreezeFilesystemForSnapshot") || w[0].Status != 200 ||
+		!strings.Contains(w[0].Body, `"freezeFilesystemForSnapshot":"ignored"`) {
+		t.Errorf("Update Freeze Filesystem For Snapshot: %+v", w)
+	}
+	b.checkConsole("Update Freeze Filesystem For Snapshot")
 
 	// Expand Volume: the form's size (32 MiB as a fraction of a GiB, its
 	// default unit, which the form asks to be whole MiB) reaches the
@@ -260,12 +271,17 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		t.Errorf("bulk Update Backup Target: %+v", w)
 	}
 	b.checkConsole("bulk Update Backup Target")
+	bulkItem("Update Freeze Filesystem For Snapshot")
+	if w := b.waitWrites("bulk Update Freeze Filesystem For Snapshot", 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].URL, "action=updateFreezeFilesystemForSnapshot") {
+		t.Errorf("bulk Update Freeze Filesystem For Snapshot: %+v", w)
+	}
+	b.checkConsole("bulk Update Freeze Filesystem For Snapshot")
 	// Items whose forms post to the volume's action link, which it does
 	// not offer: the UI sends nothing, or posts to its own page (no link),
 	// which its nginx answers 405; nothing reaches the manager, and
 	// nothing claims success.
 	for _, item := range []string{"Snapshot Data Integrity", "Update Replica Soft Anti Affinity", "Update Replica Zone Soft Anti Affinity",
-		"Update Replica Disk Soft Anti Affinity", "Allow Snapshots Removal During Trim", "Update Freeze Filesystem For Snapshot"} {
+		"Update Replica Disk Soft Anti Affinity", "Allow Snapshots Removal During Trim"} {
 		bulkItem(item)
 		time.Sleep(2 * time.Second)
 		for _, w := range b.writes() {

@@ -46,6 +46,18 @@ const (
 	AccessModeReadWriteMany AccessMode = "rwx"
 )
 
+// FreezeFilesystemForSnapshot says whether the volume's snapshots freeze
+// its mounted filesystem for their instant (Longhorn's): ignored follows
+// the freeze-filesystem-for-snapshot setting.
+// +kubebuilder:validation:Enum=ignored;enabled;disabled
+type FreezeFilesystemForSnapshot string
+
+const (
+	FreezeFilesystemForSnapshotDefault  FreezeFilesystemForSnapshot = "ignored"
+	FreezeFilesystemForSnapshotEnabled  FreezeFilesystemForSnapshot = "enabled"
+	FreezeFilesystemForSnapshotDisabled FreezeFilesystemForSnapshot = "disabled"
+)
+
 // DataLocality says whether a replica is kept on the node that uses the volume.
 // +kubebuilder:validation:Enum=disabled;best-effort;strict-local
 type DataLocality string
@@ -128,6 +140,10 @@ type VolumeSpec struct {
 	DataSource string `json:"dataSource"`
 	// +optional
 	DataLocality DataLocality `json:"dataLocality,omitempty"`
+	// Whether the volume's snapshots freeze its mounted filesystem;
+	// empty is ignored (the setting decides).
+	// +optional
+	FreezeFilesystemForSnapshot FreezeFilesystemForSnapshot `json:"freezeFilesystemForSnapshot,omitempty"`
 	// Minutes before a failed replica is cleaned up.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
