@@ -21,14 +21,16 @@ import (
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
 
-// The real Kubernetes CSI sidecars, external-provisioner and
-// external-attacher, as processes against the test control plane and the
-// driver's socket. scripts/build-csi-sidecars.sh builds them into bin/.
+// The real Kubernetes CSI sidecars, external-provisioner,
+// external-attacher and external-resizer (and the snapshotter's, see
+// snapshots_harness_test.go), as processes against the test control plane
+// and the driver's socket. scripts/build-csi-sidecars.sh builds them into
+// bin/.
 
 // csiSidecarBinaries are the sidecars' paths, and the folder of the
 // snapshot CRDs the script copies beside them.
 type csiSidecarBinaries struct {
-	provisioner, attacher, snapshotter, snapshotController, snapshotCRDs string
+	provisioner, attacher, resizer, snapshotter, snapshotController, snapshotCRDs string
 }
 
 // sidecarBuild builds the sidecars once per test binary when they are
@@ -49,12 +51,13 @@ func csiSidecars(t testing.TB) csiSidecarBinaries {
 	bins := csiSidecarBinaries{
 		provisioner:        filepath.Join(root, "bin", "csi-provisioner"),
 		attacher:           filepath.Join(root, "bin", "csi-attacher"),
+		resizer:            filepath.Join(root, "bin", "csi-resizer"),
 		snapshotter:        filepath.Join(root, "bin", "csi-snapshotter"),
 		snapshotController: filepath.Join(root, "bin", "snapshot-controller"),
 		snapshotCRDs:       filepath.Join(root, "bin", "snapshot-crds"),
 	}
 	missing := func() bool {
-		for _, p := range []string{bins.provisioner, bins.attacher, bins.snapshotter, bins.snapshotController, filepath.Join(bins.snapshotCRDs, "version")} {
+		for _, p := range []string{bins.provisioner, bins.attacher, bins.resizer, bins.snapshotter, bins.snapshotController, filepath.Join(bins.snapshotCRDs, "version")} {
 			if _, err := os.Stat(p); err != nil {
 				return true
 			}
@@ -74,7 +77,7 @@ func csiSidecars(t testing.TB) csiSidecarBinaries {
 		}
 	})
 	if sidecarBuild.err != nil || missing() {
-		t.Skipf("the CSI sidecars (bin/csi-provisioner, bin/csi-attacher, bin/csi-snapshotter, bin/snapshot-controller, bin/snapshot-crds) are missing and scripts/build-csi-sidecars.sh could not build them: %v", sidecarBuild.err)
+		t.Skipf("the CSI sidecars (bin/csi-provisioner, bin/csi-attacher, bin/csi-resizer, bin/csi-snapshotter, bin/snapshot-controller, bin/snapshot-crds) are missing and scripts/build-csi-sidecars.sh could not build them: %v", sidecarBuild.err)
 	}
 	return bins
 }
@@ -123,6 +126,13 @@ func sidecarKubeconfig(t testing.TB, cluster *testcluster.Cluster) string {
 // the test fails or the sidecar stops before the test does.
 func startSidecar(t testing.TB, bin string, args ...string) {
 	t.Helper()
+	startSidecarWithEnv(t, nil, bin, args...)
+}
+
+// startSidecarWithEnv is startSidecar with env (KEY=value) added to the
+// sidecar's environment, as a pod's env adds it.
+func startSidecarWithEnv(t testing.TB, env []string, bin string, args ...string) {
+	t.Helper()
 	name := filepath.Base(bin)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -130,6 +140,9 @@ func startSidecar(t testing.TB, bin string, args ...string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -32,14 +32,18 @@ import (
 // controller take: a claim bound, a volume attached or deleted.
 const sidecarWait = 2 * time.Minute
 
-// sidecarEnv is a manager, the driver serving its Controller service on
-// node-1, and the real external-provisioner and external-attacher running
-// against the test control plane and the driver's socket.
+// sidecarEnv is a manager, the driver serving its Controller service and
+// the Node service of node-1, and the real external-provisioner,
+// external-attacher and external-resizer running against the test
+// control plane and the driver's socket.
 type sidecarEnv struct {
 	*framework.APIEnv
-	// prefix names the test's cluster-wide objects (StorageClasses, the
-	// Node) apart from those of any other test.
+	// prefix names the test's cluster-wide objects (StorageClasses,
+	// Nodes) apart from those of any other test.
 	prefix string
+	// sock is the driver's socket, where a test reaches the Node service
+	// as the kubelet does.
+	sock string
 }
 
 func newSidecarEnv(t testing.TB, opts ...func(*app.DaemonOptions)) *sidecarEnv {
@@ -52,15 +56,25 @@ func newSidecarEnv(t testing.TB, opts ...func(*app.DaemonOptions)) *sidecarEnv {
 func newSidecarEnvWith(t testing.TB, provisionerFlags []string, opts ...func(*app.DaemonOptions)) *sidecarEnv {
 	t.Helper()
 	bins := csiSidecars(t)
-	e := framework.NewAPIEnv(t, opts...)
+	return newSidecarEnvOn(t, bins, framework.NewAPIEnv(t, opts...), provisionerFlags)
+}
+
+// newSidecarEnvOn runs the driver and the sidecars against the manager
+// of e, on e's control plane.
+func newSidecarEnvOn(t testing.TB, bins csiSidecarBinaries, e *framework.APIEnv, provisionerFlags []string) *sidecarEnv {
+	t.Helper()
 	sock := serveCSIDriver(t, e, "node-1")
 	kubeconfig := sidecarKubeconfig(t, e.Cluster)
 	common := []string{"--csi-address=" + sock, "--kubeconfig=" + kubeconfig, "--leader-election=false", "-v=4", "--timeout=120s"}
 	// As package/csi.yaml runs it: an Immediate claim passes no topology
 	// (no CSINode says where the driver runs here, there is no kubelet).
-	startSidecar(t, bins.provisioner, append(append(common, "--immediate-topology=false"), provisionerFlags...)...)
+	// NAMESPACE is where --enable-capacity keeps its CSIStorageCapacity
+	// objects (the pod's namespace in package/).
+	startSidecarWithEnv(t, []string{"NAMESPACE=" + e.NS}, bins.provisioner, append(append(common, "--immediate-topology=false"), provisionerFlags...)...)
 	startSidecar(t, bins.attacher, common...)
-	s := &sidecarEnv{APIEnv: e, prefix: e.NS}
+	// As package/csi.yaml runs it: the driver grows volumes in use.
+	startSidecar(t, bins.resizer, append(common, "--handle-volume-inuse-error=false")...)
+	s := &sidecarEnv{APIEnv: e, prefix: e.NS, sock: sock}
 	// Cluster-wide objects do not go with the namespace: delete them while
 	// the sidecars still run (cleanups run last first).
 	t.Cleanup(func() { s.deleteClusterObjects(t) })
@@ -84,8 +98,20 @@ func (s *sidecarEnv) deleteClusterObjects(t testing.TB) {
 			}
 		}
 	}
-	_ = storage.CSINodes().Delete(ctx, s.prefix+"-node", metav1.DeleteOptions{})
-	_ = s.Kube.CoreV1().Nodes().Delete(ctx, s.prefix+"-node", metav1.DeleteOptions{})
+	if list, err := storage.CSINodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, s.prefix) {
+				_ = storage.CSINodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			}
+		}
+	}
+	if list, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, s.prefix) {
+				_ = s.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			}
+		}
+	}
 	// A claim the test left is deleted so the provisioner deletes its
 	// volume; a volume still left then is deleted here, finalizers and all.
 	_ = s.Kube.CoreV1().PersistentVolumeClaims(s.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
@@ -116,6 +142,12 @@ func (s *sidecarEnv) deleteClusterObjects(t testing.TB) {
 // one replica unless they say otherwise, reclaim policy Delete.
 func (s *sidecarEnv) storageClass(t testing.TB, name string, params map[string]string) string {
 	t.Helper()
+	return s.storageClassWith(t, name, params, nil)
+}
+
+// storageClassWith is storageClass changed by edit before it is made.
+func (s *sidecarEnv) storageClassWith(t testing.TB, name string, params map[string]string, edit func(*storagev1.StorageClass)) string {
+	t.Helper()
 	if _, ok := params["numberOfReplicas"]; !ok {
 		params["numberOfReplicas"] = "1"
 	}
@@ -128,6 +160,9 @@ func (s *sidecarEnv) storageClass(t testing.TB, name string, params map[string]s
 		ReclaimPolicy:     &reclaim,
 		VolumeBindingMode: &binding,
 	}
+	if edit != nil {
+		edit(sc)
+	}
 	if _, err := s.Kube.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +172,19 @@ func (s *sidecarEnv) storageClass(t testing.TB, name string, params map[string]s
 // claim makes a 16 MiB ReadWriteOnce PVC of the StorageClass.
 func (s *sidecarEnv) claim(t *testing.T, name, storageClass string) {
 	t.Helper()
+	s.claimOf(t, name, storageClass, 16<<20)
+}
+
+// claimOf makes a ReadWriteOnce PVC of the StorageClass asking for size
+// bytes.
+func (s *sidecarEnv) claimOf(t *testing.T, name, storageClass string, size int64) {
+	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &storageClass,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
 		},
 	}
 	if _, err := s.Kube.CoreV1().PersistentVolumeClaims(s.NS).Create(context.Background(), pvc, metav1.CreateOptions{}); err != nil {
