@@ -16,8 +16,9 @@ controlplane:
 s3server:
 	bash scripts/build-s3server.sh
 
-# The real CSI sidecars (external-provisioner, -attacher, -snapshotter and
-# the snapshot controller) the CSI driver's end-to-end tests run;
+# The real CSI sidecars (external-provisioner, -attacher, -resizer,
+# -snapshotter and the snapshot controller) the CSI driver's end-to-end
+# tests run;
 # scripts/test.sh builds them too, and scripts/run.sh in the background
 # once the manager is up, so `make run` does not wait for them.
 csi-sidecars:

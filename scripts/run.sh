@@ -130,14 +130,21 @@ start_csi() {
 	./bin/kubectl --kubeconfig "$kubeconfig" apply -f package/components/snapshot-classes/csi-snapshot-classes.yaml >/dev/null
 	./bin/snapshot-controller --kubeconfig="$kubeconfig" --leader-election=false > "$dev/csi/snapshot-controller.log" 2>&1 &
 	pids+=($!)
-	for sidecar in csi-provisioner csi-attacher csi-snapshotter; do
-		# --immediate-topology=false: with no kubelet no CSINode says
-		# where the driver runs; the driver places a volume itself and
-		# answers its node as the PV's topology.
-		./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s $([ "$sidecar" = csi-provisioner ] && echo --immediate-topology=false) > "$dev/csi/$sidecar.log" 2>&1 &
+	for sidecar in csi-provisioner csi-attacher csi-snapshotter csi-resizer; do
+		# The provisioner's --immediate-topology=false: with no kubelet no
+		# CSINode says where the driver runs; the driver places a volume
+		# itself and answers its node as the PV's topology. The resizer's
+		# --handle-volume-inuse-error=false: the driver grows volumes in
+		# use (as package/csi.yaml runs both).
+		flags=""
+		case $sidecar in
+		csi-provisioner) flags=--immediate-topology=false ;;
+		csi-resizer) flags=--handle-volume-inuse-error=false ;;
+		esac
+		./bin/$sidecar --csi-address="$sock" --kubeconfig="$kubeconfig" --leader-election=false --timeout=120s $flags > "$dev/csi/$sidecar.log" 2>&1 &
 		pids+=($!)
 	done
-	echo "CSI: the provisioner, attacher, snapshotter and snapshot controller are running (logs in $dev/csi/)"
+	echo "CSI: the provisioner, attacher, snapshotter, resizer and snapshot controller are running (logs in $dev/csi/)"
 	wait
 }
 start_csi &
@@ -148,8 +155,8 @@ cat <<MSG
   ready
   kubectl:  export KUBECONFIG=$PWD/$kubeconfig; bin/kubectl get longhorn -n longhorn-system
   API:      http://$api   (try: curl http://$api/readyz)
-  CSI:      driver.longhorn.io with its provisioner, attacher, snapshotter and the
-            snapshot controller; VolumeSnapshotClasses longhorn-snapshot and
+  CSI:      driver.longhorn.io with its provisioner, attacher, snapshotter, resizer
+            and the snapshot controller; VolumeSnapshotClasses longhorn-snapshot and
             longhorn-backup (logs in $dev/csi/). On a first run their sidecars
             are still building (the log says when they run; $dev/csi/build.log).
 
