@@ -46,8 +46,8 @@ func (d *Driver) instanceManagerDevices(name string) (device.Service, error) {
 	root := d.opts.InstanceManagerDir
 	dir := root
 	if name != "" {
-		if _, err := os.Stat(instancemanager.SocketPath(filepath.Join(root, name))); err == nil {
-			dir = filepath.Join(root, name)
+		if own := filepath.Join(root, instancemanager.FolderName(name)); fileExists(instancemanager.SocketPath(own)) {
+			dir = own
 		}
 	}
 	d.imMu.Lock()
@@ -276,3 +276,8 @@ var (
 	run      = hostexec.Run
 	loopSize = device.LoopSize
 )
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

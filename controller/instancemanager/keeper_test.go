@@ -68,7 +68,7 @@ func TestEnsureMakesTheNodesInstanceManagerAndItsPodThenAdoptsIt(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	if pod.Spec.NodeName != "node-1" || c.Image != "longhorn-manager:v2" || pod.OwnerReferences[0].Name != want ||
-		c.Command[2] != "instance-manager" || c.Command[3] != "--dir=/var/lib/longhorn/instance-manager/"+want || pod.Spec.HostNetwork {
+		c.Command[2] != "instance-manager" || c.Command[3] != "--dir=/var/lib/longhorn/instance-manager/"+want[17:25] || pod.Spec.HostNetwork {
 		t.Fatalf("pod made wrong: node %q image %q owner %v command %v hostNetwork %v", pod.Spec.NodeName, c.Image, pod.OwnerReferences, c.Command, pod.Spec.HostNetwork)
 	}
 	if c.Resources.Limits.Memory().String() != "1Gi" {
@@ -113,7 +113,7 @@ func TestEnsureMakesItsOwnBesideARunningOneOfAnOlderImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("v2's pod: %v", err)
 	}
-	if got, wantDir := DirOf(pod, "/var/lib/longhorn"), "/var/lib/longhorn/instance-manager/"+want; got != wantDir {
+	if got, wantDir := DirOf(pod, "/var/lib/longhorn"), "/var/lib/longhorn/instance-manager/"+want[17:25]; got != wantDir {
 		t.Fatalf("v2's folder: %s, want %s", got, wantDir)
 	}
 	if p, err := kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {

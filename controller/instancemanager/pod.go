@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
@@ -58,7 +59,9 @@ func Root(dataDir string) string { return filepath.Join(dataDir, "instance-manag
 // image, two while an upgrade rolls) has its own. It is the same path on
 // the host, in the manager's pod, in the CSI plugin's and in the instance
 // manager's.
-func Dir(dataDir, name string) string { return filepath.Join(Root(dataDir), name) }
+func Dir(dataDir, name string) string {
+	return filepath.Join(Root(dataDir), instancemanager.FolderName(name))
+}
 
 // dirFlag is the instance manager's flag that names its folder.
 const dirFlag = "--dir="

@@ -281,3 +281,15 @@ func spawn(dir, binary, frontendHost string, log *logrus.Entry) (exited <-chan e
 	go func() { done <- cmd.Wait() }()
 	return done, nil
 }
+
+// FolderName is the name of the folder, under the node's instance manager
+// root, of the instance manager named name: the first 8 hex digits of its
+// hash (instance-manager-<hash>), short so that its socket's path stays
+// within a socket's limit under a long data folder.
+func FolderName(name string) string {
+	const prefix = "instance-manager-"
+	if len(name) >= len(prefix)+8 && name[:len(prefix)] == prefix {
+		return name[len(prefix) : len(prefix)+8]
+	}
+	return name
+}
