@@ -20,7 +20,7 @@ import (
 type mountedExt4 struct {
 	// img is the loop device's file: what reached the device.
 	img, dev, mnt string
-	freezer  Freezer
+	freezer       Freezer
 }
 
 func newMountedExt4(t *testing.T) *mountedExt4 {
