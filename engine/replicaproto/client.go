@@ -315,7 +315,9 @@ func (c *Client) fail(err error) {
 
 // readReplies hands each reply to its request until the connection ends.
 // A reply to no request, or of a length its request does not allow,
-// breaks the connection before its body is read.
+// breaks the connection before its body is read; the connection is
+// broken before the request that met the bad reply is told, so that it
+// fails with the connection's error.
 func (c *Client) readReplies(r *bufio.Reader) {
 	defer close(c.done)
 	for {
@@ -334,20 +336,21 @@ func (c *Client) readReplies(r *bufio.Reader) {
 		}
 		if limit := replyLimit(cl, h.kind); h.length > limit {
 			err := fmt.Errorf("%w: a reply of %d bytes to op %d, above %d", ErrProtocol, h.length, cl.op, limit)
-			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
 			c.fail(err)
+			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
 			return
 		}
 		body := make([]byte, h.length)
 		if _, err := io.ReadFull(r, body); err != nil {
+			err = fmt.Errorf("the replica's connection: %w", err)
+			c.fail(err)
 			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
-			c.fail(fmt.Errorf("the replica's connection: %w", err))
 			return
 		}
 		if h.kind == statusOK && cl.op == OpRead && h.length != cl.length {
 			err := fmt.Errorf("%w: a read of %d bytes answered with %d", ErrProtocol, cl.length, h.length)
-			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
 			c.fail(err)
+			cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
 			return
 		}
 		cl.reply <- result{status: h.kind, body: body}
