@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -21,25 +20,11 @@ func (m *VolumeManager) UpdateVolumeBackupTarget(ctx context.Context, name, targ
 	} else if err != nil {
 		return nil, err
 	}
-	var result *longhorn.Volume
-	err := datastore.RetryOnConflict(func() error {
-		v, err := m.ds.GetVolumeFresh(ctx, name)
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: volume %q", ErrNotFound, name)
-		}
-		if err != nil {
-			return err
-		}
-		if v.DeletionTimestamp != nil {
-			return fmt.Errorf("%w: volume %q is being deleted", ErrConflict, name)
-		}
+	return m.updateVolume(ctx, name, func(v *longhorn.Volume) bool {
 		if v.Spec.BackupTargetName == target {
-			result = v
-			return nil
+			return false
 		}
 		v.Spec.BackupTargetName = target
-		result, err = m.ds.UpdateVolume(ctx, v)
-		return err
+		return true
 	})
-	return result, err
 }

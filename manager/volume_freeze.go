@@ -30,8 +30,21 @@ func (m *VolumeManager) UpdateVolumeFreezeFilesystemForSnapshot(ctx context.Cont
 	if err != nil {
 		return nil, err
 	}
+	return m.updateVolume(ctx, name, func(v *longhorn.Volume) bool {
+		if FreezeOf(v) == freeze {
+			return false
+		}
+		v.Spec.FreezeFilesystemForSnapshot = freeze
+		return true
+	})
+}
+
+// updateVolume applies change to the volume as the apiserver has it, and
+// writes it when change says it changed it, again on a conflict; a volume
+// being deleted is not changed.
+func (m *VolumeManager) updateVolume(ctx context.Context, name string, change func(*longhorn.Volume) bool) (*longhorn.Volume, error) {
 	var result *longhorn.Volume
-	err = datastore.RetryOnConflict(func() error {
+	err := datastore.RetryOnConflict(func() error {
 		v, err := m.ds.GetVolumeFresh(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("%w: volume %q", ErrNotFound, name)
@@ -42,11 +55,10 @@ func (m *VolumeManager) UpdateVolumeFreezeFilesystemForSnapshot(ctx context.Cont
 		if v.DeletionTimestamp != nil {
 			return fmt.Errorf("%w: volume %q is being deleted", ErrConflict, name)
 		}
-		if FreezeOf(v) == freeze {
+		if !change(v) {
 			result = v
 			return nil
 		}
-		v.Spec.FreezeFilesystemForSnapshot = freeze
 		result, err = m.ds.UpdateVolume(ctx, v)
 		return err
 	})
