@@ -46,6 +46,9 @@ var (
 type member struct {
 	name string
 	r    Replica
+	// remote is the address of the replica's server when another process
+	// serves it (Remote), "" for a replica of this process.
+	remote string
 	// failed is set once the replica is ERR; it never goes back to RW in
 	// this engine. err says why (under Engine.failMu).
 	failed atomic.Bool
@@ -83,6 +86,12 @@ type Engine struct {
 	mu       sync.RWMutex
 	replicas []*member
 	frontend bool
+	// atOnce: the engine has remote replicas, and a write goes to all its
+	// replicas at once, not one after the other (a round trip each).
+	atOnce bool
+	// fenced is why the engine serves no more, once a replica refused it
+	// with replica.ErrFenced (fence.go).
+	fenced atomic.Pointer[error]
 	// size is the volume's size: that of its RW replicas, which Expand
 	// grows together (an ERR replica may have another).
 	size atomic.Int64
@@ -135,16 +144,49 @@ type Engine struct {
 // named by Behind. Nothing brings an ERR replica back to RW in the engine.
 // When no replica is current, New fails with ErrNoHealthyReplica and says
 // why.
+//
+// The replicas given are of this process; Remote adds replicas another
+// process serves, which New opens over the replica protocol, with the
+// engine's Term. The engine holds them all from then on (Close closes
+// them); when New fails, it closes the remote ones and leaves the others
+// to the caller, as before.
 func New(name string, replicas map[string]*replica.Replica, clk clock.Clock, log *logrus.Entry, opts ...Option) (*Engine, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	held := make(map[string]Replica, len(replicas))
+	if w := o.owner; w != nil && (w.volumeUID == "" || w.instance == "" || w.term == 0) {
+		return nil, fmt.Errorf("volume %s: a term names the volume's UID and the engine instance, and is above 0 (%q, %q, %d)", name, w.volumeUID, w.instance, w.term)
+	}
+	held := make(map[string]Replica, len(replicas)+len(o.remotes))
 	for n, r := range replicas {
+		if _, ok := o.remotes[n]; ok {
+			return nil, fmt.Errorf("volume %s: replica %s is given both here and remote, at %s", name, n, o.remotes[n])
+		}
+		held[n] = r
+		if o.owner == nil {
+			continue
+		}
+		if err := r.AcceptTerm(o.owner.term, o.owner.instance); err != nil {
+			return nil, fmt.Errorf("volume %s: replica %s: take term %d: %w", name, n, o.owner.term, err)
+		}
+		held[n] = r.AtTerm(o.owner.term, o.owner.instance)
+	}
+	remotes, err := openRemotes(name, o)
+	if err != nil {
+		return nil, err
+	}
+	for n, r := range remotes {
 		held[n] = r
 	}
-	return start(name, held, clk, log, o)
+	e, err := start(name, held, clk, log, o)
+	if err != nil {
+		for _, r := range remotes {
+			r.Close()
+		}
+		return nil, err
+	}
+	return e, nil
 }
 
 // start starts the engine over replicas, which it holds from then on.
@@ -152,12 +194,21 @@ func start(name string, replicas map[string]Replica, clk clock.Clock, log *logru
 	if len(replicas) == 0 {
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
 	}
-	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{}}
+	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{},
+		atOnce: len(o.remotes) > 0}
 	names := make([]string, 0, len(replicas))
 	for n := range replicas {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	// The replicas of this process first, each kind by name: reads go to
+	// the first healthy one, and a local read costs no round trip.
+	sort.Slice(names, func(i, j int) bool {
+		ri, rj := o.remotes[names[i]] != "", o.remotes[names[j]] != ""
+		if ri != rj {
+			return rj
+		}
+		return names[i] < names[j]
+	})
 	latest := ""
 	for _, n := range names {
 		r := replicas[n]
@@ -177,7 +228,7 @@ func start(name string, replicas map[string]Replica, clk clock.Clock, log *logru
 	}
 	for _, n := range names {
 		r := replicas[n]
-		m := &member{name: n, r: r}
+		m := &member{name: n, r: r, remote: o.remotes[n]}
 		why, behind := o.behind[n]
 		if !behind && r.Epoch() < e.epoch {
 			behind = true
@@ -263,6 +314,9 @@ func (e *Engine) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > e.Size() {
 		return 0, fmt.Errorf("%w: range %d+%d is outside the volume", ErrInvalid, off, len(p))
 	}
+	if err := e.Fenced(); err != nil {
+		return 0, err
+	}
 	for _, m := range e.replicas {
 		if !m.rw() {
 			continue
@@ -272,6 +326,9 @@ func (e *Engine) ReadAt(p []byte, off int64) (int, error) {
 			return n, nil
 		}
 		e.fail(m, err)
+		if err := e.Fenced(); err != nil {
+			return 0, err
+		}
 	}
 	return 0, ErrNoHealthyReplica
 }
@@ -291,24 +348,72 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // onWritable does op on every replica that takes writes, failing each
-// whose op fails; it is ErrNoHealthyReplica when none did it. The caller
-// holds e.mu.
+// whose op fails; it is ErrNoHealthyReplica when none did it, and the
+// engine's fence once a replica refused it so. The caller holds e.mu.
+// With remote replicas op runs on all at once, and the failures are
+// dealt with once every replica answered.
 func (e *Engine) onWritable(op func(Replica) error) error {
+	if err := e.Fenced(); err != nil {
+		return err
+	}
 	ok := 0
-	for _, m := range e.replicas {
-		if !m.rw() {
-			continue
+	if e.atOnce {
+		ok = e.onWritableAtOnce(op)
+	} else {
+		for _, m := range e.replicas {
+			if !m.rw() {
+				continue
+			}
+			if err := op(m.r); err != nil {
+				e.fail(m, err)
+				if e.Fenced() != nil {
+					break
+				}
+				continue
+			}
+			ok++
 		}
-		if err := op(m.r); err != nil {
-			e.fail(m, err)
-			continue
-		}
-		ok++
+	}
+	if err := e.Fenced(); err != nil {
+		return err
 	}
 	if ok == 0 {
 		return ErrNoHealthyReplica
 	}
 	return nil
+}
+
+// onWritableAtOnce is onWritable's loop over replicas some of which are
+// remote: op runs on each in a goroutine of its own but the first.
+func (e *Engine) onWritableAtOnce(op func(Replica) error) int {
+	members := e.healthy()
+	if len(members) == 0 {
+		return 0
+	}
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members[1:] {
+		wg.Go(func() { errs[i+1] = op(m.r) })
+	}
+	errs[0] = op(members[0].r)
+	wg.Wait()
+	// A refusal for a newer engine first: the others' failures then
+	// change nothing.
+	for i, m := range members {
+		if errors.Is(errs[i], replica.ErrFenced) {
+			e.fence(m, errs[i])
+			return 0
+		}
+	}
+	ok := 0
+	for i, m := range members {
+		if errs[i] != nil {
+			e.fail(m, errs[i])
+			continue
+		}
+		ok++
+	}
+	return ok
 }
 
 // Trim gives back the space of [off, off+length) on every replica that
@@ -368,6 +473,9 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.Fenced(); err != nil {
+		return "", err
+	}
 	members := e.healthy()
 	if len(members) == 0 {
 		return "", ErrNoHealthyReplica
@@ -380,6 +488,10 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	done := 0
 	for _, m := range members {
 		if err := m.r.CreateSnapshotWithID(name, id, true, now, labels); err != nil {
+			if errors.Is(err, replica.ErrFenced) {
+				e.fence(m, err)
+				return "", e.Fenced()
+			}
 			if done == 0 {
 				return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 			}
@@ -436,9 +548,15 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.Fenced(); err != nil {
+		return err
+	}
 	members := e.healthy()
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
+	}
+	if err := refuseRemote("deleting snapshot "+name, members); err != nil {
+		return err
 	}
 	if held := e.held(name); held != nil {
 		e.logHeldDelete(name, held.Why)
@@ -451,6 +569,9 @@ func (e *Engine) DeleteSnapshot(name string) error {
 			}
 			e.fail(m, err)
 		}
+	}
+	if err := e.Fenced(); err != nil {
+		return err
 	}
 	e.log.WithField("snapshot", name).Info("Marked snapshot removed")
 	e.notify()
@@ -466,9 +587,15 @@ func (e *Engine) RevertSnapshot(name string) error {
 	if e.frontend {
 		return fmt.Errorf("%w: revert needs the volume detached or without a frontend", ErrPrecondition)
 	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
 	members := e.healthy()
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
+	}
+	if err := refuseRemote("revert to snapshot "+name, members); err != nil {
+		return err
 	}
 	for i, m := range members {
 		if err := m.r.Revert(name); err != nil {
@@ -477,6 +604,9 @@ func (e *Engine) RevertSnapshot(name string) error {
 			}
 			e.fail(m, err)
 		}
+	}
+	if err := e.Fenced(); err != nil {
+		return err
 	}
 	e.log.WithField("snapshot", name).Info("Reverted to snapshot")
 	e.notify()
@@ -520,7 +650,13 @@ func (e *Engine) purgeAll() (err error) {
 	if e.closed.Load() {
 		return errors.New("the engine stopped before the purge began")
 	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
 	members := e.healthy()
+	if err := refuseRemote("purge", members); err != nil {
+		return err
+	}
 	var purged []string
 	for i, m := range members {
 		p, err := m.r.Purge()
@@ -536,6 +672,9 @@ func (e *Engine) purgeAll() (err error) {
 		e.purge.Progress = (i + 1) * 100 / len(members)
 		e.purgeMu.Unlock()
 		e.generation.Add(1)
+	}
+	if err := e.Fenced(); err != nil {
+		return err
 	}
 	e.log.WithFields(logrus.Fields{"purged": purged, "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
 	return nil

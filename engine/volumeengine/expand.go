@@ -35,9 +35,15 @@ func (e *Engine) Expand(size int64) error {
 	if size == current {
 		return nil
 	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
 	members := e.healthy()
 	if len(members) == 0 {
 		return ErrNoHealthyReplica
+	}
+	if err := refuseRemote("grow", members); err != nil {
+		return fmt.Errorf("volume %s: grow to %d bytes: %w", e.name, size, err)
 	}
 	done := 0
 	for _, m := range members {
@@ -50,6 +56,9 @@ func (e *Engine) Expand(size int64) error {
 			continue
 		}
 		done++
+	}
+	if err := e.Fenced(); err != nil {
+		return err
 	}
 	e.size.Store(size)
 	e.log.WithFields(logrus.Fields{"from": current, "to": size, "replicas": done}).Info("Expanded volume")
@@ -72,6 +81,9 @@ func (e *Engine) evenSizes() error {
 			continue
 		}
 		from := m.r.Size()
+		if m.remote != "" {
+			return fmt.Errorf("volume %s: replica %s has %d bytes, another %d: %w", e.name, m.name, from, size, notCarried("grow", m))
+		}
 		if err := m.r.Grow(size); err != nil {
 			if errors.Is(err, replica.ErrShrink) {
 				return err

@@ -5,7 +5,13 @@ package volumeengine
 // any later engine take it for current.
 
 import (
+	"crypto/tls"
+	"errors"
+	"time"
+
 	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 )
 
 // Option changes how New starts an engine.
@@ -14,6 +20,11 @@ type Option func(*options)
 type options struct {
 	behind  map[string]string
 	keptOut map[string]uint64
+	// owner, remotes (name to address), tls and timeout: remote.go.
+	owner   *owner
+	remotes map[string]string
+	tls     *tls.Config
+	timeout time.Duration
 }
 
 // KeptOut names a replica of the volume that the engine does not open (it
@@ -66,11 +77,18 @@ func (e *Engine) ReplicaFailures() map[string]Failure {
 // fail drops a replica whose I/O failed. The replicas that carry on first
 // get a higher epoch, durably, so that no later engine takes the failed
 // one for current; only then is it marked ERR, and writes acknowledged
-// without it. A replica that cannot take the new epoch fails too.
+// without it. A replica that cannot take the new epoch fails too. A
+// replica that refused the engine for a newer one (replica.ErrFenced),
+// here or as it was given the new epoch, fences the engine instead, and
+// nothing is marked: a fenced engine changes nothing.
 func (e *Engine) fail(m *member, err error) {
+	if errors.Is(err, replica.ErrFenced) {
+		e.fence(m, err)
+		return
+	}
 	e.failMu.Lock()
 	defer e.failMu.Unlock()
-	if m.failed.Load() {
+	if m.failed.Load() || e.Fenced() != nil {
 		return
 	}
 	log := e.log.WithFields(logrus.Fields{"replica": m.name})
@@ -82,6 +100,10 @@ func (e *Engine) fail(m *member, err error) {
 			continue
 		}
 		if serr := o.r.SetEpoch(next); serr != nil {
+			if errors.Is(serr, replica.ErrFenced) {
+				e.fence(o, serr)
+				return
+			}
 			lost[o] = serr
 			e.log.WithError(serr).WithFields(logrus.Fields{"replica": o.name, "failed": m.name}).Error("Replica failed: it could not record that replica " + m.name + " failed")
 			continue

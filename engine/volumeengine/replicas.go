@@ -73,5 +73,9 @@ func (e *Engine) layersOf(what string, members []*member) (LayerReader, *member,
 			return l, m, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("volume %s: %s: no healthy replica's layers can be read here", e.name, what)
+	if len(members) > 0 {
+		// Only remote ones, which read no layer here.
+		return nil, nil, fmt.Errorf("volume %s: %w", e.name, notCarried(what, members[0]))
+	}
+	return nil, nil, fmt.Errorf("volume %s: %s: %w", e.name, what, ErrNoHealthyReplica)
 }

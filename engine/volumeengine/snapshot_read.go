@@ -93,7 +93,11 @@ func (e *Engine) openSnapshot(name string, off, end int64, lease time.Duration, 
 	if len(members) == 0 {
 		return nil, nil, nil, ErrNoHealthyReplica
 	}
-	r, m, err := e.layersOf("reading snapshot "+name, members)
+	what := "reading snapshot " + name
+	if backup != "" {
+		what = "backup " + backup + " of snapshot " + name
+	}
+	r, m, err := e.layersOf(what, members)
 	if err != nil {
 		return nil, nil, nil, err
 	}
