@@ -136,6 +136,32 @@ type BackingImage struct {
 	CurrentChecksum  string            `json:"currentChecksum,omitempty"`
 	// MinNumberOfCopies is how many disks keep its file (0: 1).
 	MinNumberOfCopies int `json:"minNumberOfCopies,omitempty"`
+	// What the API shows and a create does not take (empty, so not sent).
+	// Size is the file's bytes, once known; DiskFileStatusMap each
+	// disk's file, by disk UUID; DeletionTimestamp is set once it is
+	// being deleted.
+	Size              int64                            `json:"size,omitempty"`
+	DiskFileStatusMap map[string]BackingImageFileState `json:"diskFileStatusMap,omitempty"`
+	DeletionTimestamp string                           `json:"deletionTimestamp,omitempty"`
+}
+
+// BackingImageFileState is one disk's file of a backing image.
+type BackingImageFileState struct {
+	// State is pending, starting, in-progress, ready-for-transfer,
+	// ready, failed or unknown.
+	State    string `json:"state"`
+	Progress int    `json:"progress"`
+	Message  string `json:"message"`
+}
+
+// ReadyFile says whether a disk holds the image's whole file.
+func (b *BackingImage) ReadyFile() bool {
+	for _, f := range b.DiskFileStatusMap {
+		if f.State == "ready" {
+			return true
+		}
+	}
+	return false
 }
 
 // BackingImage reads a backing image.
@@ -147,4 +173,10 @@ func (c *Client) BackingImage(ctx context.Context, name string) (*BackingImage, 
 // CreateBackingImage creates a backing image.
 func (c *Client) CreateBackingImage(ctx context.Context, in BackingImage) error {
 	return c.do(ctx, http.MethodPost, "/v1/backingimages", in, nil)
+}
+
+// DeleteBackingImage deletes a backing image (refused, 409, while a
+// volume uses it).
+func (c *Client) DeleteBackingImage(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/backingimages/"+url.PathEscape(name), nil, nil)
 }

@@ -188,6 +188,9 @@ func (s *controllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	in.Name, in.Size = name, strconv.FormatInt(size, 10)
 	if src != nil {
 		in.DataSource, in.FromBackup = src.dataSource, src.fromBackup
+		if src.backingImage != "" {
+			in.BackingImage = src.backingImage
+		}
 	}
 	if in.DataSource == "" {
 		// A clone is made where its source is; any other volume on the

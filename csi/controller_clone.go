@@ -26,7 +26,9 @@ import (
 //     snapshot) is cloned: dataSource snap://<volume>/<snapshot>;
 //   - a snapshot whose id is bak://<volume>/<backup> (a backup) is
 //     restored: the volume's fromBackup is that backup's URL, as the
-//     StorageClass's fromBackup parameter gives it.
+//     StorageClass's fromBackup parameter gives it;
+//   - a snapshot whose id is a bi://backing?... handle (a backing image
+//     exported from a volume) is a volume on that backing image.
 //
 // Everything is checked before the volume is made, so a refused request
 // makes nothing. The call returns once the volume holds the data: a
@@ -41,8 +43,9 @@ import (
 // contentSource is what a request's volume_content_source makes the
 // volume from.
 type contentSource struct {
-	dataSource string // vol://, snap://
-	fromBackup string // a backup's URL
+	dataSource   string // vol://, snap://
+	fromBackup   string // a backup's URL
+	backingImage string // a bi handle's image
 	// what names it in messages; size is the source's size in bytes.
 	what string
 	size int64
@@ -79,14 +82,17 @@ func (s *controllerServer) readContentSource(ctx context.Context, src *csi.Volum
 		if !strings.Contains(id, "://") {
 			// No handle of any kind: no snapshot this driver made, or
 			// could read (csi-sanity holds a driver to NotFound here).
-			return nil, status.Errorf(codes.NotFound, "volume_content_source: no snapshot has ID %q: the driver's are snap://<volume>/<snapshot> (a snapshot) and bak://<volume>/<backup> (a backup)", id)
+			return nil, status.Errorf(codes.NotFound, "volume_content_source: no snapshot has ID %q: the driver's are snap://<volume>/<snapshot> (a snapshot), bak://<volume>/<backup> (a backup) and bi://backing?... (a backing image)", id)
 		}
 		h, err := parseSnapshotHandle(id)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "volume_content_source.snapshot.snapshot_id: %v", err)
 		}
-		if h.kind == snapshotTypeBak {
+		switch h.kind {
+		case snapshotTypeBak:
 			return s.backupSource(ctx, h)
+		case snapshotTypeBi:
+			return s.backingImageSource(ctx, h)
 		}
 		return s.snapshotSource(ctx, h)
 	}
@@ -173,8 +179,13 @@ func sameContentSource(v *client.Volume, src *csi.VolumeContentSource, params cl
 		made = "dataSource " + v.DataSource
 	case v.FromBackup != "":
 		made = "backup " + v.FromBackup
+	case v.BackingImage != "" && params.BackingImage == "":
+		made = "backing image " + v.BackingImage
 	}
-	asked, same := "no content source", v.DataSource == "" && v.FromBackup == ""
+	// A volume of a StorageClass's backingImage was made on it; one of
+	// a bi handle too, with none in the class.
+	plain := v.DataSource == "" && v.FromBackup == ""
+	asked, same := "no content source", plain && (v.BackingImage == "" || v.BackingImage == params.BackingImage)
 	switch {
 	case src.GetVolume() != nil:
 		asked = "volume " + src.GetVolume().GetVolumeId()
@@ -183,10 +194,13 @@ func sameContentSource(v *client.Volume, src *csi.VolumeContentSource, params cl
 		id := src.GetSnapshot().GetSnapshotId()
 		asked = "snapshot " + id
 		h, err := parseSnapshotHandle(id)
-		if err == nil && h.kind == snapshotTypeBak {
+		switch {
+		case err == nil && h.kind == snapshotTypeBak:
 			_, volume, backup, err := backupstore.ParseURL(v.FromBackup)
 			same = v.DataSource == "" && err == nil && volume == h.volume && backup == h.name
-		} else {
+		case err == nil && h.kind == snapshotTypeBi:
+			same = plain && v.BackingImage == h.name
+		default:
 			same = err == nil && v.DataSource == h.String() && v.FromBackup == ""
 		}
 	case params.FromBackup != "":

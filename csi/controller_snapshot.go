@@ -22,10 +22,11 @@ const (
 	defaultBackupTargetName = "default"
 )
 
-// CreateSnapshot makes the Longhorn snapshot (type snap) or the backup
-// (type bak) a VolumeSnapshot asks for. It is idempotent by name: the
-// same name of the same volume answers what the first call made, ready
-// once the snapshot or the backup is complete (the external-snapshotter
+// CreateSnapshot makes the Longhorn snapshot (type snap), the backup
+// (type bak) or the backing image exported from the volume (type bi) a
+// VolumeSnapshot asks for. It is idempotent by name: the same name of the
+// same volume answers what the first call made, ready once the snapshot,
+// the backup or the image's file is complete (the external-snapshotter
 // calls again until it is); the name of another volume's is
 // AlreadyExists.
 func (s *controllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
@@ -35,18 +36,22 @@ func (s *controllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	case req.GetSourceVolumeId() == "":
 		return nil, status.Error(codes.InvalidArgument, "source_volume_id: required")
 	}
-	kind, err := snapshotType(req.GetParameters())
+	class, err := parseSnapshotClass(req.GetParameters())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	kind := class.kind
 	if err := checkHandleName(req.GetSourceVolumeId()); err != nil {
 		// No volume has such a name, and it would go into a path.
 		return nil, status.Errorf(codes.NotFound, "source_volume_id: no volume %v", err)
 	}
-	op := snapshotOp{s: s, volume: req.GetSourceVolumeId(), name: snapshotName(req.GetName()), kind: kind}
+	op := snapshotOp{s: s, volume: req.GetSourceVolumeId(), name: snapshotName(req.GetName()), kind: kind, class: class}
 	op.log = s.d.log.WithFields(logrus.Fields{"volume": op.volume, "snapshot": op.name, "type": kind})
-	if kind == snapshotTypeSnap {
+	switch kind {
+	case snapshotTypeSnap:
 		return op.createSnapshot(ctx)
+	case snapshotTypeBi:
+		return op.createBackingImage(ctx)
 	}
 	return op.createBackup(ctx)
 }
@@ -56,10 +61,12 @@ type snapshotOp struct {
 	s      *controllerServer
 	volume string
 	// name is the Longhorn snapshot's; a backup is of the snapshot of
-	// that name.
+	// that name; a bi snapshot's backing image has that name.
 	name string
 	kind string
-	log  *logrus.Entry
+	// class is what CreateSnapshot's parameters ask for.
+	class snapshotClass
+	log   *logrus.Entry
 }
 
 // attacher is who the driver attaches a detached volume as while it

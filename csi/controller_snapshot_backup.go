@@ -60,7 +60,8 @@ func (o *snapshotOp) createBackup(ctx context.Context) (*csi.CreateSnapshotRespo
 	if _, err := o.waitSnapshotReady(ctx); err != nil {
 		return nil, err
 	}
-	name, err := api.BackupSnapshot(ctx, o.volume, o.name, map[string]string{paramSnapshotType: o.kind})
+	// The class's backupMode and labels, as Longhorn's driver passes them.
+	name, err := api.BackupSnapshotMode(ctx, o.volume, o.name, o.class.labels, o.class.backupMode)
 	if err != nil {
 		return nil, apiStatus(err, "back up snapshot "+o.name+" of volume "+o.volume)
 	}

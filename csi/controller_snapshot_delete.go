@@ -12,8 +12,8 @@ import (
 	"github.com/cadence-storage/longhorn-manager/client"
 )
 
-// DeleteSnapshot deletes the Longhorn snapshot or the backup a handle
-// names, and returns once it is gone. One that does not exist (or a
+// DeleteSnapshot deletes the Longhorn snapshot, the backup or the backing
+// image a handle names, and returns once it is gone. One that does not exist (or a
 // handle this driver never gives, which names nothing) is deleted
 // already, as the spec has it.
 func (s *controllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
@@ -28,9 +28,12 @@ func (s *controllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSn
 	}
 	op := snapshotOp{s: s, volume: h.volume, name: h.name, kind: h.kind}
 	op.log = s.d.log.WithFields(logrus.Fields{"volume": h.volume, "snapshot": h.String()})
-	if h.kind == snapshotTypeSnap {
+	switch h.kind {
+	case snapshotTypeSnap:
 		err = op.deleteSnapshot(ctx)
-	} else {
+	case snapshotTypeBi:
+		err = op.deleteBackingImage(ctx, h.exportType)
+	default:
 		err = op.deleteBackup(ctx)
 	}
 	if err != nil {

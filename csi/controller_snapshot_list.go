@@ -69,6 +69,15 @@ func (s *controllerServer) listOne(ctx context.Context, id string) ([]*csi.Snaps
 		return nil, nil
 	}
 	api := s.d.api
+	if h.kind == snapshotTypeBi {
+		// Listed by its handle only: the backing images are not listed
+		// with the snapshots, as Longhorn's driver does not.
+		entry, err := s.backingImageEntry(ctx, h)
+		if entry == nil || err != nil {
+			return nil, err
+		}
+		return []*csi.Snapshot{entry}, nil
+	}
 	if h.kind == snapshotTypeSnap {
 		snap, err := api.SnapshotObject(ctx, h.volume, h.name)
 		if client.IsNotFound(err) {

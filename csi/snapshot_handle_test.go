@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -8,22 +9,37 @@ import (
 )
 
 func TestSnapshotHandles(t *testing.T) {
+	snap := func(kind, volume, name string) snapshotHandle {
+		return snapshotHandle{kind: kind, volume: volume, name: name}
+	}
+	// Longhorn's bi handle, as its driver writes it.
+	const bi = "bi://backing?backingImage=snapshot-1&backingImageDataSourceType=export-from-volume&export-type=raw&volume-name=pvc-1"
 	for _, c := range []struct {
 		name, id string
 		want     snapshotHandle
 		err      string
 	}{
-		{"a Longhorn snapshot", "snap://pvc-1/snapshot-2", snapshotHandle{snapshotTypeSnap, "pvc-1", "snapshot-2"}, ""},
-		{"a backup", "bak://pvc-1/backup-0a1b", snapshotHandle{snapshotTypeBak, "pvc-1", "backup-0a1b"}, ""},
-		{"Longhorn's older bs is bak", "bs://pvc-1/backup-0a1b", snapshotHandle{snapshotTypeBak, "pvc-1", "backup-0a1b"}, ""},
+		{"a Longhorn snapshot", "snap://pvc-1/snapshot-2", snap(snapshotTypeSnap, "pvc-1", "snapshot-2"), ""},
+		{"a backup", "bak://pvc-1/backup-0a1b", snap(snapshotTypeBak, "pvc-1", "backup-0a1b"), ""},
+		{"Longhorn's older bs is bak", "bs://pvc-1/backup-0a1b", snap(snapshotTypeBak, "pvc-1", "backup-0a1b"), ""},
+		{"a backing image", bi, snapshotHandle{kind: snapshotTypeBi, volume: "pvc-1", name: "snapshot-1", exportType: "raw"}, ""},
+		{"a qcow2 backing image", strings.Replace(bi, "=raw", "=qcow2", 1), snapshotHandle{kind: snapshotTypeBi, volume: "pvc-1", name: "snapshot-1", exportType: "qcow2"}, ""},
 		{"no kind", "pvc-1/snap", snapshotHandle{}, "is not snap://"},
-		{"an unknown kind", "bi://backing?name=x", snapshotHandle{}, `kind "bi"`},
+		{"an unknown kind", "clone://pvc-1/x", snapshotHandle{}, `kind "clone"`},
 		{"no name", "snap://pvc-1", snapshotHandle{}, "no /<name>"},
 		{"an empty name", "snap://pvc-1/", snapshotHandle{}, "the name"},
 		{"a name with a slash", "bak://pvc-1/a/b", snapshotHandle{}, "the name"},
 		{"a path out of the volume", "bak://../backup-1", snapshotHandle{}, "the volume"},
 		{"a query in the volume", "bak://v?action=x/b", snapshotHandle{}, "the volume"},
 		{"a name too long", "snap://v/" + strings.Repeat("a", 254), snapshotHandle{}, "1 to 253"},
+		{"bi without its query", "bi://pvc-1/snapshot-1", snapshotHandle{}, "is not bi://backing?"},
+		{"bi without its image", "bi://backing?backingImageDataSourceType=export-from-volume&volume-name=pvc-1", snapshotHandle{}, "the backingImage"},
+		{"bi without its volume", "bi://backing?backingImage=x&backingImageDataSourceType=export-from-volume", snapshotHandle{}, "the volume-name"},
+		{"bi of another source", strings.Replace(bi, "export-from-volume", "download", 1), snapshotHandle{}, `backingImageDataSourceType "download"`},
+		{"bi of another format", strings.Replace(bi, "=raw", "=vmdk", 1), snapshotHandle{}, `export-type "vmdk"`},
+		{"bi with a key of its own", bi + "&url=http://x", snapshotHandle{}, "url is not a key"},
+		{"bi with a key twice", bi + "&volume-name=pvc-2", snapshotHandle{}, "volume-name is given 2 times"},
+		{"bi naming a path", strings.Replace(bi, "pvc-1", "..%2Fpvc-1", 1), snapshotHandle{}, "the volume-name"},
 	} {
 		got, err := parseSnapshotHandle(c.id)
 		switch {
@@ -37,28 +53,52 @@ func TestSnapshotHandles(t *testing.T) {
 			t.Errorf("%s: %q printed back as %q", c.name, c.id, got.String())
 		}
 	}
+	// A handle without export-type is raw, and is printed with it.
+	h, err := parseSnapshotHandle("bi://backing?backingImage=x&backingImageDataSourceType=export-from-volume&volume-name=v")
+	if err != nil || h.exportType != "raw" || h.String() != "bi://backing?backingImage=x&backingImageDataSourceType=export-from-volume&export-type=raw&volume-name=v" {
+		t.Errorf("a bi handle without export-type: %+v %q, %v", h, h.String(), err)
+	}
 }
 
-func TestSnapshotTypeParameter(t *testing.T) {
+func TestSnapshotClassParameters(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		params map[string]string
-		want   string
+		want   snapshotClass
 		err    string
 	}{
-		{"none is a backup, Longhorn's default", nil, snapshotTypeBak, ""},
-		{"snap", map[string]string{"type": "snap"}, snapshotTypeSnap, ""},
-		{"bak", map[string]string{"type": "bak"}, snapshotTypeBak, ""},
-		{"bs, Longhorn's older name", map[string]string{"type": "bs"}, snapshotTypeBak, ""},
-		{"the sidecar's own are ignored", map[string]string{"type": "snap", "csi.storage.k8s.io/volumesnapshot/name": "x"}, snapshotTypeSnap, ""},
-		{"an unknown type names the parameter", map[string]string{"type": "clone"}, "", `parameters.type: "clone" is not snap`},
-		{"a backing image is not made", map[string]string{"type": "bi"}, "", `parameters.type: "bi"`},
-		{"an unknown parameter is named", map[string]string{"export-type": "qcow2"}, "", "parameters.export-type"},
+		{"none is a backup, Longhorn's default", nil, snapshotClass{kind: snapshotTypeBak, labels: map[string]string{"type": "bak"}}, ""},
+		{"snap", map[string]string{"type": "snap"}, snapshotClass{kind: snapshotTypeSnap}, ""},
+		{"bak", map[string]string{"type": "bak"}, snapshotClass{kind: snapshotTypeBak, labels: map[string]string{"type": "bak"}}, ""},
+		{"bs, Longhorn's older name", map[string]string{"type": "bs"}, snapshotClass{kind: snapshotTypeBak, labels: map[string]string{"type": "bak"}}, ""},
+		{"the sidecar's own are ignored", map[string]string{"type": "snap", "csi.storage.k8s.io/volumesnapshot/name": "x"}, snapshotClass{kind: snapshotTypeSnap}, ""},
+		{"a full backup", map[string]string{"type": "bak", "backupMode": "full"}, snapshotClass{kind: snapshotTypeBak, backupMode: "full", labels: map[string]string{"type": "bak", "backupMode": "full"}}, ""},
+		{"an incremental backup", map[string]string{"backupMode": "incremental"}, snapshotClass{kind: snapshotTypeBak, backupMode: "incremental", labels: map[string]string{"type": "bak", "backupMode": "incremental"}}, ""},
+		{"a bak class's other parameters are labels", map[string]string{"type": "bak", "team": "db", "example.com/tier": "gold", "csi.storage.k8s.io/volumesnapshot/name": "x"},
+			snapshotClass{kind: snapshotTypeBak, labels: map[string]string{"type": "bak", "team": "db", "example.com/tier": "gold"}}, ""},
+		{"a backing image", map[string]string{"type": "bi"}, snapshotClass{kind: snapshotTypeBi, exportType: "raw"}, ""},
+		{"a qcow2 backing image", map[string]string{"type": "bi", "exportType": "qcow2", "diskSelector": "", "nodeSelector": ""}, snapshotClass{kind: snapshotTypeBi, exportType: "qcow2"}, ""},
+		{"export-type, Longhorn's other name", map[string]string{"type": "bi", "export-type": "qcow2"}, snapshotClass{kind: snapshotTypeBi, exportType: "qcow2"}, ""},
+		{"both names, the same", map[string]string{"type": "bi", "export-type": "raw", "exportType": "raw"}, snapshotClass{kind: snapshotTypeBi, exportType: "raw"}, ""},
+		{"an unknown type names the parameter", map[string]string{"type": "clone"}, snapshotClass{}, `parameters.type: "clone" is not snap`},
+		{"a snap class takes nothing else", map[string]string{"type": "snap", "backupMode": "full"}, snapshotClass{}, "parameters.backupMode: not a parameter of driver.longhorn.io's VolumeSnapshotClass of type snap"},
+		{"a bad backupMode", map[string]string{"type": "bak", "backupMode": "differential"}, snapshotClass{}, `parameters.backupMode: "differential" is not full`},
+		{"a label key that is none", map[string]string{"type": "bak", "a b": "x"}, snapshotClass{}, "parameters.a b: a bak class's parameter other than type and backupMode is a label on its backups, and this is no label key"},
+		{"an empty label value", map[string]string{"type": "bak", "team": ""}, snapshotClass{}, "parameters.team: a bak class's parameter other than type and backupMode is a label on its backups, and a label's value may not be empty"},
+		{"a recurring job's label", map[string]string{"type": "bak", "RecurringJob": "daily"}, snapshotClass{}, "parameters.RecurringJob: a label the manager keeps for itself"},
+		{"Longhorn's reserved label", map[string]string{"KubernetesStatus": "{}"}, snapshotClass{}, "parameters.KubernetesStatus: a label the manager keeps for itself"},
+		{"a longhorn.io label", map[string]string{"longhorn.io/volume-uid": "x"}, snapshotClass{}, "parameters.longhorn.io/volume-uid: a label the manager keeps"},
+		{"a *.longhorn.io label", map[string]string{"recurring-job.longhorn.io/daily": "enabled"}, snapshotClass{}, "parameters.recurring-job.longhorn.io/daily: a label the manager keeps"},
+		{"a bad export type", map[string]string{"type": "bi", "exportType": "vmdk"}, snapshotClass{}, `parameters.exportType: "vmdk" is not raw or qcow2`},
+		{"two export types", map[string]string{"type": "bi", "exportType": "raw", "export-type": "qcow2"}, snapshotClass{}, `parameters.exportType: "raw", but parameters.export-type is "qcow2"`},
+		{"a disk selector", map[string]string{"type": "bi", "diskSelector": "ssd"}, snapshotClass{}, `parameters.diskSelector: only "" is honoured`},
+		{"a node selector", map[string]string{"type": "bi", "nodeSelector": "storage"}, snapshotClass{}, `parameters.nodeSelector: only "" is honoured`},
+		{"a bi class takes no labels", map[string]string{"type": "bi", "team": "db"}, snapshotClass{}, "parameters.team: not a parameter of driver.longhorn.io's VolumeSnapshotClass of type bi"},
 	} {
-		got, err := snapshotType(c.params)
+		got, err := parseSnapshotClass(c.params)
 		switch {
-		case c.err == "" && (err != nil || got != c.want):
-			t.Errorf("%s: %v gave %q, %v; want %q", c.name, c.params, got, err, c.want)
+		case c.err == "" && (err != nil || !reflect.DeepEqual(got, c.want)):
+			t.Errorf("%s: %v gave %+v, %v; want %+v", c.name, c.params, got, err, c.want)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: %v gave error %v, want one saying %q", c.name, c.params, err, c.err)
 		}
