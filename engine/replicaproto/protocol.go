@@ -126,12 +126,19 @@ type header struct {
 
 func (h header) encode() []byte {
 	b := make([]byte, headerSize)
+	h.put(b)
+	return b
+}
+
+// put encodes the header into b, of at least headerSize bytes.
+func (h header) put(b []byte) {
+	_ = b[headerSize-1]
 	binary.BigEndian.PutUint32(b[0:], h.magic)
 	b[4] = h.kind
+	b[5], b[6], b[7] = 0, 0, 0
 	binary.BigEndian.PutUint64(b[8:], h.id)
 	binary.BigEndian.PutUint64(b[16:], h.offset)
 	binary.BigEndian.PutUint32(b[24:], h.length)
-	return b
 }
 
 func readHeader(r io.Reader, magic uint32) (header, error) {

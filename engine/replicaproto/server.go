@@ -99,12 +99,15 @@ type session struct {
 
 	wmu sync.Mutex
 	w   *bufio.Writer
+	hdr [headerSize]byte // a reply's header, under wmu
 }
 
 // ServeConn serves one connection: its open, then its requests, each in a
 // goroutine of its own (answered out of order), at most MaxInFlight and
 // MaxInFlightBytes at once; a sync, a snapshot, an epoch and a chain's
-// listing wait for the requests before it, and the next is read after.
+// listing wait for the requests before it, and the next is read after. A
+// write larger than streamPiece is written as its data arrives, and the
+// next request is read after it (streamWrite).
 func (s *Server) ServeConn(c net.Conn) {
 	if !s.track(c, true) {
 		_ = c.Close()
@@ -147,13 +150,22 @@ func (s *Server) ServeConn(c net.Conn) {
 		// fits.
 		_ = slots.Acquire(context.Background(), 1)
 		_ = budget.Acquire(context.Background(), cost)
-		body := make([]byte, n)
+		if h.kind == OpWrite && n > streamPiece && h.offset+uint64(n) <= uint64(ss.rep.Size()) {
+			err := ss.streamWrite(r, h)
+			slots.Release(1)
+			budget.Release(cost)
+			if err != nil {
+				return
+			}
+			continue
+		}
+		body := getBuffer(n)
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
 		if ordered(h.kind) {
 			inFlight.Wait()
-			ss.reply(h.id, ss.do(h, body))
+			ss.serve(h, body)
 			slots.Release(1)
 			budget.Release(cost)
 			continue
@@ -163,9 +175,45 @@ func (s *Server) ServeConn(c net.Conn) {
 			defer inFlight.Done()
 			defer slots.Release(1)
 			defer budget.Release(cost)
-			ss.reply(h.id, ss.do(h, body))
+			ss.serve(h, body)
 		}()
 	}
+}
+
+// streamPiece is how much of a write's data the server holds at once: a
+// write larger than it is written to the replica piece by piece as its
+// data arrives (pieces aligned on multiples of it), each while it is
+// still in the processor's cache, and the connection carries the next
+// piece meanwhile.
+const streamPiece = 256 << 10
+
+// streamWrite reads the data of write h, within the replica, from r and
+// writes it to the replica as it comes, then answers: done, or the first
+// failure, after which the rest of the data is read and dropped. The
+// write is answered only once all of it is on the replica; one that is
+// never answered (its connection broke) may be there in part, as a write
+// to a disk may when the disk's power goes. An error is the connection's.
+func (ss *session) streamWrite(r io.Reader, h header) error {
+	buf := getBuffer(streamPiece)
+	defer putBuffer(buf)
+	var failed error
+	for at, end := int64(h.offset), int64(h.offset)+int64(h.length); at < end; {
+		next := min(end, (at/streamPiece+1)*streamPiece)
+		p := buf[:next-at]
+		if _, err := io.ReadFull(r, p); err != nil {
+			return err
+		}
+		if failed == nil {
+			_, failed = ss.rep.WriteAt(p, at)
+		}
+		at = next
+	}
+	res := result{status: statusOK}
+	if failed != nil {
+		res = failure(failed)
+	}
+	ss.reply(h.id, res)
+	return nil
 }
 
 // open reads and answers the connection's first request, an open.
@@ -209,10 +257,23 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 	return ss, nil
 }
 
-// result is a reply's status and body.
+// result is a reply's status and body; a pooled body goes back to its
+// pool once the reply is written.
 type result struct {
 	status byte
 	body   []byte
+	pooled bool
+}
+
+// serve carries out one request and answers it; its body and its reply's
+// go back to their pools after.
+func (ss *session) serve(h header, body []byte) {
+	res := ss.do(h, body)
+	putBuffer(body)
+	ss.reply(h.id, res)
+	if res.pooled {
+		putBuffer(res.body)
+	}
 }
 
 func failure(err error) result {
@@ -237,10 +298,11 @@ func (ss *session) do(h header, body []byte) result {
 	var err error
 	switch h.kind {
 	case OpRead:
-		data := make([]byte, h.length)
+		data := getBuffer(int(h.length))
 		if _, err = ss.rep.ReadAt(data, off); err == nil {
-			return result{status: statusOK, body: data}
+			return result{status: statusOK, body: data, pooled: true}
 		}
+		putBuffer(data)
 	case OpWrite:
 		_, err = ss.rep.WriteAt(body, off)
 	case OpSync:
@@ -277,7 +339,8 @@ func (ss *session) do(h header, body []byte) result {
 func (ss *session) reply(id uint64, res result) {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
-	if _, err := ss.w.Write(header{magic: replyMagic, kind: res.status, id: id, length: uint32(len(res.body))}.encode()); err != nil {
+	header{magic: replyMagic, kind: res.status, id: id, length: uint32(len(res.body))}.put(ss.hdr[:])
+	if _, err := ss.w.Write(ss.hdr[:]); err != nil {
 		return
 	}
 	if _, err := ss.w.Write(res.body); err != nil {
