@@ -45,6 +45,8 @@ func InstanceManagerCmd() cli.Command {
 		Flags: []cli.Flag{
 			cli.StringFlag{Name: "dir", Usage: "the instance manager's folder: its socket, pid file and lock (required; the daemon's is <data-dir>/instance-manager)"},
 			cli.StringFlag{Name: "frontend-address", Value: "127.0.0.1", Usage: "the host the volumes' NBD frontends listen on"},
+			cli.StringFlag{Name: "replica-address", Usage: "host:port where the node's replicas are served to engines on other nodes over the replica protocol (none when empty)"},
+			cli.StringFlag{Name: "tls-dir", Usage: "the folder of the mutual-TLS leaf (ca.crt, tls.crt, tls.key) the replica protocol is served and reached with (plain TCP when empty: loopback tests only)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -58,7 +60,9 @@ func InstanceManagerCmd() cli.Command {
 			// it, as it runs in a session of its own.
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return instancemanager.Serve(ctx, c.String("dir"), c.String("frontend-address"), logrus.WithField("component", "instance-manager"))
+			cfg := instancemanager.Config{Dir: c.String("dir"), FrontendHost: c.String("frontend-address"),
+				ReplicaAddress: c.String("replica-address"), TLSDir: c.String("tls-dir")}
+			return instancemanager.Serve(ctx, cfg, logrus.WithField("component", "instance-manager"))
 		},
 	}
 }
@@ -83,7 +87,7 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 		return startInstanceManagerPods(log, o, metrics, ds, kube, lh)
 	}
 	ensure := func() error {
-		started, err := instancemanager.EnsureRunning(dir, o.InstanceManagerBinary, o.FrontendAddress, imLog)
+		started, err := instancemanager.EnsureRunning(instancemanager.Config{Dir: dir, FrontendHost: o.FrontendAddress}, o.InstanceManagerBinary, imLog)
 		if started {
 			metrics.InstanceManagerStart()
 		}

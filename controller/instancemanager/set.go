@@ -175,7 +175,7 @@ func (s *Set) home(volume string) (*member, error) {
 	return members[0], nil
 }
 
-func (s *Set) Start(volume string, size int64, replicas []instance.ReplicaDir, frontend bool) (instance.Instance, error) {
+func (s *Set) Start(volume string, size int64, replicas []instance.ReplicaDir, frontend bool, opts ...instance.StartOption) (instance.Instance, error) {
 	m, err := s.home(volume)
 	if err != nil {
 		return instance.Instance{}, err
@@ -191,7 +191,7 @@ func (s *Set) Start(volume string, size int64, replicas []instance.ReplicaDir, f
 		m.starting--
 		s.mu.Unlock()
 	}()
-	run, err := m.Client.Start(volume, size, replicas, frontend)
+	run, err := m.Client.Start(volume, size, replicas, frontend, opts...)
 	if err == nil {
 		run.InstanceManager, run.Image = m.Name, m.Image
 	}

@@ -42,7 +42,7 @@ func newFakeClient(name string, volumes ...string) *fakeClient {
 	return c
 }
 
-func (c *fakeClient) Start(volume string, _ int64, _ []instance.ReplicaDir, _ bool) (instance.Instance, error) {
+func (c *fakeClient) Start(volume string, _ int64, _ []instance.ReplicaDir, _ bool, _ ...instance.StartOption) (instance.Instance, error) {
 	c.starts = append(c.starts, volume)
 	if !c.connected {
 		return instance.Instance{}, instance.ErrUnreachable

@@ -17,7 +17,7 @@ import (
 type Instances interface {
 	// Start starts the volume's engine unless it runs, and returns it, as
 	// Engines.Start does.
-	Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Instance, error)
+	Start(volume string, size int64, replicas []ReplicaDir, frontend bool, opts ...StartOption) (Instance, error)
 	// Get returns the volume's running engine.
 	Get(volume string) (Instance, bool)
 	// Stop stops the volume's engine, if one runs.
@@ -104,8 +104,8 @@ type local struct{ m *Engines }
 // to its methods.
 type localEngine struct{ *volumeengine.Engine }
 
-func (l local) Start(volume string, size int64, replicas []ReplicaDir, frontend bool) (Instance, error) {
-	run, err := l.m.Start(volume, size, replicas, frontend)
+func (l local) Start(volume string, size int64, replicas []ReplicaDir, frontend bool, opts ...StartOption) (Instance, error) {
+	run, err := l.m.Start(volume, size, replicas, frontend, opts...)
 	return wrap(run), err
 }
 

@@ -4,6 +4,7 @@
 package instance
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -149,11 +150,7 @@ func (m *Engines) Get(volume string) (Running, bool) {
 // attached without a frontend); a frontend is never taken away from a
 // running engine, whose user may be reading through it.
 func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, frontend bool, opts ...StartOption) (Running, error) {
-	var o startOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	run, started, err := m.start(volume, size, replicas, frontend, o)
+	run, started, err := m.start(volume, size, replicas, frontend, ReadStartOptions(opts))
 	if started {
 		m.mu.Lock()
 		onStart := m.onStart
@@ -165,12 +162,12 @@ func (m *Engines) Start(volume string, size int64, replicas []ReplicaDir, fronte
 	return run, err
 }
 
-func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, frontend bool, o startOptions) (run Running, started bool, err error) {
+func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, frontend bool, o StartOptions) (run Running, started bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r, ok := m.engines[volume]; ok {
 		if frontend && r.nbd == nil {
-			if err := m.startFrontend(volume, r, o.frontendPort); err != nil {
+			if err := m.startFrontend(volume, r, o.FrontendPort); err != nil {
 				return r.Running, false, err
 			}
 			m.log.WithFields(logrus.Fields{"volume": volume, "endpoint": r.Endpoint}).Info("Started the frontend of a running engine")
@@ -208,10 +205,29 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	// A replica created empty beside replicas that hold data (not New:
 	// recorded as holding data) is behind them until it is rebuilt: never
 	// RW.
-	if slices.ContainsFunc(replicas, func(rd ReplicaDir) bool { return !rd.New }) {
+	// So is a remote one marked new.
+	if slices.ContainsFunc(replicas, func(rd ReplicaDir) bool { return !rd.New }) || slices.ContainsFunc(o.Remotes, func(rr RemoteReplica) bool { return !rr.New }) {
 		for _, n := range created {
 			opts = append(opts, volumeengine.Behind(n, "it was created empty beside replicas that hold the volume's data, and is not rebuilt from them"))
 		}
+		for _, rr := range o.Remotes {
+			if rr.New {
+				opts = append(opts, volumeengine.Behind(rr.Name, "it is marked new (created empty) beside replicas that hold the volume's data, and is not rebuilt from them"))
+			}
+		}
+	}
+	id := uuid.NewString()
+	if o.Term > 0 {
+		opts = append(opts, volumeengine.Term(o.VolumeUID, id, o.Term))
+	} else if len(o.Remotes) > 0 {
+		closeAll()
+		return Running{}, false, fmt.Errorf("volume %s: remote replicas are opened with a term, and the start gives none", volume)
+	}
+	for _, rr := range o.Remotes {
+		opts = append(opts, volumeengine.Remote(rr.Name, rr.Address))
+	}
+	if o.ReplicaTLS != nil {
+		opts = append(opts, volumeengine.ReplicaTLS(o.ReplicaTLS))
 	}
 	e, err := volumeengine.New(volume, opened, m.clock, m.log, opts...)
 	if err != nil {
@@ -236,29 +252,72 @@ func (m *Engines) start(volume string, size int64, replicas []ReplicaDir, fronte
 	if m.onCall != nil {
 		e.OnCall(m.onCall)
 	}
-	r := &running{Running: Running{Engine: e, ID: uuid.NewString()}}
+	r := &running{Running: Running{Engine: e, ID: id}}
 	if frontend {
-		if err := m.startFrontend(volume, r, o.frontendPort); err != nil {
+		if err := m.startFrontend(volume, r, o.FrontendPort); err != nil {
 			e.Close()
 			return Running{}, false, err
 		}
 	}
 	m.rpc.Register(e)
 	m.engines[volume] = r
-	m.log.WithFields(logrus.Fields{"volume": volume, "id": r.ID, "replicas": len(replicas), "endpoint": r.Endpoint}).Info("Started engine")
+	m.log.WithFields(logrus.Fields{"volume": volume, "id": r.ID, "replicas": len(replicas), "remoteReplicas": len(o.Remotes), "term": o.Term, "endpoint": r.Endpoint}).Info("Started engine")
 	return r.Running, true, nil
 }
 
 // StartOption changes how Start starts an engine.
-type StartOption func(*startOptions)
+type StartOption func(*StartOptions)
 
-type startOptions struct{ frontendPort int }
+// StartOptions is what the StartOptions given say; ReadStartOptions reads
+// them, for an Instances that passes them on to another process.
+type StartOptions struct {
+	FrontendPort int
+	VolumeUID    string
+	Term         uint64
+	Remotes      []RemoteReplica
+	ReplicaTLS   *tls.Config
+}
+
+// ReadStartOptions is what opts say.
+func ReadStartOptions(opts []StartOption) StartOptions {
+	var o StartOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// RemoteReplica is a replica another process serves (Served), at
+// Address, the host:port of its replica protocol. New: as ReplicaDir's.
+type RemoteReplica struct {
+	Name, Address string
+	New           bool
+}
+
+// WithTerm makes the engine the owner of its replicas with term, as an
+// engine of the volume of UID volumeUID (volumeengine.Term, with the
+// engine's ID as its instance). Remote replicas need it.
+func WithTerm(volumeUID string, term uint64) StartOption {
+	return func(o *StartOptions) { o.VolumeUID, o.Term = volumeUID, term }
+}
+
+// WithRemoteReplicas adds replicas another process serves to those the
+// engine starts over.
+func WithRemoteReplicas(remotes ...RemoteReplica) StartOption {
+	return func(o *StartOptions) { o.Remotes = append(o.Remotes, remotes...) }
+}
+
+// WithReplicaTLS is the client configuration remote replicas are reached
+// with (the node's mutual-TLS identity's).
+func WithReplicaTLS(config *tls.Config) StartOption {
+	return func(o *StartOptions) { o.ReplicaTLS = config }
+}
 
 // FrontendPort asks for the frontend on port, the one the volume's engine
 // had before (an instance manager started again): its clients find it
 // where they were connected. Another port is taken when that one is in
 // use.
-func FrontendPort(port int) StartOption { return func(o *startOptions) { o.frontendPort = port } }
+func FrontendPort(port int) StartOption { return func(o *StartOptions) { o.FrontendPort = port } }
 
 // startFrontend serves the running engine over NBD, on port if it is
 // given and free.

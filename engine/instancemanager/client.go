@@ -301,11 +301,19 @@ func (c *Client) Get(volume string) (instance.Instance, bool) {
 	return instance.Instance{Engine: e, Endpoint: e.endpoint()}, true
 }
 
-func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir, frontend bool) (instance.Instance, error) {
+// Start starts the volume's engine in the instance manager. Of opts, the
+// term and the remote replicas are passed on (the instance manager
+// reaches remote replicas with its own TLS), the frontend port is the
+// client's own record.
+func (c *Client) Start(volume string, size int64, replicas []instance.ReplicaDir, frontend bool, opts ...instance.StartOption) (instance.Instance, error) {
 	c.mu.Lock()
 	port := c.ports[volume]
 	c.mu.Unlock()
-	req := &pb.StartRequest{Volume: volume, Size: size, Frontend: frontend, FrontendPort: port}
+	o := instance.ReadStartOptions(opts)
+	req := &pb.StartRequest{Volume: volume, Size: size, Frontend: frontend, FrontendPort: port, VolumeUid: o.VolumeUID, Term: o.Term}
+	for _, rr := range o.Remotes {
+		req.RemoteReplicas = append(req.RemoteReplicas, &pb.RemoteReplica{Name: rr.Name, Address: rr.Address, New: rr.New})
+	}
 	for _, rd := range replicas {
 		r := &pb.Replica{Name: rd.Name, Dir: rd.Dir, New: rd.New, Failed: rd.Failed}
 		if b := rd.Backing; b != nil {

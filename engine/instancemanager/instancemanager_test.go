@@ -21,9 +21,17 @@ import (
 // serve runs an instance manager on dir until the returned stop is called.
 func serve(t *testing.T, dir string) (stop func()) {
 	t.Helper()
+	return serveConfig(t, Config{Dir: dir, FrontendHost: "127.0.0.1"})
+}
+
+// serveConfig runs an instance manager of cfg until the returned stop is
+// called.
+func serveConfig(t *testing.T, cfg Config) (stop func()) {
+	t.Helper()
+	dir := cfg.Dir
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, dir, "127.0.0.1", logrus.NewEntry(logrus.StandardLogger())) }()
+	go func() { done <- Serve(ctx, cfg, logrus.NewEntry(logrus.StandardLogger())) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if answers(SocketPath(dir)) {
@@ -164,7 +172,7 @@ func TestEngineErrorsCrossTheSocket(t *testing.T) {
 func TestOneInstanceManagerPerFolder(t *testing.T) {
 	dir, data := t.TempDir(), t.TempDir()
 	stop := serve(t, dir)
-	if err := Serve(context.Background(), dir, "127.0.0.1", logrus.NewEntry(logrus.StandardLogger())); !errors.Is(err, ErrRunning) {
+	if err := Serve(context.Background(), Config{Dir: dir, FrontendHost: "127.0.0.1"}, logrus.NewEntry(logrus.StandardLogger())); !errors.Is(err, ErrRunning) {
 		t.Fatalf("a second Serve = %v; want ErrRunning", err)
 	}
 	c := dial(t, dir)

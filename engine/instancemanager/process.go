@@ -85,12 +85,42 @@ func makeSocketDir(sock string) error {
 // ErrRunning: another instance manager holds the folder.
 var ErrRunning = errors.New("another instance manager runs on this folder")
 
-// Serve runs an instance manager on dir until ctx ends: the engines'
-// NBD frontends listen on frontendHost, and the devices it makes of them
-// for the CSI Node service are kept in dir/devices. When ctx ends, it
-// flushes the devices, stops every engine (syncing its replicas) and
-// returns; the devices stay, for the next one to adopt or undo.
-func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) error {
+// Config is what an instance manager runs with.
+type Config struct {
+	// Dir is its folder: socket, pid file, lock, log and devices.
+	Dir string
+	// FrontendHost is the host the engines' NBD frontends listen on.
+	FrontendHost string
+	// ReplicaAddress (host:port) is where it serves replicas over the
+	// replica protocol, to engines elsewhere; "" serves none.
+	ReplicaAddress string
+	// TLSDir is the folder of the mutual-TLS leaf (mtls.LoadDir) the
+	// replica protocol is served and reached with, both ways; "" runs it
+	// on plain TCP (tests on loopback only).
+	TLSDir string
+}
+
+// args are the instance-manager command's flags for c.
+func (c Config) args() []string {
+	args := []string{"instance-manager", "--dir", c.Dir, "--frontend-address", c.FrontendHost}
+	if c.ReplicaAddress != "" {
+		args = append(args, "--replica-address", c.ReplicaAddress)
+	}
+	if c.TLSDir != "" {
+		args = append(args, "--tls-dir", c.TLSDir)
+	}
+	return args
+}
+
+// Serve runs an instance manager on cfg.Dir until ctx ends: the engines'
+// NBD frontends listen on cfg.FrontendHost, and the devices it makes of
+// them for the CSI Node service are kept in its folder's devices. With a
+// replica address it serves replicas to engines elsewhere (ServeReplica).
+// When ctx ends, it flushes the devices, stops every engine (syncing its
+// replicas) and every served replica, and returns; the devices stay, for
+// the next one to adopt or undo.
+func Serve(ctx context.Context, cfg Config, log *logrus.Entry) error {
+	dir, frontendHost := cfg.Dir, cfg.FrontendHost
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -133,6 +163,12 @@ func Serve(ctx context.Context, dir, frontendHost string, log *logrus.Entry) err
 	engineServer := rpc.NewServer()
 	engines := instance.NewEngines(engineServer, frontendHost, clock.RealClock{}, log.WithField("component", "engine"), func(string) {}, nil)
 	server := NewServer(engines, log)
+	stopReplicas, err := serveReplicas(server, cfg, log)
+	if err != nil {
+		_ = l.Close()
+		return err
+	}
+	defer stopReplicas()
 	g := grpc.NewServer(ServerOptions(log)...)
 	server.Register(g)
 	NewDeviceServer(devices).Register(g)
@@ -208,7 +244,8 @@ const startTimeoutProcess = 30 * time.Second
 // way it returns once the socket answers. binary is the longhorn-manager
 // executable to run (its path; the caller's own when empty). started
 // says whether it started one.
-func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) (started bool, err error) {
+func EnsureRunning(cfg Config, binary string, log *logrus.Entry) (started bool, err error) {
+	dir := cfg.Dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
@@ -218,7 +255,7 @@ func EnsureRunning(dir, binary, frontendHost string, log *logrus.Entry) (started
 	}
 	// One that holds the lock but does not answer (hung, or still
 	// starting) makes the new one give up, saying so in the log.
-	exited, err := spawn(dir, binary, frontendHost, log)
+	exited, err := spawn(cfg, binary, log)
 	if err != nil {
 		return false, err
 	}
@@ -252,7 +289,8 @@ func WaitRunning(dir string, timeout time.Duration) error {
 
 // spawn starts the instance manager; exited receives its end, should it
 // end while this process runs.
-func spawn(dir, binary, frontendHost string, log *logrus.Entry) (exited <-chan error, err error) {
+func spawn(cfg Config, binary string, log *logrus.Entry) (exited <-chan error, err error) {
+	dir := cfg.Dir
 	if binary == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -265,7 +303,7 @@ func spawn(dir, binary, frontendHost string, log *logrus.Entry) (exited <-chan e
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command(binary, "instance-manager", "--dir", dir, "--frontend-address", frontendHost)
+	cmd := exec.Command(binary, cfg.args()...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// A session of its own: a signal to the manager's process group (a
 	// Ctrl-C, a kill of the group) does not reach it, and it does not

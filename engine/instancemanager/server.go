@@ -7,6 +7,7 @@ package instancemanager
 
 import (
 	"context"
+	"crypto/tls"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -31,6 +32,10 @@ type Server struct {
 	pb.UnimplementedInstanceManagerServer
 	engines *instance.Engines
 	log     *logrus.Entry
+	// served, replicaAddress, replicaTLS: replicas.go.
+	served         *instance.Served
+	replicaAddress string
+	replicaTLS     *tls.Config
 
 	mu       sync.Mutex
 	watchers map[chan *pb.Event]struct{}
@@ -157,7 +162,10 @@ func (s *Server) Start(_ context.Context, req *pb.StartRequest) (*pb.Instance, e
 		}
 		dirs = append(dirs, rd)
 	}
-	var opts []instance.StartOption
+	opts, err := s.remoteOptions(req)
+	if err != nil {
+		return nil, err
+	}
 	if req.FrontendPort > 0 {
 		opts = append(opts, instance.FrontendPort(int(req.FrontendPort)))
 	}

@@ -80,7 +80,7 @@ func (x Event_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Type.Descriptor instead.
 func (Event_Type) EnumDescriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{7, 0}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type EngineError_Kind int32
@@ -150,7 +150,7 @@ func (x EngineError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EngineError_Kind.Descriptor instead.
 func (EngineError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{24, 0}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type Empty struct {
@@ -394,9 +394,18 @@ type StartRequest struct {
 	Replicas []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	Frontend bool                   `protobuf:"varint,4,opt,name=frontend,proto3" json:"frontend,omitempty"`
 	// The port the volume's frontend had before, taken again when free.
-	FrontendPort  int32 `protobuf:"varint,5,opt,name=frontend_port,json=frontendPort,proto3" json:"frontend_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FrontendPort int32 `protobuf:"varint,5,opt,name=frontend_port,json=frontendPort,proto3" json:"frontend_port,omitempty"`
+	// The engine owns its replicas with term (above every term they hold;
+	// the manager counts it in the Volume's status), as an engine of the
+	// volume of UID volume_uid: a replica a newer engine took refuses it.
+	// 0: no term (an older manager's start, of local replicas only).
+	VolumeUid string `protobuf:"bytes,6,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	Term      uint64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	// Replicas that another instance manager serves (ServeReplica), reached
+	// over the replica protocol.
+	RemoteReplicas []*RemoteReplica `protobuf:"bytes,8,rep,name=remote_replicas,json=remoteReplicas,proto3" json:"remote_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartRequest) Reset() {
@@ -464,6 +473,367 @@ func (x *StartRequest) GetFrontendPort() int32 {
 	return 0
 }
 
+func (x *StartRequest) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
+
+func (x *StartRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *StartRequest) GetRemoteReplicas() []*RemoteReplica {
+	if x != nil {
+		return x.RemoteReplicas
+	}
+	return nil
+}
+
+type RemoteReplica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// host:port of the replica protocol's server.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Marked new (its data never recorded as created): beside a replica
+	// that holds the volume's data it is behind, and never RW until rebuilt.
+	New           bool `protobuf:"varint,3,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteReplica) Reset() {
+	*x = RemoteReplica{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteReplica) ProtoMessage() {}
+
+func (x *RemoteReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteReplica.ProtoReflect.Descriptor instead.
+func (*RemoteReplica) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoteReplica) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RemoteReplica) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RemoteReplica) GetNew() bool {
+	if x != nil {
+		return x.New
+	}
+	return false
+}
+
+type ServeReplicaRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Replica   *Replica               `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	Volume    string                 `protobuf:"bytes,2,opt,name=volume,proto3" json:"volume,omitempty"`
+	VolumeUid string                 `protobuf:"bytes,3,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	// The volume's size: a new replica is created with it.
+	Size          int64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeReplicaRequest) Reset() {
+	*x = ServeReplicaRequest{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeReplicaRequest) ProtoMessage() {}
+
+func (x *ServeReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeReplicaRequest.ProtoReflect.Descriptor instead.
+func (*ServeReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ServeReplicaRequest) GetReplica() *Replica {
+	if x != nil {
+		return x.Replica
+	}
+	return nil
+}
+
+func (x *ServeReplicaRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *ServeReplicaRequest) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
+
+func (x *ServeReplicaRequest) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type ServedReplica struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Volume    string                 `protobuf:"bytes,2,opt,name=volume,proto3" json:"volume,omitempty"`
+	VolumeUid string                 `protobuf:"bytes,3,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	Dir       string                 `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
+	// host:port an engine reaches it at over the replica protocol.
+	Address string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
+	Size    int64  `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	Epoch   uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The term it holds, and the engine instance that holds it.
+	Term          uint64 `protobuf:"varint,8,opt,name=term,proto3" json:"term,omitempty"`
+	Engine        string `protobuf:"bytes,9,opt,name=engine,proto3" json:"engine,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedReplica) Reset() {
+	*x = ServedReplica{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedReplica) ProtoMessage() {}
+
+func (x *ServedReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedReplica.ProtoReflect.Descriptor instead.
+func (*ServedReplica) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ServedReplica) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServedReplica) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *ServedReplica) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
+
+func (x *ServedReplica) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *ServedReplica) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ServedReplica) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ServedReplica) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ServedReplica) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ServedReplica) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+type ReplicaRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaRef) Reset() {
+	*x = ReplicaRef{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaRef) ProtoMessage() {}
+
+func (x *ReplicaRef) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaRef.ProtoReflect.Descriptor instead.
+func (*ReplicaRef) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplicaRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ServedReplicaList struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Replicas []*ServedReplica       `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The instance manager's replica address; empty when it serves none
+	// (started without --replica-address).
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedReplicaList) Reset() {
+	*x = ServedReplicaList{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedReplicaList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedReplicaList) ProtoMessage() {}
+
+func (x *ServedReplicaList) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedReplicaList.ProtoReflect.Descriptor instead.
+func (*ServedReplicaList) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ServedReplicaList) GetReplicas() []*ServedReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ServedReplicaList) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 type Instance struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Volume string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
@@ -484,7 +854,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[5]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +866,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[5]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +879,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{5}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Instance) GetVolume() string {
@@ -563,7 +933,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[6]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +945,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[6]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +958,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{6}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetInstances() []*Instance {
@@ -608,7 +978,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[7]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +990,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[7]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +1003,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{7}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Event) GetType() Event_Type {
@@ -667,7 +1037,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[8]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +1049,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[8]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +1062,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{8}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Snapshot) GetName() string {
@@ -770,7 +1140,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[9]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +1152,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[9]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1165,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{9}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Progress) GetActive() bool {
@@ -839,7 +1209,7 @@ type BackupStatus struct {
 
 func (x *BackupStatus) Reset() {
 	*x = BackupStatus{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[10]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1221,7 @@ func (x *BackupStatus) String() string {
 func (*BackupStatus) ProtoMessage() {}
 
 func (x *BackupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[10]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1234,7 @@ func (x *BackupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStatus.ProtoReflect.Descriptor instead.
 func (*BackupStatus) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{10}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BackupStatus) GetSnapshot() string {
@@ -912,7 +1282,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[11]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1294,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[11]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1307,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{11}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Failure) GetBehind() bool {
@@ -976,7 +1346,7 @@ type EngineStatus struct {
 
 func (x *EngineStatus) Reset() {
 	*x = EngineStatus{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[12]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1358,7 @@ func (x *EngineStatus) String() string {
 func (*EngineStatus) ProtoMessage() {}
 
 func (x *EngineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[12]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1371,7 @@ func (x *EngineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStatus.ProtoReflect.Descriptor instead.
 func (*EngineStatus) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{12}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EngineStatus) GetInstance() *Instance {
@@ -1098,7 +1468,7 @@ type SnapshotRef struct {
 
 func (x *SnapshotRef) Reset() {
 	*x = SnapshotRef{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[13]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1480,7 @@ func (x *SnapshotRef) String() string {
 func (*SnapshotRef) ProtoMessage() {}
 
 func (x *SnapshotRef) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[13]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1493,7 @@ func (x *SnapshotRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRef.ProtoReflect.Descriptor instead.
 func (*SnapshotRef) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{13}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotRef) GetEngine() *EngineRef {
@@ -1149,7 +1519,7 @@ type WasPurgedResponse struct {
 
 func (x *WasPurgedResponse) Reset() {
 	*x = WasPurgedResponse{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[14]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1531,7 @@ func (x *WasPurgedResponse) String() string {
 func (*WasPurgedResponse) ProtoMessage() {}
 
 func (x *WasPurgedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[14]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1544,7 @@ func (x *WasPurgedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WasPurgedResponse.ProtoReflect.Descriptor instead.
 func (*WasPurgedResponse) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{14}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WasPurgedResponse) GetPurged() bool {
@@ -1195,7 +1565,7 @@ type SnapshotCreateRequest struct {
 
 func (x *SnapshotCreateRequest) Reset() {
 	*x = SnapshotCreateRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[15]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1577,7 @@ func (x *SnapshotCreateRequest) String() string {
 func (*SnapshotCreateRequest) ProtoMessage() {}
 
 func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[15]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1590,7 @@ func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{15}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotCreateRequest) GetEngine() *EngineRef {
@@ -1253,7 +1623,7 @@ type SnapshotCreateResponse struct {
 
 func (x *SnapshotCreateResponse) Reset() {
 	*x = SnapshotCreateResponse{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[16]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1635,7 @@ func (x *SnapshotCreateResponse) String() string {
 func (*SnapshotCreateResponse) ProtoMessage() {}
 
 func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[16]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1648,7 @@ func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateResponse) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{16}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SnapshotCreateResponse) GetName() string {
@@ -1298,7 +1668,7 @@ type ExpandRequest struct {
 
 func (x *ExpandRequest) Reset() {
 	*x = ExpandRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[17]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1680,7 @@ func (x *ExpandRequest) String() string {
 func (*ExpandRequest) ProtoMessage() {}
 
 func (x *ExpandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[17]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1693,7 @@ func (x *ExpandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpandRequest.ProtoReflect.Descriptor instead.
 func (*ExpandRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{17}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExpandRequest) GetEngine() *EngineRef {
@@ -1351,7 +1721,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1733,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1746,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{18}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RestoreRequest) GetEngine() *EngineRef {
@@ -1412,7 +1782,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1794,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1807,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{19}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CloneRequest) GetEngine() *EngineRef {
@@ -1477,7 +1847,7 @@ type DeviceRef struct {
 
 func (x *DeviceRef) Reset() {
 	*x = DeviceRef{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1859,7 @@ func (x *DeviceRef) String() string {
 func (*DeviceRef) ProtoMessage() {}
 
 func (x *DeviceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1872,7 @@ func (x *DeviceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRef.ProtoReflect.Descriptor instead.
 func (*DeviceRef) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{20}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeviceRef) GetVolume() string {
@@ -1523,7 +1893,7 @@ type StageDeviceRequest struct {
 
 func (x *StageDeviceRequest) Reset() {
 	*x = StageDeviceRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1905,7 @@ func (x *StageDeviceRequest) String() string {
 func (*StageDeviceRequest) ProtoMessage() {}
 
 func (x *StageDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1918,7 @@ func (x *StageDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageDeviceRequest.ProtoReflect.Descriptor instead.
 func (*StageDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{21}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StageDeviceRequest) GetVolume() string {
@@ -1585,7 +1955,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1967,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1980,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{22}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Device) GetVolume() string {
@@ -1678,7 +2048,7 @@ type DeviceList struct {
 
 func (x *DeviceList) Reset() {
 	*x = DeviceList{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +2060,7 @@ func (x *DeviceList) String() string {
 func (*DeviceList) ProtoMessage() {}
 
 func (x *DeviceList) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2073,7 @@ func (x *DeviceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceList.ProtoReflect.Descriptor instead.
 func (*DeviceList) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{23}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeviceList) GetDevices() []*Device {
@@ -1738,7 +2108,7 @@ type EngineError struct {
 
 func (x *EngineError) Reset() {
 	*x = EngineError{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +2120,7 @@ func (x *EngineError) String() string {
 func (*EngineError) ProtoMessage() {}
 
 func (x *EngineError) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2133,7 @@ func (x *EngineError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineError.ProtoReflect.Descriptor instead.
 func (*EngineError) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{24}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EngineError) GetKind() EngineError_Kind {
@@ -1855,13 +2225,44 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12B\n" +
 	"\abacking\x18\x03 \x01(\v2(.longhorn.instancemanager.v1.BackingFileR\abacking\x12\x10\n" +
 	"\x03new\x18\x04 \x01(\bR\x03new\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\bR\x06failed\"\xbd\x01\n" +
+	"\x06failed\x18\x05 \x01(\bR\x06failed\"\xc5\x02\n" +
 	"\fStartRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12@\n" +
 	"\breplicas\x18\x03 \x03(\v2$.longhorn.instancemanager.v1.ReplicaR\breplicas\x12\x1a\n" +
 	"\bfrontend\x18\x04 \x01(\bR\bfrontend\x12#\n" +
-	"\rfrontend_port\x18\x05 \x01(\x05R\ffrontendPort\"\xad\x01\n" +
+	"\rfrontend_port\x18\x05 \x01(\x05R\ffrontendPort\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x06 \x01(\tR\tvolumeUid\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12S\n" +
+	"\x0fremote_replicas\x18\b \x03(\v2*.longhorn.instancemanager.v1.RemoteReplicaR\x0eremoteReplicas\"O\n" +
+	"\rRemoteReplica\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03new\x18\x03 \x01(\bR\x03new\"\xa0\x01\n" +
+	"\x13ServeReplicaRequest\x12>\n" +
+	"\areplica\x18\x01 \x01(\v2$.longhorn.instancemanager.v1.ReplicaR\areplica\x12\x16\n" +
+	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x03 \x01(\tR\tvolumeUid\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\"\xdc\x01\n" +
+	"\rServedReplica\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x03 \x01(\tR\tvolumeUid\x12\x10\n" +
+	"\x03dir\x18\x04 \x01(\tR\x03dir\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\x12\x14\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04term\x18\b \x01(\x04R\x04term\x12\x16\n" +
+	"\x06engine\x18\t \x01(\tR\x06engine\" \n" +
+	"\n" +
+	"ReplicaRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"u\n" +
+	"\x11ServedReplicaList\x12F\n" +
+	"\breplicas\x18\x01 \x03(\v2*.longhorn.instancemanager.v1.ServedReplicaR\breplicas\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xad\x01\n" +
 	"\bInstance\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -2007,7 +2408,7 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x04HELD\x10\x06\x12\x10\n" +
 	"\fMISSING_DATA\x10\a\x12\n" +
 	"\n" +
-	"\x06IN_USE\x10\b2\xcc\t\n" +
+	"\x06IN_USE\x10\b2\xfa\v\n" +
 	"\x0fInstanceManager\x12Y\n" +
 	"\x05Start\x12).longhorn.instancemanager.v1.StartRequest\x1a%.longhorn.instancemanager.v1.Instance\x12R\n" +
 	"\x04Stop\x12&.longhorn.instancemanager.v1.EngineRef\x1a\".longhorn.instancemanager.v1.Empty\x12U\n" +
@@ -2021,7 +2422,10 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x05Purge\x12&.longhorn.instancemanager.v1.EngineRef\x1a\".longhorn.instancemanager.v1.Empty\x12X\n" +
 	"\x06Expand\x12*.longhorn.instancemanager.v1.ExpandRequest\x1a\".longhorn.instancemanager.v1.Empty\x12Z\n" +
 	"\aRestore\x12+.longhorn.instancemanager.v1.RestoreRequest\x1a\".longhorn.instancemanager.v1.Empty\x12V\n" +
-	"\x05Clone\x12).longhorn.instancemanager.v1.CloneRequest\x1a\".longhorn.instancemanager.v1.Empty2\xc5\x03\n" +
+	"\x05Clone\x12).longhorn.instancemanager.v1.CloneRequest\x1a\".longhorn.instancemanager.v1.Empty\x12l\n" +
+	"\fServeReplica\x120.longhorn.instancemanager.v1.ServeReplicaRequest\x1a*.longhorn.instancemanager.v1.ServedReplica\x12Z\n" +
+	"\vStopReplica\x12'.longhorn.instancemanager.v1.ReplicaRef\x1a\".longhorn.instancemanager.v1.Empty\x12b\n" +
+	"\fListReplicas\x12\".longhorn.instancemanager.v1.Empty\x1a..longhorn.instancemanager.v1.ServedReplicaList2\xc5\x03\n" +
 	"\rDeviceService\x12]\n" +
 	"\x05Stage\x12/.longhorn.instancemanager.v1.StageDeviceRequest\x1a#.longhorn.instancemanager.v1.Device\x12U\n" +
 	"\aUnstage\x12&.longhorn.instancemanager.v1.DeviceRef\x1a\".longhorn.instancemanager.v1.Empty\x12R\n" +
@@ -2042,7 +2446,7 @@ func file_engine_instancemanager_instance_proto_rawDescGZIP() []byte {
 }
 
 var file_engine_instancemanager_instance_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_engine_instancemanager_instance_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_engine_instancemanager_instance_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_engine_instancemanager_instance_proto_goTypes = []any{
 	(Event_Type)(0),                // 0: longhorn.instancemanager.v1.Event.Type
 	(EngineError_Kind)(0),          // 1: longhorn.instancemanager.v1.EngineError.Kind
@@ -2051,101 +2455,115 @@ var file_engine_instancemanager_instance_proto_goTypes = []any{
 	(*BackingFile)(nil),            // 4: longhorn.instancemanager.v1.BackingFile
 	(*Replica)(nil),                // 5: longhorn.instancemanager.v1.Replica
 	(*StartRequest)(nil),           // 6: longhorn.instancemanager.v1.StartRequest
-	(*Instance)(nil),               // 7: longhorn.instancemanager.v1.Instance
-	(*ListResponse)(nil),           // 8: longhorn.instancemanager.v1.ListResponse
-	(*Event)(nil),                  // 9: longhorn.instancemanager.v1.Event
-	(*Snapshot)(nil),               // 10: longhorn.instancemanager.v1.Snapshot
-	(*Progress)(nil),               // 11: longhorn.instancemanager.v1.Progress
-	(*BackupStatus)(nil),           // 12: longhorn.instancemanager.v1.BackupStatus
-	(*Failure)(nil),                // 13: longhorn.instancemanager.v1.Failure
-	(*EngineStatus)(nil),           // 14: longhorn.instancemanager.v1.EngineStatus
-	(*SnapshotRef)(nil),            // 15: longhorn.instancemanager.v1.SnapshotRef
-	(*WasPurgedResponse)(nil),      // 16: longhorn.instancemanager.v1.WasPurgedResponse
-	(*SnapshotCreateRequest)(nil),  // 17: longhorn.instancemanager.v1.SnapshotCreateRequest
-	(*SnapshotCreateResponse)(nil), // 18: longhorn.instancemanager.v1.SnapshotCreateResponse
-	(*ExpandRequest)(nil),          // 19: longhorn.instancemanager.v1.ExpandRequest
-	(*RestoreRequest)(nil),         // 20: longhorn.instancemanager.v1.RestoreRequest
-	(*CloneRequest)(nil),           // 21: longhorn.instancemanager.v1.CloneRequest
-	(*DeviceRef)(nil),              // 22: longhorn.instancemanager.v1.DeviceRef
-	(*StageDeviceRequest)(nil),     // 23: longhorn.instancemanager.v1.StageDeviceRequest
-	(*Device)(nil),                 // 24: longhorn.instancemanager.v1.Device
-	(*DeviceList)(nil),             // 25: longhorn.instancemanager.v1.DeviceList
-	(*EngineError)(nil),            // 26: longhorn.instancemanager.v1.EngineError
-	nil,                            // 27: longhorn.instancemanager.v1.Snapshot.LabelsEntry
-	nil,                            // 28: longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
-	nil,                            // 29: longhorn.instancemanager.v1.EngineStatus.BackupsEntry
-	nil,                            // 30: longhorn.instancemanager.v1.EngineStatus.FailuresEntry
-	nil,                            // 31: longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 32: longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
+	(*RemoteReplica)(nil),          // 7: longhorn.instancemanager.v1.RemoteReplica
+	(*ServeReplicaRequest)(nil),    // 8: longhorn.instancemanager.v1.ServeReplicaRequest
+	(*ServedReplica)(nil),          // 9: longhorn.instancemanager.v1.ServedReplica
+	(*ReplicaRef)(nil),             // 10: longhorn.instancemanager.v1.ReplicaRef
+	(*ServedReplicaList)(nil),      // 11: longhorn.instancemanager.v1.ServedReplicaList
+	(*Instance)(nil),               // 12: longhorn.instancemanager.v1.Instance
+	(*ListResponse)(nil),           // 13: longhorn.instancemanager.v1.ListResponse
+	(*Event)(nil),                  // 14: longhorn.instancemanager.v1.Event
+	(*Snapshot)(nil),               // 15: longhorn.instancemanager.v1.Snapshot
+	(*Progress)(nil),               // 16: longhorn.instancemanager.v1.Progress
+	(*BackupStatus)(nil),           // 17: longhorn.instancemanager.v1.BackupStatus
+	(*Failure)(nil),                // 18: longhorn.instancemanager.v1.Failure
+	(*EngineStatus)(nil),           // 19: longhorn.instancemanager.v1.EngineStatus
+	(*SnapshotRef)(nil),            // 20: longhorn.instancemanager.v1.SnapshotRef
+	(*WasPurgedResponse)(nil),      // 21: longhorn.instancemanager.v1.WasPurgedResponse
+	(*SnapshotCreateRequest)(nil),  // 22: longhorn.instancemanager.v1.SnapshotCreateRequest
+	(*SnapshotCreateResponse)(nil), // 23: longhorn.instancemanager.v1.SnapshotCreateResponse
+	(*ExpandRequest)(nil),          // 24: longhorn.instancemanager.v1.ExpandRequest
+	(*RestoreRequest)(nil),         // 25: longhorn.instancemanager.v1.RestoreRequest
+	(*CloneRequest)(nil),           // 26: longhorn.instancemanager.v1.CloneRequest
+	(*DeviceRef)(nil),              // 27: longhorn.instancemanager.v1.DeviceRef
+	(*StageDeviceRequest)(nil),     // 28: longhorn.instancemanager.v1.StageDeviceRequest
+	(*Device)(nil),                 // 29: longhorn.instancemanager.v1.Device
+	(*DeviceList)(nil),             // 30: longhorn.instancemanager.v1.DeviceList
+	(*EngineError)(nil),            // 31: longhorn.instancemanager.v1.EngineError
+	nil,                            // 32: longhorn.instancemanager.v1.Snapshot.LabelsEntry
+	nil,                            // 33: longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
+	nil,                            // 34: longhorn.instancemanager.v1.EngineStatus.BackupsEntry
+	nil,                            // 35: longhorn.instancemanager.v1.EngineStatus.FailuresEntry
+	nil,                            // 36: longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 37: longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
 }
 var file_engine_instancemanager_instance_proto_depIdxs = []int32{
 	4,  // 0: longhorn.instancemanager.v1.Replica.backing:type_name -> longhorn.instancemanager.v1.BackingFile
 	5,  // 1: longhorn.instancemanager.v1.StartRequest.replicas:type_name -> longhorn.instancemanager.v1.Replica
-	7,  // 2: longhorn.instancemanager.v1.ListResponse.instances:type_name -> longhorn.instancemanager.v1.Instance
-	0,  // 3: longhorn.instancemanager.v1.Event.type:type_name -> longhorn.instancemanager.v1.Event.Type
-	7,  // 4: longhorn.instancemanager.v1.Event.instance:type_name -> longhorn.instancemanager.v1.Instance
-	27, // 5: longhorn.instancemanager.v1.Snapshot.labels:type_name -> longhorn.instancemanager.v1.Snapshot.LabelsEntry
-	7,  // 6: longhorn.instancemanager.v1.EngineStatus.instance:type_name -> longhorn.instancemanager.v1.Instance
-	28, // 7: longhorn.instancemanager.v1.EngineStatus.replica_modes:type_name -> longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
-	10, // 8: longhorn.instancemanager.v1.EngineStatus.snapshots:type_name -> longhorn.instancemanager.v1.Snapshot
-	11, // 9: longhorn.instancemanager.v1.EngineStatus.purge:type_name -> longhorn.instancemanager.v1.Progress
-	29, // 10: longhorn.instancemanager.v1.EngineStatus.backups:type_name -> longhorn.instancemanager.v1.EngineStatus.BackupsEntry
-	11, // 11: longhorn.instancemanager.v1.EngineStatus.restore:type_name -> longhorn.instancemanager.v1.Progress
-	11, // 12: longhorn.instancemanager.v1.EngineStatus.clone:type_name -> longhorn.instancemanager.v1.Progress
-	30, // 13: longhorn.instancemanager.v1.EngineStatus.failures:type_name -> longhorn.instancemanager.v1.EngineStatus.FailuresEntry
-	3,  // 14: longhorn.instancemanager.v1.SnapshotRef.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 15: longhorn.instancemanager.v1.SnapshotCreateRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	31, // 16: longhorn.instancemanager.v1.SnapshotCreateRequest.labels:type_name -> longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
-	3,  // 17: longhorn.instancemanager.v1.ExpandRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 18: longhorn.instancemanager.v1.RestoreRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	32, // 19: longhorn.instancemanager.v1.RestoreRequest.credential:type_name -> longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
-	3,  // 20: longhorn.instancemanager.v1.CloneRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 21: longhorn.instancemanager.v1.CloneRequest.source:type_name -> longhorn.instancemanager.v1.EngineRef
-	24, // 22: longhorn.instancemanager.v1.DeviceList.devices:type_name -> longhorn.instancemanager.v1.Device
-	1,  // 23: longhorn.instancemanager.v1.EngineError.kind:type_name -> longhorn.instancemanager.v1.EngineError.Kind
-	12, // 24: longhorn.instancemanager.v1.EngineStatus.BackupsEntry.value:type_name -> longhorn.instancemanager.v1.BackupStatus
-	13, // 25: longhorn.instancemanager.v1.EngineStatus.FailuresEntry.value:type_name -> longhorn.instancemanager.v1.Failure
-	6,  // 26: longhorn.instancemanager.v1.InstanceManager.Start:input_type -> longhorn.instancemanager.v1.StartRequest
-	3,  // 27: longhorn.instancemanager.v1.InstanceManager.Stop:input_type -> longhorn.instancemanager.v1.EngineRef
-	2,  // 28: longhorn.instancemanager.v1.InstanceManager.List:input_type -> longhorn.instancemanager.v1.Empty
-	2,  // 29: longhorn.instancemanager.v1.InstanceManager.Watch:input_type -> longhorn.instancemanager.v1.Empty
-	3,  // 30: longhorn.instancemanager.v1.InstanceManager.Status:input_type -> longhorn.instancemanager.v1.EngineRef
-	15, // 31: longhorn.instancemanager.v1.InstanceManager.WasPurged:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	17, // 32: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:input_type -> longhorn.instancemanager.v1.SnapshotCreateRequest
-	15, // 33: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	15, // 34: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	3,  // 35: longhorn.instancemanager.v1.InstanceManager.Purge:input_type -> longhorn.instancemanager.v1.EngineRef
-	19, // 36: longhorn.instancemanager.v1.InstanceManager.Expand:input_type -> longhorn.instancemanager.v1.ExpandRequest
-	20, // 37: longhorn.instancemanager.v1.InstanceManager.Restore:input_type -> longhorn.instancemanager.v1.RestoreRequest
-	21, // 38: longhorn.instancemanager.v1.InstanceManager.Clone:input_type -> longhorn.instancemanager.v1.CloneRequest
-	23, // 39: longhorn.instancemanager.v1.DeviceService.Stage:input_type -> longhorn.instancemanager.v1.StageDeviceRequest
-	22, // 40: longhorn.instancemanager.v1.DeviceService.Unstage:input_type -> longhorn.instancemanager.v1.DeviceRef
-	22, // 41: longhorn.instancemanager.v1.DeviceService.Get:input_type -> longhorn.instancemanager.v1.DeviceRef
-	2,  // 42: longhorn.instancemanager.v1.DeviceService.List:input_type -> longhorn.instancemanager.v1.Empty
-	22, // 43: longhorn.instancemanager.v1.DeviceService.Expand:input_type -> longhorn.instancemanager.v1.DeviceRef
-	7,  // 44: longhorn.instancemanager.v1.InstanceManager.Start:output_type -> longhorn.instancemanager.v1.Instance
-	2,  // 45: longhorn.instancemanager.v1.InstanceManager.Stop:output_type -> longhorn.instancemanager.v1.Empty
-	8,  // 46: longhorn.instancemanager.v1.InstanceManager.List:output_type -> longhorn.instancemanager.v1.ListResponse
-	9,  // 47: longhorn.instancemanager.v1.InstanceManager.Watch:output_type -> longhorn.instancemanager.v1.Event
-	14, // 48: longhorn.instancemanager.v1.InstanceManager.Status:output_type -> longhorn.instancemanager.v1.EngineStatus
-	16, // 49: longhorn.instancemanager.v1.InstanceManager.WasPurged:output_type -> longhorn.instancemanager.v1.WasPurgedResponse
-	18, // 50: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:output_type -> longhorn.instancemanager.v1.SnapshotCreateResponse
-	2,  // 51: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:output_type -> longhorn.instancemanager.v1.Empty
-	10, // 52: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:output_type -> longhorn.instancemanager.v1.Snapshot
-	2,  // 53: longhorn.instancemanager.v1.InstanceManager.Purge:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 54: longhorn.instancemanager.v1.InstanceManager.Expand:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 55: longhorn.instancemanager.v1.InstanceManager.Restore:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 56: longhorn.instancemanager.v1.InstanceManager.Clone:output_type -> longhorn.instancemanager.v1.Empty
-	24, // 57: longhorn.instancemanager.v1.DeviceService.Stage:output_type -> longhorn.instancemanager.v1.Device
-	2,  // 58: longhorn.instancemanager.v1.DeviceService.Unstage:output_type -> longhorn.instancemanager.v1.Empty
-	24, // 59: longhorn.instancemanager.v1.DeviceService.Get:output_type -> longhorn.instancemanager.v1.Device
-	25, // 60: longhorn.instancemanager.v1.DeviceService.List:output_type -> longhorn.instancemanager.v1.DeviceList
-	24, // 61: longhorn.instancemanager.v1.DeviceService.Expand:output_type -> longhorn.instancemanager.v1.Device
-	44, // [44:62] is the sub-list for method output_type
-	26, // [26:44] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	7,  // 2: longhorn.instancemanager.v1.StartRequest.remote_replicas:type_name -> longhorn.instancemanager.v1.RemoteReplica
+	5,  // 3: longhorn.instancemanager.v1.ServeReplicaRequest.replica:type_name -> longhorn.instancemanager.v1.Replica
+	9,  // 4: longhorn.instancemanager.v1.ServedReplicaList.replicas:type_name -> longhorn.instancemanager.v1.ServedReplica
+	12, // 5: longhorn.instancemanager.v1.ListResponse.instances:type_name -> longhorn.instancemanager.v1.Instance
+	0,  // 6: longhorn.instancemanager.v1.Event.type:type_name -> longhorn.instancemanager.v1.Event.Type
+	12, // 7: longhorn.instancemanager.v1.Event.instance:type_name -> longhorn.instancemanager.v1.Instance
+	32, // 8: longhorn.instancemanager.v1.Snapshot.labels:type_name -> longhorn.instancemanager.v1.Snapshot.LabelsEntry
+	12, // 9: longhorn.instancemanager.v1.EngineStatus.instance:type_name -> longhorn.instancemanager.v1.Instance
+	33, // 10: longhorn.instancemanager.v1.EngineStatus.replica_modes:type_name -> longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
+	15, // 11: longhorn.instancemanager.v1.EngineStatus.snapshots:type_name -> longhorn.instancemanager.v1.Snapshot
+	16, // 12: longhorn.instancemanager.v1.EngineStatus.purge:type_name -> longhorn.instancemanager.v1.Progress
+	34, // 13: longhorn.instancemanager.v1.EngineStatus.backups:type_name -> longhorn.instancemanager.v1.EngineStatus.BackupsEntry
+	16, // 14: longhorn.instancemanager.v1.EngineStatus.restore:type_name -> longhorn.instancemanager.v1.Progress
+	16, // 15: longhorn.instancemanager.v1.EngineStatus.clone:type_name -> longhorn.instancemanager.v1.Progress
+	35, // 16: longhorn.instancemanager.v1.EngineStatus.failures:type_name -> longhorn.instancemanager.v1.EngineStatus.FailuresEntry
+	3,  // 17: longhorn.instancemanager.v1.SnapshotRef.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 18: longhorn.instancemanager.v1.SnapshotCreateRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	36, // 19: longhorn.instancemanager.v1.SnapshotCreateRequest.labels:type_name -> longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
+	3,  // 20: longhorn.instancemanager.v1.ExpandRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 21: longhorn.instancemanager.v1.RestoreRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	37, // 22: longhorn.instancemanager.v1.RestoreRequest.credential:type_name -> longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
+	3,  // 23: longhorn.instancemanager.v1.CloneRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 24: longhorn.instancemanager.v1.CloneRequest.source:type_name -> longhorn.instancemanager.v1.EngineRef
+	29, // 25: longhorn.instancemanager.v1.DeviceList.devices:type_name -> longhorn.instancemanager.v1.Device
+	1,  // 26: longhorn.instancemanager.v1.EngineError.kind:type_name -> longhorn.instancemanager.v1.EngineError.Kind
+	17, // 27: longhorn.instancemanager.v1.EngineStatus.BackupsEntry.value:type_name -> longhorn.instancemanager.v1.BackupStatus
+	18, // 28: longhorn.instancemanager.v1.EngineStatus.FailuresEntry.value:type_name -> longhorn.instancemanager.v1.Failure
+	6,  // 29: longhorn.instancemanager.v1.InstanceManager.Start:input_type -> longhorn.instancemanager.v1.StartRequest
+	3,  // 30: longhorn.instancemanager.v1.InstanceManager.Stop:input_type -> longhorn.instancemanager.v1.EngineRef
+	2,  // 31: longhorn.instancemanager.v1.InstanceManager.List:input_type -> longhorn.instancemanager.v1.Empty
+	2,  // 32: longhorn.instancemanager.v1.InstanceManager.Watch:input_type -> longhorn.instancemanager.v1.Empty
+	3,  // 33: longhorn.instancemanager.v1.InstanceManager.Status:input_type -> longhorn.instancemanager.v1.EngineRef
+	20, // 34: longhorn.instancemanager.v1.InstanceManager.WasPurged:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	22, // 35: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:input_type -> longhorn.instancemanager.v1.SnapshotCreateRequest
+	20, // 36: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	20, // 37: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	3,  // 38: longhorn.instancemanager.v1.InstanceManager.Purge:input_type -> longhorn.instancemanager.v1.EngineRef
+	24, // 39: longhorn.instancemanager.v1.InstanceManager.Expand:input_type -> longhorn.instancemanager.v1.ExpandRequest
+	25, // 40: longhorn.instancemanager.v1.InstanceManager.Restore:input_type -> longhorn.instancemanager.v1.RestoreRequest
+	26, // 41: longhorn.instancemanager.v1.InstanceManager.Clone:input_type -> longhorn.instancemanager.v1.CloneRequest
+	8,  // 42: longhorn.instancemanager.v1.InstanceManager.ServeReplica:input_type -> longhorn.instancemanager.v1.ServeReplicaRequest
+	10, // 43: longhorn.instancemanager.v1.InstanceManager.StopReplica:input_type -> longhorn.instancemanager.v1.ReplicaRef
+	2,  // 44: longhorn.instancemanager.v1.InstanceManager.ListReplicas:input_type -> longhorn.instancemanager.v1.Empty
+	28, // 45: longhorn.instancemanager.v1.DeviceService.Stage:input_type -> longhorn.instancemanager.v1.StageDeviceRequest
+	27, // 46: longhorn.instancemanager.v1.DeviceService.Unstage:input_type -> longhorn.instancemanager.v1.DeviceRef
+	27, // 47: longhorn.instancemanager.v1.DeviceService.Get:input_type -> longhorn.instancemanager.v1.DeviceRef
+	2,  // 48: longhorn.instancemanager.v1.DeviceService.List:input_type -> longhorn.instancemanager.v1.Empty
+	27, // 49: longhorn.instancemanager.v1.DeviceService.Expand:input_type -> longhorn.instancemanager.v1.DeviceRef
+	12, // 50: longhorn.instancemanager.v1.InstanceManager.Start:output_type -> longhorn.instancemanager.v1.Instance
+	2,  // 51: longhorn.instancemanager.v1.InstanceManager.Stop:output_type -> longhorn.instancemanager.v1.Empty
+	13, // 52: longhorn.instancemanager.v1.InstanceManager.List:output_type -> longhorn.instancemanager.v1.ListResponse
+	14, // 53: longhorn.instancemanager.v1.InstanceManager.Watch:output_type -> longhorn.instancemanager.v1.Event
+	19, // 54: longhorn.instancemanager.v1.InstanceManager.Status:output_type -> longhorn.instancemanager.v1.EngineStatus
+	21, // 55: longhorn.instancemanager.v1.InstanceManager.WasPurged:output_type -> longhorn.instancemanager.v1.WasPurgedResponse
+	23, // 56: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:output_type -> longhorn.instancemanager.v1.SnapshotCreateResponse
+	2,  // 57: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:output_type -> longhorn.instancemanager.v1.Empty
+	15, // 58: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:output_type -> longhorn.instancemanager.v1.Snapshot
+	2,  // 59: longhorn.instancemanager.v1.InstanceManager.Purge:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 60: longhorn.instancemanager.v1.InstanceManager.Expand:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 61: longhorn.instancemanager.v1.InstanceManager.Restore:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 62: longhorn.instancemanager.v1.InstanceManager.Clone:output_type -> longhorn.instancemanager.v1.Empty
+	9,  // 63: longhorn.instancemanager.v1.InstanceManager.ServeReplica:output_type -> longhorn.instancemanager.v1.ServedReplica
+	2,  // 64: longhorn.instancemanager.v1.InstanceManager.StopReplica:output_type -> longhorn.instancemanager.v1.Empty
+	11, // 65: longhorn.instancemanager.v1.InstanceManager.ListReplicas:output_type -> longhorn.instancemanager.v1.ServedReplicaList
+	29, // 66: longhorn.instancemanager.v1.DeviceService.Stage:output_type -> longhorn.instancemanager.v1.Device
+	2,  // 67: longhorn.instancemanager.v1.DeviceService.Unstage:output_type -> longhorn.instancemanager.v1.Empty
+	29, // 68: longhorn.instancemanager.v1.DeviceService.Get:output_type -> longhorn.instancemanager.v1.Device
+	30, // 69: longhorn.instancemanager.v1.DeviceService.List:output_type -> longhorn.instancemanager.v1.DeviceList
+	29, // 70: longhorn.instancemanager.v1.DeviceService.Expand:output_type -> longhorn.instancemanager.v1.Device
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_engine_instancemanager_instance_proto_init() }
@@ -2159,7 +2577,7 @@ func file_engine_instancemanager_instance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_instancemanager_instance_proto_rawDesc), len(file_engine_instancemanager_instance_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -41,6 +41,9 @@ const (
 	InstanceManager_Expand_FullMethodName         = "/longhorn.instancemanager.v1.InstanceManager/Expand"
 	InstanceManager_Restore_FullMethodName        = "/longhorn.instancemanager.v1.InstanceManager/Restore"
 	InstanceManager_Clone_FullMethodName          = "/longhorn.instancemanager.v1.InstanceManager/Clone"
+	InstanceManager_ServeReplica_FullMethodName   = "/longhorn.instancemanager.v1.InstanceManager/ServeReplica"
+	InstanceManager_StopReplica_FullMethodName    = "/longhorn.instancemanager.v1.InstanceManager/StopReplica"
+	InstanceManager_ListReplicas_FullMethodName   = "/longhorn.instancemanager.v1.InstanceManager/ListReplicas"
 )
 
 // InstanceManagerClient is the client API for InstanceManager service.
@@ -68,6 +71,16 @@ type InstanceManagerClient interface {
 	// Clone writes a snapshot of another engine this instance manager runs
 	// into the volume and returns when done.
 	Clone(ctx context.Context, in *CloneRequest, opts ...grpc.CallOption) (*Empty, error)
+	// ServeReplica opens a replica of this node for an engine on another
+	// node (or of another instance manager), which reaches it over the
+	// replica protocol at the instance manager's replica address; a replica
+	// served already is returned as it is when it is the same one (volume
+	// UID and folder), and refused (EXISTS) otherwise. Only a replica marked
+	// new is created when its folder holds no data.
+	ServeReplica(ctx context.Context, in *ServeReplicaRequest, opts ...grpc.CallOption) (*ServedReplica, error)
+	// StopReplica closes a served replica; one not served is done already.
+	StopReplica(ctx context.Context, in *ReplicaRef, opts ...grpc.CallOption) (*Empty, error)
+	ListReplicas(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ServedReplicaList, error)
 }
 
 type instanceManagerClient struct {
@@ -217,6 +230,36 @@ func (c *instanceManagerClient) Clone(ctx context.Context, in *CloneRequest, opt
 	return out, nil
 }
 
+func (c *instanceManagerClient) ServeReplica(ctx context.Context, in *ServeReplicaRequest, opts ...grpc.CallOption) (*ServedReplica, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServedReplica)
+	err := c.cc.Invoke(ctx, InstanceManager_ServeReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *instanceManagerClient) StopReplica(ctx context.Context, in *ReplicaRef, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, InstanceManager_StopReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *instanceManagerClient) ListReplicas(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ServedReplicaList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServedReplicaList)
+	err := c.cc.Invoke(ctx, InstanceManager_ListReplicas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InstanceManagerServer is the server API for InstanceManager service.
 // All implementations must embed UnimplementedInstanceManagerServer
 // for forward compatibility.
@@ -242,6 +285,16 @@ type InstanceManagerServer interface {
 	// Clone writes a snapshot of another engine this instance manager runs
 	// into the volume and returns when done.
 	Clone(context.Context, *CloneRequest) (*Empty, error)
+	// ServeReplica opens a replica of this node for an engine on another
+	// node (or of another instance manager), which reaches it over the
+	// replica protocol at the instance manager's replica address; a replica
+	// served already is returned as it is when it is the same one (volume
+	// UID and folder), and refused (EXISTS) otherwise. Only a replica marked
+	// new is created when its folder holds no data.
+	ServeReplica(context.Context, *ServeReplicaRequest) (*ServedReplica, error)
+	// StopReplica closes a served replica; one not served is done already.
+	StopReplica(context.Context, *ReplicaRef) (*Empty, error)
+	ListReplicas(context.Context, *Empty) (*ServedReplicaList, error)
 	mustEmbedUnimplementedInstanceManagerServer()
 }
 
@@ -290,6 +343,15 @@ func (UnimplementedInstanceManagerServer) Restore(context.Context, *RestoreReque
 }
 func (UnimplementedInstanceManagerServer) Clone(context.Context, *CloneRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Clone not implemented")
+}
+func (UnimplementedInstanceManagerServer) ServeReplica(context.Context, *ServeReplicaRequest) (*ServedReplica, error) {
+	return nil, status.Error(codes.Unimplemented, "method ServeReplica not implemented")
+}
+func (UnimplementedInstanceManagerServer) StopReplica(context.Context, *ReplicaRef) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopReplica not implemented")
+}
+func (UnimplementedInstanceManagerServer) ListReplicas(context.Context, *Empty) (*ServedReplicaList, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplicas not implemented")
 }
 func (UnimplementedInstanceManagerServer) mustEmbedUnimplementedInstanceManagerServer() {}
 func (UnimplementedInstanceManagerServer) testEmbeddedByValue()                         {}
@@ -539,6 +601,60 @@ func _InstanceManager_Clone_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InstanceManager_ServeReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServeReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceManagerServer).ServeReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceManager_ServeReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceManagerServer).ServeReplica(ctx, req.(*ServeReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InstanceManager_StopReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplicaRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceManagerServer).StopReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceManager_StopReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceManagerServer).StopReplica(ctx, req.(*ReplicaRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InstanceManager_ListReplicas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceManagerServer).ListReplicas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceManager_ListReplicas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceManagerServer).ListReplicas(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InstanceManager_ServiceDesc is the grpc.ServiceDesc for InstanceManager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -593,6 +709,18 @@ var InstanceManager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Clone",
 			Handler:    _InstanceManager_Clone_Handler,
+		},
+		{
+			MethodName: "ServeReplica",
+			Handler:    _InstanceManager_ServeReplica_Handler,
+		},
+		{
+			MethodName: "StopReplica",
+			Handler:    _InstanceManager_StopReplica_Handler,
+		},
+		{
+			MethodName: "ListReplicas",
+			Handler:    _InstanceManager_ListReplicas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
