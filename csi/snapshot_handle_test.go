@@ -155,3 +155,54 @@ func TestSnapshotDecisions(t *testing.T) {
 		t.Errorf("attacher %q is no attachedBy the API takes", by)
 	}
 }
+
+func TestBackingImageSnapshotDecisions(t *testing.T) {
+	export := func(volume, exportType string) *client.BackingImage {
+		p := map[string]string{"volume-name": volume}
+		if exportType != "" {
+			p["export-type"] = exportType
+		}
+		return &client.BackingImage{Name: "snapshot-1", SourceType: "export-from-volume", Parameters: p}
+	}
+	for _, c := range []struct {
+		name string
+		bi   *client.BackingImage
+		want bool
+	}{
+		{"the raw export of the volume", export("pvc-1", "raw"), true},
+		{"no export-type is raw", export("pvc-1", ""), true},
+		{"another volume's", export("pvc-2", "raw"), false},
+		{"another format", export("pvc-1", "qcow2"), false},
+		{"a download of the name", &client.BackingImage{Name: "snapshot-1", SourceType: "download", Parameters: map[string]string{"url": "http://x", "volume-name": "pvc-1"}}, false},
+	} {
+		if got := exportedFrom(c.bi, "pvc-1", "raw"); got != c.want {
+			t.Errorf("%s: exportedFrom %v, want %v", c.name, got, c.want)
+		}
+	}
+	files := func(states ...string) *client.BackingImage {
+		b := &client.BackingImage{DiskFileStatusMap: map[string]client.BackingImageFileState{}}
+		for i, s := range states {
+			b.DiskFileStatusMap[string(rune('a'+i))] = client.BackingImageFileState{State: s, Message: "why " + s}
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name          string
+		bi            *client.BackingImage
+		ready, failed bool
+	}{
+		{"no file yet", files(), false, false},
+		{"in progress", files("in-progress"), false, false},
+		{"ready", files("ready"), true, false},
+		{"ready on one disk, failed on another", files("ready", "failed"), true, false},
+		{"failed on one disk, pending on another", files("failed", "pending"), false, false},
+		{"failed everywhere", files("failed", "failed"), false, true},
+	} {
+		if got := c.bi.ReadyFile(); got != c.ready {
+			t.Errorf("%s: ReadyFile %v, want %v", c.name, got, c.ready)
+		}
+		if got := failedExport(c.bi); (got != "") != c.failed || c.failed && !strings.Contains(got, "why failed") {
+			t.Errorf("%s: failedExport %q, want failed %v", c.name, got, c.failed)
+		}
+	}
+}
