@@ -37,8 +37,15 @@ type Client struct {
 	ctx           context.Context
 	cancel        context.CancelFunc
 
+	// wmu orders the requests' messages on the connection. A message
+	// goes to a TCP connection in one system call (writev: the header
+	// and the caller's data, not copied), to a TLS one over a recordConn
+	// in a batch of its records, to any other through w.
 	wmu sync.Mutex
+	tcp bool
+	rc  *recordConn
 	w   *bufio.Writer
+	hdr [headerSize]byte
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -65,7 +72,7 @@ func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenReque
 		return nil, err
 	}
 	if tlsConfig != nil {
-		tc := tls.Client(conn, tlsConfig)
+		tc := tls.Client(newRecordConn(conn), tlsConfig)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, err
@@ -82,6 +89,8 @@ func dialConn(ctx context.Context, conn net.Conn, addr string, req OpenRequest, 
 	}
 	c := &Client{conn: conn, timeout: timeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{}),
 		slots: semaphore.NewWeighted(MaxInFlight), budget: semaphore.NewWeighted(MaxInFlightBytes)}
+	_, c.tcp = conn.(*net.TCPConn)
+	c.rc = recordConnOf(conn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.readReplies(bufio.NewReaderSize(conn, 64<<10))
 	// The open ends with ctx too.
@@ -242,13 +251,7 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 
 	c.wmu.Lock()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.w.Write(header{magic: requestMagic, kind: op, id: id, offset: offset, length: length}.encode())
-	if err == nil {
-		_, err = c.w.Write(body)
-	}
-	if err == nil {
-		err = c.w.Flush()
-	}
+	err := c.send(header{magic: requestMagic, kind: op, id: id, offset: offset, length: length}, body)
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("send to the replica: %w", err))
@@ -280,6 +283,34 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 		c.fail(err)
 		return nil, err
 	}
+}
+
+// send writes one request's message; the caller holds wmu.
+func (c *Client) send(h header, body []byte) error {
+	h.put(c.hdr[:])
+	if c.tcp {
+		bufs := net.Buffers{c.hdr[:], body}
+		_, err := bufs.WriteTo(c.conn)
+		return err
+	}
+	if c.rc != nil {
+		c.rc.batch()
+		_, err := c.conn.Write(c.hdr[:])
+		if err == nil && len(body) > 0 {
+			_, err = c.conn.Write(body)
+		}
+		if ferr := c.rc.flush(); err == nil {
+			err = ferr
+		}
+		return err
+	}
+	if _, err := c.w.Write(c.hdr[:]); err != nil {
+		return err
+	}
+	if _, err := c.w.Write(body); err != nil {
+		return err
+	}
+	return c.w.Flush()
 }
 
 // brokenErr is why the connection broke.

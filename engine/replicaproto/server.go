@@ -56,13 +56,13 @@ func NewServer(lookup Lookup, log *logrus.Entry) *Server {
 // node's mutual-TLS identity's ServerConfig), only a peer with a
 // certificate of the cluster's CA is served.
 func (s *Server) Serve(l net.Listener, tlsConfig *tls.Config) error {
-	if tlsConfig != nil {
-		l = tls.NewListener(l, tlsConfig)
-	}
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return err
+		}
+		if tlsConfig != nil {
+			c = tls.Server(newRecordConn(c), tlsConfig)
 		}
 		go s.ServeConn(c)
 	}
@@ -97,8 +97,11 @@ type session struct {
 	rep *replica.Owned
 	log *logrus.Entry
 
+	// wmu orders the replies on the connection; over TLS (rc) each
+	// reply's records go in a batch.
 	wmu sync.Mutex
 	w   *bufio.Writer
+	rc  *recordConn
 	hdr [headerSize]byte // a reply's header, under wmu
 }
 
@@ -235,7 +238,7 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
-	ss := &session{w: bufio.NewWriterSize(c, 64<<10), log: log}
+	ss := &session{w: bufio.NewWriterSize(c, 64<<10), rc: recordConnOf(c), log: log}
 	var req OpenRequest
 	if err := json.Unmarshal(body, &req); err != nil || req.VolumeUID == "" || req.Replica == "" || req.Engine == "" || req.Term == 0 {
 		ss.reply(h.id, result{status: statusInvalid, body: []byte("an open names the volume's UID, the replica, the engine instance and a term above 0")})
@@ -339,6 +342,10 @@ func (ss *session) do(h header, body []byte) result {
 func (ss *session) reply(id uint64, res result) {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
+	if ss.rc != nil {
+		ss.rc.batch()
+		defer ss.rc.flush()
+	}
 	header{magic: replyMagic, kind: res.status, id: id, length: uint32(len(res.body))}.put(ss.hdr[:])
 	if _, err := ss.w.Write(ss.hdr[:]); err != nil {
 		return
