@@ -121,7 +121,7 @@ func (c *Client) Size() int64 { return c.open.Size }
 
 // Close ends the connection; requests still waiting fail.
 func (c *Client) Close() error {
-	err := c.conn.Close()
+	err := closeConn(c.conn)
 	<-c.done
 	return err
 }
@@ -338,7 +338,7 @@ func (c *Client) fail(err error) {
 	c.pending = map[uint64]*call{}
 	c.mu.Unlock()
 	c.cancel()
-	_ = c.conn.Close()
+	_ = closeConn(c.conn)
 	for _, cl := range pending {
 		cl.reply <- result{status: statusBroken, body: []byte(err.Error())}
 	}

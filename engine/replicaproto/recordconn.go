@@ -41,6 +41,18 @@ func recordConnOf(c net.Conn) *recordConn {
 
 func (c *recordConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// closeConn closes c; a TLS connection over a recordConn is closed at its
+// TCP connection, without the TLS close_notify: its write could wait
+// behind a batch that a peer who reads nothing holds up (for up to the 5 s
+// the TLS layer gives it), where a connection broken on purpose must end
+// at once. The peer reads the end as the end of the stream all the same.
+func closeConn(c net.Conn) error {
+	if rc := recordConnOf(c); rc != nil {
+		return rc.Conn.Close()
+	}
+	return c.Close()
+}
+
 func (c *recordConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -74,7 +74,7 @@ func (s *Server) Close() {
 	defer s.mu.Unlock()
 	s.closed = true
 	for c := range s.conns {
-		_ = c.Close()
+		_ = closeConn(c)
 	}
 }
 
@@ -117,7 +117,7 @@ func (s *Server) ServeConn(c net.Conn) {
 		return
 	}
 	defer s.track(c, false)
-	defer c.Close()
+	defer closeConn(c)
 	log := s.log.WithField("peer", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	ss, err := s.open(c, r, log)
