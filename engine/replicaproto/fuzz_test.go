@@ -24,6 +24,8 @@ func FuzzServerFrames(f *testing.F) {
 	snap := []byte(`{"name":"s","id":"i","labels":{"k":"v"}}`)
 	f.Add(append(header{magic: requestMagic, kind: OpSnapshot, id: 8, length: uint32(len(snap))}.encode(), snap...))
 	f.Add([]byte("not a frame at all"))
+	// A large write at an offset whose sum with its length wraps around.
+	f.Add(append(header{magic: requestMagic, kind: OpWrite, id: 9, offset: ^uint64(0) - 100, length: 2 * streamPiece}.encode(), make([]byte, 2*streamPiece)...))
 	r, err := replica.Create(filepath.Join(f.TempDir(), "r1"), 1<<20)
 	if err != nil {
 		f.Fatal(err)

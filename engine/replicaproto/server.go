@@ -153,7 +153,7 @@ func (s *Server) ServeConn(c net.Conn) {
 		// fits.
 		_ = slots.Acquire(context.Background(), 1)
 		_ = budget.Acquire(context.Background(), cost)
-		if h.kind == OpWrite && n > streamPiece && h.offset+uint64(n) <= uint64(ss.rep.Size()) {
+		if size := uint64(ss.rep.Size()); h.kind == OpWrite && n > streamPiece && h.offset <= size && uint64(n) <= size-h.offset {
 			err := ss.streamWrite(r, h)
 			slots.Release(1)
 			budget.Release(cost)

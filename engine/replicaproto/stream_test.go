@@ -37,6 +37,14 @@ func TestAWriteLargerThanAPieceIsWrittenAsItArrives(t *testing.T) {
 	if _, err := c.WriteAt(make([]byte, 2*streamPiece), volSize-streamPiece); err == nil {
 		t.Fatal("a write past the replica's end was taken")
 	}
+	// An offset whose sum with the length wraps around is refused, and
+	// the connection serves on.
+	if _, err := c.do(OpWrite, ^uint64(0)-100, 2*streamPiece, make([]byte, 2*streamPiece)); err == nil {
+		t.Fatal("a write at an offset past the replica's end was taken")
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatalf("the connection after a write at a wrapping offset: %v", err)
+	}
 
 	before := make([]byte, 2*streamPiece)
 	if _, err := r.ReadAt(before, 0); err != nil {
