@@ -91,6 +91,21 @@ func TestEachCSIAccountMayDoWhatItsSidecarAsksAndNoMore(t *testing.T) {
 	if _, err := snapshotter.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: snap.Snapshot.SnapshotId}); err != nil {
 		t.Errorf("DeleteSnapshot as the snapshotter: %v", err)
 	}
+	// A bi class: the snapshotter's driver makes, reads and deletes the
+	// backing image the volume is exported as (no image server runs here,
+	// so the export waits; the rights are what is tested).
+	biReq := &csipb.CreateSnapshotRequest{SourceVolumeId: id, Name: "snapshot-accounts-bi", Parameters: map[string]string{"type": "bi"}}
+	_, err = attacher.CreateSnapshot(ctx, biReq)
+	denied("CreateSnapshot of type bi as the attacher", err)
+	bi, err := snapshotter.CreateSnapshot(ctx, biReq)
+	if err != nil {
+		t.Fatalf("CreateSnapshot of type bi as the snapshotter: %v", err)
+	}
+	_, err = attacher.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: bi.Snapshot.SnapshotId})
+	denied("DeleteSnapshot of type bi as the attacher", err)
+	if _, err := snapshotter.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: bi.Snapshot.SnapshotId}); err != nil {
+		t.Errorf("DeleteSnapshot of type bi as the snapshotter: %v", err)
+	}
 
 	unpublish := &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-1"}
 	_, err = resizer.ControllerUnpublishVolume(ctx, unpublish)

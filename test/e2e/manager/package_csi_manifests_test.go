@@ -537,6 +537,8 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("get", "volumes", "pvc-1"), lh("list", "volumes", ""),
 			action("snapshotCreate"), action("snapshotBackup"), action("snapshotCRDelete"), action("attach"), action("detach"),
 			lh("get", "backupvolumes", "pvc-1"), lh("list", "backupvolumes", ""), lh("delete", "backups", ""),
+			// A bi VolumeSnapshot: the backing image exported from the volume.
+			lh("get", "backingimages", "snapshot-1"), lh("create", "backingimages", ""), lh("delete", "backingimages", "snapshot-1"),
 		},
 		never: []attr{
 			core("get", "secrets", ns), core("get", "persistentvolumeclaims", claims), core("list", "persistentvolumes", ""),
@@ -548,6 +550,7 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			lh("get", "settings", "backup-target-credential-secret"), lh("create", "backups", ""),
 			lh("update", "backupvolumes", "pvc-1"), lh("delete", "backupvolumes", "pvc-1"),
 			lh("update", "volumes", "pvc-1"), action("snapshotRevert"), action("snapshotDelete"), action("expand"),
+			lh("update", "backingimages", "snapshot-1"), lh("list", "backingimages", ""),
 		},
 	}, {
 		account: "longhorn-csi-resizer",
