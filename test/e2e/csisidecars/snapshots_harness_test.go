@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/cadence-storage/longhorn-manager/app"
 	"github.com/cadence-storage/longhorn-manager/csi"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
@@ -30,9 +31,9 @@ type snapshotEnv struct {
 	dyn dynamic.Interface
 }
 
-func newSnapshotEnv(t *testing.T) *snapshotEnv {
+func newSnapshotEnv(t *testing.T, opts ...func(*app.DaemonOptions)) *snapshotEnv {
 	t.Helper()
-	s := newSidecarEnv(t)
+	s := newSidecarEnv(t, opts...)
 	bins := csiSidecars(t)
 	framework.InstallSnapshotCRDs(t, s.Cluster.Config, bins.snapshotCRDs)
 	dyn, err := dynamic.NewForConfig(s.Cluster.Config)
