@@ -151,10 +151,12 @@ func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, name strin
 		return badRequest("hostId: node %q is not a Longhorn node", in.HostID)
 	}
 	v, err := s.updateAttachment(r.Context(), name, func(v *longhorn.Volume) (bool, error) {
-		// The engine opens the replicas from its own node's disks: a volume
-		// attaches only where its replicas are. (A volume attached
-		// elsewhere gets applyAttach's conflict, which says so.)
-		if v.Spec.NodeID == "" || v.Spec.NodeID == in.HostID {
+		// An engine reaches the replicas of other nodes where those
+		// serve them; one that restores a backup or makes a clone writes
+		// them on its own node's disks, so such a volume attaches only
+		// where its replicas are. (A volume attached elsewhere gets
+		// applyAttach's conflict, which says so.)
+		if (v.Spec.NodeID == "" || v.Spec.NodeID == in.HostID) && (v.Status.RestoreRequired || v.Spec.DataSource != "" && v.Status.CloneStatus.State != "completed") {
 			replicas, err := s.ds.ListVolumeReplicasRO(v.Name)
 			if err != nil {
 				return false, err

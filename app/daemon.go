@@ -95,6 +95,11 @@ type DaemonOptions struct {
 	// 127.0.0.1 when empty, so a volume's data, which NBD serves to
 	// anyone who connects, is not on the pod network.
 	FrontendAddress string
+	// ReplicaAddress (host:port; port 0 takes a free one) is where this
+	// node serves its replicas to the engines of other nodes over the
+	// replica protocol, with mutual TLS: the node's address in a cluster.
+	// "" serves none (a volume then attaches only where its replicas are).
+	ReplicaAddress string
 	// CSIStateDir is the CSI Node service's state directory on this node
 	// (--csi-state-dir, csi/nodestate.DefaultDir when empty): where the
 	// trimFilesystem action finds which device a volume is staged on.
@@ -373,7 +378,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	runCtx, stopControllers := context.WithCancel(ctx)
 	defer stopControllers()
-	engines, err := startEngineService(log, ds, kubeClient, lhClient, o, metrics, internal.id)
+	engines, err := startEngineService(log, ds, kubeClient, lhClient, o, metrics, internal)
 	if err != nil {
 		return err
 	}

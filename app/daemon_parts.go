@@ -31,6 +31,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/node"
 	"github.com/cadence-storage/longhorn-manager/controller/pvc"
+	replicacontroller "github.com/cadence-storage/longhorn-manager/controller/replica"
 	"github.com/cadence-storage/longhorn-manager/controller/setting"
 	"github.com/cadence-storage/longhorn-manager/controller/snapshot"
 	sbcontroller "github.com/cadence-storage/longhorn-manager/controller/systembackup"
@@ -124,10 +125,16 @@ type engineService struct {
 	// freezer freezes a volume's mounted filesystem for its snapshots,
 	// as its policy asks.
 	freezer fsfreeze.Guard
+	// replicas serves the node's replicas to other nodes' engines (the
+	// instance manager, or this process), replicaIM naming it for the
+	// Replicas' status ("" in this process).
+	replicas  instance.ReplicaServer
+	replicaIM string
 }
 
 func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient kubernetes.Interface, lhClient lhclientset.Interface,
-	o DaemonOptions, metrics *kit.Metrics, id *mtls.Identity) (*engineService, error) {
+	o DaemonOptions, metrics *kit.Metrics, internal internalTLS) (*engineService, error) {
+	id := internal.id
 	listener, err := net.Listen("tcp", o.EngineAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--engine-address %s: %w", o.EngineAddress, err)
@@ -144,13 +151,16 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient k
 	// answered: other managers, the data sources that export volumes.
 	var grpcServer *grpc.Server
 	if o.InstanceManagerRunner != InstanceManagerInProcess {
-		instances, route, im, err := startInstanceManager(log, o, metrics, ds, kubeClient, lhClient)
+		instances, route, im, err := startInstanceManager(log, o, metrics, ds, kubeClient, lhClient, internal.serverDir)
 		if err != nil {
 			_ = listener.Close()
 			return nil, err
 		}
 		instances.OnChange(onChange)
 		e.instances, e.im = instances, im
+		if rs, ok := instances.(instance.ReplicaServer); ok {
+			e.replicas = rs
+		}
 		forwarder := rpc.NewForwarder(route, enginePolicy(ds), trimmer)
 		forwarder.SetFreezer(e.freezer)
 		grpcServer = forwarder.GRPCServer(id.GRPCServerOption())
@@ -160,12 +170,21 @@ func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient k
 		engineServer.SetTrimmer(trimmer)
 		engineServer.SetFreezer(e.freezer)
 		grpcServer = engineServer.GRPCServer(id.GRPCServerOption())
+		rs, err := instance.ServeReplicas(o.ReplicaAddress, id.ServerConfig(), log.WithField("component", "replica-server"))
+		if err != nil {
+			_ = listener.Close()
+			return nil, fmt.Errorf("--replica-address: %w", err)
+		}
+		e.replicas = rs
 		e.instances = instance.Local(instance.NewEngines(engineServer, o.FrontendAddress, o.Clock, log.WithField("component", "engine"),
-			onChange, metrics.EngineCall))
+			onChange, metrics.EngineCall), instance.WithReplicaTLS(id.ClientConfig()))
 	}
 	go func() { _ = grpcServer.Serve(listener) }()
 	e.stop = func() {
 		e.instances.Close()
+		if rs, ok := e.replicas.(*instance.ReplicaService); ok {
+			rs.Close()
+		}
 		grpcServer.Stop()
 	}
 	return e, nil
@@ -178,6 +197,7 @@ type controllers struct {
 	recurringJob  *jobcontroller.Controller
 	runner        *managerrunner.Runner // nil unless the manager runs jobs
 	volume        *volume.Controller
+	replica       *replicacontroller.Controller
 	kubernetesPV  *pvc.Controller
 	snapshot      *snapshot.Controller
 	backupTarget  *backup.TargetController
@@ -215,6 +235,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, o.DataDir, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock, recorder),
+		replica:       replicacontroller.NewController(log, metrics, ds, inf, o.NodeName, engines.replicas, engines.replicaIM),
 		stopProcesses: func() {},
 	}
 	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id,
@@ -264,6 +285,12 @@ func (c *controllers) run(ctx context.Context, log *logrus.Entry, wg *sync.WaitG
 	ioWorkers := ioBoundWorkers * workers
 	run("recurring-job", func(ctx context.Context) error { return c.recurringJob.Run(ctx, ioWorkers) })
 	run("volume", func(ctx context.Context) error { return c.volume.Run(ctx, ioWorkers) })
+	run("replica", func(ctx context.Context) error {
+		if err := c.replica.Adopt(); err != nil {
+			log.WithError(err).Warn("Cannot list the replicas the node serves; each is looked at when its Replica next changes")
+		}
+		return c.replica.Run(ctx, workers)
+	})
 	run("kubernetes-pv", func(ctx context.Context) error { return c.kubernetesPV.Run(ctx, workers) })
 	run("backup-target", func(ctx context.Context) error { return c.backupTarget.Run(ctx, 1) })
 	run("backup-target-settings", func(ctx context.Context) error { return c.targetSync.Run(ctx, 1) })

@@ -80,14 +80,14 @@ const instanceManagerSyncTimeout = time.Minute
 // and those of other images still hosting engines) with their keeper, for
 // their controller.
 func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics, ds *datastore.DataStore,
-	kube kubernetes.Interface, lh lhclientset.Interface) (instance.Instances, func(volume string) enginepb.EngineClient, *instanceManagerPods, error) {
+	kube kubernetes.Interface, lh lhclientset.Interface, tlsDir string) (instance.Instances, func(volume string) enginepb.EngineClient, *instanceManagerPods, error) {
 	dir := filepath.Join(o.DataDir, "instance-manager")
 	imLog := log.WithField("component", "instance-manager")
 	if o.InstanceManagerRunner == InstanceManagerPod {
 		return startInstanceManagerPods(log, o, metrics, ds, kube, lh)
 	}
 	ensure := func() error {
-		started, err := instancemanager.EnsureRunning(instancemanager.Config{Dir: dir, FrontendHost: o.FrontendAddress}, o.InstanceManagerBinary, imLog)
+		started, err := instancemanager.EnsureRunning(imConfig(o, dir, tlsDir), o.InstanceManagerBinary, imLog)
 		if started {
 			metrics.InstanceManagerStart()
 		}
@@ -112,6 +112,19 @@ func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metri
 	}
 	engine := client.Engine()
 	return client, func(string) enginepb.EngineClient { return engine }, nil, nil
+}
+
+// imConfig is what the node's instance manager process runs with: it
+// serves the node's replicas at --replica-address with the leaf the
+// manager keeps in tlsDir for its child servers; without that folder
+// (those servers run as pods) it serves none rather than serve on plain
+// TCP.
+func imConfig(o DaemonOptions, dir, tlsDir string) instancemanager.Config {
+	cfg := instancemanager.Config{Dir: dir, FrontendHost: o.FrontendAddress}
+	if tlsDir != "" {
+		cfg.ReplicaAddress, cfg.TLSDir = o.ReplicaAddress, tlsDir
+	}
+	return cfg
 }
 
 // checkSharedSocket refuses a data folder under which the socket of an

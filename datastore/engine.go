@@ -31,6 +31,11 @@ func (ds *DataStore) UpdateEngineStatus(ctx context.Context, e *longhorn.Engine)
 	return ds.lhClient.LonghornV1beta2().Engines(ds.namespace).UpdateStatus(ctx, e, metav1.UpdateOptions{})
 }
 
+// GetReplicaRO returns the cached Replica; the caller must not modify it.
+func (ds *DataStore) GetReplicaRO(name string) (*longhorn.Replica, error) {
+	return ds.replicaLister.Replicas(ds.namespace).Get(name)
+}
+
 // ListVolumeReplicasRO returns the cached Replicas of a volume.
 func (ds *DataStore) ListVolumeReplicasRO(volume string) ([]*longhorn.Replica, error) {
 	return byVolumeIndex[*longhorn.Replica](ds.replicaIndexer, volume)

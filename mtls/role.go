@@ -2,7 +2,9 @@ package mtls
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 
 	"google.golang.org/grpc"
@@ -99,4 +101,26 @@ func ComponentsOnly(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ComponentsOnlyTLS makes a server's config refuse, at the handshake, a
+// peer whose leaf is of a narrower role than a component's (a backing
+// image data source's, which fetches untrusted URLs): for servers whose
+// every request is a component's, such as the replica protocol's.
+func ComponentsOnlyTLS(config *tls.Config) *tls.Config {
+	verify := config.VerifyConnection
+	config.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
+		}
+		if len(cs.PeerCertificates) > 0 {
+			if role := RoleOf(cs.PeerCertificates[0]); role != RoleComponent {
+				return fmt.Errorf("a %s certificate may not call this server", role)
+			}
+		}
+		return nil
+	}
+	return config
 }

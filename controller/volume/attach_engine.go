@@ -45,9 +45,9 @@ func (c *Controller) setAttachCondition(v *longhorn.Volume, vstatus *longhorn.Vo
 // the error is returned.
 func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longhorn.Engine, plan attachPlan, size int64,
 	replicas []*longhorn.Replica, startDirs []instance.ReplicaDir, failedReplicas []*longhorn.Replica,
-	status *longhorn.EngineStatus, vstatus *longhorn.VolumeStatus, failed map[string]bool,
+	status *longhorn.EngineStatus, vstatus *longhorn.VolumeStatus, failed map[string]bool, opts ...instance.StartOption,
 ) (failures map[string]volumeengine.Failure, recordMirror func(written string), err error) {
-	run, err := c.instances.Start(v.Name, size, startDirs, plan.frontend)
+	run, err := c.instances.Start(v.Name, size, startDirs, plan.frontend, opts...)
 	if err != nil {
 		status.CurrentState = longhorn.InstanceStateError
 		w := attachWrites{engine: e, status: status, volume: v, vstatus: vstatus}

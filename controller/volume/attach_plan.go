@@ -111,8 +111,11 @@ func decideAttach(v attachView) attachPlan {
 	case here && v.notLocal != nil:
 		p.attach, p.reason, p.message = setConditionFalse, ReasonReplicasOnOtherNode, v.notLocal.Error()
 		var disk *diskNotHereError
+		var notServed *notServedError
 		if errors.As(v.notLocal, &disk) {
 			p.reason = ReasonReplicaDiskMissing
+		} else if errors.As(v.notLocal, &notServed) {
+			p.reason = ReasonReplicasNotServed
 		}
 	case here && v.allFailed && !v.running:
 		p.attach, p.reason, p.message = setConditionFalse, ReasonAllReplicasFailed, allFailedMessage(v.volume, v.failed, nil)

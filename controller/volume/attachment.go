@@ -90,16 +90,18 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
 		}
 	}
-	dirs, startDirs := replicaDirs(replicas, backing)
+	// The replicas of other nodes are reached where they are served.
+	remotes, notServed := c.remoteReplicas(v, replicas)
+	dirs, startDirs := replicaDirs(c.localOnly(replicas), backing)
 	failedReplicas := markedFailed(replicas)
-	allFailed := len(replicas) > 0 && len(dirs) == 0
+	allFailed := len(replicas) > 0 && len(failedReplicas) == len(replicas)
 	_, running := c.instances.Get(v.Name)
 	// An engine already running keeps its open backing files; one that is
 	// not starts only once every replica's file is ready.
 	ready := waiting == "" || running
 	// canOpen: the engine may open the replicas here, for a restore or a
 	// clone.
-	canOpen := ready && notLocal == nil && !allFailed
+	canOpen := ready && notLocal == nil && !allFailed && len(remotes) == 0 && notServed == nil
 	restoring, err := c.syncRestoreStatus(ctx, v, e, replicas, dirs, status, vstatus, canOpen)
 	if err != nil {
 		return err
@@ -107,6 +109,12 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	cloning, err := c.syncCloneStatus(ctx, v, vstatus, replicas, dirs, canOpen)
 	if err != nil {
 		return err
+	}
+	// An engine that runs is never stopped for a replica no longer
+	// served (it drops that replica itself); one that does not run waits
+	// until every replica elsewhere is served.
+	if notLocal == nil && !running {
+		notLocal = notServed
 	}
 	plan := decideAttach(attachView{
 		volume:          v,
@@ -126,7 +134,24 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	c.setAttachCondition(v, vstatus, plan, failedReplicas)
 	if plan.run {
 		var recordMirror func(written string)
-		failures, recordMirror, err = c.runEngine(ctx, v, e, plan, size, replicas, startDirs, failedReplicas, status, vstatus, failed)
+		var opts []instance.StartOption
+		if !running && len(remotes) > 0 {
+			// A start over remote replicas takes the volume's next term
+			// first (one of local replicas only needs none: their lock
+			// keeps any other engine out).
+			if wait := c.remoteStarts.wait(v.Name, c.clock.Now()); wait > 0 {
+				return fmt.Errorf("volume %s: its last start over remote replicas failed; the next in %s", v.Name, wait.Round(time.Millisecond))
+			}
+			if v, err = c.takeTerm(ctx, v); err != nil {
+				return err
+			}
+			vstatus.Term = v.Status.Term
+			opts = append(opts, instance.WithTerm(string(v.UID), uint64(v.Status.Term)), instance.WithRemoteReplicas(remotes...))
+		}
+		failures, recordMirror, err = c.runEngine(ctx, v, e, plan, size, replicas, startDirs, failedReplicas, status, vstatus, failed, opts...)
+		if len(opts) > 0 {
+			c.remoteStarts.done(v.Name, err, c.clock.Now())
+		}
 		if err != nil {
 			return err
 		}
@@ -187,7 +212,10 @@ const (
 // replicas: one is on another node, or names a disk this node does not
 // have (by UUID and path). nil when every replica is on this node's disks.
 func (c *Controller) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica) error {
-	if err := datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas); err != nil {
+	if remoteAllowed(v, c.ownership.NodeID) {
+		// Those on other nodes are reached there (remoteReplicas).
+		replicas = c.localOnly(replicas)
+	} else if err := datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas); err != nil {
 		return err
 	}
 	if len(replicas) == 0 {

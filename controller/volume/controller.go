@@ -38,6 +38,8 @@ type Controller struct {
 	clones        clones
 	// recorder records the volumes' events; none when nil.
 	recorder record.EventRecorder
+	// remoteStarts paces the starts over remote replicas that fail.
+	remoteStarts remoteStarts
 }
 
 // NewController wires the controller to the Volume informer.

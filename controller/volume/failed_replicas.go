@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
@@ -43,7 +44,10 @@ func (c *Controller) replicaFailedAtHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*longhorn.Replica)
 			n, ok2 := obj.(*longhorn.Replica)
-			if ok1 && ok2 && o.Spec.FailedAt != n.Spec.FailedAt && n.Spec.VolumeName != "" {
+			// Marked failed or not, or served elsewhere or not (an
+			// engine here waits for a replica of another node to be
+			// served, remote_replicas.go).
+			if ok1 && ok2 && n.Spec.VolumeName != "" && (o.Spec.FailedAt != n.Spec.FailedAt || replica.ServedAddress(o) != replica.ServedAddress(n)) {
 				c.EnqueueVolume(n.Spec.VolumeName)
 			}
 		},

@@ -95,17 +95,22 @@ type Engine interface {
 	CloneStatus() volumeengine.CloneStatus
 }
 
-// Local runs the engines in this process: m's.
-func Local(m *Engines) Instances { return local{m} }
+// Local runs the engines in this process: m's. defaults are given to
+// every start before its own options (the TLS remote replicas are
+// reached with).
+func Local(m *Engines, defaults ...StartOption) Instances { return local{m, defaults} }
 
-type local struct{ m *Engines }
+type local struct {
+	m        *Engines
+	defaults []StartOption
+}
 
 // localEngine is an in-process engine with what the Engine interface adds
 // to its methods.
 type localEngine struct{ *volumeengine.Engine }
 
 func (l local) Start(volume string, size int64, replicas []ReplicaDir, frontend bool, opts ...StartOption) (Instance, error) {
-	run, err := l.m.Start(volume, size, replicas, frontend, opts...)
+	run, err := l.m.Start(volume, size, replicas, frontend, append(append([]StartOption{}, l.defaults...), opts...)...)
 	return wrap(run), err
 }
 

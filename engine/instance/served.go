@@ -9,8 +9,10 @@ package instance
 // elsewhere reaches it only through this process, where its term decides.
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/replicaproto"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
 // ErrServedElse marks a ServeReplica of a replica name that this process
@@ -151,3 +154,83 @@ func (s *Served) CloseAll() {
 		sr.r.Close()
 	}
 }
+
+// ReplicaServer is how the manager has its node serve replicas to
+// engines elsewhere: its instance manager (instancemanager.Client), or
+// this process (ReplicaService) when the engines run in it.
+type ReplicaServer interface {
+	// ServeReplica serves replica rd of volume, as Served.Serve does, and
+	// says where it is reached (Address).
+	ServeReplica(volume, volumeUID string, rd ReplicaDir, size int64) (ServedReplica, error)
+	// StopReplica stops serving a replica; one not served is done.
+	StopReplica(name string) error
+	// ListReplicas is what is served, and where ("" when nothing can be:
+	// no replica address).
+	ListReplicas() ([]ServedReplica, string, error)
+}
+
+// ReplicaService is Served on a listener of the replica protocol.
+type ReplicaService struct {
+	*Served
+	address string
+	stop    func()
+}
+
+var _ ReplicaServer = (*ReplicaService)(nil)
+
+// ServeReplicas serves replicas over the replica protocol at address
+// (host:port; port 0 takes a free one), with serverTLS when given: only a
+// Longhorn component's leaf is answered (mtls.ComponentsOnlyTLS). An
+// empty address serves nothing: every ServeReplica is refused, saying so.
+func ServeReplicas(address string, serverTLS *tls.Config, log *logrus.Entry) (*ReplicaService, error) {
+	served := NewServed(log)
+	if address == "" {
+		return &ReplicaService{Served: served, stop: served.CloseAll}, nil
+	}
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("the replica protocol's listener on %s: %w", address, err)
+	}
+	if serverTLS != nil {
+		serverTLS = mtls.ComponentsOnlyTLS(serverTLS)
+	}
+	rs := replicaproto.NewServer(served.Lookup, log)
+	go func() { _ = rs.Serve(l, serverTLS) }()
+	log.WithFields(logrus.Fields{"address": l.Addr().String(), "tls": serverTLS != nil}).Info("Serving replicas over the replica protocol")
+	return &ReplicaService{Served: served, address: l.Addr().String(), stop: func() {
+		_ = l.Close()
+		rs.Close()
+		served.CloseAll()
+	}}, nil
+}
+
+// ErrNoReplicaAddress refuses a serve where nothing is served.
+var ErrNoReplicaAddress = errors.New("replicas are not served here: no replica address is set (--replica-address)")
+
+// Address is where the replicas are served; "" when nothing is.
+func (s *ReplicaService) Address() string { return s.address }
+
+func (s *ReplicaService) ServeReplica(volume, volumeUID string, rd ReplicaDir, size int64) (ServedReplica, error) {
+	if s.address == "" {
+		return ServedReplica{}, ErrNoReplicaAddress
+	}
+	sr, err := s.Serve(volume, volumeUID, rd, size)
+	sr.Address = s.address
+	return sr, err
+}
+
+func (s *ReplicaService) StopReplica(name string) error {
+	s.Stop(name)
+	return nil
+}
+
+func (s *ReplicaService) ListReplicas() ([]ServedReplica, string, error) {
+	list := s.List()
+	for i := range list {
+		list[i].Address = s.address
+	}
+	return list, s.address, nil
+}
+
+// Close stops serving and closes every served replica.
+func (s *ReplicaService) Close() { s.stop() }

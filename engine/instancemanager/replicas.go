@@ -8,8 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
-	"net"
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
@@ -18,7 +16,6 @@ import (
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/instancemanager/pb"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
-	"github.com/cadence-storage/longhorn-manager/engine/replicaproto"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 )
 
@@ -33,53 +30,18 @@ func serveReplicas(server *Server, cfg Config, log *logrus.Entry) (stop func(), 
 		if err != nil {
 			return nil, err
 		}
-		serverTLS, clientTLS = componentsOnly(id.ServerConfig()), id.ClientConfig()
+		serverTLS, clientTLS = id.ServerConfig(), id.ClientConfig()
 	}
-	served := instance.NewServed(log.WithField("component", "replica-server"))
-	if cfg.ReplicaAddress == "" {
-		server.setReplicas(served, "", clientTLS)
-		return served.CloseAll, nil
-	}
-	l, err := net.Listen("tcp", cfg.ReplicaAddress)
+	rs, err := instance.ServeReplicas(cfg.ReplicaAddress, serverTLS, log.WithField("component", "replica-server"))
 	if err != nil {
-		return nil, fmt.Errorf("the replica protocol's listener on %s: %w", cfg.ReplicaAddress, err)
+		return nil, err
 	}
-	rs := replicaproto.NewServer(served.Lookup, log.WithField("component", "replica-server"))
-	go func() { _ = rs.Serve(l, serverTLS) }()
-	server.setReplicas(served, l.Addr().String(), clientTLS)
-	log.WithFields(logrus.Fields{"address": l.Addr().String(), "tls": serverTLS != nil}).Info("Serving replicas over the replica protocol")
-	return func() {
-		_ = l.Close()
-		rs.Close()
-		served.CloseAll()
-	}, nil
-}
-
-// componentsOnly answers only a Longhorn component's leaf: a leaf of a
-// narrower role (a backing image data source's, which fetches untrusted
-// URLs) reaches no replica.
-func componentsOnly(config *tls.Config) *tls.Config {
-	verify := config.VerifyConnection
-	config.VerifyConnection = func(cs tls.ConnectionState) error {
-		if err := verify(cs); err != nil {
-			return err
-		}
-		if role := mtls.RoleOf(cs.PeerCertificates[0]); role != mtls.RoleComponent {
-			return fmt.Errorf("a %s certificate may not reach replicas", role)
-		}
-		return nil
-	}
-	return config
-}
-
-// setReplicas gives the server the replicas it serves, the address it
-// serves them at, and the TLS its engines reach remote replicas with.
-func (s *Server) setReplicas(served *instance.Served, address string, clientTLS *tls.Config) {
-	s.served, s.replicaAddress, s.replicaTLS = served, address, clientTLS
+	server.replicas, server.replicaTLS = rs, clientTLS
+	return rs.Close, nil
 }
 
 func (s *Server) ServeReplica(_ context.Context, req *pb.ServeReplicaRequest) (*pb.ServedReplica, error) {
-	if s.replicaAddress == "" {
+	if s.replicas == nil || s.replicas.Address() == "" {
 		return nil, status.Error(codes.FailedPrecondition, "this instance manager serves no replica: it was started without a replica address (--replica-address)")
 	}
 	r := req.GetReplica()
@@ -90,7 +52,7 @@ func (s *Server) ServeReplica(_ context.Context, req *pb.ServeReplicaRequest) (*
 	if b := r.Backing; b != nil {
 		rd.Backing = &replica.BackingFile{Path: b.Path, Name: b.Name, Checksum: b.Checksum, FileSize: b.FileSize}
 	}
-	sr, err := s.served.Serve(req.Volume, req.VolumeUid, rd, req.Size)
+	sr, err := s.replicas.ServeReplica(req.Volume, req.VolumeUid, rd, req.Size)
 	switch {
 	case errors.Is(err, instance.ErrInvalidReplica):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -99,29 +61,30 @@ func (s *Server) ServeReplica(_ context.Context, req *pb.ServeReplicaRequest) (*
 	case err != nil:
 		return nil, engineStatus(err)
 	}
-	return s.servedToPB(sr), nil
+	return servedToPB(sr), nil
 }
 
 func (s *Server) StopReplica(_ context.Context, ref *pb.ReplicaRef) (*pb.Empty, error) {
-	if s.served != nil {
-		s.served.Stop(ref.GetName())
+	if s.replicas != nil {
+		s.replicas.Stop(ref.GetName())
 	}
 	return &pb.Empty{}, nil
 }
 
 func (s *Server) ListReplicas(context.Context, *pb.Empty) (*pb.ServedReplicaList, error) {
-	out := &pb.ServedReplicaList{Address: s.replicaAddress}
-	if s.served == nil {
-		return out, nil
+	if s.replicas == nil {
+		return &pb.ServedReplicaList{}, nil
 	}
-	for _, sr := range s.served.List() {
-		out.Replicas = append(out.Replicas, s.servedToPB(sr))
+	list, address, _ := s.replicas.ListReplicas()
+	out := &pb.ServedReplicaList{Address: address}
+	for _, sr := range list {
+		out.Replicas = append(out.Replicas, servedToPB(sr))
 	}
 	return out, nil
 }
 
-func (s *Server) servedToPB(sr instance.ServedReplica) *pb.ServedReplica {
-	return &pb.ServedReplica{Name: sr.Name, Volume: sr.Volume, VolumeUid: sr.VolumeUID, Dir: sr.Dir, Address: s.replicaAddress,
+func servedToPB(sr instance.ServedReplica) *pb.ServedReplica {
+	return &pb.ServedReplica{Name: sr.Name, Volume: sr.Volume, VolumeUid: sr.VolumeUID, Dir: sr.Dir, Address: sr.Address,
 		Size: sr.Size, Epoch: sr.Epoch, Term: sr.Term, Engine: sr.Engine}
 }
 

@@ -32,10 +32,9 @@ type Server struct {
 	pb.UnimplementedInstanceManagerServer
 	engines *instance.Engines
 	log     *logrus.Entry
-	// served, replicaAddress, replicaTLS: replicas.go.
-	served         *instance.Served
-	replicaAddress string
-	replicaTLS     *tls.Config
+	// replicas, replicaTLS: replicas.go.
+	replicas   *instance.ReplicaService
+	replicaTLS *tls.Config
 
 	mu       sync.Mutex
 	watchers map[chan *pb.Event]struct{}

@@ -98,7 +98,10 @@ func LaunchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		NodeName:   node,
 		DataDir:    dataDir,
 		APIAddress: "127.0.0.1:0",
-		CronJob:    TestCronJobConfig,
+		// As the command's default: each node serves its replicas to
+		// the others' engines on a free loopback port.
+		ReplicaAddress: "127.0.0.1:0",
+		CronJob:        TestCronJobConfig,
 		// The tests' file:// targets are folders of t.TempDir(). Every
 		// daemon of the test process gives the same roots: they are the
 		// process's (backupstore.ConfineFileTargets).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 )
@@ -31,11 +32,14 @@ func volumeCondition(v *longhorn.Volume, condType string) *longhorn.Condition {
 }
 
 // Two daemons, each with its own data directory: a volume whose replicas
-// are on node-1 is refused on node-2, by the API (naming node-1 and the
-// replicas) and by the controller when spec.nodeID is written directly
-// (the Volume's Attach condition says why, and node-2 creates nothing).
-// It then attaches on node-1 and reads what was written there.
-func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
+// are on node-1 attaches on node-2, whose engine reaches them over the
+// replica protocol where node-1 serves them (the Replicas' storageIP and
+// port say where). While node-1 is down it waits, and the Attach
+// condition names the replicas not served; once node-1 is back the engine
+// on node-2 reads what was written on node-1 and writes more, with the
+// volume's next term; node-1 stops serving at the detach and then reads
+// everything itself. Nothing is created on node-2's disk.
+func TestAVolumeAttachesOnANodeWithoutItsReplicas(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
@@ -52,16 +56,16 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 	e1 := &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: lh}, Base: "http://" + d1.APIAddress}
 	e1.Call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":2}`).Expect(t, 200)
 	e1.WaitVolume(t, "vol", "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
-	var replicas []longhorn.Replica
-	framework.Eventually(t, 20*time.Second, "two replicas", func() (bool, error) {
+	replicas := func() []longhorn.Replica {
+		t.Helper()
 		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
-		replicas = list.Items
-		return len(replicas) == 2, nil
-	})
-	for _, r := range replicas {
+		return list.Items
+	}
+	framework.Eventually(t, 20*time.Second, "two replicas", func() (bool, error) { return len(replicas()) == 2, nil })
+	for _, r := range replicas() {
 		if r.Spec.NodeID != "node-1" || r.Spec.DiskPath != dir1 {
 			t.Fatalf("replica %s on %s at %s, want node-1 at %s", r.Name, r.Spec.NodeID, r.Spec.DiskPath, dir1)
 		}
@@ -71,100 +75,79 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x5a 0 1M", "flush")
 	e1.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
 	e1.WaitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
+	termBefore := volumeTerm(t, lh, ns)
 
 	d2 := framework.StartDaemon(t, cfg, ns, "node-2", dir2)
 	e2 := &framework.APIEnv{ManagerEnv: e1.ManagerEnv, Base: "http://" + d2.APIAddress}
-	for _, e := range []*framework.APIEnv{e1, e2} {
-		framework.Eventually(t, 20*time.Second, "node-2 known to "+e.Base, func() (bool, error) {
-			return e.Call(t, "GET", "/v1/nodes/node-2", "").Status == 200, nil
-		})
-	}
+	framework.Eventually(t, 20*time.Second, "node-2 known to node-1's API", func() (bool, error) {
+		return e1.Call(t, "GET", "/v1/nodes/node-2", "").Status == 200, nil
+	})
 
-	// The API refuses node-2, whichever manager is asked, and says where
-	// the replicas are.
-	for _, e := range []*framework.APIEnv{e1, e2} {
-		e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-2"}`).Expect(t, 409,
-			`cannot be attached to node \"node-2\"`, `node \"node-1\" (vol-r-0, vol-r-1)`, `attach it to \"node-1\"`)
-	}
-	if got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "vol", metav1.GetOptions{}); err != nil || got.Spec.NodeID != "" {
-		t.Fatalf("after the refused attach: %v, nodeID %q", err, got.Spec.NodeID)
-	}
-
-	// spec.nodeID written with kubectl: the controller refuses it.
-	setNodeID := func(node string) {
-		t.Helper()
-		err := datastore.RetryOnConflict(func() error {
-			got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "vol", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			got.Spec.NodeID = node
-			_, err = lh.LonghornV1beta2().Volumes(ns).Update(ctx, got, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	setNodeID("node-2")
+	// node-1 down: the volume attached to node-2 waits, saying which
+	// replicas are not served.
+	d1.Stop(t)
+	e2.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-2"}`).Expect(t, 200)
 	var cond *longhorn.Condition
-	framework.Eventually(t, 20*time.Second, "the Attach condition says why", func() (bool, error) {
+	framework.Eventually(t, 20*time.Second, "the Attach condition says which replicas are not served", func() (bool, error) {
 		got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "vol", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		cond = volumeCondition(got, "Attach")
-		return cond != nil && cond.Status == longhorn.ConditionStatusFalse, nil
+		return cond != nil && cond.Status == longhorn.ConditionStatusFalse && cond.Reason == "ReplicasNotServed", nil
 	})
-	if cond.Reason != "ReplicasOnOtherNode" || !strings.Contains(cond.Message, `node "node-1" (vol-r-0, vol-r-1)`) {
+	if !strings.Contains(cond.Message, `vol-r-0 (node "node-1")`) || !strings.Contains(cond.Message, `vol-r-1 (node "node-1")`) {
 		t.Errorf("Attach condition %+v", cond)
 	}
-	// For a while: nothing runs on node-2 and nothing is created there.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "vol", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+
+	// node-1 back: it serves them, and node-2's engine reads and writes.
+	d1 = framework.StartDaemon(t, cfg, ns, "node-1", dir1)
+	v = e2.WaitVolume(t, "vol", "attached on node-2", func(v map[string]any) bool {
+		return v["state"] == "attached" && v["currentNodeID"] == "node-2" && v["endpoint"] != ""
+	})
+	for _, r := range replicas() {
+		if r.Status.StorageIP == "" || r.Status.Port == 0 {
+			t.Errorf("replica %s served, but its status says not where: %+v", r.Name, r.Status)
 		}
-		if got.Status.State != longhorn.VolumeStateDetached || got.Status.CurrentNodeID != "" {
-			t.Fatalf("volume %s on %q with its replicas elsewhere", got.Status.State, got.Status.CurrentNodeID)
-		}
-		eng, err := lh.LonghornV1beta2().Engines(ns).Get(ctx, datastore.EngineName("vol"), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if eng.Status.CurrentState == longhorn.InstanceStateRunning || eng.Status.Endpoint != "" {
-			t.Fatalf("engine status %+v", eng.Status)
-		}
-		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) != 2 {
-			t.Fatalf("%d replicas", len(list.Items))
-		}
-		for _, r := range list.Items {
-			if r.Spec.NodeID != "node-1" {
-				t.Fatalf("replica %s on %s", r.Name, r.Spec.NodeID)
-			}
-		}
-		if _, err := os.Stat(filepath.Join(dir2, "replicas")); !os.IsNotExist(err) {
-			t.Fatalf("node-2's disk has a replicas folder: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	want := make([]byte, 4<<20)
+	copy(want, bytes.Repeat([]byte{0x5a}, 1<<20))
+	if got := framework.DeviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Fatal("the volume on node-2 does not read what was written on node-1")
+	}
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x77 1M 1M", "flush")
+	copy(want[1<<20:], bytes.Repeat([]byte{0x77}, 1<<20))
+	if term := volumeTerm(t, lh, ns); term <= termBefore {
+		t.Errorf("term %d after the start on node-2, %d before: want a higher one", term, termBefore)
+	}
+	eng, err := lh.LonghornV1beta2().Engines(ns).Get(ctx, datastore.EngineName("vol"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := eng.Status.ReplicaModeMap; m["vol-r-0"] != longhorn.ReplicaModeRW || m["vol-r-1"] != longhorn.ReplicaModeRW {
+		t.Errorf("replica modes %v: want both RW", m)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, "replicas")); !os.IsNotExist(err) {
+		t.Fatalf("node-2's disk has a replicas folder: %v", err)
 	}
 
-	// Back to node-1, through node-2's API: the data is there.
-	setNodeID("")
-	e2.WaitVolume(t, "vol", "detached with no node", func(v map[string]any) bool { return v["state"] == "detached" && v["nodeID"] == "" })
+	// Detached: node-1 stops serving; attached there, it reads it all.
+	e2.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
+	e2.WaitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" && v["nodeID"] == "" })
+	framework.Eventually(t, 20*time.Second, "node-1 no longer serves the replicas", func() (bool, error) {
+		for _, r := range replicas() {
+			if r.Status.Port != 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	e2.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	v = e2.WaitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool {
 		return v["state"] == "attached" && v["currentNodeID"] == "node-1" && v["endpoint"] != ""
 	})
-	want := make([]byte, 4<<20)
-	copy(want, bytes.Repeat([]byte{0x5a}, 1<<20))
 	if got := framework.DeviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
-		t.Fatal("the volume on node-1 does not read what was written")
+		t.Fatal("the volume on node-1 does not read what node-2 wrote")
 	}
 	got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "vol", metav1.GetOptions{})
 	if err != nil {
@@ -173,6 +156,15 @@ func TestAttachIsRefusedOnANodeWithoutTheReplicas(t *testing.T) {
 	if c := volumeCondition(got, "Attach"); c == nil || c.Status != longhorn.ConditionStatusTrue {
 		t.Errorf("Attach condition once attached: %+v", c)
 	}
+}
+
+func volumeTerm(t *testing.T, lh lhclientset.Interface, ns string) int64 {
+	t.Helper()
+	got, err := lh.LonghornV1beta2().Volumes(ns).Get(context.Background(), "vol", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Term
 }
 
 // A replica whose data vanished from its disk is an error, never a new,

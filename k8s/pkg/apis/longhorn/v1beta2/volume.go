@@ -230,6 +230,14 @@ type VolumeStatus struct {
 	CurrentNodeID string `json:"currentNodeID"`
 	// +optional
 	CurrentImage string `json:"currentImage"`
+	// Term is the term of the volume's latest engine over remote
+	// replicas: each such start takes the next, recorded here before the
+	// engine starts, and the engine owns its replicas with it, so a
+	// replica that a newer engine took refuses every older one
+	// (docs/design-data-plane.md, "Two writers never happen: the term").
+	// 0 before the first.
+	// +optional
+	Term int64 `json:"term,omitempty"`
 	// +optional
 	KubernetesStatus KubernetesStatus `json:"kubernetesStatus"`
 	// +optional
