@@ -16,19 +16,37 @@ kubeconfig="$dev/kubeconfig"
 node=${NODE_NAME:-$(hostname)}
 api=${API_ADDRESS:-127.0.0.1:9500}
 
+# EXTRA_NODES=N runs N more managers as nodes node-2 ... node-N+1, each
+# with its own disk under $dev/node-K and its API on port 9500+K: a volume
+# attaches on any of them, its engine reaching the replicas of another
+# node over the replica protocol.
+extra_nodes=${EXTRA_NODES:-0}
+case "$extra_nodes" in
+'' | *[!0-9]*) echo "EXTRA_NODES=$extra_nodes: a number of nodes, 0 to 8" >&2; exit 2 ;;
+esac
+[ "$extra_nodes" -le 8 ] || { echo "EXTRA_NODES=$extra_nodes: at most 8" >&2; exit 2; }
+
 cp_pid=""
 csi_pids=()
-cleanup() {
-	for pid in "${csi_pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-	done
-	# The instance manager outlives the manager by design; Ctrl-C stops it
-	# too, and it stops the engines (their replicas synced).
-	im_pid=$(cat "$dev/disk/instance-manager/instance-manager.pid" 2>/dev/null || true)
+extra_pids=()
+stop_instance_manager() {
+	local im_pid
+	im_pid=$(cat "$1/instance-manager/instance-manager.pid" 2>/dev/null || true)
 	if [ -n "$im_pid" ] && kill -TERM "$im_pid" 2>/dev/null; then
-		echo "stopping the instance manager (pid $im_pid)"
+		echo "stopping the instance manager of $1 (pid $im_pid)"
 		while kill -0 "$im_pid" 2>/dev/null; do sleep 0.1; done
 	fi
+}
+cleanup() {
+	for pid in "${csi_pids[@]}" "${extra_pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	done
+	# The instance managers outlive the managers by design; Ctrl-C stops
+	# them too, and they stop the engines (their replicas synced).
+	stop_instance_manager "$dev/disk"
+	for k in $(seq 2 $((extra_nodes + 1))); do
+		stop_instance_manager "$dev/node-$k/disk"
+	done
 	if [ -n "$cp_pid" ] && kill -0 "$cp_pid" 2>/dev/null; then
 		echo "stopping the control plane (pid $cp_pid)"
 		kill -TERM "$cp_pid"
@@ -76,6 +94,15 @@ start_manager() {
 }
 start_manager
 trap 'kill -TERM $manager_pid 2>/dev/null; wait $manager_pid; exit 130' INT TERM
+for k in $(seq 2 $((extra_nodes + 1))); do
+	mkdir -p "$dev/node-$k"
+	./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
+		--node-name "node-$k" --data-dir "$PWD/$dev/node-$k/disk" --api-address "127.0.0.1:$((9500 + k))" \
+		--engine-address 127.0.0.1:0 --instance-manager-runner process --recurring-job-runner manager \
+		--backup-target-file-roots "$PWD/$dev/backups" > "$dev/node-$k/manager.log" 2>&1 &
+	extra_pids+=($!)
+	echo "started node-$k (API http://127.0.0.1:$((9500 + k)), log $dev/node-$k/manager.log)"
+done
 
 # Ready is the daemon's /readyz: it answers once the apiserver takes a
 # write of every Longhorn kind (a control plane that has just started
