@@ -1,0 +1,254 @@
+package volumeengine
+
+// The snapshots of the engine's replicas: taken on every healthy replica
+// at once, listed, marked removed, reverted to, and purged in the
+// background.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/internal/panics"
+)
+
+// CreateSnapshot takes a snapshot on every healthy replica at once, named
+// name (a fresh UUID when empty), and returns its name.
+func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, error) {
+	e.called("CreateSnapshot")
+	if name == "" {
+		name = uuid.NewString()
+	}
+	if name == replica.HeadName {
+		return "", fmt.Errorf("%w: %s is not a snapshot name", ErrInvalid, replica.HeadName)
+	}
+	if url := e.restoring(); url != "" {
+		return "", fmt.Errorf("%w: volume %s is being restored from %s: a snapshot of it waits until the restore ends", ErrPrecondition, e.name, url)
+	}
+	if src := e.cloning(); src != "" {
+		return "", fmt.Errorf("%w: volume %s is being cloned from %s: a snapshot of it waits until the clone ends", ErrPrecondition, e.name, src)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.Fenced(); err != nil {
+		return "", err
+	}
+	members := e.healthy()
+	if len(members) == 0 {
+		return "", ErrNoHealthyReplica
+	}
+	if members[0].r.HasSnapshot(name) {
+		return "", fmt.Errorf("%w: snapshot %s %w", ErrInvalid, name, ErrExists)
+	}
+	now, id := e.clock.Now(), uuid.NewString()
+	e.purged.forget(name)
+	done := 0
+	for _, m := range members {
+		if err := m.r.CreateSnapshotWithID(name, id, true, now, labels); err != nil {
+			if errors.Is(err, replica.ErrFenced) {
+				e.fence(m, err)
+				return "", e.Fenced()
+			}
+			if done == 0 {
+				return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+			e.fail(m, err)
+			continue
+		}
+		done++
+	}
+	if done == 0 {
+		return "", ErrNoHealthyReplica
+	}
+	e.log.WithField("snapshot", name).Info("Created snapshot")
+	e.notify()
+	return name, nil
+}
+
+// Snapshots lists the snapshots and the head, as the first healthy
+// replica has them.
+func (e *Engine) Snapshots() ([]replica.Snapshot, error) {
+	e.called("Snapshots")
+	return e.snapshots()
+}
+
+func (e *Engine) snapshots() ([]replica.Snapshot, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	members := e.healthy()
+	if len(members) == 0 {
+		return nil, ErrNoHealthyReplica
+	}
+	return members[0].r.Snapshots()
+}
+
+// Snapshot returns one snapshot.
+func (e *Engine) Snapshot(name string) (replica.Snapshot, error) {
+	list, err := e.Snapshots()
+	if err != nil {
+		return replica.Snapshot{}, err
+	}
+	for _, s := range list {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return replica.Snapshot{}, fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+}
+
+// DeleteSnapshot marks a snapshot removed on every healthy replica; a
+// purge frees its data.
+func (e *Engine) DeleteSnapshot(name string) error {
+	e.called("DeleteSnapshot")
+	if name == replica.HeadName {
+		return fmt.Errorf("%w: %s cannot be deleted", ErrInvalid, replica.HeadName)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	members := e.healthy()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	if err := refuseRemote("deleting snapshot "+name, members); err != nil {
+		return err
+	}
+	if held := e.held(name); held != nil {
+		e.logHeldDelete(name, held.Why)
+		return held
+	}
+	for i, m := range members {
+		if err := m.r.MarkRemoved(name); err != nil {
+			if errors.Is(err, replica.ErrNotFound) && i == 0 {
+				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+			}
+			e.fail(m, err)
+		}
+	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	e.log.WithField("snapshot", name).Info("Marked snapshot removed")
+	e.notify()
+	return nil
+}
+
+// RevertSnapshot makes the volume read what snapshot name held. It is
+// refused while a frontend serves the volume.
+func (e *Engine) RevertSnapshot(name string) error {
+	e.called("RevertSnapshot")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.frontend {
+		return fmt.Errorf("%w: revert needs the volume detached or without a frontend", ErrPrecondition)
+	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	members := e.healthy()
+	if len(members) == 0 {
+		return ErrNoHealthyReplica
+	}
+	if err := refuseRemote("revert to snapshot "+name, members); err != nil {
+		return err
+	}
+	for i, m := range members {
+		if err := m.r.Revert(name); err != nil {
+			if errors.Is(err, replica.ErrNotFound) && i == 0 {
+				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
+			}
+			e.fail(m, err)
+		}
+	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	e.log.WithField("snapshot", name).Info("Reverted to snapshot")
+	e.notify()
+	return nil
+}
+
+// StartPurge purges removed snapshots on every healthy replica in the
+// background, unless a purge already runs; PurgeStatus follows it.
+func (e *Engine) StartPurge() {
+	e.called("StartPurge")
+	e.purgeMu.Lock()
+	if e.purge.IsPurging || e.closed.Load() {
+		e.purgeMu.Unlock()
+		return
+	}
+	e.purge = PurgeStatus{IsPurging: true, State: "in_progress"}
+	e.purging.Add(1)
+	e.purgeMu.Unlock()
+	e.notify()
+	go func() {
+		defer e.purging.Done()
+		err := e.purgeAll()
+		e.purgeMu.Lock()
+		e.purge = PurgeStatus{Progress: 100, State: "complete"}
+		if err != nil {
+			e.purge = PurgeStatus{State: "error", Error: err.Error()}
+		}
+		e.purgeMu.Unlock()
+		e.generation.Add(1)
+		e.changed()
+	}()
+}
+
+// purgeAll purges every healthy replica. A panic in it is the purge's
+// error, logged with the stack: the engine goes on serving.
+func (e *Engine) purgeAll() (err error) {
+	defer panics.Recover(e.log, &err)
+	start := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return errors.New("the engine stopped before the purge began")
+	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	members := e.healthy()
+	if err := refuseRemote("purge", members); err != nil {
+		return err
+	}
+	var purged []string
+	for i, m := range members {
+		p, err := m.r.Purge()
+		if err != nil {
+			e.fail(m, err)
+			continue
+		}
+		if i == 0 {
+			purged = p
+			e.purged.add(p)
+		}
+		e.purgeMu.Lock()
+		e.purge.Progress = (i + 1) * 100 / len(members)
+		e.purgeMu.Unlock()
+		e.generation.Add(1)
+	}
+	if err := e.Fenced(); err != nil {
+		return err
+	}
+	e.log.WithFields(logrus.Fields{"purged": purged, "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
+	return nil
+}
+
+// PurgeStatus reports the last purge.
+func (e *Engine) PurgeStatus() PurgeStatus {
+	e.called("PurgeStatus")
+	return e.purgeStatus()
+}
+
+func (e *Engine) purgeStatus() PurgeStatus {
+	e.purgeMu.Lock()
+	defer e.purgeMu.Unlock()
+	return e.purge
+}
