@@ -62,8 +62,17 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		Handler: c.EventHandler(),
 	})
 	engineInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueEngineReplicas,
-		UpdateFunc: func(_, cur any) { c.enqueueEngineReplicas(cur) },
+		AddFunc: c.enqueueEngineReplicas,
+		// Only what wanted reads: not each mirror of a running engine.
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*longhorn.Engine)
+			n, ok2 := cur.(*longhorn.Engine)
+			if ok1 && ok2 && o.Spec.NodeID == n.Spec.NodeID && o.Spec.DesireState == n.Spec.DesireState &&
+				o.Status.CurrentState == n.Status.CurrentState && o.Status.OwnerID == n.Status.OwnerID {
+				return
+			}
+			c.enqueueEngineReplicas(cur)
+		},
 		DeleteFunc: c.enqueueEngineReplicas,
 	})
 	return c
