@@ -65,12 +65,8 @@ func newSidecarEnvOn(t testing.TB, bins csiSidecarBinaries, e *framework.APIEnv,
 	t.Helper()
 	sock := serveCSIDriver(t, e, "node-1")
 	kubeconfig := sidecarKubeconfig(t, e.Cluster)
-	common := []string{"--csi-address=" + sock, "--kubeconfig=" + kubeconfig, "--leader-election=false", "-v=4", "--timeout=120s"}
-	// As package/csi.yaml runs it: an Immediate claim passes no topology
-	// (no CSINode says where the driver runs here, there is no kubelet).
-	// NAMESPACE is where --enable-capacity keeps its CSIStorageCapacity
-	// objects (the pod's namespace in package/).
-	startSidecarWithEnv(t, []string{"NAMESPACE=" + e.NS}, bins.provisioner, append(append(common, "--immediate-topology=false"), provisionerFlags...)...)
+	common := sidecarFlags(sock, kubeconfig)
+	startProvisioner(t, bins, e.NS, sock, kubeconfig, provisionerFlags)
 	startSidecar(t, bins.attacher, common...)
 	// As package/csi.yaml runs it: the driver grows volumes in use.
 	startSidecar(t, bins.resizer, append(common, "--handle-volume-inuse-error=false")...)
@@ -79,6 +75,23 @@ func newSidecarEnvOn(t testing.TB, bins csiSidecarBinaries, e *framework.APIEnv,
 	// the sidecars still run (cleanups run last first).
 	t.Cleanup(func() { s.deleteClusterObjects(t) })
 	return s
+}
+
+// sidecarFlags are the flags every sidecar of the tests runs with,
+// against the driver's socket sock.
+func sidecarFlags(sock, kubeconfig string) []string {
+	return []string{"--csi-address=" + sock, "--kubeconfig=" + kubeconfig, "--leader-election=false", "-v=4", "--timeout=120s"}
+}
+
+// startProvisioner runs an external-provisioner against the driver at
+// sock, as the tests run it, with provisionerFlags last.
+func startProvisioner(t testing.TB, bins csiSidecarBinaries, ns, sock, kubeconfig string, provisionerFlags []string) {
+	t.Helper()
+	// As package/csi.yaml runs it: an Immediate claim passes no topology
+	// (no CSINode says where the driver runs here, there is no kubelet).
+	// NAMESPACE is where --enable-capacity keeps its CSIStorageCapacity
+	// objects (the pod's namespace in package/).
+	startSidecarWithEnv(t, []string{"NAMESPACE=" + ns}, bins.provisioner, append(append(sidecarFlags(sock, kubeconfig), "--immediate-topology=false"), provisionerFlags...)...)
 }
 
 func (s *sidecarEnv) deleteClusterObjects(t testing.TB) {
