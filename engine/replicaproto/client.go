@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -264,7 +265,8 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 		case statusOK:
 			return res.body, nil
 		case statusFenced:
-			return nil, fmt.Errorf("%w: %s", replica.ErrFenced, res.body)
+			// The server's message begins with the refusal's own words.
+			return nil, fmt.Errorf("%w: %s", replica.ErrFenced, strings.TrimPrefix(string(res.body), replica.ErrFenced.Error()+": "))
 		case statusInvalid:
 			return nil, fmt.Errorf("the replica refused the request: %s", res.body)
 		case statusBroken:
