@@ -126,10 +126,8 @@ type engineService struct {
 	// as its policy asks.
 	freezer fsfreeze.Guard
 	// replicas serves the node's replicas to other nodes' engines (the
-	// instance manager, or this process), replicaIM naming it for the
-	// Replicas' status ("" in this process).
-	replicas  instance.ReplicaServer
-	replicaIM string
+	// instance manager, or this process); nil when nothing does.
+	replicas instance.ReplicaServer
 }
 
 func startEngineService(log *logrus.Entry, ds *datastore.DataStore, kubeClient kubernetes.Interface, lhClient lhclientset.Interface,
@@ -235,7 +233,7 @@ func newControllers(runCtx context.Context, log *logrus.Entry, metrics *kit.Metr
 		backupVerify:  backupverify.NewController(log, metrics, ds, inf, o.NodeName, o.DataDir, recorder),
 		snapshot:      snapshot.NewController(log, metrics, ds, inf, o.NodeName, engines.instances),
 		volume:        volume.NewController(log, metrics, ds, inf, o.NodeName, engines.instances, engines.address, o.Clock, recorder),
-		replica:       replicacontroller.NewController(log, metrics, ds, inf, o.NodeName, engines.replicas, engines.replicaIM),
+		replica:       replicacontroller.NewController(log, metrics, ds, inf, o.NodeName, engines.replicas),
 		stopProcesses: func() {},
 	}
 	sbConfig := sbcontroller.Config{NodeID: o.NodeName, Version: cmp.Or(o.Version, "dev"), ManagerImage: o.ManagerImage, InternalTLS: internal.id,

@@ -14,6 +14,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,27 +30,33 @@ import (
 // Controller serves this node's replicas to engines on other nodes.
 //
 // Ownership: the node of spec.nodeID serves its replica and writes the
-// Replica's status.ip, storageIP, port and instanceManagerName; nothing
-// else writes them.
+// Replica's status.ip, storageIP and port; nothing else writes them.
 type Controller struct {
 	*kit.Base
 	ds     *datastore.DataStore
 	nodeID string
 	server instance.ReplicaServer
-	// instanceManager names what serves (the InstanceManager, "" in
-	// this process), for the Replica's status.
-	instanceManager string
+
+	// served are the replicas the node serves, as this controller last
+	// made or found them (Adopt): a replica not to be served costs no
+	// call to the server unless it is among them.
+	mu     sync.Mutex
+	served map[string]bool
+	// adopted: Adopt listed what the node served at start; until then
+	// every replica not to be served is stopped (StopReplica of one not
+	// served does nothing), so none stays held by its lock unknown.
+	adopted bool
 }
 
 // NewController wires the controller to the Replica and Engine informers:
 // a replica is synced when it changes and when its volume's Engine does.
 // server is nil when the node serves no replicas.
 func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.DataStore, inf datastore.Informers, nodeID string,
-	server instance.ReplicaServer, instanceManager string) *Controller {
+	server instance.ReplicaServer) *Controller {
 	replicaInformer := inf.Longhorn.Longhorn().V1beta2().Replicas().Informer()
 	engineInformer := inf.Longhorn.Longhorn().V1beta2().Engines().Informer()
 	volumeInformer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &Controller{ds: ds, nodeID: nodeID, server: server, instanceManager: instanceManager}
+	c := &Controller{ds: ds, nodeID: nodeID, server: server, served: map[string]bool{}}
 	c.Base = kit.NewBase("longhorn-replica", logger, metrics, c.sync, replicaInformer.HasSynced, engineInformer.HasSynced, volumeInformer.HasSynced)
 	replicaInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
@@ -110,9 +117,29 @@ func (c *Controller) Adopt() error {
 		return err
 	}
 	for _, sr := range served {
+		c.setServed(sr.Name, true)
 		c.Queue.Add(c.ds.Namespace() + "/" + sr.Name)
 	}
+	c.mu.Lock()
+	c.adopted = true
+	c.mu.Unlock()
 	return nil
+}
+
+func (c *Controller) setServed(name string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		c.served[name] = true
+	} else {
+		delete(c.served, name)
+	}
+}
+
+func (c *Controller) isServed(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.adopted || c.served[name]
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
@@ -166,6 +193,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, fmt.Errorf("serve replica %s to the engine on node %s: %w", r.Name, e.Spec.NodeID, err)
 	}
+	c.setServed(r.Name, true)
 	return kit.Result{}, c.writeAddress(ctx, r, served.Address)
 }
 
@@ -195,22 +223,14 @@ func (c *Controller) wanted(r *longhorn.Replica, e *longhorn.Engine) (bool, stri
 
 // stop stops serving replica name, when it is served.
 func (c *Controller) stop(name string, log *logrus.Entry, why string) error {
-	if c.server == nil {
+	if c.server == nil || !c.isServed(name) {
 		return nil
 	}
-	served, _, err := c.server.ListReplicas()
-	if err != nil {
-		return err
+	if err := c.server.StopReplica(name); err != nil {
+		return fmt.Errorf("stop serving replica %s: %w", name, err)
 	}
-	for _, sr := range served {
-		if sr.Name != name {
-			continue
-		}
-		if err := c.server.StopReplica(name); err != nil {
-			return fmt.Errorf("stop serving replica %s: %w", name, err)
-		}
-		log.WithField("why", why).Info("Stopped serving the replica to another node's engine")
-	}
+	c.setServed(name, false)
+	log.WithField("why", why).Info("Stopped serving the replica to another node's engine")
 	return nil
 }
 
@@ -233,13 +253,13 @@ func (c *Controller) replicaDir(r *longhorn.Replica) (string, error) {
 // when it is not).
 func (c *Controller) writeAddress(ctx context.Context, r *longhorn.Replica, address string) error {
 	st := r.Status.DeepCopy()
-	st.IP, st.StorageIP, st.Port, st.InstanceManagerName = "", "", 0, ""
+	st.IP, st.StorageIP, st.Port = "", "", 0
 	if address != "" {
 		host, port, err := net.SplitHostPort(address)
 		if err != nil {
 			return fmt.Errorf("replica %s: the served address %q: %w", r.Name, address, err)
 		}
-		st.IP, st.StorageIP, st.InstanceManagerName = host, host, c.instanceManager
+		st.IP, st.StorageIP = host, host
 		if st.Port, err = strconv.Atoi(port); err != nil {
 			return fmt.Errorf("replica %s: the served address %q: %w", r.Name, address, err)
 		}
