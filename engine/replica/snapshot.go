@@ -17,6 +17,20 @@ const MaxSnapshots = 250
 
 var snapshotNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
+// MaxSnapshotName is the longest name a snapshot may have.
+const MaxSnapshotName = 63
+
+// CheckSnapshotName says whether name may name a snapshot: 1 to
+// MaxSnapshotName letters, digits, '-', '_' or '.', starting with a letter
+// or digit, and not HeadName. No snapshot of a replica has a name it
+// refuses.
+func CheckSnapshotName(name string) error {
+	if !snapshotNamePattern.MatchString(name) || name == HeadName {
+		return fmt.Errorf("snapshot name %.80q: must be 1 to 63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not %s", name, HeadName)
+	}
+	return nil
+}
+
 // Snapshot is one snapshot, or the head (Name HeadName), as a list shows it.
 type Snapshot struct {
 	Name string
@@ -85,8 +99,8 @@ func (r *Replica) createSnapshotLocked(name, id string, userCreated bool, create
 			os.Remove(filepath.Join(r.dir, headFile(r.meta.HeadIndex+1)))
 		}
 	}()
-	if !snapshotNamePattern.MatchString(name) || name == HeadName {
-		return fmt.Errorf("snapshot name %q: must be 1 to 63 letters, digits, '-', '_' or '.', starting with a letter or digit, and not %s", name, HeadName)
+	if err := CheckSnapshotName(name); err != nil {
+		return err
 	}
 	if err := CheckLabels(labels); err != nil {
 		return fmt.Errorf("snapshot %q: %w", name, err)
