@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,8 +21,9 @@ import (
 )
 
 // Client is an engine's connection to one replica: ReadAt, WriteAt, Sync
-// and Trim as a replica of the engine's own process has them, and the
-// snapshot, epoch and chain of the engine's I/O path. Requests from many
+// and Trim as a replica of the engine's own process has them, the
+// snapshot, epoch and chain of the engine's I/O path, and, from a server
+// of version 2, the chain's and the size's changes (control.go). Requests from many
 // goroutines are pipelined on the one connection, at most MaxInFlight and
 // MaxInFlightBytes at once (more wait their turn before they are sent,
 // their deadline not yet running). Once a request fails for the
@@ -30,7 +32,12 @@ import (
 type Client struct {
 	conn    net.Conn
 	timeout time.Duration
-	open    OpenReply
+	// controlTimeout is the deadline of a purge and a grow (ControlTimeout).
+	controlTimeout time.Duration
+	open           OpenReply
+	// size is the replica's: as it answered the open, and as Grow set it
+	// since.
+	size atomic.Int64
 
 	// slots and budget bound the requests in flight; waiting for them
 	// ends when the connection breaks (ctx).
@@ -62,11 +69,24 @@ type call struct {
 	reply  chan result
 }
 
+// DialOption changes how Dial opens a replica.
+type DialOption func(*Client)
+
+// ControlTimeout is the deadline of a purge and of a grow, which may take
+// far longer than an I/O (DefaultControlTimeout when not given, or 0).
+func ControlTimeout(d time.Duration) DialOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.controlTimeout = d
+		}
+	}
+}
+
 // Dial connects to the replica server at addr (over mutual TLS with
 // tlsConfig, the node's identity's ClientConfig, unless nil) and opens the
 // replica req names; timeout is each request's deadline (DefaultTimeout
-// when 0).
-func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenRequest, timeout time.Duration) (*Client, error) {
+// when 0), but for those of ControlTimeout.
+func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenRequest, timeout time.Duration, opts ...DialOption) (*Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -80,16 +100,20 @@ func Dial(ctx context.Context, addr string, tlsConfig *tls.Config, req OpenReque
 		}
 		conn = tc
 	}
-	return dialConn(ctx, conn, addr, req, timeout)
+	return dialConn(ctx, conn, addr, req, timeout, opts...)
 }
 
 // dialConn opens the replica req names over conn, a connection to addr.
-func dialConn(ctx context.Context, conn net.Conn, addr string, req OpenRequest, timeout time.Duration) (*Client, error) {
+func dialConn(ctx context.Context, conn net.Conn, addr string, req OpenRequest, timeout time.Duration, opts ...DialOption) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	c := &Client{conn: conn, timeout: timeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{}),
+	c := &Client{conn: conn, timeout: timeout, controlTimeout: DefaultControlTimeout, w: bufio.NewWriterSize(conn, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{}),
 		slots: semaphore.NewWeighted(MaxInFlight), budget: semaphore.NewWeighted(MaxInFlightBytes)}
+	for _, opt := range opts {
+		opt(c)
+	}
+	req.Version = ProtocolVersion
 	_, c.tcp = conn.(*net.TCPConn)
 	c.rc = recordConnOf(conn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -111,14 +135,15 @@ func dialConn(ctx context.Context, conn net.Conn, addr string, req OpenRequest, 
 		c.Close()
 		return nil, fmt.Errorf("open replica %s at %s: %w: a malformed answer", req.Replica, addr, ErrProtocol)
 	}
+	c.size.Store(c.open.Size)
 	return c, nil
 }
 
 // Opened is what the replica said of itself when it was opened.
 func (c *Client) Opened() OpenReply { return c.open }
 
-// Size is the replica's size when it was opened.
-func (c *Client) Size() int64 { return c.open.Size }
+// Size is the replica's size: when it was opened, or as Grow made it.
+func (c *Client) Size() int64 { return c.size.Load() }
 
 // Close ends the connection; requests still waiting fail.
 func (c *Client) Close() error {
@@ -226,6 +251,12 @@ func (c *Client) split(n int, f func(at, n int) error) error {
 // do sends one request and waits, at most the client's timeout, for its
 // reply's body.
 func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte, error) {
+	return c.doWithin(c.timeout, op, offset, length, body)
+}
+
+// doWithin is do with a deadline of its own for the reply; sending it is
+// bounded by the client's timeout all the same.
+func (c *Client) doWithin(timeout time.Duration, op byte, offset uint64, length uint32, body []byte) ([]byte, error) {
 	cost := int64(len(body))
 	if op == OpRead {
 		cost = int64(length)
@@ -257,7 +288,7 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 	if err != nil {
 		c.fail(fmt.Errorf("send to the replica: %w", err))
 	}
-	timer := time.NewTimer(c.timeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case res := <-cl.reply:
@@ -267,6 +298,8 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 		case statusFenced:
 			// The server's message begins with the refusal's own words.
 			return nil, fmt.Errorf("%w: %s", replica.ErrFenced, strings.TrimPrefix(string(res.body), replica.ErrFenced.Error()+": "))
+		case statusNotFound:
+			return nil, fmt.Errorf("%w: %s", replica.ErrNotFound, res.body)
 		case statusInvalid:
 			return nil, fmt.Errorf("the replica refused the request: %s", res.body)
 		case statusBroken:
@@ -281,7 +314,7 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 			return nil, fmt.Errorf("the replica: %s", res.body)
 		}
 	case <-timer.C:
-		err := fmt.Errorf("%w: no answer within %s", ErrTimeout, c.timeout)
+		err := fmt.Errorf("%w: no answer within %s", ErrTimeout, timeout)
 		c.fail(err)
 		return nil, err
 	}
@@ -401,6 +434,8 @@ func replyLimit(cl *call, status byte) uint32 {
 		return maxOpenBody
 	case cl.op == OpChain:
 		return MaxMessage
+	case cl.op == OpPurge:
+		return maxNamesBody
 	}
 	return 0
 }

@@ -18,6 +18,12 @@ import (
 // from a peer.
 func fakePeer(t testing.TB, serve func(conn net.Conn, r *bufio.Reader)) string {
 	t.Helper()
+	return fakePeerOpening(t, []byte(`{"size":1048576,"epoch":3,"term":1}`), serve)
+}
+
+// fakePeerOpening is fakePeer answering the open with reply.
+func fakePeerOpening(t testing.TB, reply []byte, serve func(conn net.Conn, r *bufio.Reader)) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,6 @@ func fakePeer(t testing.TB, serve func(conn net.Conn, r *bufio.Reader)) string {
 		if _, err := io.ReadFull(r, make([]byte, h.length)); err != nil {
 			return
 		}
-		reply := []byte(`{"size":1048576,"epoch":3,"term":1}`)
 		if _, err := conn.Write(append(header{magic: replyMagic, kind: statusOK, id: h.id, length: uint32(len(reply))}.encode(), reply...)); err != nil {
 			return
 		}
@@ -223,6 +228,10 @@ func FuzzClientReplies(f *testing.F) {
 	f.Add(header{magic: replyMagic, kind: statusFenced, id: 2, length: 3}.encode())
 	f.Add(header{magic: replyMagic, kind: statusOK, id: 2, length: 1 << 31}.encode())
 	f.Add([]byte("not a frame at all"))
+	// The ops of version 2: a purge's names, malformed or too many.
+	f.Add(append(ok(2, make([]byte, 4096)), ok(7, []byte(`["s1","s2"]`))...))
+	f.Add(ok(7, []byte(`{"not":"a list"}`)))
+	f.Add(header{magic: replyMagic, kind: statusNotFound, id: 8, length: 9}.encode())
 	f.Fuzz(func(t *testing.T, replies []byte) {
 		client, server := net.Pipe()
 		defer server.Close()
@@ -236,7 +245,7 @@ func FuzzClientReplies(f *testing.F) {
 				return
 			}
 			go func() { _, _ = io.Copy(io.Discard, r) }()
-			reply := []byte(`{"size":1048576,"epoch":0,"term":1}`)
+			reply := []byte(`{"size":1048576,"epoch":0,"term":1,"version":2}`)
 			_, _ = server.Write(append(header{magic: replyMagic, kind: statusOK, id: h.id, length: uint32(len(reply))}.encode(), reply...))
 			_, _ = server.Write(replies)
 			time.Sleep(20 * time.Millisecond)
@@ -255,6 +264,11 @@ func FuzzClientReplies(f *testing.F) {
 			_ = c.Sync()
 			_, _ = c.Chain()
 			_ = c.SetEpoch(4)
+			_ = c.MarkRemoved("s1")
+			_, _ = c.Purge()
+			_ = c.Revert("s2")
+			_ = c.Grow(2 << 20)
+			_ = c.TrimKeeping(0, 4096, []string{"s1"})
 		}()
 		select {
 		case <-done:

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/cadence-storage/longhorn-manager/engine/replica"
 )
 
 // The ops a request carries.
@@ -35,7 +37,35 @@ const (
 	// OpChain asks for the replica's snapshots and head, as
 	// replica.Snapshots lists them, in JSON; ordered as OpSnapshot is.
 	OpChain byte = 8
+
+	// The ops of version 2 (ProtocolVersion), which a server of version 1
+	// does not know: it closes the connection at an op it does not know,
+	// so the client sends none of them to it (Client.Carries). Each is
+	// checked against the connection's term in one step with the change
+	// (replica.Owned), and ordered as OpSnapshot is.
+
+	// OpMarkRemoved's body is the snapshot's name: it is marked removed
+	// (replica.MarkRemoved).
+	OpMarkRemoved byte = 9
+	// OpRevert's body is the snapshot's name: the head becomes an empty
+	// layer on it (replica.Revert).
+	OpRevert byte = 10
+	// OpPurge merges the removed snapshots into their children
+	// (replica.Purge); answered with the purged snapshots' names, in JSON.
+	OpPurge byte = 11
+	// OpGrow carries the new size in the offset field (replica.Grow).
+	OpGrow byte = 12
+	// OpTrimKeeping is OpTrim with the snapshots a trim must keep
+	// (replica.TrimKeeping): the offset, and a TrimRequest for its body.
+	// It is I/O, not a change of the chain, and is not ordered: as a
+	// trim, it runs beside the requests around it.
+	OpTrimKeeping byte = 13
 )
+
+// ProtocolVersion is the version of the protocol this package speaks: 1,
+// the first (OPEN to OpChain), then 2, which adds OpMarkRemoved to
+// OpTrimKeeping. An OpenReply that says no version is of version 1.
+const ProtocolVersion = 2
 
 // The statuses a reply carries; the body of a failure is its message.
 const (
@@ -43,6 +73,9 @@ const (
 	statusError   byte = 1
 	statusFenced  byte = 2
 	statusInvalid byte = 3
+	// statusNotFound (version 2) answers a removal or a revert of a
+	// snapshot the replica does not have: replica.ErrNotFound.
+	statusNotFound byte = 4
 )
 
 const (
@@ -60,6 +93,21 @@ const (
 	// replica.CheckLabels (64 of at most 253 + 1024 bytes, which JSON may
 	// escape to six times their length).
 	maxSnapshotBody = 512 << 10
+	// maxNameBody bounds a snapshot's name (replica.MaxSnapshotName
+	// bytes): a longer one closes the connection, one of a name the
+	// replica's rules refuse is answered statusInvalid.
+	maxNameBody = replica.MaxSnapshotName
+	// maxNamesBody bounds a list of snapshot names, a purge's answer or a
+	// trim's keep list: at most replica.MaxSnapshots names of at most
+	// replica.MaxSnapshotName bytes, each quoted and followed by a comma
+	// in JSON (no name the replica allows needs escaping), with room for
+	// a TrimRequest's length.
+	maxNamesBody = replica.MaxSnapshots*(replica.MaxSnapshotName+3) + 64
+	// MaxGrowSize bounds the size an OpGrow asks for (64 TiB): a replica
+	// keeps a map of two bytes per 4 KiB block in memory, 32 GiB at that
+	// size, far beyond what an instance manager may hold; a larger size
+	// is answered statusInvalid before anything is allocated.
+	MaxGrowSize = 1 << 46
 	// A chain's answer is bounded by MaxMessage: 250 snapshots with a few
 	// labels each take tens of KiB; a chain whose labels would take more
 	// is refused with an error saying so.
@@ -72,6 +120,18 @@ const (
 	// engine-replica-timeout, 8 s by default): past it, the client drops
 	// the connection, as an engine drops a replica whose I/O fails.
 	DefaultTimeout = 8 * time.Second
+	// DefaultControlTimeout is the deadline of a purge and of a grow
+	// (ControlTimeout). A purge copies the data of each removed snapshot
+	// into its child, some 30 to 50 ms per 16 MiB on a local disk
+	// (docs/benchmarks.md): a removed snapshot of 100 GiB takes some four
+	// minutes, so 10 minutes lets a snapshot of about twice that merge on
+	// a disk that is a little slower than measured. A grow extends the
+	// head and syncs it, which a busy disk may hold up for longer than an
+	// I/O's deadline. Past the deadline the client drops the connection
+	// as it does at an I/O's; the engine holds the volume's writes
+	// meanwhile either way, as a purge or a grow of a replica of its own
+	// process does.
+	DefaultControlTimeout = 10 * time.Minute
 )
 
 // ErrProtocol marks a peer that broke the protocol: a bad magic, an op or
@@ -94,6 +154,9 @@ type OpenRequest struct {
 	Engine string `json:"engine"`
 	// Term is above every term the engine's replicas hold.
 	Term uint64 `json:"term"`
+	// Version is the protocol version the client speaks (ProtocolVersion);
+	// a server of version 1 ignores it, a client of version 1 sends none.
+	Version int `json:"version,omitempty"`
 }
 
 // OpenReply is what the replica says of itself once opened.
@@ -101,6 +164,25 @@ type OpenReply struct {
 	Size  int64  `json:"size"`
 	Epoch uint64 `json:"epoch"`
 	Term  uint64 `json:"term"`
+	// Version is the protocol version the server speaks; a server of
+	// version 1 says none (0).
+	Version int `json:"version,omitempty"`
+}
+
+// version is the server's protocol version, as its reply says.
+func (r OpenReply) version() int {
+	if r.Version <= 0 {
+		return 1
+	}
+	return r.Version
+}
+
+// TrimRequest is an OpTrimKeeping's body: the range's length (from the
+// request's offset) and the snapshots the trim keeps as if a view read
+// them, by name.
+type TrimRequest struct {
+	Length uint64   `json:"length"`
+	Keep   []string `json:"keep,omitempty"`
 }
 
 // SnapshotRequest is the snapshot an OpSnapshot takes
@@ -183,6 +265,21 @@ func requestBody(h header) (int, error) {
 		return int(h.length), nil
 	case OpSync, OpSetEpoch, OpChain:
 		return 0, nil
+	case OpPurge, OpGrow:
+		if h.length != 0 {
+			return 0, fmt.Errorf("%w: op %d with a length of %d, not 0", ErrProtocol, h.kind, h.length)
+		}
+		return 0, nil
+	case OpMarkRemoved, OpRevert:
+		if h.length > maxNameBody {
+			return 0, fmt.Errorf("%w: a snapshot's name of %d bytes, above %d", ErrProtocol, h.length, maxNameBody)
+		}
+		return int(h.length), nil
+	case OpTrimKeeping:
+		if h.length > maxNamesBody {
+			return 0, fmt.Errorf("%w: a trim's keep list of %d bytes, above %d", ErrProtocol, h.length, maxNamesBody)
+		}
+		return int(h.length), nil
 	}
 	return 0, fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
 }
@@ -191,5 +288,9 @@ func requestBody(h header) (int, error) {
 // the connection is done, and before the next is read: those that say
 // something of all the writes before them.
 func ordered(op byte) bool {
-	return op == OpSync || op == OpSnapshot || op == OpSetEpoch || op == OpChain
+	switch op {
+	case OpSync, OpSnapshot, OpSetEpoch, OpChain, OpMarkRemoved, OpRevert, OpPurge, OpGrow:
+		return true
+	}
+	return false
 }

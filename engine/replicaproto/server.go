@@ -41,6 +41,12 @@ const openTimeout = 10 * time.Second
 type Server struct {
 	lookup Lookup
 	log    *logrus.Entry
+	// speaks is the protocol version served, ProtocolVersion unless a
+	// test serves as an older server does (0).
+	speaks int
+	// growLimit bounds an OpGrow: MaxGrowSize unless a test lowers it
+	// (0), as the fuzz test does to keep each grow's map small.
+	growLimit uint64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -92,10 +98,19 @@ func (s *Server) track(c net.Conn, add bool) bool {
 	return true
 }
 
+// version is the protocol version the server speaks.
+func (s *Server) version() int {
+	if s.speaks > 0 {
+		return s.speaks
+	}
+	return ProtocolVersion
+}
+
 // session is one connection's open replica, as its engine owns it.
 type session struct {
-	rep *replica.Owned
-	log *logrus.Entry
+	rep       *replica.Owned
+	log       *logrus.Entry
+	growLimit uint64
 
 	// wmu orders the replies on the connection; over TLS (rc) each
 	// reply's records go in a batch.
@@ -140,6 +155,9 @@ func (s *Server) ServeConn(c net.Conn) {
 		n, err := requestBody(h)
 		if err == nil && h.kind == OpOpen {
 			err = fmt.Errorf("%w: a second open on one connection", ErrProtocol)
+		}
+		if err == nil && h.kind > OpChain && s.version() < 2 {
+			err = fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
 		}
 		if err != nil {
 			ss.log.WithError(err).Warn("Replica protocol: closing the connection")
@@ -238,7 +256,10 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
-	ss := &session{w: bufio.NewWriterSize(c, 64<<10), rc: recordConnOf(c), log: log}
+	ss := &session{w: bufio.NewWriterSize(c, 64<<10), rc: recordConnOf(c), log: log, growLimit: s.growLimit}
+	if ss.growLimit == 0 {
+		ss.growLimit = MaxGrowSize
+	}
 	var req OpenRequest
 	if err := json.Unmarshal(body, &req); err != nil || req.VolumeUID == "" || req.Replica == "" || req.Engine == "" || req.Term == 0 {
 		ss.reply(h.id, result{status: statusInvalid, body: []byte("an open names the volume's UID, the replica, the engine instance and a term above 0")})
@@ -254,9 +275,14 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 		return nil, err
 	}
 	ss.rep = rep.AtTerm(req.Term, req.Engine)
-	out, _ := json.Marshal(OpenReply{Size: ss.rep.Size(), Epoch: ss.rep.Epoch(), Term: req.Term})
+	reply := OpenReply{Size: ss.rep.Size(), Epoch: ss.rep.Epoch(), Term: req.Term, Version: s.version()}
+	if reply.Version == 1 {
+		// As a server of version 1 answers: without the field.
+		reply.Version = 0
+	}
+	out, _ := json.Marshal(reply)
 	ss.reply(h.id, result{status: statusOK, body: out})
-	ss.log.Info("Replica protocol: opened the replica for an engine")
+	ss.log.WithField("clientVersion", max(req.Version, 1)).Info("Replica protocol: opened the replica for an engine")
 	return ss, nil
 }
 
@@ -295,7 +321,7 @@ func failure(err error) result {
 // own the replica.
 func (ss *session) do(h header, body []byte) result {
 	off := int64(h.offset)
-	if (h.kind == OpRead || h.kind == OpWrite || h.kind == OpTrim) && h.offset > uint64(ss.rep.Size()) {
+	if (h.kind == OpRead || h.kind == OpWrite || h.kind == OpTrim || h.kind == OpTrimKeeping) && h.offset > uint64(ss.rep.Size()) {
 		return result{status: statusInvalid, body: []byte(fmt.Sprintf("offset %d is past the replica's %d bytes", h.offset, ss.rep.Size()))}
 	}
 	var err error
@@ -331,6 +357,8 @@ func (ss *session) do(h header, body []byte) result {
 			break
 		}
 		return result{status: statusOK, body: out}
+	case OpMarkRemoved, OpRevert, OpPurge, OpGrow, OpTrimKeeping:
+		return ss.doControl(h, body)
 	}
 	if err != nil {
 		return failure(err)
