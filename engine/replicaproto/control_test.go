@@ -201,7 +201,7 @@ func TestChainChangesOfAFencedEngineChangeNothing(t *testing.T) {
 // a keep list is still a trim.
 func TestAServerOfVersion1IsToldNothingItDoesNotKnow(t *testing.T) {
 	r, addr, s := serveReplica(t, false)
-	s.speaks = 1
+	s.speaks.Store(1)
 	c := dial(t, addr, open("engine-a", 1))
 	if c.Version() != 1 || c.Carries() {
 		t.Fatalf("a server of version 1 taken for version %d", c.Version())

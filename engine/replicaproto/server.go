@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -43,7 +44,7 @@ type Server struct {
 	log    *logrus.Entry
 	// speaks is the protocol version served, ProtocolVersion unless a
 	// test serves as an older server does (0).
-	speaks int
+	speaks atomic.Int32
 	// growLimit bounds an OpGrow: MaxGrowSize unless a test lowers it
 	// (0), as the fuzz test does to keep each grow's map small.
 	growLimit uint64
@@ -100,8 +101,8 @@ func (s *Server) track(c net.Conn, add bool) bool {
 
 // version is the protocol version the server speaks.
 func (s *Server) version() int {
-	if s.speaks > 0 {
-		return s.speaks
+	if v := s.speaks.Load(); v > 0 {
+		return int(v)
 	}
 	return ProtocolVersion
 }
