@@ -48,6 +48,10 @@ func (e *Engine) Expand(size int64) error {
 	done := 0
 	for _, m := range members {
 		if err := m.r.Grow(size); err != nil {
+			if errors.Is(err, replica.ErrFenced) {
+				e.fence(m, err)
+				return e.Fenced()
+			}
 			if done == 0 {
 				// Nothing grew: every replica keeps the old size.
 				return fmt.Errorf("volume %s: grow replica %s to %d bytes: %w", e.name, m.name, size, err)
@@ -81,8 +85,8 @@ func (e *Engine) evenSizes() error {
 			continue
 		}
 		from := m.r.Size()
-		if m.remote != "" {
-			return fmt.Errorf("volume %s: replica %s has %d bytes, another %d: %w", e.name, m.name, from, size, notCarried("grow", m))
+		if err := refuseRemote("grow", []*member{m}); err != nil {
+			return fmt.Errorf("volume %s: replica %s has %d bytes, another %d: %w", e.name, m.name, from, size, err)
 		}
 		if err := m.r.Grow(size); err != nil {
 			if errors.Is(err, replica.ErrShrink) {

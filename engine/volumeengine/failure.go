@@ -20,11 +20,12 @@ type Option func(*options)
 type options struct {
 	behind  map[string]string
 	keptOut map[string]uint64
-	// owner, remotes (name to address), tls and timeout: remote.go.
-	owner   *owner
-	remotes map[string]string
-	tls     *tls.Config
-	timeout time.Duration
+	// owner, remotes (name to address), tls and the timeouts: remote.go.
+	owner          *owner
+	remotes        map[string]string
+	tls            *tls.Config
+	timeout        time.Duration
+	controlTimeout time.Duration
 }
 
 // KeptOut names a replica of the volume that the engine does not open (it

@@ -20,8 +20,10 @@ import (
 )
 
 // ErrNotCarried marks an operation on a remote replica that the replica
-// protocol does not carry yet (purge, revert, grow, a snapshot's deletion,
-// reads of layers for backups, exports and clones): the engine refuses it
+// protocol does not carry: reads of layers for backups, exports and
+// clones (not yet), and a snapshot's deletion, a purge, a revert and a
+// growth on a replica whose server speaks version 1 of the protocol (its
+// instance manager is older than the engine's). The engine refuses it
 // before it touches any replica, so its replicas never disagree over it.
 // It comes with ErrPrecondition.
 var ErrNotCarried = errors.New("not carried by the replica protocol yet")
@@ -31,11 +33,14 @@ func notCarried(op string, m *member) error {
 	return fmt.Errorf("%w: %s on remote replica %s at %s: %w", ErrPrecondition, op, m.name, m.remote, ErrNotCarried)
 }
 
-// refuseRemote refuses op when one of members is remote.
+// refuseRemote refuses op, a change of the chain or the size, when one
+// of members is a remote replica whose server speaks too old a version
+// of the replica protocol to carry it.
 func refuseRemote(op string, members []*member) error {
 	for _, m := range members {
-		if m.remote != "" {
-			return notCarried(op, m)
+		if r, ok := m.r.(*remoteReplica); ok && !r.c.Carries() {
+			return fmt.Errorf("%w: %s on remote replica %s at %s: its instance manager is older than this engine's, of replica protocol version %d (%d needed): %w",
+				ErrPrecondition, op, m.name, m.remote, r.c.Version(), replicaproto.ProtocolVersion, ErrNotCarried)
 		}
 	}
 	return nil
@@ -82,6 +87,11 @@ func ReplicaTLS(config *tls.Config) Option { return func(o *options) { o.tls = c
 // one whose I/O fails is.
 func ReplicaTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// ReplicaControlTimeout is the deadline of a purge and of a growth of a
+// remote replica (replicaproto.DefaultControlTimeout, 10 minutes, by
+// default): they may take far longer than an I/O.
+func ReplicaControlTimeout(d time.Duration) Option { return func(o *options) { o.controlTimeout = d } }
+
 // openRemotes opens the remote replicas of o at once, with the engine's
 // term; on a failure it closes those it opened.
 func openRemotes(volume string, o options) (map[string]*remoteReplica, error) {
@@ -104,7 +114,8 @@ func openRemotes(volume string, o options) (map[string]*remoteReplica, error) {
 	for name, addr := range o.remotes {
 		wg.Go(func() {
 			c, err := replicaproto.Dial(ctx, addr, o.tls, replicaproto.OpenRequest{
-				VolumeUID: o.owner.volumeUID, Replica: name, Engine: o.owner.instance, Term: o.owner.term}, timeout)
+				VolumeUID: o.owner.volumeUID, Replica: name, Engine: o.owner.instance, Term: o.owner.term}, timeout,
+				replicaproto.ControlTimeout(o.controlTimeout))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -129,11 +140,11 @@ func openRemotes(volume string, o options) (map[string]*remoteReplica, error) {
 
 // remoteReplica is a replica another process serves, reached over one
 // connection of the replica protocol that the engine's term opened: the
-// I/O path, the epoch, snapshots and the chain go over it. The control
-// operations the protocol does not carry fail, naming themselves and the
-// replica's address, and the engine refuses them before it gets here
-// (refuseRemote); it reads no layer of a remote replica (not a
-// LayerReader).
+// I/O path, the epoch, snapshots, the chain and its changes go over it.
+// A server of version 1 carries no change of the chain or the size: the
+// engine refuses those before it gets here (refuseRemote), and they fail
+// here too, naming themselves and the replica's address. It reads no
+// layer of a remote replica (not a LayerReader).
 type remoteReplica struct {
 	name, addr string
 	c          *replicaproto.Client
@@ -148,18 +159,21 @@ func (r *remoteReplica) ReadAt(p []byte, off int64) (int, error)  { return r.c.R
 func (r *remoteReplica) WriteAt(p []byte, off int64) (int, error) { return r.c.WriteAt(p, off) }
 func (r *remoteReplica) Sync() error                              { return r.c.Sync() }
 
-// TrimKeeping trims the range; keep, the snapshots the views of the
-// engine's local replicas read, is not carried. It need not be: a trim
-// keeps a snapshot for a view only when the snapshot is marked removed,
-// views open only on snapshots not removed, and no snapshot is marked
-// removed while the engine has a healthy remote replica (DeleteSnapshot
-// is refused then). The replica's server keeps the views of its own
-// process (replica.Trim).
-func (r *remoteReplica) TrimKeeping(off, length int64, _ []string) error {
-	return r.c.Trim(off, length)
+// TrimKeeping trims the range keeping the snapshots the views of the
+// engine's local replicas read. A server of version 1 cannot be told
+// keep, and need not be: a trim keeps a snapshot for a view only when
+// the snapshot is marked removed, views open only on snapshots not
+// removed, and no snapshot is marked removed while the engine has such a
+// replica healthy (DeleteSnapshot is refused then). Either server keeps
+// the views of its own process (replica.TrimKeeping).
+func (r *remoteReplica) TrimKeeping(off, length int64, keep []string) error {
+	if !r.c.Carries() {
+		return r.c.Trim(off, length)
+	}
+	return r.c.TrimKeeping(off, length, keep)
 }
 
-// Size is the replica's size when it was opened: Grow is not carried.
+// Size is the replica's size: when it was opened, or as Grow made it.
 func (r *remoteReplica) Size() int64   { return r.c.Size() }
 func (r *remoteReplica) Epoch() uint64 { return r.epoch.Load() }
 
@@ -192,14 +206,23 @@ func (r *remoteReplica) HasSnapshot(name string) bool {
 	return false
 }
 
-func (r *remoteReplica) notCarried(op string) error {
-	return fmt.Errorf("%s on remote replica %s at %s: %w", op, r.name, r.addr, ErrNotCarried)
+// carried is err, an op the replica's server does not know, said as the
+// engine says it.
+func (r *remoteReplica) carried(err error) error {
+	if errors.Is(err, replicaproto.ErrOldServer) {
+		return fmt.Errorf("remote replica %s at %s: %w: %w", r.name, r.addr, err, ErrNotCarried)
+	}
+	return err
 }
 
-func (r *remoteReplica) MarkRemoved(string) error { return r.notCarried("deleting a snapshot") }
-func (r *remoteReplica) Revert(string) error      { return r.notCarried("revert") }
-func (r *remoteReplica) Purge() ([]string, error) { return nil, r.notCarried("purge") }
-func (r *remoteReplica) Grow(int64) error         { return r.notCarried("grow") }
+func (r *remoteReplica) MarkRemoved(name string) error { return r.carried(r.c.MarkRemoved(name)) }
+func (r *remoteReplica) Revert(name string) error      { return r.carried(r.c.Revert(name)) }
+func (r *remoteReplica) Grow(size int64) error         { return r.carried(r.c.Grow(size)) }
+
+func (r *remoteReplica) Purge() ([]string, error) {
+	purged, err := r.c.Purge()
+	return purged, r.carried(err)
+}
 
 // Close ends the connection; the replica stays open in its server's
 // process.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
+	"github.com/cadence-storage/longhorn-manager/engine/replicaproto"
 )
 
 const remoteSize = 16 << 20
@@ -255,14 +256,57 @@ func TestARemoteReplicaThatSendsABadFrameIsDropped(t *testing.T) {
 	}
 }
 
-// Operations the replica protocol does not carry are refused while the
-// engine has a healthy remote replica, each naming itself and the
-// replica's address, and nothing is changed on any replica; reads of
-// layers go to the local replica when there is one, and are refused the
-// same way on an engine with none.
-func TestOperationsTheProtocolDoesNotCarryAreRefusedNamingTheReplica(t *testing.T) {
-	e, a, servers := mixedEngine(t)
+// Reads of layers (READ_LAYER is not built) go to the local replica when
+// there is one, and are refused, naming the remote replica, on an engine
+// with none, which drops nothing for it.
+func TestLayerReadsAreRefusedWithoutALocalReplica(t *testing.T) {
+	e, _, servers := mixedEngine(t)
 	addr := servers["b"].addr
+	if _, err := e.CreateSnapshot("s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	view, release, err := e.OpenSnapshotForRead("s1", 0, -1)
+	if err != nil {
+		t.Fatalf("a snapshot read with a local replica: %v", err)
+	}
+	view.Close()
+	release()
+
+	only, err := startEngine(t, "engine-2", 2, nil, map[string]string{"b": addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = only.OpenSnapshotForRead("s1", 0, -1)
+	if !errors.Is(err, ErrNotCarried) || !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("a snapshot read: want ErrNotCarried and ErrPrecondition, got %v", err)
+	}
+	for _, w := range []string{"reading snapshot s1 on remote replica b", addr, "not carried by the replica protocol yet"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("%q does not say %q", err, w)
+		}
+	}
+	if modes := only.ReplicaModes(); modes["b"] != ModeRW {
+		t.Fatalf("a refusal dropped the replica: %v", modes)
+	}
+}
+
+// A remote replica whose server speaks version 1 of the replica protocol
+// (its instance manager is older) is told no op that version does not
+// know: a snapshot's deletion, a revert, a growth and a purge are refused
+// before any replica is touched, each naming itself, the replica, its
+// address and the older instance manager; I/O, snapshots and trims go on.
+func TestChainChangesAreRefusedOnAReplicaOfAnOlderServer(t *testing.T) {
+	a := newReplica(t, remoteSize)
+	b := serveReplica(t, "b", newReplica(t, remoteSize))
+	c := serveReplica(t, "c", newReplica(t, remoteSize))
+	old := serveAsVersion1(t, b.addr)
+	e, err := startEngine(t, "engine-1", 1, map[string]*replica.Replica{"a": a}, map[string]string{"b": old.addr, "c": c.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WriteAt(random(1, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.CreateSnapshot("s1", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +315,7 @@ func TestOperationsTheProtocolDoesNotCarryAreRefusedNamingTheReplica(t *testing.
 		if !errors.Is(err, ErrNotCarried) || !errors.Is(err, ErrPrecondition) {
 			t.Fatalf("%s: want ErrNotCarried and ErrPrecondition, got %v", what, err)
 		}
-		for _, w := range append(words, addr, "not carried by the replica protocol yet") {
+		for _, w := range append(words, old.addr, "its instance manager is older", "version 1") {
 			if !strings.Contains(err.Error(), w) {
 				t.Fatalf("%s: %q does not say %q", what, err, w)
 			}
@@ -284,41 +328,40 @@ func TestOperationsTheProtocolDoesNotCarryAreRefusedNamingTheReplica(t *testing.
 	for deadline := time.Now().Add(10 * time.Second); e.PurgeStatus().IsPurging && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st := e.PurgeStatus(); st.State != "error" || !strings.Contains(st.Error, "purge on remote replica b at "+addr) {
+	if st := e.PurgeStatus(); st.State != "error" || !strings.Contains(st.Error, "purge on remote replica b at "+old.addr) || !strings.Contains(st.Error, "instance manager is older") {
 		t.Fatalf("purge status %+v", st)
+	}
+	if err := e.Trim(0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WriteAt(random(2, 4096), 8192); err != nil {
+		t.Fatal(err)
 	}
 	if modes := e.ReplicaModes(); modes["a"] != ModeRW || modes["b"] != ModeRW || modes["c"] != ModeRW {
 		t.Fatalf("a refusal changed the modes: %v", modes)
 	}
-	for name, r := range map[string]*replica.Replica{"a": a, "b": servers["b"].r, "c": servers["c"].r} {
+	if n := old.unknownOps(); n != 0 {
+		t.Fatalf("the old server was sent %d ops it does not know", n)
+	}
+	for name, r := range map[string]*replica.Replica{"a": a, "b": b.r, "c": c.r} {
 		if exists, removed := r.SnapshotRemoved("s1"); !exists || removed || r.Size() != remoteSize {
 			t.Fatalf("replica %s changed: s1 %v removed %v, size %d", name, exists, removed, r.Size())
 		}
 	}
-	// The local replica serves reads of layers.
-	view, release, err := e.OpenSnapshotForRead("s1", 0, -1)
-	if err != nil {
-		t.Fatalf("a snapshot read with a local replica: %v", err)
+	// And the remote replica itself refuses them, were the engine to ask.
+	var r Replica
+	for _, m := range e.replicas {
+		if m.name == "b" {
+			r = m.r
+		}
 	}
-	view.Close()
-	release()
-
-	// An engine with remote replicas only refuses them.
-	only, err := startEngine(t, "engine-2", 2, nil, map[string]string{"b": addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = only.OpenSnapshotForRead("s1", 0, -1)
-	refused("a snapshot read", err, "reading snapshot s1 on remote replica b")
-	if modes := only.ReplicaModes(); modes["b"] != ModeRW {
-		t.Fatalf("a refusal dropped the replica: %v", modes)
-	}
-	// And the remote replica itself says so, were the engine to ask.
-	var r Replica = only.replicas[0].r
 	for op, err := range map[string]error{"purge": func() error { _, err := r.Purge(); return err }(), "grow": r.Grow(1 << 30), "revert": r.Revert("s1"), "deleting a snapshot": r.MarkRemoved("s1")} {
-		if !errors.Is(err, ErrNotCarried) || !strings.Contains(err.Error(), op+" on remote replica b at "+addr) {
+		if !errors.Is(err, ErrNotCarried) || !errors.Is(err, replicaproto.ErrOldServer) || !strings.Contains(err.Error(), "remote replica b at "+old.addr) || !strings.Contains(err.Error(), op) {
 			t.Fatalf("%s on the remote replica: %v", op, err)
 		}
+	}
+	if n := old.unknownOps(); n != 0 {
+		t.Fatalf("the old server was sent %d ops it does not know", n)
 	}
 }
 

@@ -7,6 +7,7 @@ package volumeengine
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,6 +130,10 @@ func (e *Engine) DeleteSnapshot(name string) error {
 				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
 			}
 			e.fail(m, err)
+			if e.Fenced() != nil {
+				// A fenced engine changes no more replicas.
+				break
+			}
 		}
 	}
 	if err := e.Fenced(); err != nil {
@@ -164,6 +169,9 @@ func (e *Engine) RevertSnapshot(name string) error {
 				return fmt.Errorf("%w: snapshot %s", ErrNotFound, name)
 			}
 			e.fail(m, err)
+			if e.Fenced() != nil {
+				break
+			}
 		}
 	}
 	if err := e.Fenced(); err != nil {
@@ -201,8 +209,13 @@ func (e *Engine) StartPurge() {
 	}()
 }
 
-// purgeAll purges every healthy replica. A panic in it is the purge's
-// error, logged with the stack: the engine goes on serving.
+// purgeAll purges every healthy replica, with the volume's I/O held
+// (e.mu) until all are done, as a purge of one replica holds its writes.
+// The remote replicas purge at once, each on its own node, beside the
+// replicas of this process, which purge one after the other; so I/O is
+// held for the longest of them, not their sum. A replica whose purge
+// fails is dropped, once every purge has ended. A panic in it is the
+// purge's error, logged with the stack: the engine goes on serving.
 func (e *Engine) purgeAll() (err error) {
 	defer panics.Recover(e.log, &err)
 	start := e.clock.Now()
@@ -218,26 +231,50 @@ func (e *Engine) purgeAll() (err error) {
 	if err := refuseRemote("purge", members); err != nil {
 		return err
 	}
-	var purged []string
-	for i, m := range members {
-		p, err := m.r.Purge()
-		if err != nil {
-			e.fail(m, err)
-			continue
-		}
-		if i == 0 {
-			purged = p
-			e.purged.add(p)
-		}
+	type outcome struct {
+		purged []string
+		err    error
+	}
+	outcomes := make([]outcome, len(members))
+	done := 0
+	purgeOne := func(i int) {
+		p, err := members[i].r.Purge()
+		outcomes[i] = outcome{p, err}
 		e.purgeMu.Lock()
-		e.purge.Progress = (i + 1) * 100 / len(members)
+		done++
+		e.purge.Progress = done * 100 / len(members)
 		e.purgeMu.Unlock()
 		e.generation.Add(1)
+	}
+	// A panic here waits for the purges begun, which hold the volume's
+	// replicas, before the I/O goes on.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, m := range members {
+		if m.remote != "" {
+			wg.Go(func() { defer panics.Recover(e.log, &outcomes[i].err); purgeOne(i) })
+		}
+	}
+	for i, m := range members {
+		if m.remote == "" {
+			purgeOne(i)
+		}
+	}
+	wg.Wait()
+	var purged []string
+	recorded := false
+	for i, m := range members {
+		if o := outcomes[i]; o.err != nil {
+			e.fail(m, o.err)
+		} else if !recorded {
+			purged, recorded = o.purged, true
+			e.purged.add(purged)
+		}
 	}
 	if err := e.Fenced(); err != nil {
 		return err
 	}
-	e.log.WithFields(logrus.Fields{"purged": purged, "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
+	e.log.WithFields(logrus.Fields{"purged": purged, "replicas": len(members), "took": time.Since(start).Round(time.Millisecond)}).Info("Purged removed snapshots")
 	return nil
 }
 
