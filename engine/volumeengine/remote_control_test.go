@@ -328,3 +328,27 @@ func TestWritesWaitForARemotePurgeLongerThanAnIOsDeadline(t *testing.T) {
 		t.Fatal("s1 was not purged everywhere")
 	}
 }
+
+// A remote replica left at the old size by a growth cut short (replicas
+// of one epoch and two sizes) is grown by the next engine, over the
+// protocol, as a local one is.
+func TestTheNextEngineGrowsARemoteReplicaAGrowthMissed(t *testing.T) {
+	a := newReplica(t, remoteSize)
+	if err := a.Grow(2 * remoteSize); err != nil {
+		t.Fatal(err)
+	}
+	b := serveReplica(t, "b", newReplica(t, remoteSize))
+	e, err := startEngine(t, "engine-1", 1, map[string]*replica.Replica{"a": a}, map[string]string{"b": b.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Size() != 2*remoteSize || b.r.Size() != 2*remoteSize {
+		t.Fatalf("the engine has %d bytes, b %d: want both grown to %d", e.Size(), b.r.Size(), 2*remoteSize)
+	}
+	if modes := e.ReplicaModes(); modes["a"] != ModeRW || modes["b"] != ModeRW {
+		t.Fatalf("modes %v", modes)
+	}
+	if _, err := e.WriteAt(random(1, 4096), 2*remoteSize-4096); err != nil {
+		t.Fatalf("a write past b's old end: %v", err)
+	}
+}
