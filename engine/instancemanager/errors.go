@@ -122,9 +122,15 @@ func fromStatus(err error) error {
 	case codes.NotFound:
 		// The engine is not (or no longer) in the instance manager.
 		return &engineError{st.Message(), []error{ErrNoEngine}}
+	case codes.Unimplemented:
+		return &engineError{st.Message(), []error{ErrUnimplemented}}
 	}
 	return errors.New(st.Message())
 }
+
+// ErrUnimplemented: the instance manager, of an older version, does not
+// know the call (one from before the replica RPCs serves no replica).
+var ErrUnimplemented = errors.New("the instance manager does not know the call")
 
 // ErrNoEngine: the engine called does not run in the instance manager
 // (any more).

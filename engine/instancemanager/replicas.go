@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
@@ -22,8 +24,13 @@ import (
 // serveReplicas serves server's replicas at cfg.ReplicaAddress, with the
 // mutual-TLS leaf of cfg.TLSDir (which its engines also reach remote
 // replicas with); without an address it serves none. The returned func
-// stops it and closes every served replica.
+// stops it and closes every served replica. Without a TLS folder it
+// serves on a loopback address only (tests): a replica's data and its
+// term's fence never cross a network in the clear.
 func serveReplicas(server *Server, cfg Config, log *logrus.Entry) (stop func(), err error) {
+	if cfg.ReplicaAddress != "" && cfg.TLSDir == "" && !isLoopback(cfg.ReplicaAddress) {
+		return nil, fmt.Errorf("--replica-address %s: the replica protocol is served over mutual TLS only (--tls-dir), or in the clear on a loopback address for tests", cfg.ReplicaAddress)
+	}
 	var serverTLS, clientTLS *tls.Config
 	if cfg.TLSDir != "" {
 		id, err := mtls.LoadDir(cfg.TLSDir, log.WithField("component", "tls"))
@@ -38,6 +45,20 @@ func serveReplicas(server *Server, cfg Config, log *logrus.Entry) (stop func(), 
 	}
 	server.replicas, server.replicaTLS = rs, clientTLS
 	return rs.Close, nil
+}
+
+// isLoopback says whether address (host:port) is on a loopback IP or
+// localhost.
+func isLoopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) ServeReplica(_ context.Context, req *pb.ServeReplicaRequest) (*pb.ServedReplica, error) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/volumeengine"
@@ -90,5 +92,21 @@ func TestAnInstanceManagerWithoutAReplicaAddressServesNone(t *testing.T) {
 	_, err := c.ServeReplica("vol", "uid", instance.ReplicaDir{Name: "r1", Dir: filepath.Join(t.TempDir(), "r1"), New: true}, 1<<20)
 	if err == nil || !strings.Contains(err.Error(), "--replica-address") {
 		t.Fatalf("ServeReplica = %v; want a refusal naming --replica-address", err)
+	}
+}
+
+// The replica protocol is never served in the clear off loopback: an
+// instance manager given an address of the pod network and no TLS folder
+// does not start.
+func TestAnInstanceManagerRefusesToServeReplicasInTheClear(t *testing.T) {
+	err := Serve(t.Context(), Config{Dir: t.TempDir(), FrontendHost: "127.0.0.1", ReplicaAddress: "0.0.0.0:0"}, logrus.NewEntry(logrus.StandardLogger()))
+	if err == nil || !strings.Contains(err.Error(), "--tls-dir") {
+		t.Fatalf("Serve without TLS on 0.0.0.0 = %v; want a refusal naming --tls-dir", err)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:0": true, "[::1]:8502": true, "localhost:1": true,
+		"[127.0.0.2]:8502": true, "10.0.0.1:8502": false, "[fd00::1]:8502": false, "0.0.0.0:0": false, "nonsense": false} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
 	}
 }
