@@ -12,6 +12,7 @@ import (
 
 // InternalTLSFolder, under --data-dir, holds the identity the daemon's
 // child backing image managers (--backing-image-server-runner=process)
+// and its child instance manager (--instance-manager-runner=process)
 // read; InternalTLSDataSourceFolder its child data sources', of their
 // narrow role.
 const (
@@ -20,8 +21,8 @@ const (
 )
 
 // internalTLS is the daemon's identity for its internal calls, and where
-// its child servers read theirs ("" when they run as pods, which mount
-// the servers' Secret).
+// its child servers read theirs ("" when none is a child process: pods
+// mount the servers' Secret).
 type internalTLS struct {
 	id                       *mtls.Identity
 	serverDir, dataSourceDir string
@@ -33,9 +34,13 @@ type internalTLS struct {
 // same way a cluster does.
 func startInternalTLS(ctx context.Context, log *logrus.Entry, kube kubernetes.Interface, o DaemonOptions, dataDir string) (internalTLS, error) {
 	k := &mtls.Keeper{Kube: kube, Namespace: o.Namespace, Log: log.WithField("component", "internal-tls"), Clock: o.Clock}
-	if o.BackingImageServerRunner == BackingImageServerRunnerPod {
+	// The Secret for pods: the backing image servers' and the instance
+	// managers' (which mount its component leaf to serve the node's
+	// replicas); the folder for child processes.
+	if o.BackingImageServerRunner == BackingImageServerRunnerPod || o.InstanceManagerRunner == InstanceManagerPod {
 		k.ServerSecret = true
-	} else {
+	}
+	if o.BackingImageServerRunner != BackingImageServerRunnerPod || o.InstanceManagerRunner == InstanceManagerProcess {
 		k.ServerDir = filepath.Join(dataDir, InternalTLSFolder)
 		k.DataSourceDir = filepath.Join(dataDir, InternalTLSDataSourceFolder)
 	}

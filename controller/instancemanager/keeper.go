@@ -67,6 +67,8 @@ type Keeper struct {
 	current *longhorn.InstanceManager
 	// lastLook is when Revive last looked.
 	lastLook time.Time
+	// warnedStale is the pod (name/UID) last said to serve no replicas.
+	warnedStale string
 }
 
 // NewKeeper returns the keeper of cfg.NodeID's instance manager.
@@ -211,6 +213,7 @@ func (k *Keeper) ensurePod(ctx context.Context, im *longhorn.InstanceManager, po
 		if _, why := podState(pod); pod.Status.Phase != corev1.PodRunning {
 			return fmt.Errorf("%w: %s", ErrPending, why)
 		}
+		k.warnStale(log, pod)
 		return nil
 	}
 	var placement types.PodPlacement
@@ -225,6 +228,27 @@ func (k *Keeper) ensurePod(ctx context.Context, im *longhorn.InstanceManager, po
 		k.cfg.OnPodCreated()
 	}
 	return fmt.Errorf("%w: its pod %s was created on node %s", ErrPending, im.Name, k.cfg.NodeID)
+}
+
+// warnStale says, once per pod, that the running pod of the manager's
+// image was made before instance managers served replicas (the same image
+// tag, rebuilt). It is not replaced for that: its engines would stop. Its
+// spec is the one of its creation, as every running instance manager
+// pod's is; a new image (a release) gets a pod of its own, and this one is
+// made again only when it ends or is deleted.
+func (k *Keeper) warnStale(log *logrus.Entry, pod *corev1.Pod) {
+	if ServesReplicas(pod) {
+		return
+	}
+	k.mu.Lock()
+	key := pod.Name + "/" + string(pod.UID)
+	said := k.warnedStale == key
+	k.warnedStale = key
+	k.mu.Unlock()
+	if !said {
+		log.Warn("The instance manager's pod was made before instance managers served replicas, and serves none to other nodes' engines: " +
+			"it is kept, as its engines run on; delete it while it hosts no engine for one that does")
+	}
 }
 
 // list returns the node's instance managers, oldest first, and their pods

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cadence-storage/longhorn-manager/engine/instancemanager"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/mtls"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -24,6 +26,29 @@ const (
 	LabelNode      = "longhorn.io/node"
 	LabelName      = "longhorn.io/instance-manager"
 	containerName  = "instance-manager"
+)
+
+// The replica server of each instance manager pod (docs/data-plane.md,
+// "Where a volume attaches"): the node's replicas, served over the
+// replica protocol to the engines of other nodes' instance managers.
+const (
+	// ReplicaPort is its port on the pod's own IP. 8502: the manager's
+	// pod has 9500 to 9502 and the CSI plugin 9808, the backing image
+	// servers 8000 and 8001, and Longhorn's instance manager 8500 (its
+	// process manager) and 8501 (its proxy). Each instance manager pod has
+	// an IP of its own, so two of one node (an upgrade) never share it.
+	ReplicaPort = 8502
+	// TLSMountPath is where the pod reads its mutual-TLS leaf, of the
+	// component role: the Secret mtls.ServerSecretName, which the
+	// backing image servers mount too and the kubelet keeps current as
+	// the manager renews it (the instance manager reads it again within
+	// 30 s). The replica protocol answers only a component's leaf.
+	TLSMountPath = "/var/lib/longhorn-internal-tls"
+	tlsVolume    = "internal-tls"
+	// replicaAddressFlag is the instance manager's flag of its replica
+	// server's address. The IP is bracketed, as an IPv6 pod IP needs to
+	// be; Go takes an IPv4 one so as well.
+	replicaAddressFlag = "--replica-address="
 )
 
 // The pod's memory (docs/data-plane.md, "Where the engines run"): 47 MiB
@@ -83,6 +108,23 @@ func DirOf(pod *corev1.Pod, dataDir string) string {
 	return Dir(dataDir, pod.Name)
 }
 
+// ServesReplicas says whether pod's instance manager serves the node's
+// replicas: a pod made by a manager before they did (of the same image, a
+// rebuilt tag) serves none until it is made again.
+func ServesReplicas(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name != containerName {
+			continue
+		}
+		for _, arg := range c.Command {
+			if strings.HasPrefix(arg, replicaAddressFlag) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // newObject is the node's InstanceManager of image.
 func newObject(cfg Config, image string) *longhorn.InstanceManager {
 	name := Name(cfg.NodeID, image)
@@ -125,8 +167,13 @@ func podFor(cfg Config, im *longhorn.InstanceManager, placement types.PodPlaceme
 				Image:           im.Spec.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{"longhorn-manager", "--log-json", "instance-manager",
-					dirFlag + Dir(cfg.DataDir, im.Name), "--frontend-address=127.0.0.1"},
-				Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: goMemLimit}},
+					dirFlag + Dir(cfg.DataDir, im.Name), "--frontend-address=127.0.0.1",
+					replicaAddressFlag + "[$(POD_IP)]:" + strconv.Itoa(ReplicaPort), "--tls-dir=" + TLSMountPath},
+				Env: []corev1.EnvVar{
+					{Name: "GOMEMLIMIT", Value: goMemLimit},
+					{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+				},
+				Ports: []corev1.ContainerPort{{Name: "replica", ContainerPort: ReplicaPort, Protocol: corev1.ProtocolTCP}},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryRequest)},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryLimit)},
@@ -135,11 +182,14 @@ func podFor(cfg Config, im *longhorn.InstanceManager, placement types.PodPlaceme
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "longhorn-disk", MountPath: cfg.DataDir},
 					{Name: "host-dev", MountPath: "/dev"},
+					{Name: tlsVolume, MountPath: TLSMountPath, ReadOnly: true},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "longhorn-disk", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: cfg.DataDir, Type: &hostPathDir}}},
 				{Name: "host-dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev"}}},
+				{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: mtls.ServerSecretName, DefaultMode: ptr.To(int32(0o400))}}},
 			},
 		},
 	}
