@@ -126,7 +126,8 @@ type engineService struct {
 	// as its policy asks.
 	freezer fsfreeze.Guard
 	// replicas serves the node's replicas to other nodes' engines (the
-	// instance manager, or this process); nil when nothing does.
+	// instance manager's client, the pod runner's Set of them, or this
+	// process); nil when nothing does.
 	replicas instance.ReplicaServer
 }
 

@@ -78,7 +78,10 @@ const instanceManagerSyncTimeout = time.Minute
 // client starts it again whenever it is gone. With the pod runner it
 // returns the node's instance managers as one Set (the manager image's,
 // and those of other images still hosting engines) with their keeper, for
-// their controller.
+// their controller. Either serves the node's replicas to other nodes'
+// engines (instance.ReplicaServer): the pods on their own IP with the
+// servers' Secret's leaf (controller/instancemanager/pod.go), the process
+// with the leaf the manager keeps in tlsDir.
 func startInstanceManager(log *logrus.Entry, o DaemonOptions, metrics *kit.Metrics, ds *datastore.DataStore,
 	kube kubernetes.Interface, lh lhclientset.Interface, tlsDir string) (instance.Instances, func(volume string) enginepb.EngineClient, *instanceManagerPods, error) {
 	dir := filepath.Join(o.DataDir, "instance-manager")

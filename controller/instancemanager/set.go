@@ -33,6 +33,9 @@ type Engines interface {
 // instancemanager.Client.
 type Client interface {
 	instance.Instances
+	// ReplicaServer serves the node's replicas to other nodes' engines
+	// (replicas.go).
+	instance.ReplicaServer
 	Engines
 	// Lost says whether the instance manager stopped the volume's engine
 	// without being asked (it died).
@@ -259,8 +262,9 @@ func (s *Set) EngineFor(volume string) enginepb.EngineClient {
 
 // Retire deletes im, one of the set's instance managers of another
 // image, with its pod, once it hosts nothing: its client follows it and
-// it runs no engine and keeps no device, and no start is on its way to
-// it; or its pod is gone or ended. It says whether it deleted it.
+// it runs no engine, keeps no device and serves no replica to another
+// node's engine, and no start is on its way to it; or its pod is gone or
+// ended. It says whether it deleted it.
 func (s *Set) Retire(ctx context.Context, im *longhorn.InstanceManager, pod *corev1.Pod) (bool, error) {
 	s.mu.Lock()
 	m := s.others[im.Name]
@@ -275,6 +279,9 @@ func (s *Set) Retire(ctx context.Context, im *longhorn.InstanceManager, pod *cor
 		if !m.Client.Connected() || m.Client.Hosting() > 0 {
 			return false, nil
 		}
+		if servesAny(m) {
+			return false, nil
+		}
 		if m.Devices != nil {
 			lctx, cancel := context.WithTimeout(ctx, deviceLookTimeout)
 			devices, err := m.Devices.List(lctx)
@@ -283,7 +290,7 @@ func (s *Set) Retire(ctx context.Context, im *longhorn.InstanceManager, pod *cor
 				return false, nil
 			}
 		}
-		why = "it hosts no engine and keeps no device"
+		why = "it hosts no engine, keeps no device and serves no replica"
 	}
 	s.mu.Lock()
 	if m.starting > 0 || (!ended && m.Client.Hosting() > 0) {

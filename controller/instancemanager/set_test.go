@@ -32,10 +32,18 @@ type fakeClient struct {
 	starts    []string
 	stops     []string
 	closed    bool
+	// served are the replicas it serves, at address; old is an instance
+	// manager from before the replica RPCs, listErr one that cannot say.
+	served      map[string]instance.ServedReplica
+	address     string
+	old         bool
+	listErr     error
+	replicaStop []string
 }
 
 func newFakeClient(name string, volumes ...string) *fakeClient {
-	c := &fakeClient{name: name, connected: true, engines: map[string]*fakeEngine{}, lost: map[string]bool{}}
+	c := &fakeClient{name: name, connected: true, engines: map[string]*fakeEngine{}, lost: map[string]bool{},
+		served: map[string]instance.ServedReplica{}, address: name + ":8502"}
 	for _, v := range volumes {
 		c.engines[v] = &fakeEngine{id: name + "/" + v}
 	}
@@ -90,6 +98,41 @@ func (c *fakeClient) Running() []instancemanager.Running {
 		out = append(out, instancemanager.Running{Volume: v, ID: e.id})
 	}
 	return out
+}
+
+func (c *fakeClient) ServeReplica(volume, uid string, rd instance.ReplicaDir, size int64) (instance.ServedReplica, error) {
+	if c.old {
+		return instance.ServedReplica{}, instancemanager.ErrUnimplemented
+	}
+	sr := instance.ServedReplica{Name: rd.Name, Volume: volume, VolumeUID: uid, Dir: rd.Dir, Size: size, Address: c.address}
+	c.served[rd.Name] = sr
+	return sr, nil
+}
+
+func (c *fakeClient) StopReplica(name string) error {
+	if c.old {
+		return instancemanager.ErrUnimplemented
+	}
+	if c.listErr != nil {
+		return c.listErr
+	}
+	c.replicaStop = append(c.replicaStop, name)
+	delete(c.served, name)
+	return nil
+}
+
+func (c *fakeClient) ListReplicas() ([]instance.ServedReplica, string, error) {
+	switch {
+	case c.old:
+		return nil, "", instancemanager.ErrUnimplemented
+	case c.listErr != nil:
+		return nil, "", c.listErr
+	}
+	var out []instance.ServedReplica
+	for _, sr := range c.served {
+		out = append(out, sr)
+	}
+	return out, c.address, nil
 }
 
 // fakeDevices is the devices an instance manager keeps, or its silence.
