@@ -110,3 +110,15 @@ func TestAnInstanceManagerRefusesToServeReplicasInTheClear(t *testing.T) {
 		}
 	}
 }
+
+// The pods' form of the address, the IP bracketed as an IPv6 one needs
+// (--replica-address=[$(POD_IP)]:8502), takes an IPv4 one too, and the
+// address served and listed is the plain host:port engines dial.
+func TestAnInstanceManagerServesAtABracketedAddress(t *testing.T) {
+	dir := t.TempDir()
+	serveConfig(t, Config{Dir: dir, FrontendHost: "127.0.0.1", ReplicaAddress: "[127.0.0.1]:0", TLSDir: mtlstest.Dir(t)})
+	_, address, err := dial(t, dir).ListReplicas()
+	if err != nil || !strings.HasPrefix(address, "127.0.0.1:") {
+		t.Fatalf("ListReplicas' address = %q, %v; want 127.0.0.1:<port>", address, err)
+	}
+}
