@@ -58,6 +58,20 @@ const (
 	FreezeFilesystemForSnapshotDisabled FreezeFilesystemForSnapshot = "disabled"
 )
 
+// SoftAntiAffinity overrides, for one volume, a setting of replica
+// anti-affinity (Longhorn's replicaSoftAntiAffinity,
+// replicaZoneSoftAntiAffinity, replicaDiskSoftAntiAffinity): enabled lets
+// its replicas share a node (zone, disk) when nothing else can take one,
+// disabled never, ignored follows the setting.
+// +kubebuilder:validation:Enum=ignored;enabled;disabled
+type SoftAntiAffinity string
+
+const (
+	SoftAntiAffinityDefault  SoftAntiAffinity = "ignored"
+	SoftAntiAffinityEnabled  SoftAntiAffinity = "enabled"
+	SoftAntiAffinityDisabled SoftAntiAffinity = "disabled"
+)
+
 // DataLocality says whether a replica is kept on the node that uses the volume.
 // +kubebuilder:validation:Enum=disabled;best-effort;strict-local
 type DataLocality string
@@ -162,6 +176,15 @@ type VolumeSpec struct {
 	Standby bool `json:"Standby"`
 	// +optional
 	DiskSelector []string `json:"diskSelector"`
+	// Replica anti-affinity by node, zone and disk: ignored (or empty)
+	// follows the settings replica-soft-anti-affinity,
+	// replica-zone-soft-anti-affinity and replica-disk-soft-anti-affinity.
+	// +optional
+	ReplicaSoftAntiAffinity SoftAntiAffinity `json:"replicaSoftAntiAffinity,omitempty"`
+	// +optional
+	ReplicaZoneSoftAntiAffinity SoftAntiAffinity `json:"replicaZoneSoftAntiAffinity,omitempty"`
+	// +optional
+	ReplicaDiskSoftAntiAffinity SoftAntiAffinity `json:"replicaDiskSoftAntiAffinity,omitempty"`
 	// +optional
 	NodeSelector []string `json:"nodeSelector"`
 	// +optional
