@@ -115,6 +115,11 @@ type DaemonOptions struct {
 	// sets it, not an API caller: a target anywhere would let whoever may
 	// set one write as root anywhere on the host.
 	BackupTargetFileRoots []string
+	// DefaultSettings are the values settings are created with, at the
+	// first start, in place of their defaults (--default-setting
+	// name=value, as Longhorn's default-setting ConfigMap gives them):
+	// one node's make run lets a volume's replicas share it.
+	DefaultSettings map[types.SettingName]string
 	// Workers is the number of workers per controller.
 	Workers int
 	// ResyncPeriod is the informers' resync period.
@@ -366,7 +371,7 @@ func RunDaemon(ctx context.Context, cfg *rest.Config, o DaemonOptions) error {
 
 	var created []types.SettingName
 	if err := retryAtStart("create the default settings", func(ctx context.Context) error {
-		more, err := ds.CreateDefaultSettings(ctx)
+		more, err := ds.CreateDefaultSettings(ctx, o.DefaultSettings)
 		created = append(created, more...)
 		return err
 	}); err != nil {

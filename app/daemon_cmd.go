@@ -14,6 +14,7 @@ import (
 	"github.com/cadence-storage/longhorn-manager/api"
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/csi/nodestate"
+	"github.com/cadence-storage/longhorn-manager/datastore"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/mtls"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,7 @@ func DaemonCmd() cli.Command {
 			cli.StringFlag{Name: "frontend-address", Value: "127.0.0.1", Usage: "host the volumes' NBD frontends listen on; NBD has no authentication, so the default keeps them off the pod network (kubectl port-forward reaches them)"},
 			cli.StringFlag{Name: "replica-address", Value: "127.0.0.1:0", Usage: "host:port where this node serves its replicas to the engines of other nodes (replica protocol, mutual TLS); in a cluster the node's address and a fixed port; port 0 takes a free one; empty serves none, and a volume then attaches only on the node of its replicas", EnvVar: "REPLICA_ADDRESS"},
 			cli.StringSliceFlag{Name: "allowed-origins", Usage: "browser origins (scheme://host:port) whose pages may open the API's websocket streams besides the manager's own address and a UI behind a proxy that sets X-Forwarded-Host; needed for a UI reached by a public DNS name (see docs/api.md)", EnvVar: "ALLOWED_ORIGINS"},
+			cli.StringSliceFlag{Name: "default-setting", Usage: "name=value: the value a setting is created with at the first start, in place of its default (repeat for more); a setting that exists keeps its value", EnvVar: "DEFAULT_SETTINGS"},
 			cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per controller (five times as many for volumes, snapshots and recurring jobs)"},
 			cli.Float64Flag{Name: "kube-api-qps", Value: DefaultKubeAPIQPS, Usage: "requests per second to the Kubernetes API, on average"},
 			cli.DurationFlag{Name: "startup-retry-timeout", Value: DefaultStartupRetryTimeout, Usage: "how long the daemon retries, at start, what a starting or restarting Kubernetes API refuses for now (a CRD's kind its admission does not know yet, 429, 503, timeouts, connection refused) before it stops saying what kept failing"},
@@ -83,7 +85,12 @@ func DaemonCmd() cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			initial, err := datastore.ParseInitialSettings(splitList(c.StringSlice("default-setting")))
+			if err != nil {
+				return err
+			}
 			return RunDaemon(ctx, cfg, DaemonOptions{
+				DefaultSettings:          initial,
 				Namespace:                c.String("namespace"),
 				NodeName:                 c.String("node-name"),
 				DataDir:                  c.String("data-dir"),

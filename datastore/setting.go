@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,11 +68,13 @@ func (ds *DataStore) GetSettingAsInt(name types.SettingName) (int, error) {
 }
 
 // CreateDefaultSettings creates every setting that does not exist yet with
-// its default value. Existing settings, and the values users gave them, are
-// left alone. It reads through the API rather than the cache, because it
-// runs before the informers have started: one list, so a restart with
-// every setting in place writes nothing.
-func (ds *DataStore) CreateDefaultSettings(ctx context.Context) (created []types.SettingName, err error) {
+// its default value, or with the value initial gives it (the daemon's
+// --default-setting, checked by CheckInitialSettings). Existing settings,
+// and the values users gave them, are left alone. It reads through the
+// API rather than the cache, because it runs before the informers have
+// started: one list, so a restart with every setting in place writes
+// nothing.
+func (ds *DataStore) CreateDefaultSettings(ctx context.Context, initial map[types.SettingName]string) (created []types.SettingName, err error) {
 	client := ds.lhClient.LonghornV1beta2().Settings(ds.namespace)
 	existing := map[string]bool{}
 	if list, err := client.List(ctx, metav1.ListOptions{}); err == nil {
@@ -84,9 +87,13 @@ func (ds *DataStore) CreateDefaultSettings(ctx context.Context) (created []types
 			continue
 		}
 		def, _ := types.GetSettingDefinition(name)
+		value := def.Default
+		if v, ok := initial[name]; ok {
+			value = v
+		}
 		setting := &longhorn.Setting{
 			ObjectMeta: metav1.ObjectMeta{Name: string(name)},
-			Value:      def.Default,
+			Value:      value,
 		}
 		_, err := client.Create(ctx, setting, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -113,4 +120,23 @@ func (ds *DataStore) UpdateSetting(ctx context.Context, s *longhorn.Setting) (*l
 // UpdateSettingStatus writes a Setting's status.
 func (ds *DataStore) UpdateSettingStatus(ctx context.Context, s *longhorn.Setting) (*longhorn.Setting, error) {
 	return ds.lhClient.LonghornV1beta2().Settings(ds.namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
+}
+
+// ParseInitialSettings reads name=value pairs (the daemon's
+// --default-setting) into the values CreateDefaultSettings gives settings
+// it creates; an unknown name or a value that breaks its setting's rule
+// is refused, naming it.
+func ParseInitialSettings(pairs []string) (map[types.SettingName]string, error) {
+	out := map[types.SettingName]string{}
+	for _, p := range pairs {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("default setting %q: want name=value", p)
+		}
+		if err := types.ValidateSetting(types.SettingName(name), value); err != nil {
+			return nil, fmt.Errorf("default setting %q: %w", p, err)
+		}
+		out[types.SettingName(name)] = value
+	}
+	return out, nil
 }

@@ -85,10 +85,18 @@ grep '^ready ' "$dev/controlplane.out"
 # The volumes' engines run in an instance manager process the daemon
 # starts (or finds running) under $dev/disk/instance-manager: a manager
 # that dies, or is started again, leaves every volume's I/O running.
+# With one node, a volume's replicas share it (replica-soft-anti-affinity,
+# set at the first start only); with extra nodes, each replica takes a
+# node of its own, as Longhorn's default asks. The disk is a folder of the
+# development machine's own, whose free space is everyone's: replicas are
+# placed on it down to 10% free (Longhorn's default keeps 25%).
+soft_anti_affinity=true
+[ "$extra_nodes" -gt 0 ] && soft_anti_affinity=false
 start_manager() {
 	./bin/longhorn-manager daemon --kubeconfig "$kubeconfig" --namespace longhorn-system \
 		--node-name "$node" --data-dir "$PWD/$dev/disk" --api-address "$api" \
-		--instance-manager-runner process \
+		--instance-manager-runner process --default-setting "replica-soft-anti-affinity=$soft_anti_affinity" \
+		--default-setting storage-minimal-available-percentage=10 \
 		--recurring-job-runner manager --backup-target-file-roots "$PWD/$dev/backups" &
 	manager_pid=$!
 }

@@ -57,7 +57,7 @@ func StartDaemonProcess(b testing.TB, cfg *rest.Config, namespace string, extra 
 	d := &DaemonProcess{API: apiAddress, dir: dir, args: append([]string{bin, "daemon", "--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--node-name", "node-1", "--data-dir", filepath.Join(dir, "disk"),
 		"--api-address", apiAddress, "--engine-address", FreeAddress(b),
-		"--service-account", ServiceAccount}, extra...)}
+		"--service-account", ServiceAccount, "--default-setting", "replica-soft-anti-affinity=true", "--default-setting", "storage-minimal-available-percentage=0"}, extra...)}
 	b.Cleanup(func() { d.Stop(b) })
 	d.Launch(b, "daemon.log")
 	return d

@@ -16,6 +16,7 @@ import (
 	jobcontroller "github.com/cadence-storage/longhorn-manager/controller/recurringjob"
 	"github.com/cadence-storage/longhorn-manager/internal/testtime"
 	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	"github.com/cadence-storage/longhorn-manager/types"
 )
 
 // TestCronJobConfig is the CronJob runner's configuration of every daemon a
@@ -71,6 +72,15 @@ func StartDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir string
 	return d
 }
 
+// TestDefaultSettings are the values the tests' daemons create settings
+// with (DaemonOptions.DefaultSettings), as --default-setting pairs give.
+func TestDefaultSettings() map[types.SettingName]string {
+	return map[types.SettingName]string{
+		types.SettingNameReplicaSoftAntiAffinity:           "true",
+		types.SettingNameStorageMinimalAvailablePercentage: "0",
+	}
+}
+
 // dataDirNodes records which node's daemon uses each data directory: on
 // a real cluster every node has its own disks, so two test daemons of
 // different nodes never share one (a replica path that exists on one
@@ -106,6 +116,11 @@ func LaunchDaemon(t testing.TB, cfg *rest.Config, namespace, node, dataDir strin
 		// daemon of the test process gives the same roots: they are the
 		// process's (backupstore.ConfineFileTargets).
 		BackupTargetFileRoots: TestBackupTargetFileRoots,
+		// Most tests run one node, whose volumes of two or three
+		// replicas keep them all there, as make run's one node does; a
+		// test of placement sets the setting itself. The tests' disks
+		// are folders of the machine's own disk, whatever its free space.
+		DefaultSettings: TestDefaultSettings(),
 	}
 	o.Hooks.OnReady = func(addr string) { ready <- addr }
 	if os.Getenv(InstanceManagerEnv) == app.InstanceManagerProcess {
