@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -257,11 +259,14 @@ type VolumeReplica struct {
 	HostID string `json:"hostId"`
 }
 
-// ReplicasNode is the node that holds every replica of the volume, or ""
-// when it has none or they are on several nodes.
+// ReplicasNode is the node the volume's engine is best started on
+// (types.ReplicasNode): the one holding the most of its replicas, or ""
+// when none is placed.
 func (v *Volume) ReplicasNode() string {
-	nodes := make([]string, len(v.Replicas))
-	for i, r := range v.Replicas {
+	sorted := slices.Clone(v.Replicas)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	nodes := make([]string, len(sorted))
+	for i, r := range sorted {
 		nodes[i] = r.HostID
 	}
 	return types.ReplicasNode(nodes)

@@ -243,7 +243,7 @@ func (o *snapshotOp) attach(ctx context.Context) (release func(), err error) {
 	node := v.NodeID
 	if v.NodeID == "" || v.AttachedBy == by {
 		if node = v.ReplicasNode(); node == "" {
-			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is detached and its replicas are not on one node: it cannot be attached to take its snapshot", o.volume)
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is detached and none of its replicas is placed on a node: it cannot be attached to take its snapshot", o.volume)
 		}
 		o.log.WithField("node", node).Info("Attaching the detached volume, without its frontend, to take or delete its CSI snapshot")
 		if err := api.Attach(ctx, o.volume, node, by); err != nil {

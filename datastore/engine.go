@@ -73,6 +73,12 @@ func (ds *DataStore) CreateReplica(ctx context.Context, r *longhorn.Replica) (*l
 	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).Create(ctx, r, metav1.CreateOptions{})
 }
 
+// GetReplicaFresh reads a Replica from the API: one created a moment ago
+// that the cache may not show yet.
+func (ds *DataStore) GetReplicaFresh(ctx context.Context, name string) (*longhorn.Replica, error) {
+	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // UpdateReplicaStatus writes a Replica's status.
 func (ds *DataStore) UpdateReplicaStatus(ctx context.Context, r *longhorn.Replica) (*longhorn.Replica, error) {
 	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})

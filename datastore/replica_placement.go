@@ -3,6 +3,7 @@ package datastore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,21 +18,32 @@ func (ds *DataStore) UpdateReplica(ctx context.Context, r *longhorn.Replica) (*l
 	return ds.lhClient.LonghornV1beta2().Replicas(ds.namespace).Update(ctx, r, metav1.UpdateOptions{})
 }
 
-// ReplicasNode is the node that holds every one of replicas, or "" when
-// there are none or they are on several nodes.
+// ReplicasNode is the node an engine of the volume of replicas is best
+// started on (types.ReplicasNode): the one holding the most of them not
+// marked failed, or "" when none is placed.
 func ReplicasNode(replicas []*longhorn.Replica) string {
-	nodes := make([]string, len(replicas))
-	for i, r := range replicas {
-		nodes[i] = r.Spec.NodeID
+	sorted := slices.Clone(replicas)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	nodes := make([]string, 0, len(sorted))
+	for _, r := range sorted {
+		if r.Spec.FailedAt == "" && r.DeletionTimestamp == nil {
+			nodes = append(nodes, r.Spec.NodeID)
+		}
+	}
+	if len(nodes) == 0 {
+		for _, r := range sorted {
+			nodes = append(nodes, r.Spec.NodeID)
+		}
 	}
 	return types.ReplicasNode(nodes)
 }
 
-// AttachRefusal says why volume cannot be attached to node, or returns
-// nil when it can: the engine runs in the manager of the node it is
-// attached to and opens the volume's replicas from that node's disks, so
-// a volume attaches only to the node that holds all its replicas (a
-// volume with none yet gets them on the node it attaches to).
+// AttachRefusal says why a volume still to be restored or made a clone
+// cannot be attached to node, or returns nil when it can: its engine
+// writes its replicas from the disks of the node that makes it, which
+// holds them all (the scheduler places them there), so it attaches only
+// there until it is made. Any other volume attaches anywhere, its engine
+// reaching the replicas of other nodes over the replica protocol.
 func AttachRefusal(volume, node string, replicas []*longhorn.Replica) error {
 	elsewhere := map[string][]string{}
 	for _, r := range replicas {

@@ -50,7 +50,12 @@ func TestAttachRefusalNamesTheNodesThatHoldTheReplicas(t *testing.T) {
 	if n := ReplicasNode([]*longhorn.Replica{replicaOn("a", "node-1"), replicaOn("b", "node-1")}); n != "node-1" {
 		t.Errorf("ReplicasNode %q", n)
 	}
-	if n := ReplicasNode([]*longhorn.Replica{replicaOn("a", "node-1"), replicaOn("b", "node-2")}); n != "" {
-		t.Errorf("ReplicasNode of split replicas %q", n)
+	if n := ReplicasNode([]*longhorn.Replica{replicaOn("b", "node-1"), replicaOn("a", "node-2")}); n != "node-2" {
+		t.Errorf("ReplicasNode of split replicas %q, want the first replica's node", n)
+	}
+	failed := replicaOn("a", "node-2")
+	failed.Spec.FailedAt = "2026-12-02T00:00:00Z"
+	if n := ReplicasNode([]*longhorn.Replica{failed, replicaOn("b", "node-1")}); n != "node-1" {
+		t.Errorf("ReplicasNode with a failed replica first %q, want the healthy one's node", n)
 	}
 }

@@ -108,12 +108,10 @@ func (r *Executor) attachForRun(ctx context.Context, job string, vol *client.Vol
 				return false, "", err
 			}
 		case attachOwn:
-			// The volume attaches only on the node that holds its
-			// replicas; one with none yet, on any Ready node.
+			// The volume attaches on the node that holds the most of its
+			// replicas, where the run's backup reads a local one; one with
+			// none placed yet, on any Ready node.
 			node := vol.ReplicasNode()
-			if node == "" && len(vol.Replicas) > 0 {
-				return false, "its replicas are on several nodes, so it cannot attach anywhere", nil
-			}
 			if node == "" {
 				if node, err = r.API.ReadyNode(ctx); err != nil {
 					return false, "", err

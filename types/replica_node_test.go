@@ -10,8 +10,11 @@ func TestReplicasNode(t *testing.T) {
 		{nil, ""},
 		{[]string{"node-1"}, "node-1"},
 		{[]string{"node-1", "node-1"}, "node-1"},
-		{[]string{"node-1", "node-2"}, ""},
-		{[]string{"node-1", "node-1", "node-2"}, ""},
+		{[]string{"node-2", "node-1"}, "node-2"},
+		{[]string{"", "node-1"}, "node-1"},
+		{[]string{"node-2", "node-1", "node-1"}, "node-1"},
+		{[]string{"node-1", "node-1", "node-2"}, "node-1"},
+		{[]string{"node-3", "node-1", "node-2"}, "node-3"},
 	} {
 		if got := ReplicasNode(tc.nodes); got != tc.want {
 			t.Errorf("ReplicasNode(%v) = %q, want %q", tc.nodes, got, tc.want)

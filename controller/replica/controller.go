@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/datastore"
@@ -36,6 +37,7 @@ type Controller struct {
 	ds     *datastore.DataStore
 	nodeID string
 	server instance.ReplicaServer
+	clock  clock.PassiveClock
 
 	// served are the replicas the node serves, as this controller last
 	// made or found them (Adopt): a replica not to be served costs no
@@ -56,7 +58,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	replicaInformer := inf.Longhorn.Longhorn().V1beta2().Replicas().Informer()
 	engineInformer := inf.Longhorn.Longhorn().V1beta2().Engines().Informer()
 	volumeInformer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
-	c := &Controller{ds: ds, nodeID: nodeID, server: server, served: map[string]bool{}}
+	c := &Controller{ds: ds, nodeID: nodeID, server: server, served: map[string]bool{}, clock: clock.RealClock{}}
 	c.Base = kit.NewBase("longhorn-replica", logger, metrics, c.sync, replicaInformer.HasSynced, engineInformer.HasSynced, volumeInformer.HasSynced)
 	replicaInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
@@ -82,7 +84,34 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		},
 		DeleteFunc: c.enqueueEngineReplicas,
 	})
+	// A volume being deleted: this node deletes its replicas' data.
+	volumeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueDeletedVolumeReplicas,
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*longhorn.Volume); ok && o.DeletionTimestamp == nil {
+				c.enqueueDeletedVolumeReplicas(cur)
+			}
+		},
+	})
 	return c
+}
+
+// enqueueDeletedVolumeReplicas syncs this node's replicas of a volume
+// being deleted.
+func (c *Controller) enqueueDeletedVolumeReplicas(obj any) {
+	v, ok := obj.(*longhorn.Volume)
+	if !ok || v.DeletionTimestamp == nil {
+		return
+	}
+	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
+	if err != nil {
+		return
+	}
+	for _, r := range replicas {
+		if r.Spec.NodeID == c.nodeID {
+			c.Enqueue(r)
+		}
+	}
 }
 
 // enqueueEngineReplicas syncs this node's replicas of the Engine's volume.
@@ -166,6 +195,16 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if apierrors.IsNotFound(err) {
 		e = nil
 	}
+	v, err := c.ds.GetVolumeRO(r.Spec.VolumeName)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return kit.Result{}, err
+	}
+	if apierrors.IsNotFound(err) {
+		v = nil
+	}
+	if volumeDeleted(r, v) {
+		return c.deleteData(ctx, r, e, log)
+	}
 	want, why := c.wanted(r, e)
 	if !want {
 		if err := c.stop(name, log, why); err != nil {
@@ -173,9 +212,8 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 		return kit.Result{}, c.writeAddress(ctx, r, "")
 	}
-	v, err := c.ds.GetVolumeRO(r.Spec.VolumeName)
-	if err != nil {
-		return kit.Result{}, err
+	if v == nil {
+		return kit.Result{}, fmt.Errorf("replica %s: its volume %s is not found", r.Name, r.Spec.VolumeName)
 	}
 	dir, err := c.replicaDir(r)
 	if err != nil {
@@ -187,7 +225,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		return kit.Result{}, fmt.Errorf("replica %s is on backing image %s: a replica on a backing image is not served to another node yet", r.Name, r.Spec.BackingImage)
 	}
 	if c.server == nil {
-		return kit.Result{}, fmt.Errorf("replica %s: this node serves no replica to another node's engine (its instance managers run as pods, which do not serve replicas yet)", r.Name)
+		return kit.Result{}, fmt.Errorf("replica %s: this node serves no replica to another node's engine (its manager runs with an empty --replica-address)", r.Name)
 	}
 	served, err := c.server.ServeReplica(v.Name, string(v.UID), instance.ReplicaDir{Name: r.Name, Dir: dir, New: r.Spec.HealthyAt == ""}, r.Spec.VolumeSize)
 	if err != nil {

@@ -27,8 +27,9 @@ func attacher(sb string) string { return "system-backup/" + sb }
 var errTakenOver = errors.New("attached by another meanwhile")
 
 // attachForBackup attaches a detached volume, in the system backup's
-// name, on the node that holds its replicas, and waits until its engine
-// runs.
+// name, on the node that holds the most of its replicas (where the
+// backup reads its snapshot from a replica of the engine's node), and
+// waits until its engine runs.
 func (c *BackupController) attachForBackup(ctx context.Context, sb string, v *longhorn.Volume, log *logrus.Entry) error {
 	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
 	if err != nil {
@@ -37,9 +38,9 @@ func (c *BackupController) attachForBackup(ctx context.Context, sb string, v *lo
 	if len(replicas) == 0 {
 		return fmt.Errorf("volume %s has no replica to attach", v.Name)
 	}
-	node := replicas[0].Spec.NodeID
-	if err := datastore.AttachRefusal(v.Name, node, replicas); err != nil {
-		return err
+	node := datastore.ReplicasNode(replicas)
+	if node == "" {
+		return fmt.Errorf("volume %s has no replica placed on a node to attach it to", v.Name)
 	}
 	if err := c.updateVolume(ctx, v.Name, func(v *longhorn.Volume) (bool, error) {
 		if v.Spec.NodeID != "" {

@@ -26,12 +26,12 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 	if err != nil {
 		return err
 	}
-	// The engine opens replicas only from this node's own disks: a volume
-	// whose replicas are elsewhere neither restores nor attaches here.
-	notLocal := c.replicasNotLocal(v, existing)
 	// A detached volume's engine runs here, without a frontend, while a
 	// clone reads it.
 	forClone := v.Spec.NodeID == "" && c.cloneSourceWanted(v.Name)
+	// A volume restored or made a clone is written from this node's own
+	// disks only; another reaches the replicas of other nodes.
+	notLocal := c.replicasNotLocal(v, existing, forClone)
 	attachTo := v.Spec.NodeID
 	if forClone {
 		attachTo = c.ownership.NodeID
@@ -52,16 +52,16 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			return fmt.Errorf("volume %s: %s", v.Name, msg)
 		}
 	}
-	replicas, e, err := c.ensureObjects(ctx, v, attachTo)
+	replicas, e, unscheduled, err := c.ensureObjects(ctx, v, attachTo)
 	if err != nil {
 		return err
 	}
 	if notLocal == nil {
-		notLocal = c.replicasNotLocal(v, replicas)
+		notLocal = c.replicasNotLocal(v, replicas, forClone)
 	}
 	status := e.Status.DeepCopy()
 	vstatus := v.Status.DeepCopy()
-	c.setScheduledCondition(v, vstatus, replicas)
+	c.setScheduledCondition(v, vstatus, replicas, unscheduled)
 	// size: what the volume is to have, spec.size unless the disk has no
 	// room for the growth, which stays refused (expansionRefused).
 	size, refused, err := c.expansionTarget(v, replicas)
@@ -211,8 +211,8 @@ const (
 // replicasNotLocal says why this node's engine may not open the volume's
 // replicas: one is on another node, or names a disk this node does not
 // have (by UUID and path). nil when every replica is on this node's disks.
-func (c *Controller) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica) error {
-	if remoteAllowed(v, c.ownership.NodeID) {
+func (c *Controller) replicasNotLocal(v *longhorn.Volume, replicas []*longhorn.Replica, forClone bool) error {
+	if remoteAllowed(v, c.ownership.NodeID, forClone) {
 		// Those on other nodes are reached there (remoteReplicas).
 		replicas = c.localOnly(replicas)
 	} else if err := datastore.AttachRefusal(v.Name, c.ownership.NodeID, replicas); err != nil {

@@ -24,11 +24,12 @@ import (
 const ReasonReplicasNotServed = "ReplicasNotServed"
 
 // remoteAllowed says whether the engine of v on node may reach replicas
-// of other nodes: when v is attached there, and neither restores a
-// backup nor is made a clone (those write the replicas here, on this
-// node's disks).
-func remoteAllowed(v *longhorn.Volume, node string) bool {
-	return v.Spec.NodeID == node && !v.Status.RestoreRequired && !cloneRequired(v)
+// of other nodes: when v is attached there, or runs there for a clone of
+// it to read (forClone), and neither restores a backup nor is made a
+// clone (those write the replicas here, on this node's disks, where the
+// scheduler places them all: keptOnOneNode).
+func remoteAllowed(v *longhorn.Volume, node string, forClone bool) bool {
+	return (v.Spec.NodeID == node || forClone) && !v.Status.RestoreRequired && !cloneRequired(v)
 }
 
 // localOnly are those of replicas on this node.

@@ -17,7 +17,9 @@ const (
 	ReasonReplicasScheduled        = "ReplicasScheduled"
 )
 
-func (c *Controller) setScheduledCondition(v *longhorn.Volume, vstatus *longhorn.VolumeStatus, replicas []*longhorn.Replica) {
+// unscheduled is the replica scheduler's reason for the first replica it
+// could not place (scheduler.Unschedulable), which the message carries.
+func (c *Controller) setScheduledCondition(v *longhorn.Volume, vstatus *longhorn.VolumeStatus, replicas []*longhorn.Replica, unscheduled error) {
 	placed := 0
 	for _, r := range replicas {
 		if r.Spec.DiskID != "" && r.DeletionTimestamp == nil {
@@ -28,6 +30,9 @@ func (c *Controller) setScheduledCondition(v *longhorn.Volume, vstatus *longhorn
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeScheduled, longhorn.ConditionStatusTrue, ReasonReplicasScheduled, "", c.clock.Now())
 		return
 	}
-	vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeScheduled, longhorn.ConditionStatusFalse, ReasonReplicaSchedulingFailure,
-		fmt.Sprintf("%d of the %d replicas numberOfReplicas asks for are placed on a disk", placed, v.Spec.NumberOfReplicas), c.clock.Now())
+	msg := fmt.Sprintf("%d of the %d replicas numberOfReplicas asks for are placed on a disk", placed, v.Spec.NumberOfReplicas)
+	if unscheduled != nil {
+		msg += "; " + unscheduled.Error()
+	}
+	vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeScheduled, longhorn.ConditionStatusFalse, ReasonReplicaSchedulingFailure, msg, c.clock.Now())
 }

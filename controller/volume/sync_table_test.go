@@ -35,11 +35,11 @@ func syncNode(name string, ready bool, path string) *longhorn.Node {
 	if ready {
 		status = longhorn.ConditionStatusTrue
 	}
-	n := &longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+	n := &longhorn.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: longhorn.NodeSpec{AllowScheduling: true},
 		Status: longhorn.NodeStatus{Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: status}}}}
 	if path != "" {
-		n.Spec.Disks = map[string]longhorn.DiskSpec{"disk-1": {Path: path}}
-		n.Status.DiskStatus = map[string]*longhorn.DiskStatus{"disk-1": {DiskUUID: "disk-uuid-1",
+		n.Spec.Disks = map[string]longhorn.DiskSpec{"disk-1": {Path: path, AllowScheduling: true}}
+		n.Status.DiskStatus = map[string]*longhorn.DiskStatus{"disk-1": {DiskUUID: "disk-uuid-1", StorageMaximum: 100 << 30, StorageAvailable: 80 << 30,
 			Conditions: []longhorn.Condition{{Type: longhorn.ConditionTypeReady, Status: longhorn.ConditionStatusTrue}}}}
 	}
 	return n

@@ -56,6 +56,10 @@ const (
 	// ReplicaConditionReasonDataBehind: the engine found the replica's
 	// data behind another replica's (it missed writes) when it started.
 	ReplicaConditionReasonDataBehind = "DataBehind"
+	// ReplicaConditionTypeDataDeleted: True once the replica's node
+	// deleted its data, its volume being deleted; the manager deleting the
+	// volume waits for it before the volume goes.
+	ReplicaConditionTypeDataDeleted = "DataDeleted"
 )
 
 // +genclient

@@ -1,0 +1,145 @@
+//go:build e2e
+
+package volume
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cadence-storage/longhorn-manager/app"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
+	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
+	"github.com/cadence-storage/longhorn-manager/types"
+)
+
+// Three daemons as three nodes, with Longhorn's default of hard node
+// anti-affinity: a volume of three replicas gets one on each node's disk;
+// attached on one node, its engine writes to all three (the other two
+// over the replica protocol) and reads back; a fourth replica finds no
+// node of its own and stays unscheduled, the volume's Scheduled condition
+// naming the rule on each node; deleting the volume deletes each
+// replica's data on its own node.
+func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	framework.InstallRBAC(t, kube, ns)
+	cfg := cluster.ServiceAccountConfig(ns, framework.ServiceAccount)
+	lh := framework.LHClient(t, cluster.Config)
+	ctx := context.Background()
+	hard := func(o *app.DaemonOptions) {
+		o.DefaultSettings = framework.TestDefaultSettings()
+		o.DefaultSettings[types.SettingNameReplicaSoftAntiAffinity] = "false"
+	}
+	dirs := map[string]string{}
+	var first *framework.RunningDaemon
+	for _, node := range []string{"node-1", "node-2", "node-3"} {
+		dirs[node] = t.TempDir()
+		d := framework.StartDaemon(t, cfg, ns, node, dirs[node], hard)
+		if first == nil {
+			first = d
+		}
+	}
+	e := &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: lh}, Base: "http://" + first.APIAddress}
+	framework.Eventually(t, 30*time.Second, "three nodes with a probed disk", func() (bool, error) {
+		list, err := lh.LonghornV1beta2().Nodes(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 3 {
+			return false, err
+		}
+		for _, n := range list.Items {
+			probed := false
+			for _, st := range n.Status.DiskStatus {
+				probed = probed || st.StorageMaximum > 0
+			}
+			if !probed {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	e.Call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":3}`).Expect(t, 200)
+	e.WaitVolume(t, "vol", "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
+	var replicas []longhorn.Replica
+	framework.Eventually(t, 20*time.Second, "three replicas", func() (bool, error) {
+		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{LabelSelector: types.LabelVolume + "=vol"})
+		if err != nil {
+			return false, err
+		}
+		replicas = list.Items
+		return len(replicas) == 3, nil
+	})
+	seen := map[string]string{}
+	for _, r := range replicas {
+		if other, ok := seen[r.Spec.NodeID]; ok {
+			t.Fatalf("replicas %s and %s are both on node %s", other, r.Name, r.Spec.NodeID)
+		}
+		seen[r.Spec.NodeID] = r.Name
+		if r.Spec.DiskPath != dirs[r.Spec.NodeID] {
+			t.Errorf("replica %s on node %s at %s, want that node's disk %s", r.Name, r.Spec.NodeID, r.Spec.DiskPath, dirs[r.Spec.NodeID])
+		}
+	}
+
+	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
+	v := e.WaitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool {
+		return v["state"] == "attached" && v["endpoint"] != ""
+	})
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x6b 0 2M", "flush")
+	want := make([]byte, 4<<20)
+	copy(want, bytes.Repeat([]byte{0x6b}, 2<<20))
+	if got := framework.DeviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Fatal("the volume does not read back what was written")
+	}
+	framework.Eventually(t, 20*time.Second, "the engine writes to all three replicas", func() (bool, error) {
+		eng, err := lh.LonghornV1beta2().Engines(ns).Get(ctx, "vol-e-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rw := 0
+		for _, m := range eng.Status.ReplicaModeMap {
+			if m == longhorn.ReplicaModeRW {
+				rw++
+			}
+		}
+		return rw == 3, nil
+	})
+	e.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
+	e.WaitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
+
+	// A fourth replica has no node of its own.
+	e.Call(t, "POST", "/v1/volumes", `{"name":"four","size":"4Mi","numberOfReplicas":4}`).Expect(t, 200)
+	var cond *longhorn.Condition
+	framework.Eventually(t, 20*time.Second, "the Scheduled condition of a volume of four replicas on three nodes", func() (bool, error) {
+		got, err := lh.LonghornV1beta2().Volumes(ns).Get(ctx, "four", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond = volumeCondition(got, "Scheduled")
+		return cond != nil && cond.Status == longhorn.ConditionStatusFalse, nil
+	})
+	if cond.Reason != "ReplicaSchedulingFailure" || !strings.Contains(cond.Message, "3 of the 4 replicas") ||
+		strings.Count(cond.Message, "node anti-affinity is hard (replica-soft-anti-affinity)") != 3 {
+		t.Errorf("Scheduled condition %+v", cond)
+	}
+
+	// Deleted: every node deletes its replica's data.
+	e.Call(t, "DELETE", "/v1/volumes/vol", "").Expect(t, 204)
+	framework.Eventually(t, 30*time.Second, "the volume gone", func() (bool, error) {
+		return e.Call(t, "GET", "/v1/volumes/vol", "").Status == 404, nil
+	})
+	for _, r := range replicas {
+		dir := filepath.Join(dirs[r.Spec.NodeID], "replicas", r.Spec.DataDirectoryName)
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("replica %s's data %s on node %s after the volume's deletion: %v", r.Name, dir, r.Spec.NodeID, err)
+		}
+	}
+}
