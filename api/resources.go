@@ -257,6 +257,16 @@ type VolumeInput struct {
 	// driver's choice for a WaitForFirstConsumer claim); any node when
 	// empty. A clone is made where its source is, whatever it says.
 	SelectedNode string `json:"selectedNode"`
+	// ReplicaSoftAntiAffinity, ReplicaZoneSoftAntiAffinity and
+	// ReplicaDiskSoftAntiAffinity override the settings of the same
+	// names for the volume: ignored (or empty), enabled or disabled.
+	ReplicaSoftAntiAffinity     string `json:"replicaSoftAntiAffinity"`
+	ReplicaZoneSoftAntiAffinity string `json:"replicaZoneSoftAntiAffinity"`
+	ReplicaDiskSoftAntiAffinity string `json:"replicaDiskSoftAntiAffinity"`
+	// NodeSelector and DiskSelector are the tags a node and a disk need
+	// to take one of the volume's replicas.
+	NodeSelector []string `json:"nodeSelector"`
+	DiskSelector []string `json:"diskSelector"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.
@@ -392,7 +402,8 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // volumeActions are offered in every volume state; snapshotActions and
 // attachedActions while the volume is attached.
 var (
-	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "updateFreezeFilesystemForSnapshot", "expand"}
+	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "updateFreezeFilesystemForSnapshot", "expand",
+		"updateReplicaSoftAntiAffinity", "updateReplicaZoneSoftAntiAffinity", "updateReplicaDiskSoftAntiAffinity"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 	attachedActions = []string{"trimFilesystem"}
 )
@@ -434,7 +445,9 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			RestoreRequired: v.Status.RestoreRequired, RestoreInitiated: v.Status.RestoreInitiated,
 			RevisionCounterDisabled: v.Spec.RevisionCounterDisabled, Migratable: v.Spec.Migratable, Encrypted: v.Spec.Encrypted,
 			SnapshotDataIntegrity: "ignored", UnmapMarkSnapChainRemoved: "ignored", ReplicaAutoBalance: "ignored",
-			ReplicaSoftAntiAffinity: "ignored", ReplicaZoneSoftAntiAffinity: "ignored", ReplicaDiskSoftAntiAffinity: "ignored",
+			ReplicaSoftAntiAffinity:     manager.SoftAntiAffinityOf(v.Spec.ReplicaSoftAntiAffinity),
+			ReplicaZoneSoftAntiAffinity: manager.SoftAntiAffinityOf(v.Spec.ReplicaZoneSoftAntiAffinity),
+			ReplicaDiskSoftAntiAffinity: manager.SoftAntiAffinityOf(v.Spec.ReplicaDiskSoftAntiAffinity),
 			FreezeFilesystemForSnapshot: string(manager.FreezeOf(v)), SnapshotMaxSize: "0",
 			BackupBlockSize: strconv.Itoa(backupstore.BlockSize), BackupTargetName: datastore.TargetName(v.Spec.BackupTargetName),
 			DiskSelector: nonNil(v.Spec.DiskSelector), NodeSelector: nonNil(v.Spec.NodeSelector),
@@ -565,7 +578,7 @@ func toNode(base string, n *longhorn.Node) Node {
 	for _, name := range names {
 		spec := n.Spec.Disks[name]
 		d := Disk{Path: spec.Path, AllowScheduling: spec.AllowScheduling, StorageReserved: spec.StorageReserved,
-			Conditions: map[string]longhorn.Condition{}, DiskType: "filesystem", Tags: []string{},
+			Conditions: map[string]longhorn.Condition{}, DiskType: "filesystem", Tags: nonNil(spec.Tags),
 			ScheduledReplica: map[string]int64{}, ScheduledBackingImage: map[string]int64{}}
 		if st := n.Status.DiskStatus[name]; st != nil {
 			d.DiskUUID, d.StorageAvailable, d.StorageMaximum, d.StorageScheduled, d.Conditions =
@@ -574,5 +587,5 @@ func toNode(base string, n *longhorn.Node) Node {
 		disks[name] = d
 	}
 	return Node{Resource: resource(base, "node", "nodes", n.Name), Name: n.Name, AllowScheduling: n.Spec.AllowScheduling, Conditions: conditionMap(n.Status.Conditions), Disks: disks,
-		Tags: []string{}}
+		Tags: nonNil(n.Spec.Tags)}
 }

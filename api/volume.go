@@ -160,6 +160,9 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	spec := longhorn.VolumeSpec{Size: size, NumberOfReplicas: replicas, Frontend: in.Frontend, BackingImage: in.BackingImage, FromBackup: in.FromBackup,
 		DataSource: in.DataSource, StaleReplicaTimeout: in.StaleReplicaTimeout, BackupTargetName: datastore.TargetName(in.BackupTargetName),
 		FreezeFilesystemForSnapshot: freeze}
+	if err := placementSpec(&spec, in); err != nil {
+		return err
+	}
 	v, err := s.vm.CreateVolume(r.Context(), in.Name, spec, in.RecurringJobSelector, in.SelectedNode)
 	if err != nil {
 		return err
@@ -218,6 +221,8 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.updateBackupTargetName(w, r, name)
 	case "updateFreezeFilesystemForSnapshot":
 		return s.updateFreezeFilesystemForSnapshot(w, r, name)
+	case "updateReplicaSoftAntiAffinity", "updateReplicaZoneSoftAntiAffinity", "updateReplicaDiskSoftAntiAffinity":
+		return s.updateSoftAntiAffinity(w, r, name, action)
 	case "snapshotBackup":
 		return s.snapshotBackup(w, r, name)
 	case "snapshotCRCreate", "snapshotCRList", "snapshotCRGet", "snapshotCRDelete":

@@ -23,6 +23,13 @@ type VolumeCreate struct {
 	// SelectedNode is the node whose disks take the replicas; any when
 	// empty.
 	SelectedNode string `json:"selectedNode,omitempty"`
+	// Replica anti-affinity overrides (ignored, enabled, disabled) and
+	// the tags a replica's node and disk need.
+	ReplicaSoftAntiAffinity     string   `json:"replicaSoftAntiAffinity,omitempty"`
+	ReplicaZoneSoftAntiAffinity string   `json:"replicaZoneSoftAntiAffinity,omitempty"`
+	ReplicaDiskSoftAntiAffinity string   `json:"replicaDiskSoftAntiAffinity,omitempty"`
+	NodeSelector                []string `json:"nodeSelector,omitempty"`
+	DiskSelector                []string `json:"diskSelector,omitempty"`
 }
 
 // RecurringJobSelector is a job or a group a volume selects.

@@ -40,29 +40,18 @@ const (
 // driver does anyway: a StorageClass written for Longhorn that sets them
 // so works unchanged. Any other value of them cannot be honoured.
 var ignoredDefaults = map[string][]string{
-	"dataLocality":                {"disabled"},
-	"migratable":                  {"false"},
-	"encrypted":                   {"false"},
-	"shareManagerNodeSelector":    {""},
-	"diskSelector":                {""},
-	"nodeSelector":                {""},
-	"replicaAutoBalance":          {"ignored", "disabled"},
-	"disableRevisionCounter":      {"true", "false"},
-	"unmapMarkSnapChainRemoved":   {"ignored", "disabled"},
-	"replicaSoftAntiAffinity":     {"ignored", "enabled", "disabled"},
-	"replicaZoneSoftAntiAffinity": {"ignored", "enabled", "disabled"},
-	"replicaDiskSoftAntiAffinity": {"ignored", "enabled", "disabled"},
-	"backupTargetName":            {"", "default"},
+	"dataLocality":              {"disabled"},
+	"migratable":                {"false"},
+	"encrypted":                 {"false"},
+	"shareManagerNodeSelector":  {""},
+	"replicaAutoBalance":        {"ignored", "disabled"},
+	"disableRevisionCounter":    {"true", "false"},
+	"unmapMarkSnapChainRemoved": {"ignored", "disabled"},
+	"backupTargetName":          {"", "default"},
 	// Node and disk selectors of a backing image need tags, which nodes
 	// and disks do not have here.
 	"backingImageNodeSelector": {""},
 	"backingImageDiskSelector": {""},
-}
-
-// antiAffinityDomain is what each anti-affinity parameter keeps replicas
-// apart by.
-var antiAffinityDomain = map[string]string{
-	"replicaSoftAntiAffinity": "node", "replicaZoneSoftAntiAffinity": "zone", "replicaDiskSoftAntiAffinity": "disk",
 }
 
 // volumeParams is what a CreateVolume's parameters ask for.
@@ -128,6 +117,19 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 			} else {
 				err = fmt.Errorf("%s: must be ignored (the freeze-filesystem-for-snapshot setting decides), enabled or disabled, got %q", key, value)
 			}
+		case "replicaSoftAntiAffinity", "replicaZoneSoftAntiAffinity", "replicaDiskSoftAntiAffinity":
+			var a longhorn.SoftAntiAffinity
+			if a, err = manager.ParseSoftAntiAffinity(key, value); err == nil {
+				*map[string]*string{
+					"replicaSoftAntiAffinity":     &p.create.ReplicaSoftAntiAffinity,
+					"replicaZoneSoftAntiAffinity": &p.create.ReplicaZoneSoftAntiAffinity,
+					"replicaDiskSoftAntiAffinity": &p.create.ReplicaDiskSoftAntiAffinity,
+				}[key] = string(a)
+			}
+		case "nodeSelector":
+			p.create.NodeSelector, err = manager.ParseSelector(key, tagList(value))
+		case "diskSelector":
+			p.create.DiskSelector, err = manager.ParseSelector(key, tagList(value))
 		default:
 			allowed, ok := ignoredDefaults[key]
 			switch {
@@ -145,20 +147,22 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("parameters %s: not parameters this driver knows", strings.Join(unknown, ", "))
 	}
-	// "disabled" is Longhorn's hard anti-affinity: each replica on a node,
-	// zone or disk of its own. Every replica of a volume is on one node's
-	// disk here, so it holds only for a volume of one replica; a class
-	// that demands separation is refused rather than silently given none.
-	for _, key := range []string{"replicaSoftAntiAffinity", "replicaZoneSoftAntiAffinity", "replicaDiskSoftAntiAffinity"} {
-		if params[key] == "disabled" && p.create.NumberOfReplicas != 1 {
-			return nil, fmt.Errorf("%s: %q asks for each replica on a %s of its own, and every replica of a volume is on one node's disk here (docs/csi.md): it is honoured only with %s \"1\"",
-				key, "disabled", antiAffinityDomain[key], paramNumberOfReplicas)
-		}
-	}
 	if p.image.Name == "" && (p.image.SourceType != "" || p.image.Parameters != nil || p.image.ExpectedChecksum != "" || p.image.MinNumberOfCopies != 0) {
 		return nil, fmt.Errorf("%s, %s, %s, %s: need %s, the backing image they describe", paramBackingImageSourceType, paramBackingImageSourceParams, paramBackingImageChecksum, paramBackingImageMinCopies, paramBackingImage)
 	}
 	return p, nil
+}
+
+// tagList reads a selector parameter as Longhorn's StorageClasses write
+// it: tags separated by commas ("ssd,fast"), spaces around them ignored.
+func tagList(value string) []string {
+	var tags []string
+	for _, t := range strings.Split(value, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+	}
+	return tags
 }
 
 func intParam(key, value string, lo, hi int) (int, error) {

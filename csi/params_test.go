@@ -42,12 +42,12 @@ func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
 		{map[string]string{"backingImageChecksum": "abc"}, "need backingImage"},
 		{map[string]string{"dataEngine": "v2"}, `dataEngine: only "v1" exists here`},
 		{map[string]string{"recurringJobs": "- task: snapshot\n  cron: '* * * * *'\n  retain: 1\n  bogus: x"}, "recurringJobs: must be a YAML or JSON list"},
-		// Hard anti-affinity holds only for one replica: all are on one node.
-		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "3"}, `replicaSoftAntiAffinity: "disabled" asks for each replica on a node of its own`},
-		{map[string]string{"replicaZoneSoftAntiAffinity": "disabled"}, `honoured only with numberOfReplicas "1"`},
-		{map[string]string{"replicaDiskSoftAntiAffinity": "disabled", "numberOfReplicas": "2"}, "a disk of its own"},
-		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "1"}, ""},
-		{map[string]string{"replicaSoftAntiAffinity": "enabled", "numberOfReplicas": "3"}, ""},
+		// Anti-affinity and selectors go to the replica scheduler.
+		{map[string]string{"replicaSoftAntiAffinity": "disabled", "numberOfReplicas": "3"}, ""},
+		{map[string]string{"replicaZoneSoftAntiAffinity": "enabled", "replicaDiskSoftAntiAffinity": "ignored"}, ""},
+		{map[string]string{"replicaDiskSoftAntiAffinity": "sometimes"}, "replicaDiskSoftAntiAffinity: must be ignored (the setting decides), enabled or disabled"},
+		{map[string]string{"nodeSelector": "ssd, fast", "diskSelector": ""}, ""},
+		{map[string]string{"diskSelector": "nvme,bad tag"}, `diskSelector: tag "bad tag"`},
 		{map[string]string{"backingImage": "img", "backingImageMinNumberOfCopies": "2"}, ""},
 		{map[string]string{"backingImage": "img", "backingImageMinNumberOfCopies": "0"}, "backingImageMinNumberOfCopies: must be a whole number from 1 to 20"},
 		{map[string]string{"backingImageMinNumberOfCopies": "2"}, "need backingImage"},
@@ -62,5 +62,18 @@ func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("parseParams(%v): %v, want %q", c.params, err, c.err)
 		}
+	}
+}
+
+func TestPlacementParamsReachTheVolume(t *testing.T) {
+	p, err := parseParams(map[string]string{"replicaSoftAntiAffinity": "disabled", "replicaZoneSoftAntiAffinity": "enabled",
+		"nodeSelector": "ssd, fast", "diskSelector": "nvme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.create
+	if c.ReplicaSoftAntiAffinity != "disabled" || c.ReplicaZoneSoftAntiAffinity != "enabled" || c.ReplicaDiskSoftAntiAffinity != "" ||
+		strings.Join(c.NodeSelector, ",") != "ssd,fast" || strings.Join(c.DiskSelector, ",") != "nvme" {
+		t.Fatalf("volume create %+v", c)
 	}
 }
