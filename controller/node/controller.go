@@ -206,6 +206,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		// each status write would bring the next.
 		if due := c.probed.Add(diskProbePeriod); !now.Before(due) || node.Generation != c.probedGeneration {
 			status.DiskStatus = c.probeDisks(node, now)
+			c.readTopology(ctx, status)
 			c.probed, c.probedGeneration = now, node.Generation
 			again.RequeueAfter = diskProbePeriod
 		} else {
@@ -241,6 +242,20 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		}
 	}
 	return again, nil
+}
+
+// readTopology copies the Kubernetes node's region and zone labels into
+// the node's status, as Longhorn does: the replica scheduler's zone
+// anti-affinity reads them. A failed read keeps what the status has.
+func (c *Controller) readTopology(ctx context.Context, status *longhorn.NodeStatus) {
+	t, err := c.ds.KubeNodeTopology(ctx, c.nodeID)
+	if err != nil {
+		c.Logger.WithField("node", c.nodeID).WithError(err).Debug("Kept the node's region and zone")
+		return
+	}
+	if t.Found {
+		status.Region, status.Zone = t.Region, t.Zone
+	}
 }
 
 // setScheduled sets each disk's storageScheduled, the sizes of the
