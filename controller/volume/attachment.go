@@ -90,8 +90,18 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 			vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeWaitForBackingImage, longhorn.ConditionStatusFalse, "BackingImageReady", "", c.clock.Now())
 		}
 	}
-	// The replicas of other nodes are reached where they are served.
+	// The replicas of other nodes are reached where they are served; an
+	// engine to start here leaves out those whose node is down.
 	remotes, notServed := c.remoteReplicas(v, replicas)
+	if _, running := c.instances.Get(v.Name); notServed != nil && !running && notLocal == nil && (v.Spec.NodeID == c.ownership.NodeID || forClone) {
+		marked, err := c.leaveUnreachable(ctx, v, replicas)
+		if err != nil {
+			return err
+		}
+		if marked {
+			remotes, notServed = c.remoteReplicas(v, replicas)
+		}
+	}
 	dirs, startDirs := replicaDirs(c.localOnly(replicas), backing)
 	failedReplicas := markedFailed(replicas)
 	allFailed := len(replicas) > 0 && len(failedReplicas) == len(replicas)

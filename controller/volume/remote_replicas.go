@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	"github.com/cadence-storage/longhorn-manager/controller/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -58,7 +61,8 @@ func (c *Controller) remoteReplicas(v *longhorn.Volume, replicas []*longhorn.Rep
 			continue
 		}
 		addr := replica.ServedAddress(r)
-		if addr == "" {
+		if addr == "" || !c.ownership.IsUp(r.Spec.NodeID) {
+			// A node that is down may have left its address behind.
 			waiting = append(waiting, fmt.Sprintf("%s (node %q)", r.Name, r.Spec.NodeID))
 			continue
 		}
@@ -70,6 +74,54 @@ func (c *Controller) remoteReplicas(v *longhorn.Volume, replicas []*longhorn.Rep
 	sort.Strings(waiting)
 	return remotes, &notServedError{fmt.Sprintf("volume %s waits for its replicas on other nodes to be served to its engine on node %q: %s; each node's manager serves its replicas over the replica protocol once the engine is to run elsewhere",
 		v.Name, c.ownership.NodeID, strings.Join(waiting, ", "))}
+}
+
+// leaveUnreachable marks failed each replica of another node that is not
+// served and whose node is down (its manager's Lease is stale), so that
+// an engine that is to start here starts without it, as an engine drops
+// a replica whose I/O fails: the volume attaches, degraded, rather than
+// waiting for a node that may never come back. It does so only when
+// another replica is left to start on (a local one, or one of a node that
+// is up); the replica's data stays on its disk, and it stays out of the
+// engine until it is rebuilt. It returns whether it marked any.
+func (c *Controller) leaveUnreachable(ctx context.Context, v *longhorn.Volume, replicas []*longhorn.Replica) (bool, error) {
+	var down []int
+	usable := 0
+	for i, r := range replicas {
+		switch {
+		case r.Spec.FailedAt != "" || r.DeletionTimestamp != nil:
+		case r.Spec.NodeID == c.ownership.NodeID || c.ownership.IsUp(r.Spec.NodeID):
+			usable++
+		default:
+			down = append(down, i)
+		}
+	}
+	if len(down) == 0 || usable == 0 {
+		return false, nil
+	}
+	for _, i := range down {
+		r := replicas[i]
+		updated := r.DeepCopy()
+		updated.Spec.FailedAt = c.clock.Now().UTC().Format(time.RFC3339)
+		written, err := c.ds.UpdateReplica(ctx, updated)
+		if err != nil {
+			return false, fmt.Errorf("volume %s: mark replica %s failed, its node %s being down: %w", v.Name, r.Name, r.Spec.NodeID, err)
+		}
+		why := fmt.Sprintf("its node %s was down (its manager's heartbeat Lease is stale) when the volume's engine started on node %s, which started without it", r.Spec.NodeID, c.ownership.NodeID)
+		st := written.DeepCopy()
+		st.Status.Conditions = kit.SetCondition(st.Status.Conditions, longhorn.ReplicaConditionTypeFailed, longhorn.ConditionStatusTrue,
+			longhorn.ReplicaConditionReasonNodeDown, why, c.clock.Now())
+		if w, err := c.ds.UpdateReplicaStatus(ctx, st); err == nil {
+			written = w
+		} else {
+			// The next sync writes the Failed condition (FailedAtSet).
+			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name}).WithError(err).Warn("Could not record why the replica was marked failed")
+		}
+		replicas[i] = written
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name, "node": r.Spec.NodeID, "failedAt": updated.Spec.FailedAt}).
+			Error("Replica marked failed: its node is down, and the engine starts without it; it does not open it again until it is rebuilt from a healthy replica")
+	}
+	return true, nil
 }
 
 // takeTerm records the volume's next term in its status, before an engine

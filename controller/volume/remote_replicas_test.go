@@ -16,7 +16,8 @@ import (
 // says they are served; a failed one is not opened; one not served yet
 // is named, with its node, in the error the Attach condition carries.
 func TestRemoteReplicasAreThoseServedElsewhere(t *testing.T) {
-	c := &Controller{ownership: kit.Ownership{NodeID: "node-2"}}
+	down := map[string]bool{"node-5": true}
+	c := &Controller{ownership: kit.Ownership{NodeID: "node-2", IsUp: func(n string) bool { return !down[n] }}}
 	rep := func(name, node, ip string, port int, healthy, failed bool) *longhorn.Replica {
 		r := &longhorn.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		r.Spec.NodeID = node
@@ -51,6 +52,13 @@ func TestRemoteReplicasAreThoseServedElsewhere(t *testing.T) {
 	}
 	if p := decideAttach(attachView{volume: &longhorn.Volume{Spec: longhorn.VolumeSpec{NodeID: "node-2"}}, nodeID: "node-2", notLocal: notServed, replicas: 5}); p.run || p.reason != ReasonReplicasNotServed {
 		t.Fatalf("plan %+v: want no start, reason %s", p, ReasonReplicasNotServed)
+	}
+	// A node that is down may have left its address in the status: its
+	// replica is not served.
+	replicas = append(replicas[:4], rep("vol-r-5", "node-5", "10.0.0.5", 4000, true, false))
+	_, notServed = c.remoteReplicas(v, replicas)
+	if !errors.As(notServed, &ns) || !strings.Contains(ns.Error(), `vol-r-5 (node "node-5")`) {
+		t.Fatalf("not served = %v; want vol-r-5 of node-5, which is down, named", notServed)
 	}
 }
 

@@ -5,6 +5,7 @@ package volume
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cadence-storage/longhorn-manager/app"
+	"github.com/cadence-storage/longhorn-manager/controller/kit"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/cadence-storage/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	"github.com/cadence-storage/longhorn-manager/k8s/testcluster"
 	"github.com/cadence-storage/longhorn-manager/test/e2e/framework"
 	"github.com/cadence-storage/longhorn-manager/types"
@@ -29,65 +32,9 @@ import (
 // replica's data on its own node.
 func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 	t.Parallel()
-	cluster := testcluster.Get(t)
-	ns := cluster.NewNamespace(t)
-	kube := cluster.KubeClient(t)
-	framework.InstallRBAC(t, kube, ns)
-	cfg := cluster.ServiceAccountConfig(ns, framework.ServiceAccount)
-	lh := framework.LHClient(t, cluster.Config)
-	ctx := context.Background()
-	hard := func(o *app.DaemonOptions) {
-		o.DefaultSettings = framework.TestDefaultSettings()
-		o.DefaultSettings[types.SettingNameReplicaSoftAntiAffinity] = "false"
-	}
-	dirs := map[string]string{}
-	var first *framework.RunningDaemon
-	for _, node := range []string{"node-1", "node-2", "node-3"} {
-		dirs[node] = t.TempDir()
-		d := framework.StartDaemon(t, cfg, ns, node, dirs[node], hard)
-		if first == nil {
-			first = d
-		}
-	}
-	e := &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: lh}, Base: "http://" + first.APIAddress}
-	framework.Eventually(t, 30*time.Second, "three nodes with a probed disk", func() (bool, error) {
-		list, err := lh.LonghornV1beta2().Nodes(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 3 {
-			return false, err
-		}
-		for _, n := range list.Items {
-			probed := false
-			for _, st := range n.Status.DiskStatus {
-				probed = probed || st.StorageMaximum > 0
-			}
-			if !probed {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-
-	e.Call(t, "POST", "/v1/volumes", `{"name":"vol","size":"4Mi","numberOfReplicas":3}`).Expect(t, 200)
-	e.WaitVolume(t, "vol", "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
-	var replicas []longhorn.Replica
-	framework.Eventually(t, 20*time.Second, "three replicas", func() (bool, error) {
-		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{LabelSelector: types.LabelVolume + "=vol"})
-		if err != nil {
-			return false, err
-		}
-		replicas = list.Items
-		return len(replicas) == 3, nil
-	})
-	seen := map[string]string{}
-	for _, r := range replicas {
-		if other, ok := seen[r.Spec.NodeID]; ok {
-			t.Fatalf("replicas %s and %s are both on node %s", other, r.Name, r.Spec.NodeID)
-		}
-		seen[r.Spec.NodeID] = r.Name
-		if r.Spec.DiskPath != dirs[r.Spec.NodeID] {
-			t.Errorf("replica %s on node %s at %s, want that node's disk %s", r.Name, r.Spec.NodeID, r.Spec.DiskPath, dirs[r.Spec.NodeID])
-		}
-	}
+	n := startNodes(t, 3)
+	e, lh, ns, dirs, ctx := n.api, n.lh, n.ns, n.dirs, context.Background()
+	replicas := n.spreadVolume(t, "vol", 3)
 
 	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
 	v := e.WaitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool {
@@ -141,5 +88,143 @@ func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("replica %s's data %s on node %s after the volume's deletion: %v", r.Name, dir, r.Spec.NodeID, err)
 		}
+	}
+}
+
+// nodes are managers started as nodes of one cluster, with Longhorn's
+// hard node anti-affinity.
+type nodes struct {
+	api     *framework.APIEnv
+	lh      lhclientset.Interface
+	ns      string
+	dirs    map[string]string
+	daemons map[string]*framework.RunningDaemon
+}
+
+func startNodes(t *testing.T, count int) *nodes {
+	t.Helper()
+	cluster := testcluster.Get(t)
+	ns := cluster.NewNamespace(t)
+	kube := cluster.KubeClient(t)
+	framework.InstallRBAC(t, kube, ns)
+	cfg := cluster.ServiceAccountConfig(ns, framework.ServiceAccount)
+	lh := framework.LHClient(t, cluster.Config)
+	ctx := context.Background()
+	hard := func(o *app.DaemonOptions) {
+		o.DefaultSettings = framework.TestDefaultSettings()
+		o.DefaultSettings[types.SettingNameReplicaSoftAntiAffinity] = "false"
+	}
+	n := &nodes{lh: lh, ns: ns, dirs: map[string]string{}, daemons: map[string]*framework.RunningDaemon{}}
+	for i := 1; i <= count; i++ {
+		node := fmt.Sprintf("node-%d", i)
+		n.dirs[node] = t.TempDir()
+		n.daemons[node] = framework.StartDaemon(t, cfg, ns, node, n.dirs[node], hard)
+	}
+	n.api = &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: lh}, Base: "http://" + n.daemons["node-1"].APIAddress}
+	framework.Eventually(t, 30*time.Second, "the nodes with a probed disk", func() (bool, error) {
+		list, err := lh.LonghornV1beta2().Nodes(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != count {
+			return false, err
+		}
+		for _, n := range list.Items {
+			probed := false
+			for _, st := range n.Status.DiskStatus {
+				probed = probed || st.StorageMaximum > 0
+			}
+			if !probed {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return n
+}
+
+// spreadVolume creates a volume of count replicas and checks that each is
+// on a node of its own, on that node's disk.
+func (n *nodes) spreadVolume(t *testing.T, name string, count int) []longhorn.Replica {
+	t.Helper()
+	ctx := context.Background()
+	n.api.Call(t, "POST", "/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"4Mi","numberOfReplicas":%d}`, name, count)).Expect(t, 200)
+	n.api.WaitVolume(t, name, "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
+	var replicas []longhorn.Replica
+	framework.Eventually(t, 20*time.Second, "the volume's replicas", func() (bool, error) {
+		list, err := n.lh.LonghornV1beta2().Replicas(n.ns).List(ctx, metav1.ListOptions{LabelSelector: types.LabelVolume + "=" + name})
+		if err != nil {
+			return false, err
+		}
+		replicas = list.Items
+		return len(replicas) == count, nil
+	})
+	seen := map[string]string{}
+	for _, r := range replicas {
+		if other, ok := seen[r.Spec.NodeID]; ok {
+			t.Fatalf("replicas %s and %s are both on node %s", other, r.Name, r.Spec.NodeID)
+		}
+		seen[r.Spec.NodeID] = r.Name
+		if r.Spec.DiskPath != n.dirs[r.Spec.NodeID] {
+			t.Errorf("replica %s on node %s at %s, want that node's disk %s", r.Name, r.Spec.NodeID, r.Spec.DiskPath, n.dirs[r.Spec.NodeID])
+		}
+	}
+	return replicas
+}
+
+// A volume of three replicas on three nodes, one of them down: attached,
+// its engine starts without that node's replica, which is marked failed
+// (NodeDown), its data kept, and the volume reads what it held and
+// writes, degraded, rather than waiting for the node.
+func TestAVolumeAttachesWithoutTheReplicaOfANodeThatIsDown(t *testing.T) {
+	t.Parallel()
+	n := startNodes(t, 3)
+	e, lh, ns, ctx := n.api, n.lh, n.ns, context.Background()
+	replicas := n.spreadVolume(t, "vol", 3)
+	onNode3 := ""
+	for _, r := range replicas {
+		if r.Spec.NodeID == "node-3" {
+			onNode3 = r.Name
+		}
+	}
+	// Written once with all three, so each replica has data.
+	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
+	v := e.WaitVolume(t, "vol", "attached on node-1", func(v map[string]any) bool { return v["state"] == "attached" && v["endpoint"] != "" })
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x11 1M 1M", "flush")
+	e.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
+	e.WaitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
+
+	// Its heartbeat Lease goes stale 40 s after its last renewal.
+	n.daemons["node-3"].Stop(t)
+	framework.Eventually(t, 60*time.Second, "node-3 down", func() (bool, error) {
+		got, err := lh.LonghornV1beta2().Nodes(ns).Get(ctx, "node-3", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == longhorn.ConditionTypeReady {
+				return c.Status == longhorn.ConditionStatusFalse, nil
+			}
+		}
+		return false, nil
+	})
+	e.Call(t, "POST", "/v1/volumes/vol?action=attach", `{"hostId":"node-1"}`).Expect(t, 200)
+	v = e.WaitVolume(t, "vol", "attached on node-1, degraded", func(v map[string]any) bool {
+		return v["state"] == "attached" && v["endpoint"] != "" && v["robustness"] == "degraded"
+	})
+	framework.QemuIO(t, v["endpoint"].(string), "write -P 0x3c 0 1M", "flush")
+	want := make([]byte, 4<<20)
+	copy(want, bytes.Repeat([]byte{0x3c}, 1<<20))
+	copy(want[1<<20:], bytes.Repeat([]byte{0x11}, 1<<20))
+	if got := framework.DeviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+		t.Fatal("the degraded volume does not read back what was written, before and after")
+	}
+	r, err := lh.LonghornV1beta2().Replicas(ns).Get(ctx, onNode3, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := kit.GetCondition(r.Status.Conditions, longhorn.ReplicaConditionTypeFailed)
+	if r.Spec.FailedAt == "" || cond.Reason != longhorn.ReplicaConditionReasonNodeDown || !strings.Contains(cond.Message, "node-3") {
+		t.Errorf("replica %s of node-3: failedAt %q, Failed condition %+v", onNode3, r.Spec.FailedAt, cond)
+	}
+	if _, err := os.Stat(filepath.Join(n.dirs["node-3"], "replicas", r.Spec.DataDirectoryName)); err != nil {
+		t.Errorf("the data of the replica of node-3, which is down: %v", err)
 	}
 }

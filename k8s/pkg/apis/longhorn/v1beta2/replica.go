@@ -56,6 +56,9 @@ const (
 	// ReplicaConditionReasonDataBehind: the engine found the replica's
 	// data behind another replica's (it missed writes) when it started.
 	ReplicaConditionReasonDataBehind = "DataBehind"
+	// ReplicaConditionReasonNodeDown: the replica's node was down when
+	// an engine of its volume started elsewhere, which started without it.
+	ReplicaConditionReasonNodeDown = "NodeDown"
 	// ReplicaConditionTypeDataDeleted: True once the replica's node
 	// deleted its data, its volume being deleted; the manager deleting the
 	// volume waits for it before the volume goes.
