@@ -41,6 +41,9 @@ type volumeMeta struct {
 	// term an engine opened it with, and that engine instance.
 	Term       uint64 `json:"term,omitempty"`
 	TermHolder string `json:"termHolder,omitempty"`
+	// Rebuilding: the replica is being rebuilt (rebuild.go) and its
+	// chain is not complete; no engine takes it for current.
+	Rebuilding bool `json:"rebuilding,omitempty"`
 }
 
 // layerMeta describes one snapshot.

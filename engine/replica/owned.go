@@ -147,6 +147,34 @@ func (o *Owned) Written() ([]bool, error) {
 	return o.r.Written()
 }
 
+// OpenLayers is Replica.OpenLayers for the owner.
+func (o *Owned) OpenLayers(top string) (*Layers, error) {
+	if err := o.r.CheckTerm(o.term, o.holder); err != nil {
+		return nil, err
+	}
+	return o.r.OpenLayers(top)
+}
+
+// BeginRebuild is Replica.BeginRebuild for the owner.
+func (o *Owned) BeginRebuild() error { return o.change(o.r.beginRebuildLocked) }
+
+// WriteLayer is Replica.WriteLayer for the owner.
+func (o *Owned) WriteLayer(name string, p []byte, off int64, want [32]byte) (got [32]byte, err error) {
+	err = o.read(func() error {
+		got, err = o.r.writeLayerLocked(name, p, off, want)
+		return err
+	})
+	return got, err
+}
+
+// InstallChain is Replica.InstallChain for the owner.
+func (o *Owned) InstallChain(c ChainMeta) error {
+	return o.change(func() error { return o.r.installChainLocked(c) })
+}
+
+// Rebuilding is Replica.Rebuilding.
+func (o *Owned) Rebuilding() bool { return o.r.Rebuilding() }
+
 // Size is the replica's size.
 func (o *Owned) Size() int64 { return o.r.Size() }
 
