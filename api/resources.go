@@ -267,6 +267,9 @@ type VolumeInput struct {
 	// to take one of the volume's replicas.
 	NodeSelector []string `json:"nodeSelector"`
 	DiskSelector []string `json:"diskSelector"`
+	// DataLocality is disabled (or empty) or strict-local (one replica,
+	// the volume attached only on its node).
+	DataLocality string `json:"dataLocality"`
 }
 
 // VolumeRecurringJobInput is the body of recurringJobAdd and recurringJobDelete.
@@ -440,7 +443,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 		Replicas: s.volumeReplicas(v.Name, modes), Controllers: volumeControllers(engine),
 		longhornVolumeFields: longhornVolumeFields{
 			Created: v.CreationTimestamp.String(), Image: cmp.Or(v.Spec.Image, v.Status.CurrentImage), CurrentImage: v.Status.CurrentImage,
-			DataEngine: longhorn.DataEngineTypeV1, AccessMode: longhorn.AccessModeReadWriteOnce, DataLocality: longhorn.DataLocalityDisabled,
+			DataEngine: longhorn.DataEngineTypeV1, AccessMode: longhorn.AccessModeReadWriteOnce, DataLocality: cmp.Or(v.Spec.DataLocality, longhorn.DataLocalityDisabled),
 			StaleReplicaTimeout: v.Spec.StaleReplicaTimeout, Standby: v.Spec.Standby,
 			RestoreRequired: v.Status.RestoreRequired, RestoreInitiated: v.Status.RestoreInitiated,
 			RevisionCounterDisabled: v.Spec.RevisionCounterDisabled, Migratable: v.Spec.Migratable, Encrypted: v.Spec.Encrypted,

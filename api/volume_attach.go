@@ -156,7 +156,8 @@ func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, name strin
 		// them on its own node's disks, so such a volume attaches only
 		// where its replicas are. (A volume attached elsewhere gets
 		// applyAttach's conflict, which says so.)
-		if (v.Spec.NodeID == "" || v.Spec.NodeID == in.HostID) && (v.Status.RestoreRequired || v.Spec.DataSource != "" && v.Status.CloneStatus.State != "completed") {
+		if (v.Spec.NodeID == "" || v.Spec.NodeID == in.HostID) && (v.Status.RestoreRequired || v.Spec.DataSource != "" && v.Status.CloneStatus.State != "completed" ||
+			v.Spec.DataLocality == longhorn.DataLocalityStrictLocal) {
 			replicas, err := s.ds.ListVolumeReplicasRO(v.Name)
 			if err != nil {
 				return false, err

@@ -29,6 +29,9 @@ func placementSpec(spec *longhorn.VolumeSpec, in VolumeInput) error {
 		*f.to = a
 	}
 	var err error
+	if spec.DataLocality, err = manager.ParseDataLocality(in.DataLocality, spec.NumberOfReplicas); err != nil {
+		return err
+	}
 	if spec.NodeSelector, err = manager.ParseSelector("nodeSelector", in.NodeSelector); err != nil {
 		return err
 	}

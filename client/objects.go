@@ -30,6 +30,8 @@ type VolumeCreate struct {
 	ReplicaDiskSoftAntiAffinity string   `json:"replicaDiskSoftAntiAffinity,omitempty"`
 	NodeSelector                []string `json:"nodeSelector,omitempty"`
 	DiskSelector                []string `json:"diskSelector,omitempty"`
+	// DataLocality is disabled (or empty) or strict-local.
+	DataLocality string `json:"dataLocality,omitempty"`
 }
 
 // RecurringJobSelector is a job or a group a volume selects.

@@ -40,7 +40,6 @@ const (
 // driver does anyway: a StorageClass written for Longhorn that sets them
 // so works unchanged. Any other value of them cannot be honoured.
 var ignoredDefaults = map[string][]string{
-	"dataLocality":              {"disabled"},
 	"migratable":                {"false"},
 	"encrypted":                 {"false"},
 	"shareManagerNodeSelector":  {""},
@@ -126,6 +125,9 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 					"replicaDiskSoftAntiAffinity": &p.create.ReplicaDiskSoftAntiAffinity,
 				}[key] = string(a)
 			}
+		case "dataLocality":
+			// Checked against numberOfReplicas below, once all are read.
+			p.create.DataLocality = value
 		case "nodeSelector":
 			p.create.NodeSelector, err = manager.ParseSelector(key, tagList(value))
 		case "diskSelector":
@@ -146,6 +148,15 @@ func parseParams(params map[string]string) (*volumeParams, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("parameters %s: not parameters this driver knows", strings.Join(unknown, ", "))
+	}
+	if p.create.DataLocality != "" {
+		replicas := p.create.NumberOfReplicas
+		if replicas == 0 {
+			replicas = defaultNumberOfReplicas
+		}
+		if _, err := manager.ParseDataLocality(p.create.DataLocality, replicas); err != nil {
+			return nil, err
+		}
 	}
 	if p.image.Name == "" && (p.image.SourceType != "" || p.image.Parameters != nil || p.image.ExpectedChecksum != "" || p.image.MinNumberOfCopies != 0) {
 		return nil, fmt.Errorf("%s, %s, %s, %s: need %s, the backing image they describe", paramBackingImageSourceType, paramBackingImageSourceParams, paramBackingImageChecksum, paramBackingImageMinCopies, paramBackingImage)

@@ -34,7 +34,10 @@ func TestParamsRefuseWhatTheyCannotHonour(t *testing.T) {
 		params map[string]string
 		err    string
 	}{
-		{map[string]string{"dataLocality": "best-effort"}, `dataLocality: this driver cannot honour "best-effort"`},
+		{map[string]string{"dataLocality": "best-effort"}, `dataLocality: best-effort moves a replica`},
+		{map[string]string{"dataLocality": "strict-local"}, "numberOfReplicas must be 1, got 3"},
+		{map[string]string{"dataLocality": "strict-local", "numberOfReplicas": "1"}, ""},
+		{map[string]string{"dataLocality": "nearby"}, `dataLocality: must be disabled, best-effort or strict-local, got "nearby"`},
 		{map[string]string{"dataLocality": "disabled", "migratable": "false"}, ""},
 		{map[string]string{"numberOfReplicas": "0"}, "numberOfReplicas: must be a whole number from 1 to 20"},
 		{map[string]string{"replicas": "3", "zone": "a"}, "parameters replicas, zone: not parameters this driver knows"},

@@ -38,11 +38,12 @@ func ReplicasNode(replicas []*longhorn.Replica) string {
 	return types.ReplicasNode(nodes)
 }
 
-// AttachRefusal says why a volume still to be restored or made a clone
-// cannot be attached to node, or returns nil when it can: its engine
-// writes its replicas from the disks of the node that makes it, which
-// holds them all (the scheduler places them there), so it attaches only
-// there until it is made. Any other volume attaches anywhere, its engine
+// AttachRefusal says why a volume still to be restored or made a clone,
+// or a strict-local one, cannot be attached to node, or returns nil when
+// it can: its engine writes its replicas from the disks of the node that
+// makes it, which holds them all (the scheduler places them there), so it
+// attaches only there until it is made (a strict-local one, always).
+// Any other volume attaches anywhere, its engine
 // reaching the replicas of other nodes over the replica protocol.
 func AttachRefusal(volume, node string, replicas []*longhorn.Replica) error {
 	elsewhere := map[string][]string{}
@@ -69,6 +70,6 @@ func AttachRefusal(volume, node string, replicas []*longhorn.Replica) error {
 	if len(nodes) > 1 || len(elsewhere[nodes[0]]) < len(replicas) {
 		where = "no single node holds them all, so it cannot attach anywhere"
 	}
-	return fmt.Errorf("volume %s cannot be attached to node %q: its replicas are on %s, and an engine opens only the replicas on its own node's disks; %s",
+	return fmt.Errorf("volume %s cannot be attached to node %q: its replicas are on %s, and its engine opens only the replicas on its own node's disks while it is restored or made a clone, or when it is strict-local; %s",
 		volume, node, strings.Join(held, " and "), where)
 }

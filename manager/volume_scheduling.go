@@ -7,6 +7,26 @@ import (
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 )
 
+// ParseDataLocality checks a volume's dataLocality against its number of
+// replicas: disabled (also ""), or strict-local with one replica (its
+// engine always on the replica's node, its I/O never on the network).
+// best-effort is refused: it moves a replica to where the engine runs,
+// which means rebuilding one there.
+func ParseDataLocality(value string, replicas int) (longhorn.DataLocality, error) {
+	switch d := longhorn.DataLocality(value); d {
+	case "", longhorn.DataLocalityDisabled:
+		return longhorn.DataLocalityDisabled, nil
+	case longhorn.DataLocalityStrictLocal:
+		if replicas != 1 {
+			return "", invalid("dataLocality: strict-local keeps the volume's one replica where its engine runs, so numberOfReplicas must be 1, got %d", replicas)
+		}
+		return d, nil
+	case longhorn.DataLocalityBestEffort:
+		return "", invalid("dataLocality: best-effort moves a replica to the node the volume attaches to, which means rebuilding it there, and the data plane does not rebuild replicas yet; disabled and strict-local are taken")
+	}
+	return "", invalid("dataLocality: must be disabled, best-effort or strict-local, got %q", value)
+}
+
 // ParseSoftAntiAffinity checks a volume's replicaSoftAntiAffinity,
 // replicaZoneSoftAntiAffinity or replicaDiskSoftAntiAffinity (field):
 // ignored (also ""), enabled or disabled.

@@ -30,9 +30,11 @@ const ReasonReplicasNotServed = "ReplicasNotServed"
 // of other nodes: when v is attached there, or runs there for a clone of
 // it to read (forClone), and neither restores a backup nor is made a
 // clone (those write the replicas here, on this node's disks, where the
-// scheduler places them all: keptOnOneNode).
+// scheduler places them all: keptOnOneNode), nor is strict-local (its
+// I/O never on the network).
 func remoteAllowed(v *longhorn.Volume, node string, forClone bool) bool {
-	return (v.Spec.NodeID == node || forClone) && !v.Status.RestoreRequired && !cloneRequired(v)
+	return (v.Spec.NodeID == node || forClone) && !v.Status.RestoreRequired && !cloneRequired(v) &&
+		v.Spec.DataLocality != longhorn.DataLocalityStrictLocal
 }
 
 // localOnly are those of replicas on this node.

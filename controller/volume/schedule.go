@@ -114,6 +114,8 @@ func (c *Controller) preferredReplicaNode(v *longhorn.Volume, attachTo string) s
 // (controller/replica).
 func keptOnOneNode(v *longhorn.Volume) string {
 	switch {
+	case v.Spec.DataLocality == longhorn.DataLocalityStrictLocal:
+		return "its dataLocality is strict-local: its one replica is where its engine runs"
 	case cloneRequired(v):
 		return "it is to be made a clone of " + v.Spec.DataSource
 	case v.Status.RestoreRequired || v.Spec.FromBackup != "" && !v.Status.RestoreInitiated:

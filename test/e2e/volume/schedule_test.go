@@ -28,7 +28,8 @@ import (
 // attached on one node, its engine writes to all three (the other two
 // over the replica protocol) and reads back; a fourth replica finds no
 // node of its own and stays unscheduled, the volume's Scheduled condition
-// naming the rule on each node; deleting the volume deletes each
+// naming the rule on each node; a strict-local volume has one replica
+// and attaches only on its node; deleting the volume deletes each
 // replica's data on its own node.
 func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 	t.Parallel()
@@ -77,6 +78,28 @@ func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 		strings.Count(cond.Message, "node anti-affinity is hard (replica-soft-anti-affinity)") != 3 {
 		t.Errorf("Scheduled condition %+v", cond)
 	}
+
+	// strict-local: one replica, attached only on its node.
+	e.Call(t, "POST", "/v1/volumes", `{"name":"wide","size":"4Mi","numberOfReplicas":2,"dataLocality":"strict-local"}`).Expect(t, 400, "numberOfReplicas must be 1")
+	e.Call(t, "POST", "/v1/volumes", `{"name":"local","size":"4Mi","numberOfReplicas":1,"dataLocality":"strict-local"}`).Expect(t, 200)
+	var local longhorn.Replica
+	framework.Eventually(t, 20*time.Second, "the strict-local volume's replica", func() (bool, error) {
+		list, err := lh.LonghornV1beta2().Replicas(ns).List(ctx, metav1.ListOptions{LabelSelector: types.LabelVolume + "=local"})
+		if err != nil || len(list.Items) != 1 {
+			return false, err
+		}
+		local = list.Items[0]
+		return true, nil
+	})
+	other := "node-1"
+	if local.Spec.NodeID == other {
+		other = "node-2"
+	}
+	e.Call(t, "POST", "/v1/volumes/local?action=attach", fmt.Sprintf(`{"hostId":%q}`, other)).Expect(t, 409, "strict-local")
+	e.Call(t, "POST", "/v1/volumes/local?action=attach", fmt.Sprintf(`{"hostId":%q}`, local.Spec.NodeID)).Expect(t, 200)
+	e.WaitVolume(t, "local", "attached on its replica's node", func(v map[string]any) bool {
+		return v["state"] == "attached" && v["currentNodeID"] == local.Spec.NodeID && v["dataLocality"] == "strict-local"
+	})
 
 	// Deleted: every node deletes its replica's data.
 	e.Call(t, "DELETE", "/v1/volumes/vol", "").Expect(t, 204)
