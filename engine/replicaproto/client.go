@@ -66,7 +66,10 @@ type Client struct {
 type call struct {
 	op     byte
 	length uint32 // what a read's reply must carry
-	reply  chan result
+	// limit, when above 0, is the most body an answer may carry (the ops
+	// of version 3 whose answers' sizes their requests set).
+	limit uint32
+	reply chan result
 }
 
 // DialOption changes how Dial opens a replica.
@@ -257,10 +260,17 @@ func (c *Client) do(op byte, offset uint64, length uint32, body []byte) ([]byte,
 // doWithin is do with a deadline of its own for the reply; sending it is
 // bounded by the client's timeout all the same.
 func (c *Client) doWithin(timeout time.Duration, op byte, offset uint64, length uint32, body []byte) ([]byte, error) {
+	return c.doCall(timeout, op, offset, length, body, 0)
+}
+
+// doCall is doWithin for an answer of at most limit bytes (0: the op's
+// own bound), which count in the connection's budget.
+func (c *Client) doCall(timeout time.Duration, op byte, offset uint64, length uint32, body []byte, limit uint32) ([]byte, error) {
 	cost := int64(len(body))
 	if op == OpRead {
 		cost = int64(length)
 	}
+	cost = max(cost, int64(limit))
 	if err := c.slots.Acquire(c.ctx, 1); err != nil {
 		return nil, c.brokenErr()
 	}
@@ -269,7 +279,7 @@ func (c *Client) doWithin(timeout time.Duration, op byte, offset uint64, length 
 		return nil, c.brokenErr()
 	}
 	defer c.budget.Release(cost)
-	cl := &call{op: op, length: length, reply: make(chan result, 1)}
+	cl := &call{op: op, length: length, limit: limit, reply: make(chan result, 1)}
 	c.mu.Lock()
 	if c.broken != nil {
 		err := c.broken
@@ -428,6 +438,8 @@ func replyLimit(cl *call, status byte) uint32 {
 	switch {
 	case status != statusOK:
 		return maxErrorBody
+	case cl.limit > 0:
+		return cl.limit
 	case cl.op == OpRead:
 		return cl.length
 	case cl.op == OpOpen:

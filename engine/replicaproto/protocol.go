@@ -60,12 +60,46 @@ const (
 	// It is I/O, not a change of the chain, and is not ordered: as a
 	// trim, it runs beside the requests around it.
 	OpTrimKeeping byte = 13
+
+	// The ops of version 3, a rebuild's (rebuild.go), which a server of
+	// version 2 does not know; each is checked against the connection's
+	// term, as those of version 2 are.
+
+	// OpOpenLayers' body is the rebuild's snapshot's name: the server
+	// holds the layers of every snapshot for the connection
+	// (replica.OpenLayers) and answers with the chain's metadata, a
+	// replica.ChainMeta in JSON. Ordered.
+	OpOpenLayers byte = 14
+	// OpLayerExtents lists the data extents of a held layer from the
+	// offset on: its body is the most to list (4 bytes) and the
+	// snapshot's name; answered with where the next list starts (8 bytes,
+	// all ones once the layer is done) and each extent's start and end (8
+	// bytes each).
+	OpLayerExtents byte = 15
+	// OpReadLayer reads a held layer at the offset: its body is the
+	// length (4 bytes, at most MaxMessage) and the snapshot's name;
+	// answered with the data's SHA-256 and the data.
+	OpReadLayer byte = 16
+	// OpCloseLayers ends the hold of OpOpenLayers. Ordered.
+	OpCloseLayers byte = 17
+	// OpBeginRebuild marks the replica, new and empty, as being rebuilt
+	// (replica.BeginRebuild). Ordered.
+	OpBeginRebuild byte = 18
+	// OpWriteLayer writes into a layer of a replica being rebuilt at the
+	// offset: its body is the name's length (1 byte), the name, the
+	// data's SHA-256 and the data (at most MaxMessage); answered with the
+	// SHA-256 of what the layer holds there after (replica.WriteLayer).
+	OpWriteLayer byte = 19
+	// OpInstallChain's body is a replica.ChainMeta in JSON: installed
+	// last, it ends the rebuild (replica.InstallChain). Ordered.
+	OpInstallChain byte = 20
 )
 
 // ProtocolVersion is the version of the protocol this package speaks: 1,
 // the first (OPEN to OpChain), then 2, which adds OpMarkRemoved to
-// OpTrimKeeping. An OpenReply that says no version is of version 1.
-const ProtocolVersion = 2
+// OpTrimKeeping, then 3, which adds a rebuild's ops (OpOpenLayers to
+// OpInstallChain). An OpenReply that says no version is of version 1.
+const ProtocolVersion = 3
 
 // The statuses a reply carries; the body of a failure is its message.
 const (
@@ -167,6 +201,9 @@ type OpenReply struct {
 	// Version is the protocol version the server speaks; a server of
 	// version 1 says none (0).
 	Version int `json:"version,omitempty"`
+	// Rebuilding: the replica is being rebuilt, its chain not complete
+	// (replica.Rebuilding); an engine starts it ERR. Version 3.
+	Rebuilding bool `json:"rebuilding,omitempty"`
 }
 
 // version is the server's protocol version, as its reply says.
@@ -280,6 +317,8 @@ func requestBody(h header) (int, error) {
 			return 0, fmt.Errorf("%w: a trim's keep list of %d bytes, above %d", ErrProtocol, h.length, maxNamesBody)
 		}
 		return int(h.length), nil
+	case OpOpenLayers, OpLayerExtents, OpReadLayer, OpCloseLayers, OpBeginRebuild, OpWriteLayer, OpInstallChain:
+		return rebuildBody(h)
 	}
 	return 0, fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
 }
@@ -289,7 +328,8 @@ func requestBody(h header) (int, error) {
 // something of all the writes before them.
 func ordered(op byte) bool {
 	switch op {
-	case OpSync, OpSnapshot, OpSetEpoch, OpChain, OpMarkRemoved, OpRevert, OpPurge, OpGrow:
+	case OpSync, OpSnapshot, OpSetEpoch, OpChain, OpMarkRemoved, OpRevert, OpPurge, OpGrow,
+		OpOpenLayers, OpCloseLayers, OpBeginRebuild, OpInstallChain:
 		return true
 	}
 	return false

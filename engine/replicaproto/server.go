@@ -119,6 +119,11 @@ type session struct {
 	w   *bufio.Writer
 	rc  *recordConn
 	hdr [headerSize]byte // a reply's header, under wmu
+
+	// layers are the layers a rebuild reads from this replica (rebuild.go),
+	// held until OpCloseLayers or the connection's end.
+	lmu    sync.RWMutex
+	layers *replica.Layers
 }
 
 // ServeConn serves one connection: its open, then its requests, each in a
@@ -141,6 +146,7 @@ func (s *Server) ServeConn(c net.Conn) {
 		log.WithError(err).Warn("Replica protocol: the connection's open was refused")
 		return
 	}
+	defer ss.closeLayers()
 	slots := semaphore.NewWeighted(MaxInFlight)
 	budget := semaphore.NewWeighted(MaxInFlightBytes)
 	var inFlight sync.WaitGroup
@@ -160,6 +166,9 @@ func (s *Server) ServeConn(c net.Conn) {
 		if err == nil && h.kind > OpChain && s.version() < 2 {
 			err = fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
 		}
+		if err == nil && h.kind > OpTrimKeeping && s.version() < 3 {
+			err = fmt.Errorf("%w: unknown op %d", ErrProtocol, h.kind)
+		}
 		if err != nil {
 			ss.log.WithError(err).Warn("Replica protocol: closing the connection")
 			return
@@ -167,6 +176,10 @@ func (s *Server) ServeConn(c net.Conn) {
 		cost := int64(n)
 		if h.kind == OpRead {
 			cost = int64(h.length)
+		}
+		if h.kind == OpReadLayer {
+			// Its answer's length is in its body: counted at its bound.
+			cost = MaxMessage + digestSize
 		}
 		// Back pressure: the next request is not read until this one
 		// fits.
@@ -277,6 +290,9 @@ func (s *Server) open(c net.Conn, r *bufio.Reader, log *logrus.Entry) (*session,
 	}
 	ss.rep = rep.AtTerm(req.Term, req.Engine)
 	reply := OpenReply{Size: ss.rep.Size(), Epoch: ss.rep.Epoch(), Term: req.Term, Version: s.version()}
+	if reply.Version >= 3 {
+		reply.Rebuilding = ss.rep.Rebuilding()
+	}
 	if reply.Version == 1 {
 		// As a server of version 1 answers: without the field.
 		reply.Version = 0
@@ -360,6 +376,8 @@ func (ss *session) do(h header, body []byte) result {
 		return result{status: statusOK, body: out}
 	case OpMarkRemoved, OpRevert, OpPurge, OpGrow, OpTrimKeeping:
 		return ss.doControl(h, body)
+	case OpOpenLayers, OpLayerExtents, OpReadLayer, OpCloseLayers, OpBeginRebuild, OpWriteLayer, OpInstallChain:
+		return ss.doRebuild(h, body)
 	}
 	if err != nil {
 		return failure(err)
