@@ -59,7 +59,8 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	engineInformer := inf.Longhorn.Longhorn().V1beta2().Engines().Informer()
 	volumeInformer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, nodeID: nodeID, server: server, served: map[string]bool{}, clock: clock.RealClock{}}
-	c.Base = kit.NewBase("longhorn-replica", logger, metrics, c.sync, replicaInformer.HasSynced, engineInformer.HasSynced, volumeInformer.HasSynced)
+	c.Base = kit.NewBase("longhorn-replica", logger, metrics, c.sync, replicaInformer.HasSynced, engineInformer.HasSynced, volumeInformer.HasSynced,
+		inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer().HasSynced)
 	replicaInformer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -84,6 +85,13 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		},
 		DeleteFunc: c.enqueueEngineReplicas,
 	})
+	// A backing image's file ready on a disk: its replicas there may be
+	// served.
+	backingImageInformer := inf.Longhorn.Longhorn().V1beta2().BackingImages().Informer()
+	backingImageInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueBackingImageReplicas,
+		UpdateFunc: func(_, cur any) { c.enqueueBackingImageReplicas(cur) },
+	})
 	// A volume being deleted: this node deletes its replicas' data.
 	volumeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueDeletedVolumeReplicas,
@@ -94,6 +102,24 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 		},
 	})
 	return c
+}
+
+// enqueueBackingImageReplicas syncs this node's replicas on a backing
+// image.
+func (c *Controller) enqueueBackingImageReplicas(obj any) {
+	bi, ok := obj.(*longhorn.BackingImage)
+	if !ok {
+		return
+	}
+	replicas, err := c.ds.ListBackingImageReplicasRO(bi.Name)
+	if err != nil {
+		return
+	}
+	for _, r := range replicas {
+		if r.Spec.NodeID == c.nodeID {
+			c.Enqueue(r)
+		}
+	}
 }
 
 // enqueueDeletedVolumeReplicas syncs this node's replicas of a volume
@@ -219,15 +245,26 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 	if err != nil {
 		return kit.Result{}, err
 	}
+	rd := instance.ReplicaDir{Name: r.Name, Dir: dir, New: r.Spec.HealthyAt == ""}
 	if r.Spec.BackingImage != "" {
-		// Not yet: the backing file's path is this node's, and the
-		// engine's node would name its own.
-		return kit.Result{}, fmt.Errorf("replica %s is on backing image %s: a replica on a backing image is not served to another node yet", r.Name, r.Spec.BackingImage)
+		// The image's file on this replica's disk, which the volume's
+		// manager asked for (its engine waits until every replica's is
+		// ready, so it is, unless it went since).
+		bi, err := c.ds.GetBackingImageRO(r.Spec.BackingImage)
+		if err != nil {
+			return kit.Result{}, fmt.Errorf("replica %s: backing image %s: %w", r.Name, r.Spec.BackingImage, err)
+		}
+		file, waiting := datastore.ReplicaBackingFile(bi, r)
+		if file == nil {
+			log.WithField("backingImage", bi.Name).Debug("Waiting for the backing image's file before serving the replica: " + waiting)
+			return kit.Result{}, nil
+		}
+		rd.Backing = file
 	}
 	if c.server == nil {
 		return kit.Result{}, fmt.Errorf("replica %s: this node serves no replica to another node's engine (its manager runs with an empty --replica-address)", r.Name)
 	}
-	served, err := c.server.ServeReplica(v.Name, string(v.UID), instance.ReplicaDir{Name: r.Name, Dir: dir, New: r.Spec.HealthyAt == ""}, r.Spec.VolumeSize)
+	served, err := c.server.ServeReplica(v.Name, string(v.UID), rd, r.Spec.VolumeSize)
 	if err != nil {
 		return kit.Result{}, fmt.Errorf("serve replica %s to the engine on node %s: %w", r.Name, e.Spec.NodeID, err)
 	}

@@ -3,7 +3,6 @@ package volume
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cadence-storage/longhorn-manager/backingimage"
 	"github.com/cadence-storage/longhorn-manager/datastore"
 	"github.com/cadence-storage/longhorn-manager/engine/backupstore"
 	"github.com/cadence-storage/longhorn-manager/engine/replica"
@@ -81,24 +79,12 @@ func (c *Controller) backingFiles(ctx context.Context, v *longhorn.Volume, repli
 	files := map[string]*replica.BackingFile{}
 	var waiting []string
 	for _, r := range replicas {
-		st := bi.Status.DiskFileStatusMap[r.Spec.DiskID]
-		if st == nil || st.State != longhorn.BackingImageStateReady {
-			state, msg := longhorn.BackingImageStatePending, ""
-			if st != nil {
-				state, msg = st.State, st.Message
-			}
-			w := fmt.Sprintf("replica %s: the file on disk %s is %s", r.Name, r.Spec.DiskID, state)
-			if msg != "" {
-				w += ": " + msg
-			}
+		file, w := datastore.ReplicaBackingFile(bi, r)
+		if file == nil {
 			waiting = append(waiting, w)
 			continue
 		}
-		files[r.Name] = &replica.BackingFile{
-			Path:     filepath.Join(backingimage.FileFolder(r.Spec.DiskPath, bi.Name, bi.Status.UUID), backingimage.DataFile),
-			Name:     bi.Name,
-			Checksum: bi.Status.Checksum,
-		}
+		files[r.Name] = file
 	}
 	if len(waiting) > 0 {
 		sort.Strings(waiting)

@@ -109,9 +109,8 @@ func (c *Controller) preferredReplicaNode(v *longhorn.Volume, attachTo string) s
 // keptOnOneNode says why v's replicas all go to the node of the manager
 // that makes them ("" when they are spread): a volume still to be
 // restored from a backup or made a clone is written by an engine of that
-// node on replicas of its own disks (remoteAllowed), and a replica on a
-// backing image is not served to another node's engine yet
-// (controller/replica).
+// node on replicas of its own disks (remoteAllowed), and a strict-local
+// one is kept where its engine runs.
 func keptOnOneNode(v *longhorn.Volume) string {
 	switch {
 	case v.Spec.DataLocality == longhorn.DataLocalityStrictLocal:
@@ -120,8 +119,6 @@ func keptOnOneNode(v *longhorn.Volume) string {
 		return "it is to be made a clone of " + v.Spec.DataSource
 	case v.Status.RestoreRequired || v.Spec.FromBackup != "" && !v.Status.RestoreInitiated:
 		return "it is to be restored from backup " + v.Spec.FromBackup
-	case v.Spec.BackingImage != "":
-		return "its replicas are on backing image " + v.Spec.BackingImage + ", which is read only on its own node"
 	}
 	return ""
 }

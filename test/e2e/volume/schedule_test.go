@@ -124,7 +124,7 @@ type nodes struct {
 	daemons map[string]*framework.RunningDaemon
 }
 
-func startNodes(t *testing.T, count int) *nodes {
+func startNodes(t *testing.T, count int, opts ...func(*app.DaemonOptions)) *nodes {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	ns := cluster.NewNamespace(t)
@@ -141,7 +141,7 @@ func startNodes(t *testing.T, count int) *nodes {
 	for i := 1; i <= count; i++ {
 		node := fmt.Sprintf("node-%d", i)
 		n.dirs[node] = t.TempDir()
-		n.daemons[node] = framework.StartDaemon(t, cfg, ns, node, n.dirs[node], hard)
+		n.daemons[node] = framework.StartDaemon(t, cfg, ns, node, n.dirs[node], append([]func(*app.DaemonOptions){hard}, opts...)...)
 	}
 	n.api = &framework.APIEnv{ManagerEnv: &framework.ManagerEnv{Cluster: cluster, NS: ns, Kube: kube, LH: lh}, Base: "http://" + n.daemons["node-1"].APIAddress}
 	framework.Eventually(t, 30*time.Second, "the nodes with a probed disk", func() (bool, error) {
@@ -167,8 +167,15 @@ func startNodes(t *testing.T, count int) *nodes {
 // on a node of its own, on that node's disk.
 func (n *nodes) spreadVolume(t *testing.T, name string, count int) []longhorn.Replica {
 	t.Helper()
+	return n.spreadVolumeWith(t, name, count, "")
+}
+
+// spreadVolumeWith is spreadVolume with more fields of the create's body
+// (",\"field\":value...").
+func (n *nodes) spreadVolumeWith(t *testing.T, name string, count int, more string) []longhorn.Replica {
+	t.Helper()
 	ctx := context.Background()
-	n.api.Call(t, "POST", "/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"4Mi","numberOfReplicas":%d}`, name, count)).Expect(t, 200)
+	n.api.Call(t, "POST", "/v1/volumes", fmt.Sprintf(`{"name":%q,"size":"4Mi","numberOfReplicas":%d%s}`, name, count, more)).Expect(t, 200)
 	n.api.WaitVolume(t, name, "detached with its objects", func(v map[string]any) bool { return v["state"] == "detached" })
 	var replicas []longhorn.Replica
 	framework.Eventually(t, 20*time.Second, "the volume's replicas", func() (bool, error) {
@@ -249,5 +256,49 @@ func TestAVolumeAttachesWithoutTheReplicaOfANodeThatIsDown(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(n.dirs["node-3"], "replicas", r.Spec.DataDirectoryName)); err != nil {
 		t.Errorf("the data of the replica of node-3, which is down: %v", err)
+	}
+}
+
+// A volume on a backing image, its two replicas on two nodes: each node's
+// disk gets the image's file, and the replica of the node the engine does
+// not run on is served over the replica protocol on top of its own node's
+// file, so the volume reads the image and what was written from either
+// node.
+func TestAVolumeOnABackingImageSpreadsOverNodes(t *testing.T) {
+	t.Parallel()
+	n := startNodes(t, 2, framework.WithTestServers)
+	e, ctx := n.api, context.Background()
+	image, sum, url := framework.ServeImage(t, 1<<20)
+	e.Call(t, "POST", "/v1/backingimages", `{"name":"img","sourceType":"download","parameters":{"url":"`+url+`"},"expectedChecksum":"`+sum+`"}`).Expect(t, 200)
+	replicas := n.spreadVolumeWith(t, "vm", 2, `,"backingImage":"img"`)
+	for _, r := range replicas {
+		if r.Spec.BackingImage != "img" {
+			t.Fatalf("replica %s: backing image %q", r.Name, r.Spec.BackingImage)
+		}
+	}
+	want := make([]byte, 4<<20)
+	copy(want, image)
+	for i, node := range []string{"node-1", "node-2"} {
+		e.Call(t, "POST", "/v1/volumes/vm?action=attach", fmt.Sprintf(`{"hostId":%q}`, node)).Expect(t, 200)
+		v := e.WaitVolumeFor(t, 180*time.Second, "vm", "attached on "+node, func(v map[string]any) bool {
+			return v["state"] == "attached" && v["currentNodeID"] == node && v["endpoint"] != ""
+		})
+		if got := framework.DeviceContent(t, v["endpoint"].(string)); !bytes.Equal(got, want) {
+			t.Fatalf("the volume on %s does not read the image and what was written before", node)
+		}
+		off := (2 + i) << 20
+		framework.QemuIO(t, v["endpoint"].(string), fmt.Sprintf("write -P 0x%x %d 512k", 0x40+i, off), "flush")
+		copy(want[off:], bytes.Repeat([]byte{byte(0x40 + i)}, 512<<10))
+		e.Call(t, "POST", "/v1/volumes/vm?action=detach", "").Expect(t, 200)
+		e.WaitVolume(t, "vm", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
+	}
+	bi, err := n.lh.LonghornV1beta2().BackingImages(n.ns).Get(ctx, "img", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range replicas {
+		if st := bi.Status.DiskFileStatusMap[r.Spec.DiskID]; st == nil || st.State != longhorn.BackingImageStateReady {
+			t.Errorf("the image's file on the disk of %s (node %s): %+v", r.Name, r.Spec.NodeID, st)
+		}
 	}
 }
