@@ -47,15 +47,21 @@ func TestDaemonRegistersNodeAndSettingsAsItsServiceAccount(t *testing.T) {
 		t.Fatalf("/readyz answered %d once ready", resp.StatusCode)
 	}
 
-	// Every default setting exists with its default value.
+	// Every default setting exists with its default value, or the one
+	// the tests' daemons create it with (--default-setting).
+	initial := framework.TestDefaultSettings()
 	for _, name := range types.SettingNames() {
 		s, err := admin.LonghornV1beta2().Settings(ns).Get(context.Background(), string(name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("setting %s: %v", name, err)
 		}
 		def, _ := types.GetSettingDefinition(name)
-		if s.Value != def.Default {
-			t.Errorf("setting %s = %q, want the default %q", name, s.Value, def.Default)
+		want, given := initial[name]
+		if !given {
+			want = def.Default
+		}
+		if s.Value != want {
+			t.Errorf("setting %s = %q, want %q", name, s.Value, want)
 		}
 	}
 
