@@ -44,10 +44,12 @@ func (c *Controller) replicaFailedAtHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*longhorn.Replica)
 			n, ok2 := obj.(*longhorn.Replica)
-			// Marked failed or not, or served elsewhere or not (an
-			// engine here waits for a replica of another node to be
-			// served, remote_replicas.go).
-			if ok1 && ok2 && n.Spec.VolumeName != "" && (o.Spec.FailedAt != n.Spec.FailedAt || replica.ServedAddress(o) != replica.ServedAddress(n)) {
+			// Marked failed or not, served elsewhere or not (an engine
+			// here waits for a replica of another node to be served,
+			// remote_replicas.go), or its data deleted on its node for a
+			// volume being deleted (delete.go waits for it).
+			if ok1 && ok2 && n.Spec.VolumeName != "" && (o.Spec.FailedAt != n.Spec.FailedAt || replica.ServedAddress(o) != replica.ServedAddress(n) ||
+				replica.DataDeleted(o) != replica.DataDeleted(n)) {
 				c.EnqueueVolume(n.Spec.VolumeName)
 			}
 		},
