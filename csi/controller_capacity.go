@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cadence-storage/longhorn-manager/client"
+	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	"github.com/cadence-storage/longhorn-manager/types"
 )
 
@@ -24,12 +25,17 @@ const defaultNumberOfReplicas = 3
 // claim. It is the room the manager counts (datastore.DiskRoom): each
 // ready disk's size less its reserved storage, times
 // storage-over-provisioning-percentage, less the replicas it holds
-// (storageScheduled). A volume's replicas all go to one disk, so a disk
-// with room R takes a volume of at most R divided by the class's number
-// of replicas, rounded down to Longhorn's 2 MiB; less than the smallest
-// volume (10 MiB, 300 MiB for xfs) is none. maximum_volume_size is the
-// largest any disk takes, which the scheduler compares with a claim's
-// size; available_capacity the sum over the disks.
+// (storageScheduled). Under hard node anti-affinity
+// (replica-soft-anti-affinity false, or the class's
+// replicaSoftAntiAffinity disabled) the node holds one replica of the
+// volume, the others going to other nodes, so a disk with room R takes a
+// volume of R; under soft anti-affinity all its replicas may end up on
+// the node, so R divided by the class's number of replicas, which never
+// promises room that is not there. Rounded down to Longhorn's 2 MiB;
+// less than the smallest volume (10 MiB, 300 MiB for xfs) is none.
+// maximum_volume_size is the largest any disk takes, which the scheduler
+// compares with a claim's size; available_capacity the sum over the
+// disks.
 //
 // A node no manager runs on (not a Longhorn node), or whose manager is
 // not Ready, or whose disks have not reported their size, has no room:
@@ -61,6 +67,16 @@ func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 		return nil, status.Errorf(codes.Internal, "setting %s: %q is not a percentage", types.SettingNameStorageOverProvisioningPercentage, value)
 	}
 
+	if replicas > 1 {
+		soft, err := s.nodeSoftAntiAffinity(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		if !soft {
+			replicas = 1
+		}
+	}
+
 	var nodes []client.Node
 	if topology := req.GetAccessibleTopology(); topology != nil {
 		name := topology.GetSegments()[nodeTopologyKey]
@@ -87,6 +103,27 @@ func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 		}
 	}
 	return &csi.GetCapacityResponse{AvailableCapacity: available, MaximumVolumeSize: wrapperspb.Int64(largest)}, nil
+}
+
+// nodeSoftAntiAffinity says whether a volume of the class's parameters
+// may have several replicas on one node: its replicaSoftAntiAffinity, or
+// else the setting.
+func (s *controllerServer) nodeSoftAntiAffinity(ctx context.Context, params *volumeParams) (bool, error) {
+	switch longhorn.SoftAntiAffinity(params.create.ReplicaSoftAntiAffinity) {
+	case longhorn.SoftAntiAffinityEnabled:
+		return true, nil
+	case longhorn.SoftAntiAffinityDisabled:
+		return false, nil
+	}
+	value, err := s.d.api.Setting(ctx, string(types.SettingNameReplicaSoftAntiAffinity))
+	if err != nil {
+		return false, apiStatus(err, "read setting "+string(types.SettingNameReplicaSoftAntiAffinity))
+	}
+	soft, err := strconv.ParseBool(value)
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "setting %s: %q is not a bool", types.SettingNameReplicaSoftAntiAffinity, value)
+	}
+	return soft, nil
 }
 
 // nodeVolumeRoom is, for each ready disk of a Ready node, the largest

@@ -19,14 +19,21 @@ import (
 const mib = 1 << 20
 
 // capacityAPI is the manager's API as GetCapacity reads it: the
-// over-provisioning setting and the nodes.
+// over-provisioning setting, node soft anti-affinity (true: several
+// replicas of a volume may share a node) and the nodes.
 func capacityAPI(t *testing.T, percent string, nodes ...client.Node) *controllerServer {
+	return capacityAPIWith(t, percent, "true", nodes...)
+}
+
+func capacityAPIWith(t *testing.T, percent, soft string, nodes ...client.Node) *controllerServer {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case r.URL.Path == "/v1/settings/storage-over-provisioning-percentage":
 			_ = json.NewEncoder(w).Encode(map[string]string{"name": "storage-over-provisioning-percentage", "value": percent})
+		case r.URL.Path == "/v1/settings/replica-soft-anti-affinity":
+			_ = json.NewEncoder(w).Encode(map[string]string{"name": "replica-soft-anti-affinity", "value": soft})
 		case r.URL.Path == "/v1/nodes":
 			_ = json.NewEncoder(w).Encode(map[string]any{"data": nodes})
 		case strings.HasPrefix(r.URL.Path, "/v1/nodes/"):
@@ -127,6 +134,31 @@ func TestGetCapacity(t *testing.T) {
 				t.Errorf("available %d, largest volume %v; want %d and %d", resp.GetAvailableCapacity(), resp.GetMaximumVolumeSize(), tc.available, tc.volume)
 			}
 		})
+	}
+}
+
+// Under hard node anti-affinity a node holds one replica of a volume: its
+// room is not divided by the class's replicas; a class's own
+// replicaSoftAntiAffinity overrides the setting.
+func TestGetCapacityUnderHardAntiAffinity(t *testing.T) {
+	node := readyNode("node-1", disk("d", 900*mib, 0, 0))
+	for _, tc := range []struct {
+		soft   string
+		params map[string]string
+		want   int64
+	}{
+		{"false", map[string]string{"numberOfReplicas": "3"}, 900 * mib},
+		{"true", map[string]string{"numberOfReplicas": "3"}, 300 * mib},
+		{"true", map[string]string{"numberOfReplicas": "3", "replicaSoftAntiAffinity": "disabled"}, 900 * mib},
+		{"false", map[string]string{"numberOfReplicas": "3", "replicaSoftAntiAffinity": "enabled"}, 300 * mib},
+	} {
+		resp, err := capacityAPIWith(t, "100", tc.soft, node).GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: tc.params, AccessibleTopology: on("node-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetMaximumVolumeSize().GetValue(); got != tc.want {
+			t.Errorf("setting %s, parameters %v: largest volume %d, want %d", tc.soft, tc.params, got, tc.want)
+		}
 	}
 }
 
