@@ -18,11 +18,19 @@ import (
 // on the disk the replica scheduler picks given those placed before it
 // (so three replicas go to three nodes when anti-affinity asks for it).
 // A replica that no disk can take is not created: unscheduled says why,
-// node by node, and the next sync tries again. It returns replicas with
-// those it created.
+// node by node, and the next sync tries again. A volume whose data
+// exists gets none (no rebuild yet). It returns replicas with those it
+// created.
 func (c *Controller) placeReplicas(ctx context.Context, v *longhorn.Volume, replicas []*longhorn.Replica, attachTo string) ([]*longhorn.Replica, error, error) {
 	if len(replicas) >= v.Spec.NumberOfReplicas {
 		return replicas, nil, nil
+	}
+	for _, r := range replicas {
+		if r.Spec.HealthyAt != "" {
+			// A replica made now would start empty beside data, and be
+			// marked failed as behind at the engine's next start.
+			return replicas, fmt.Errorf("volume %s holds data (replica %s has been opened): a new replica would have to be rebuilt from a healthy one, which the data plane does not do yet", v.Name, r.Name), nil
+		}
 	}
 	settings, err := c.ds.SchedulingSettings()
 	if err != nil {
