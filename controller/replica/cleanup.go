@@ -32,17 +32,14 @@ func volumeDeleted(r *longhorn.Replica, v *longhorn.Volume) bool {
 }
 
 // deleteData deletes the data of this node's replica r, whose volume is
-// being deleted, once no engine runs it, and records it in the Replica's
-// DataDeleted condition: the manager deleting the volume, on another
-// node, waits for it (DataDeleted).
-func (c *Controller) deleteData(ctx context.Context, r *longhorn.Replica, e *longhorn.Engine, log *logrus.Entry) (kit.Result, error) {
+// being deleted, and records it in the Replica's DataDeleted condition:
+// the manager deleting the volume, on another node, waits for it
+// (DataDeleted). It does not wait for the volume's engine to stop: that
+// manager stops it, but need not say so in the Engine's status, and an
+// engine still writing to a volume its user deleted loses nothing; the
+// replica is no longer served first.
+func (c *Controller) deleteData(ctx context.Context, r *longhorn.Replica, log *logrus.Entry) (kit.Result, error) {
 	if DataDeleted(r) {
-		return kit.Result{}, nil
-	}
-	if e != nil && e.Status.CurrentState == longhorn.InstanceStateRunning {
-		// The manager deleting the volume stops its engine first; its
-		// status says when.
-		log.Debug("Waiting for the engine of the volume being deleted to stop before deleting the replica's data")
 		return kit.Result{}, nil
 	}
 	if err := c.stop(r.Name, log, "its volume is being deleted"); err != nil {

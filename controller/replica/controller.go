@@ -229,7 +229,7 @@ func (c *Controller) sync(ctx context.Context, key string) (kit.Result, error) {
 		v = nil
 	}
 	if volumeDeleted(r, v) {
-		return c.deleteData(ctx, r, e, log)
+		return c.deleteData(ctx, r, log)
 	}
 	want, why := c.wanted(r, e)
 	if !want {

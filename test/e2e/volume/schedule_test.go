@@ -29,8 +29,8 @@ import (
 // over the replica protocol) and reads back; a fourth replica finds no
 // node of its own and stays unscheduled, the volume's Scheduled condition
 // naming the rule on each node; a strict-local volume has one replica
-// and attaches only on its node; deleting the volume deletes each
-// replica's data on its own node.
+// and attaches only on its node; deleting the volume, attached, deletes
+// each replica's data on its own node.
 func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	n := startNodes(t, 3)
@@ -60,8 +60,6 @@ func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 		}
 		return rw == 3, nil
 	})
-	e.Call(t, "POST", "/v1/volumes/vol?action=detach", "").Expect(t, 200)
-	e.WaitVolume(t, "vol", "detached", func(v map[string]any) bool { return v["state"] == "detached" })
 
 	// A fourth replica has no node of its own.
 	e.Call(t, "POST", "/v1/volumes", `{"name":"four","size":"4Mi","numberOfReplicas":4}`).Expect(t, 200)
@@ -101,7 +99,7 @@ func TestReplicasArePlacedOnNodesOfTheirOwn(t *testing.T) {
 		return v["state"] == "attached" && v["currentNodeID"] == local.Spec.NodeID && v["dataLocality"] == "strict-local"
 	})
 
-	// Deleted: every node deletes its replica's data.
+	// Deleted while attached: every node deletes its replica's data.
 	e.Call(t, "DELETE", "/v1/volumes/vol", "").Expect(t, 204)
 	framework.Eventually(t, 30*time.Second, "the volume gone", func() (bool, error) {
 		return e.Call(t, "GET", "/v1/volumes/vol", "").Status == 404, nil
