@@ -42,9 +42,12 @@ type capacityValue struct{ capacity, largest int64 }
 // node the scheduler chose, as its annotation says) takes its size from
 // node-1's room, which its disk's storageScheduled shows.
 //
-// No kube-scheduler runs here (nor a kubelet for its pods): that the
-// scheduler reads these objects, and so puts a pod with the claim only
-// on node-1, is Kubernetes' own (its volumebinding plugin), not tested.
+// No kube-scheduler runs here (the claim's node is set by hand, as the
+// scheduler sets it): that the real kube-scheduler reads these objects,
+// and so puts a pod with such a claim only on a node with room, and
+// leaves it Pending when no node has any, is
+// TestCSIStorageCapacitySteersTheScheduler's, on a control plane of its
+// own that runs one (capacity_scheduler_test.go).
 func TestCSIStorageCapacityPerNode(t *testing.T) {
 	s := newSidecarEnvWith(t, []string{"--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=2s"})
 	ctx := context.Background()

@@ -37,13 +37,23 @@ const hostnameKey = "kubernetes.io/hostname"
 // cleanup deletes both.
 func (s *sidecarEnv) kubeNode(t *testing.T, name, longhornNode string) {
 	t.Helper()
+	s.kubeNodeOf(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, longhornNode)
+}
+
+// kubeNodeOf is kubeNode for a Node the caller filled in (a status, for
+// a scheduler to consider it): it gets the hostname label.
+func (s *sidecarEnv) kubeNodeOf(t *testing.T, node *corev1.Node, longhornNode string) {
+	t.Helper()
 	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hostnameKey: longhornNode}}}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[hostnameKey] = longhornNode
 	if _, err := s.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Kube.StorageV1().CSINodes().Create(ctx, &storagev1.CSINode{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
 			Name: csi.DriverName, NodeID: longhornNode, TopologyKeys: []string{hostnameKey},
 		}}},

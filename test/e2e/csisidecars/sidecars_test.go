@@ -206,8 +206,14 @@ func (s *sidecarEnv) claimOf(t *testing.T, name, storageClass string, size int64
 }
 
 // waitBound waits until the claim is Bound and returns its
-// PersistentVolume, checked to be the driver's.
+// PersistentVolume, checked to be the driver's and on node-1.
 func (s *sidecarEnv) waitBound(t *testing.T, claim string) *corev1.PersistentVolume {
+	t.Helper()
+	return s.waitBoundOn(t, claim, "node-1")
+}
+
+// waitBoundOn is waitBound for a volume on the Longhorn node node.
+func (s *sidecarEnv) waitBoundOn(t *testing.T, claim, node string) *corev1.PersistentVolume {
 	t.Helper()
 	ctx := context.Background()
 	var pvc *corev1.PersistentVolumeClaim
@@ -242,12 +248,13 @@ func (s *sidecarEnv) waitBound(t *testing.T, claim string) *corev1.PersistentVol
 		t.Errorf("PV %s: reclaim policy %s, want Delete", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 	// The volume attaches only where its replicas are: node-1, whose
-	// manager made them. The PV sends the pods that use it there.
+	// manager made them, unless the claim asked for another node. The PV
+	// sends the pods that use it there.
 	if na := pv.Spec.NodeAffinity; na == nil || na.Required == nil || len(na.Required.NodeSelectorTerms) != 1 ||
 		len(na.Required.NodeSelectorTerms[0].MatchExpressions) != 1 ||
 		na.Required.NodeSelectorTerms[0].MatchExpressions[0].Key != "kubernetes.io/hostname" ||
-		!slices.Equal(na.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, []string{"node-1"}) {
-		t.Errorf("PV %s's node affinity: %+v, want kubernetes.io/hostname in [node-1]", pv.Name, na)
+		!slices.Equal(na.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, []string{node}) {
+		t.Errorf("PV %s's node affinity: %+v, want kubernetes.io/hostname in [%s]", pv.Name, na, node)
 	}
 	return pv
 }
