@@ -17,10 +17,11 @@ import (
 // whose manager made them first, so a WaitForFirstConsumer claim's PV
 // could send its pod away from the node the scheduler chose): with two
 // managers, CreateVolume's preferred topology names node-2 (as
-// external-provisioner puts the selected node first) and the replicas are
-// made on node-2's disk and the answer's topology is node-2, though the
-// driver talks to node-1's API; preferring node-1 puts a volume there; a
-// node no manager runs on pins nothing.
+// external-provisioner puts the selected node first) and the first
+// replica is made on node-2's disk (the second on node-1's, anti-affinity
+// spreading them) and the answer's topology is node-2, though the driver
+// talks to node-1's API; preferring node-1 puts a volume there; a node no
+// manager runs on pins nothing.
 func TestCSICreateVolumeGoesWhereTheTopologyAsks(t *testing.T) {
 	t.Parallel()
 	e := framework.NewAPIEnv(t)
@@ -50,9 +51,15 @@ func TestCSICreateVolumeGoesWhereTheTopologyAsks(t *testing.T) {
 		if err != nil || len(replicas.Items) != 2 {
 			t.Fatalf("replicas of pvc-on-%s: %v, %v", node, replicas, err)
 		}
+		// The first where the topology asks; the second on the other
+		// node, as anti-affinity prefers even when soft.
 		for _, r := range replicas.Items {
-			if r.Spec.NodeID != node {
-				t.Errorf("replica %s on %s, want %s", r.Name, r.Spec.NodeID, node)
+			want := node
+			if r.Name != "pvc-on-"+node+"-r-0" {
+				want = map[string]string{"node-1": "node-2", "node-2": "node-1"}[node]
+			}
+			if r.Spec.NodeID != want {
+				t.Errorf("replica %s on %s, want %s", r.Name, r.Spec.NodeID, want)
 			}
 		}
 	}
