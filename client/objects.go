@@ -67,8 +67,9 @@ func (c *Client) AttachForWorkload(ctx context.Context, volume, node string) err
 type Node struct {
 	Name string `json:"name"`
 	// Conditions are keyed by type (Ready, Schedulable).
-	Conditions map[string]Condition `json:"conditions"`
-	Disks      map[string]NodeDisk  `json:"disks"`
+	Conditions      map[string]Condition `json:"conditions"`
+	Disks           map[string]NodeDisk  `json:"disks"`
+	AllowScheduling bool                 `json:"allowScheduling"`
 }
 
 // Ready says whether the node's manager runs (its Ready condition).
@@ -84,6 +85,7 @@ type NodeDisk struct {
 	StorageScheduled int64                `json:"storageScheduled"`
 	StorageAvailable int64                `json:"storageAvailable"`
 	Conditions       map[string]Condition `json:"conditions"`
+	AllowScheduling  bool                 `json:"allowScheduling"`
 }
 
 // Ready says whether the disk is usable (its Ready condition).

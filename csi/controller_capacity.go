@@ -38,9 +38,10 @@ const defaultNumberOfReplicas = 3
 // disks.
 //
 // A node no manager runs on (not a Longhorn node), or whose manager is
-// not Ready, or whose disks have not reported their size, has no room:
-// a volume attaches only where its replicas are, which such a node
-// cannot hold. Without a topology the answer is for every node.
+// not Ready, or whose disks have not reported their size or take no
+// replica by the scheduler's rules, has no room: its pods' volumes are
+// placed where the topology asks. Without a topology the answer is for
+// every node.
 func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	params, err := parseParams(req.GetParameters())
 	if err != nil {
@@ -58,13 +59,13 @@ func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 	if fsTypeOf(req.GetVolumeCapabilities(), params.fsType) == "xfs" {
 		least = minimalSizeXFS
 	}
-	value, err := s.d.api.Setting(ctx, string(types.SettingNameStorageOverProvisioningPercentage))
+	percent, err := s.percentSetting(ctx, types.SettingNameStorageOverProvisioningPercentage)
 	if err != nil {
-		return nil, apiStatus(err, "read setting "+string(types.SettingNameStorageOverProvisioningPercentage))
+		return nil, err
 	}
-	percent, err := strconv.Atoi(value)
-	if err != nil || percent < 0 {
-		return nil, status.Errorf(codes.Internal, "setting %s: %q is not a percentage", types.SettingNameStorageOverProvisioningPercentage, value)
+	minimal, err := s.percentSetting(ctx, types.SettingNameStorageMinimalAvailablePercentage)
+	if err != nil {
+		return nil, err
 	}
 
 	if replicas > 1 {
@@ -97,7 +98,7 @@ func (s *controllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 
 	var available, largest int64
 	for i := range nodes {
-		for _, size := range nodeVolumeRoom(&nodes[i], percent, replicas, least) {
+		for _, size := range nodeVolumeRoom(&nodes[i], percent, minimal, replicas, least) {
 			available += size
 			largest = max(largest, size)
 		}
@@ -126,16 +127,33 @@ func (s *controllerServer) nodeSoftAntiAffinity(ctx context.Context, params *vol
 	return soft, nil
 }
 
-// nodeVolumeRoom is, for each ready disk of a Ready node, the largest
-// volume of replicas replicas (each at least least bytes) it takes; a disk
-// that takes none is left out.
-func nodeVolumeRoom(n *client.Node, percent, replicas int, least int64) []int64 {
-	if !n.Ready() {
+// percentSetting reads a setting of a percentage.
+func (s *controllerServer) percentSetting(ctx context.Context, name types.SettingName) (int, error) {
+	value, err := s.d.api.Setting(ctx, string(name))
+	if err != nil {
+		return 0, apiStatus(err, "read setting "+string(name))
+	}
+	percent, err := strconv.Atoi(value)
+	if err != nil || percent < 0 {
+		return 0, status.Errorf(codes.Internal, "setting %s: %q is not a percentage", name, value)
+	}
+	return percent, nil
+}
+
+// nodeVolumeRoom is, for each disk of a node that the replica scheduler
+// places replicas on (the node Ready and allowing scheduling; the disk
+// ready, schedulable, allowing scheduling and above minimal percent
+// free: scheduler.Place's rules), the largest volume of replicas
+// replicas (each at least least bytes) it takes; a disk that takes none
+// is left out.
+func nodeVolumeRoom(n *client.Node, percent, minimal, replicas int, least int64) []int64 {
+	if !n.Ready() || !n.AllowScheduling {
 		return nil
 	}
 	var out []int64
 	for _, d := range n.Disks {
-		if d.DiskUUID == "" || d.StorageMaximum <= 0 || !d.Ready() {
+		if d.DiskUUID == "" || d.StorageMaximum <= 0 || !d.Ready() || !d.AllowScheduling || d.Conditions["Schedulable"].Status == "False" ||
+			d.StorageAvailable <= d.StorageMaximum/100*int64(minimal) {
 			continue
 		}
 		// As datastore.RoomiestDisk counts it, to the byte.

@@ -32,6 +32,8 @@ func capacityAPIWith(t *testing.T, percent, soft string, nodes ...client.Node) *
 		switch {
 		case r.URL.Path == "/v1/settings/storage-over-provisioning-percentage":
 			_ = json.NewEncoder(w).Encode(map[string]string{"name": "storage-over-provisioning-percentage", "value": percent})
+		case r.URL.Path == "/v1/settings/storage-minimal-available-percentage":
+			_ = json.NewEncoder(w).Encode(map[string]string{"name": "storage-minimal-available-percentage", "value": "10"})
 		case r.URL.Path == "/v1/settings/replica-soft-anti-affinity":
 			_ = json.NewEncoder(w).Encode(map[string]string{"name": "replica-soft-anti-affinity", "value": soft})
 		case r.URL.Path == "/v1/nodes":
@@ -62,13 +64,15 @@ var (
 	isFalse = map[string]client.Condition{"Ready": {Status: "False"}}
 )
 
-// disk is a ready disk of max bytes, reserved and scheduled as given.
+// disk is a ready disk of max bytes, reserved and scheduled as given, half
+// of it free.
 func disk(uuid string, max, reserved, scheduled int64) client.NodeDisk {
-	return client.NodeDisk{DiskUUID: uuid, StorageMaximum: max, StorageReserved: reserved, StorageScheduled: scheduled, Conditions: isTrue}
+	return client.NodeDisk{DiskUUID: uuid, StorageMaximum: max, StorageReserved: reserved, StorageScheduled: scheduled, StorageAvailable: max / 2,
+		Conditions: isTrue, AllowScheduling: true}
 }
 
 func readyNode(name string, disks ...client.NodeDisk) client.Node {
-	n := client.Node{Name: name, Conditions: isTrue, Disks: map[string]client.NodeDisk{}}
+	n := client.Node{Name: name, Conditions: isTrue, Disks: map[string]client.NodeDisk{}, AllowScheduling: true}
 	for _, d := range disks {
 		n.Disks["disk-"+d.DiskUUID] = d
 	}
@@ -84,6 +88,12 @@ func TestGetCapacity(t *testing.T) {
 	notReadyDisk.Conditions = isFalse
 	stoppedNode := readyNode("node-1", disk("d", 1000*mib, 0, 0))
 	stoppedNode.Conditions = isFalse
+	closedNode := readyNode("node-1", disk("d", 1000*mib, 0, 0))
+	closedNode.AllowScheduling = false
+	closedDisk, fullDisk, pressedDisk := disk("d", 1000*mib, 0, 0), disk("d", 1000*mib, 0, 0), disk("d", 1000*mib, 0, 0)
+	closedDisk.AllowScheduling = false
+	fullDisk.StorageAvailable = 100 * mib
+	pressedDisk.Conditions = map[string]client.Condition{"Ready": {Status: "True"}, "Schedulable": {Status: "False"}}
 	for _, tc := range []struct {
 		name              string
 		percent           string
@@ -118,6 +128,14 @@ func TestGetCapacity(t *testing.T) {
 			[]client.Node{readyNode("node-1", client.NodeDisk{Conditions: isTrue})}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
 		{"a node whose manager is not Ready is none", "100",
 			[]client.Node{stoppedNode}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
+		{"a node that does not allow scheduling is none", "100",
+			[]client.Node{closedNode}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
+		{"a disk that does not allow scheduling is none", "100",
+			[]client.Node{readyNode("node-1", closedDisk)}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
+		{"a disk at storage-minimal-available-percentage free is none", "100",
+			[]client.Node{readyNode("node-1", fullDisk)}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
+		{"a disk not schedulable is none", "100",
+			[]client.Node{readyNode("node-1", pressedDisk)}, map[string]string{"numberOfReplicas": "1"}, on("node-1"), 0, 0},
 		{"a node no manager runs on is none", "100",
 			[]client.Node{readyNode("node-1", disk("d", 1000*mib, 0, 0))}, map[string]string{"numberOfReplicas": "1"}, on("worker-9"), 0, 0},
 		{"only the topology's node counts", "100",
