@@ -25,6 +25,9 @@ const (
 	ModeRW Mode = "RW"
 	// ModeERR replicas failed an I/O and are no longer used.
 	ModeERR Mode = "ERR"
+	// ModeWO replicas are being rebuilt (rebuild.go): they take every
+	// write, serve no read, and count for no acknowledgement.
+	ModeWO Mode = "WO"
 )
 
 var (
@@ -52,13 +55,23 @@ type member struct {
 	err    string
 	// behind: ERR from the start, its data behind the others'.
 	behind bool
+	// wo: the replica is being rebuilt (rebuild.go), WO until it is made
+	// RW or fails.
+	wo atomic.Bool
 }
 
-func (m *member) rw() bool { return !m.failed.Load() }
+func (m *member) rw() bool { return !m.failed.Load() && !m.wo.Load() }
+
+// rebuilding tells whether the member is WO: it takes writes, after the
+// RW ones.
+func (m *member) rebuilding() bool { return !m.failed.Load() && m.wo.Load() }
 
 func (m *member) mode() Mode {
-	if m.failed.Load() {
+	switch {
+	case m.failed.Load():
 		return ModeERR
+	case m.wo.Load():
+		return ModeWO
 	}
 	return ModeRW
 }
@@ -132,6 +145,13 @@ type Engine struct {
 	status   *statusAt
 	// called counts the calls of the control API, for metrics.
 	called func(call string)
+
+	// opts are the options New was given: a replica joined later is
+	// opened with the same term, TLS and timeouts.
+	opts options
+	// rebuild is the rebuild that runs, and the last of each replica
+	// (rebuild.go).
+	rebuild rebuildState
 }
 
 // New returns the engine of volume name over the given replicas. Only the
@@ -192,7 +212,7 @@ func start(name string, replicas map[string]Replica, clk clock.Clock, log *logru
 		return nil, fmt.Errorf("volume %s: an engine needs at least one replica", name)
 	}
 	e := &Engine{name: name, clock: clk, log: log.WithField("volume", name), changed: func() {}, called: func(string) {}, backups: map[string]*BackupStatus{},
-		atOnce: len(o.remotes) > 0}
+		atOnce: len(o.remotes) > 0, opts: o}
 	names := make([]string, 0, len(replicas))
 	for n := range replicas {
 		names = append(names, n)
@@ -227,6 +247,10 @@ func start(name string, replicas map[string]Replica, clk clock.Clock, log *logru
 		r := replicas[n]
 		m := &member{name: n, r: r, remote: o.remotes[n]}
 		why, behind := o.behind[n]
+		if rb, ok := r.(interface{ Rebuilding() bool }); ok && !behind && rb.Rebuilding() {
+			behind = true
+			why = "its rebuild did not finish: its chain is not complete"
+		}
 		if !behind && r.Epoch() < e.epoch {
 			behind = true
 			why = fmt.Sprintf("its data is behind replica %s's (epoch %d, not %d): it failed while an engine ran, and missed the writes that followed", latest, r.Epoch(), e.epoch)
@@ -341,6 +365,7 @@ func (e *Engine) WriteAt(p []byte, off int64) (int, error) {
 	if err := e.onWritable(func(r Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
 		return 0, err
 	}
+	e.writeRebuilding(p, off)
 	return len(p), nil
 }
 
@@ -432,14 +457,22 @@ func (e *Engine) Trim(off, length int64) error {
 			viewed = append(viewed, l.ViewedSnapshots()...)
 		}
 	}
-	return e.onWritable(func(r Replica) error { return r.TrimKeeping(off, length, viewed) })
+	if err := e.onWritable(func(r Replica) error { return r.TrimKeeping(off, length, viewed) }); err != nil {
+		return err
+	}
+	e.onRebuilding(func(r Replica) error { return r.TrimKeeping(off, length, viewed) })
+	return nil
 }
 
 // Sync makes every healthy replica's data durable.
 func (e *Engine) Sync() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.onWritable(Replica.Sync)
+	if err := e.onWritable(Replica.Sync); err != nil {
+		return err
+	}
+	e.onRebuilding(Replica.Sync)
+	return nil
 }
 
 func (e *Engine) healthy() []*member {
@@ -458,6 +491,7 @@ func (e *Engine) Close() error {
 	e.purgeMu.Lock()
 	e.closed.Store(true)
 	e.purgeMu.Unlock()
+	e.stopRebuild()
 	e.mu.Lock()
 	for _, m := range e.replicas {
 		m.r.Close()

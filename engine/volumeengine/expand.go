@@ -45,6 +45,9 @@ func (e *Engine) Expand(size int64) error {
 	if err := refuseRemote("grow", members); err != nil {
 		return fmt.Errorf("volume %s: grow to %d bytes: %w", e.name, size, err)
 	}
+	if err := e.refuseWhileRebuilding(fmt.Sprintf("grow to %d bytes", size)); err != nil {
+		return err
+	}
 	done := 0
 	for _, m := range members {
 		if err := m.r.Grow(size); err != nil {

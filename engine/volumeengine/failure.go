@@ -97,7 +97,9 @@ func (e *Engine) fail(m *member, err error) {
 	lost := map[*member]error{}
 	carry := 0
 	for _, o := range e.replicas {
-		if o == m || o.failed.Load() {
+		// A WO replica is being rebuilt: its epoch is not raised, as it
+		// holds no current data yet.
+		if o == m || o.failed.Load() || o.wo.Load() {
 			continue
 		}
 		if serr := o.r.SetEpoch(next); serr != nil {

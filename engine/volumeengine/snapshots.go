@@ -65,6 +65,9 @@ func (e *Engine) CreateSnapshot(name string, labels map[string]string) (string, 
 	if done == 0 {
 		return "", ErrNoHealthyReplica
 	}
+	// A replica being rebuilt takes it too: its chain matches the
+	// others' from the rebuild's snapshot up.
+	e.onRebuilding(func(r Replica) error { return r.CreateSnapshotWithID(name, id, true, now, labels) })
 	e.log.WithField("snapshot", name).Info("Created snapshot")
 	e.notify()
 	return name, nil
@@ -120,6 +123,9 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	if err := refuseRemote("deleting snapshot "+name, members); err != nil {
 		return err
 	}
+	if err := e.refuseWhileRebuilding("deleting snapshot " + name); err != nil {
+		return err
+	}
 	if held := e.held(name); held != nil {
 		e.logHeldDelete(name, held.Why)
 		return held
@@ -161,6 +167,9 @@ func (e *Engine) RevertSnapshot(name string) error {
 		return ErrNoHealthyReplica
 	}
 	if err := refuseRemote("revert to snapshot "+name, members); err != nil {
+		return err
+	}
+	if err := e.refuseWhileRebuilding("revert to snapshot " + name); err != nil {
 		return err
 	}
 	for i, m := range members {
@@ -219,7 +228,8 @@ func (e *Engine) StartPurge() {
 func (e *Engine) purgeAll() (err error) {
 	defer panics.Recover(e.log, &err)
 	start := e.clock.Now()
-	e.mu.Lock()
+	// A purge merges layers a rebuild reads: it waits for the rebuild.
+	e.lockWithoutRebuild()
 	defer e.mu.Unlock()
 	if e.closed.Load() {
 		return errors.New("the engine stopped before the purge began")

@@ -13,6 +13,8 @@ type Status struct {
 	SnapshotsError error
 	Purge          PurgeStatus
 	Backups        map[string]BackupStatus
+	// Rebuilds is each replica's last rebuild (RebuildStatus).
+	Rebuilds map[string]RebuildStatus
 }
 
 // statusAt is a Status and the generation it was read at.
@@ -41,6 +43,7 @@ func (e *Engine) Status() Status {
 	s.Snapshots, s.SnapshotsError = e.snapshots()
 	s.Purge = e.purgeStatus()
 	s.Backups = e.backupStatuses()
+	s.Rebuilds = e.RebuildStatus()
 	e.status = &statusAt{generation: gen, status: s}
 	return s
 }
