@@ -93,6 +93,14 @@ type Engine interface {
 	// names it for the status and logs. CloneStatus follows it.
 	CloneFrom(ctx context.Context, source Engine, snapshot, dataSource string) error
 	CloneStatus() volumeengine.CloneStatus
+	// StartRebuild rebuilds a new, empty replica into the engine from
+	// healthy replica from ("": the engine picks one, of its own node
+	// first), while the volume is in use (Rebuild); it returns once the
+	// replica has joined as WO, and Status().Rebuilds follows the copy. An
+	// instance manager too old to rebuild is ErrUnimplemented (package
+	// instancemanager); a replica of an older one is
+	// volumeengine.ErrNotCarried.
+	StartRebuild(r RebuildReplica, from string) error
 }
 
 // Local runs the engines in this process: m's. defaults are given to

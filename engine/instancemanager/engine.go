@@ -254,10 +254,31 @@ func statusFromPB(st *pb.EngineStatus) volumeengine.Status {
 	for name, b := range st.Backups {
 		out.Backups[name] = volumeengine.BackupStatus{Snapshot: b.Snapshot, Progress: int(b.Progress), State: b.State, URL: b.Url, Error: b.Error}
 	}
+	out.Rebuilds = rebuildsFromPB(st.Rebuilds)
 	return out
 }
 
 func snapshotFromPB(s *pb.Snapshot) replica.Snapshot {
 	return replica.Snapshot{Name: s.Name, ID: s.Id, Parent: s.Parent, Children: s.Children, Removed: s.Removed,
 		UserCreated: s.UserCreated, Created: s.Created, Size: s.Size, Labels: s.Labels}
+}
+
+// StartRebuild asks the instance manager to rebuild r into the engine; an
+// instance manager that does not know the call answers ErrUnimplemented.
+func (e *remoteEngine) StartRebuild(r instance.RebuildReplica, from string) error {
+	e.c.called("Rebuild")
+	defer e.changed()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	_, err := e.c.im.Rebuild(ctx, &pb.RebuildRequest{Engine: e.ref, Replica: r.Name, Dir: r.Dir, Address: r.Address, From: from})
+	return fromStatus(err)
+}
+
+func rebuildsFromPB(in map[string]*pb.RebuildStatus) map[string]volumeengine.RebuildStatus {
+	out := make(map[string]volumeengine.RebuildStatus, len(in))
+	for name, r := range in {
+		out[name] = volumeengine.RebuildStatus{IsRebuilding: r.IsRebuilding, Progress: int(r.Progress), State: r.State, Error: r.Error,
+			FromReplica: r.FromReplica, FromReplicaAddress: r.FromReplicaAddress}
+	}
+	return out
 }

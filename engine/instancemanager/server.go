@@ -331,7 +331,22 @@ func statusToPB(in *pb.Instance, e *volumeengine.Engine) *pb.EngineStatus {
 	for name, f := range e.ReplicaFailures() {
 		out.Failures[name] = &pb.Failure{Behind: f.Behind, Why: f.Why}
 	}
+	out.Rebuilds = map[string]*pb.RebuildStatus{}
+	for name, r := range st.Rebuilds {
+		out.Rebuilds[name] = &pb.RebuildStatus{IsRebuilding: r.IsRebuilding, Progress: int32(r.Progress), State: r.State, Error: r.Error,
+			FromReplica: r.FromReplica, FromReplicaAddress: r.FromReplicaAddress}
+	}
 	return out
+}
+
+// Rebuild rebuilds a replica into a running engine (instance.Rebuild).
+func (s *Server) Rebuild(_ context.Context, req *pb.RebuildRequest) (*pb.Empty, error) {
+	run, err := s.engine(req.Engine)
+	if err != nil {
+		return nil, err
+	}
+	rr := instance.RebuildReplica{Name: req.Replica, Dir: req.Dir, Address: req.Address}
+	return &pb.Empty{}, engineStatus(instance.Rebuild(run.Engine, rr, req.From))
 }
 
 func snapshotToPB(s replica.Snapshot) *pb.Snapshot {

@@ -150,7 +150,7 @@ func (x EngineError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EngineError_Kind.Descriptor instead.
 func (EngineError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{29, 0}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type Empty struct {
@@ -1327,7 +1327,7 @@ func (x *Failure) GetWhy() string {
 type EngineStatus struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Instance *Instance              `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
-	// Replica name to mode: RW or ERR.
+	// Replica name to mode: RW, WO (being rebuilt) or ERR.
 	ReplicaModes map[string]string `protobuf:"bytes,2,rep,name=replica_modes,json=replicaModes,proto3" json:"replica_modes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Snapshots    []*Snapshot       `protobuf:"bytes,3,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
 	// Set instead of snapshots when they cannot be read.
@@ -1340,8 +1340,10 @@ type EngineStatus struct {
 	Clone               *Progress                `protobuf:"bytes,10,opt,name=clone,proto3" json:"clone,omitempty"`
 	CloneSource         string                   `protobuf:"bytes,11,opt,name=clone_source,json=cloneSource,proto3" json:"clone_source,omitempty"`
 	Failures            map[string]*Failure      `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Replica name to its last rebuild.
+	Rebuilds      map[string]*RebuildStatus `protobuf:"bytes,13,rep,name=rebuilds,proto3" json:"rebuilds,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EngineStatus) Reset() {
@@ -1458,6 +1460,178 @@ func (x *EngineStatus) GetFailures() map[string]*Failure {
 	return nil
 }
 
+func (x *EngineStatus) GetRebuilds() map[string]*RebuildStatus {
+	if x != nil {
+		return x.Rebuilds
+	}
+	return nil
+}
+
+// The replica to rebuild: one of the instance manager's own node, by its
+// folder (dir; a replica is created there, empty, when it holds none), or
+// one another node's instance manager serves, at its replica address.
+type RebuildRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Engine  *EngineRef             `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
+	Replica string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	Dir     string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	Address string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	// The healthy replica to copy from; empty: the engine picks one (its
+	// own node's first).
+	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildRequest) Reset() {
+	*x = RebuildRequest{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildRequest) ProtoMessage() {}
+
+func (x *RebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildRequest.ProtoReflect.Descriptor instead.
+func (*RebuildRequest) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RebuildRequest) GetEngine() *EngineRef {
+	if x != nil {
+		return x.Engine
+	}
+	return nil
+}
+
+func (x *RebuildRequest) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *RebuildRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *RebuildRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RebuildRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+type RebuildStatus struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	IsRebuilding       bool                   `protobuf:"varint,1,opt,name=is_rebuilding,json=isRebuilding,proto3" json:"is_rebuilding,omitempty"`
+	Progress           int32                  `protobuf:"varint,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	State              string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Error              string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	FromReplica        string                 `protobuf:"bytes,5,opt,name=from_replica,json=fromReplica,proto3" json:"from_replica,omitempty"`
+	FromReplicaAddress string                 `protobuf:"bytes,6,opt,name=from_replica_address,json=fromReplicaAddress,proto3" json:"from_replica_address,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RebuildStatus) Reset() {
+	*x = RebuildStatus{}
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildStatus) ProtoMessage() {}
+
+func (x *RebuildStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildStatus.ProtoReflect.Descriptor instead.
+func (*RebuildStatus) Descriptor() ([]byte, []int) {
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RebuildStatus) GetIsRebuilding() bool {
+	if x != nil {
+		return x.IsRebuilding
+	}
+	return false
+}
+
+func (x *RebuildStatus) GetProgress() int32 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *RebuildStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RebuildStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RebuildStatus) GetFromReplica() string {
+	if x != nil {
+		return x.FromReplica
+	}
+	return ""
+}
+
+func (x *RebuildStatus) GetFromReplicaAddress() string {
+	if x != nil {
+		return x.FromReplicaAddress
+	}
+	return ""
+}
+
 type SnapshotRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Engine        *EngineRef             `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
@@ -1468,7 +1642,7 @@ type SnapshotRef struct {
 
 func (x *SnapshotRef) Reset() {
 	*x = SnapshotRef{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1654,7 @@ func (x *SnapshotRef) String() string {
 func (*SnapshotRef) ProtoMessage() {}
 
 func (x *SnapshotRef) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[18]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1667,7 @@ func (x *SnapshotRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRef.ProtoReflect.Descriptor instead.
 func (*SnapshotRef) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{18}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotRef) GetEngine() *EngineRef {
@@ -1519,7 +1693,7 @@ type WasPurgedResponse struct {
 
 func (x *WasPurgedResponse) Reset() {
 	*x = WasPurgedResponse{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1705,7 @@ func (x *WasPurgedResponse) String() string {
 func (*WasPurgedResponse) ProtoMessage() {}
 
 func (x *WasPurgedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[19]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1718,7 @@ func (x *WasPurgedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WasPurgedResponse.ProtoReflect.Descriptor instead.
 func (*WasPurgedResponse) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{19}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WasPurgedResponse) GetPurged() bool {
@@ -1565,7 +1739,7 @@ type SnapshotCreateRequest struct {
 
 func (x *SnapshotCreateRequest) Reset() {
 	*x = SnapshotCreateRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1751,7 @@ func (x *SnapshotCreateRequest) String() string {
 func (*SnapshotCreateRequest) ProtoMessage() {}
 
 func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[20]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1764,7 @@ func (x *SnapshotCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{20}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SnapshotCreateRequest) GetEngine() *EngineRef {
@@ -1623,7 +1797,7 @@ type SnapshotCreateResponse struct {
 
 func (x *SnapshotCreateResponse) Reset() {
 	*x = SnapshotCreateResponse{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1809,7 @@ func (x *SnapshotCreateResponse) String() string {
 func (*SnapshotCreateResponse) ProtoMessage() {}
 
 func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[21]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1822,7 @@ func (x *SnapshotCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotCreateResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotCreateResponse) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{21}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SnapshotCreateResponse) GetName() string {
@@ -1668,7 +1842,7 @@ type ExpandRequest struct {
 
 func (x *ExpandRequest) Reset() {
 	*x = ExpandRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1854,7 @@ func (x *ExpandRequest) String() string {
 func (*ExpandRequest) ProtoMessage() {}
 
 func (x *ExpandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[22]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1867,7 @@ func (x *ExpandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpandRequest.ProtoReflect.Descriptor instead.
 func (*ExpandRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{22}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExpandRequest) GetEngine() *EngineRef {
@@ -1721,7 +1895,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1907,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[23]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1920,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{23}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RestoreRequest) GetEngine() *EngineRef {
@@ -1782,7 +1956,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1968,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[24]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1981,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{24}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CloneRequest) GetEngine() *EngineRef {
@@ -1847,7 +2021,7 @@ type DeviceRef struct {
 
 func (x *DeviceRef) Reset() {
 	*x = DeviceRef{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2033,7 @@ func (x *DeviceRef) String() string {
 func (*DeviceRef) ProtoMessage() {}
 
 func (x *DeviceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[25]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2046,7 @@ func (x *DeviceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRef.ProtoReflect.Descriptor instead.
 func (*DeviceRef) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{25}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeviceRef) GetVolume() string {
@@ -1893,7 +2067,7 @@ type StageDeviceRequest struct {
 
 func (x *StageDeviceRequest) Reset() {
 	*x = StageDeviceRequest{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2079,7 @@ func (x *StageDeviceRequest) String() string {
 func (*StageDeviceRequest) ProtoMessage() {}
 
 func (x *StageDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[26]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2092,7 @@ func (x *StageDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageDeviceRequest.ProtoReflect.Descriptor instead.
 func (*StageDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{26}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StageDeviceRequest) GetVolume() string {
@@ -1955,7 +2129,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2141,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[27]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2154,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{27}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Device) GetVolume() string {
@@ -2048,7 +2222,7 @@ type DeviceList struct {
 
 func (x *DeviceList) Reset() {
 	*x = DeviceList{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2234,7 @@ func (x *DeviceList) String() string {
 func (*DeviceList) ProtoMessage() {}
 
 func (x *DeviceList) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[28]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2247,7 @@ func (x *DeviceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceList.ProtoReflect.Descriptor instead.
 func (*DeviceList) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{28}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeviceList) GetDevices() []*Device {
@@ -2108,7 +2282,7 @@ type EngineError struct {
 
 func (x *EngineError) Reset() {
 	*x = EngineError{}
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2294,7 @@ func (x *EngineError) String() string {
 func (*EngineError) ProtoMessage() {}
 
 func (x *EngineError) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_instancemanager_instance_proto_msgTypes[29]
+	mi := &file_engine_instancemanager_instance_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2307,7 @@ func (x *EngineError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineError.ProtoReflect.Descriptor instead.
 func (*EngineError) Descriptor() ([]byte, []int) {
-	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{29}
+	return file_engine_instancemanager_instance_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EngineError) GetKind() EngineError_Kind {
@@ -2309,7 +2483,7 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\"3\n" +
 	"\aFailure\x12\x16\n" +
 	"\x06behind\x18\x01 \x01(\bR\x06behind\x12\x10\n" +
-	"\x03why\x18\x02 \x01(\tR\x03why\"\x93\b\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why\"\xd1\t\n" +
 	"\fEngineStatus\x12A\n" +
 	"\binstance\x18\x01 \x01(\v2%.longhorn.instancemanager.v1.InstanceR\binstance\x12`\n" +
 	"\rreplica_modes\x18\x02 \x03(\v2;.longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntryR\freplicaModes\x12C\n" +
@@ -2323,7 +2497,8 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x05clone\x18\n" +
 	" \x01(\v2%.longhorn.instancemanager.v1.ProgressR\x05clone\x12!\n" +
 	"\fclone_source\x18\v \x01(\tR\vcloneSource\x12S\n" +
-	"\bfailures\x18\f \x03(\v27.longhorn.instancemanager.v1.EngineStatus.FailuresEntryR\bfailures\x1a?\n" +
+	"\bfailures\x18\f \x03(\v27.longhorn.instancemanager.v1.EngineStatus.FailuresEntryR\bfailures\x12S\n" +
+	"\brebuilds\x18\r \x03(\v27.longhorn.instancemanager.v1.EngineStatus.RebuildsEntryR\brebuilds\x1a?\n" +
 	"\x11ReplicaModesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ae\n" +
@@ -2332,7 +2507,23 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2).longhorn.instancemanager.v1.BackupStatusR\x05value:\x028\x01\x1aa\n" +
 	"\rFailuresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.longhorn.instancemanager.v1.FailureR\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\v2$.longhorn.instancemanager.v1.FailureR\x05value:\x028\x01\x1ag\n" +
+	"\rRebuildsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12@\n" +
+	"\x05value\x18\x02 \x01(\v2*.longhorn.instancemanager.v1.RebuildStatusR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\x0eRebuildRequest\x12>\n" +
+	"\x06engine\x18\x01 \x01(\v2&.longhorn.instancemanager.v1.EngineRefR\x06engine\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\tR\areplica\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x18\n" +
+	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\"\xd1\x01\n" +
+	"\rRebuildStatus\x12#\n" +
+	"\ris_rebuilding\x18\x01 \x01(\bR\fisRebuilding\x12\x1a\n" +
+	"\bprogress\x18\x02 \x01(\x05R\bprogress\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12!\n" +
+	"\ffrom_replica\x18\x05 \x01(\tR\vfromReplica\x120\n" +
+	"\x14from_replica_address\x18\x06 \x01(\tR\x12fromReplicaAddress\"a\n" +
 	"\vSnapshotRef\x12>\n" +
 	"\x06engine\x18\x01 \x01(\v2&.longhorn.instancemanager.v1.EngineRefR\x06engine\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"+\n" +
@@ -2408,7 +2599,7 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x04HELD\x10\x06\x12\x10\n" +
 	"\fMISSING_DATA\x10\a\x12\n" +
 	"\n" +
-	"\x06IN_USE\x10\b2\xfa\v\n" +
+	"\x06IN_USE\x10\b2\xd6\f\n" +
 	"\x0fInstanceManager\x12Y\n" +
 	"\x05Start\x12).longhorn.instancemanager.v1.StartRequest\x1a%.longhorn.instancemanager.v1.Instance\x12R\n" +
 	"\x04Stop\x12&.longhorn.instancemanager.v1.EngineRef\x1a\".longhorn.instancemanager.v1.Empty\x12U\n" +
@@ -2425,7 +2616,8 @@ const file_engine_instancemanager_instance_proto_rawDesc = "" +
 	"\x05Clone\x12).longhorn.instancemanager.v1.CloneRequest\x1a\".longhorn.instancemanager.v1.Empty\x12l\n" +
 	"\fServeReplica\x120.longhorn.instancemanager.v1.ServeReplicaRequest\x1a*.longhorn.instancemanager.v1.ServedReplica\x12Z\n" +
 	"\vStopReplica\x12'.longhorn.instancemanager.v1.ReplicaRef\x1a\".longhorn.instancemanager.v1.Empty\x12b\n" +
-	"\fListReplicas\x12\".longhorn.instancemanager.v1.Empty\x1a..longhorn.instancemanager.v1.ServedReplicaList2\xc5\x03\n" +
+	"\fListReplicas\x12\".longhorn.instancemanager.v1.Empty\x1a..longhorn.instancemanager.v1.ServedReplicaList\x12Z\n" +
+	"\aRebuild\x12+.longhorn.instancemanager.v1.RebuildRequest\x1a\".longhorn.instancemanager.v1.Empty2\xc5\x03\n" +
 	"\rDeviceService\x12]\n" +
 	"\x05Stage\x12/.longhorn.instancemanager.v1.StageDeviceRequest\x1a#.longhorn.instancemanager.v1.Device\x12U\n" +
 	"\aUnstage\x12&.longhorn.instancemanager.v1.DeviceRef\x1a\".longhorn.instancemanager.v1.Empty\x12R\n" +
@@ -2446,7 +2638,7 @@ func file_engine_instancemanager_instance_proto_rawDescGZIP() []byte {
 }
 
 var file_engine_instancemanager_instance_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_engine_instancemanager_instance_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_engine_instancemanager_instance_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_engine_instancemanager_instance_proto_goTypes = []any{
 	(Event_Type)(0),                // 0: longhorn.instancemanager.v1.Event.Type
 	(EngineError_Kind)(0),          // 1: longhorn.instancemanager.v1.EngineError.Kind
@@ -2468,24 +2660,27 @@ var file_engine_instancemanager_instance_proto_goTypes = []any{
 	(*BackupStatus)(nil),           // 17: longhorn.instancemanager.v1.BackupStatus
 	(*Failure)(nil),                // 18: longhorn.instancemanager.v1.Failure
 	(*EngineStatus)(nil),           // 19: longhorn.instancemanager.v1.EngineStatus
-	(*SnapshotRef)(nil),            // 20: longhorn.instancemanager.v1.SnapshotRef
-	(*WasPurgedResponse)(nil),      // 21: longhorn.instancemanager.v1.WasPurgedResponse
-	(*SnapshotCreateRequest)(nil),  // 22: longhorn.instancemanager.v1.SnapshotCreateRequest
-	(*SnapshotCreateResponse)(nil), // 23: longhorn.instancemanager.v1.SnapshotCreateResponse
-	(*ExpandRequest)(nil),          // 24: longhorn.instancemanager.v1.ExpandRequest
-	(*RestoreRequest)(nil),         // 25: longhorn.instancemanager.v1.RestoreRequest
-	(*CloneRequest)(nil),           // 26: longhorn.instancemanager.v1.CloneRequest
-	(*DeviceRef)(nil),              // 27: longhorn.instancemanager.v1.DeviceRef
-	(*StageDeviceRequest)(nil),     // 28: longhorn.instancemanager.v1.StageDeviceRequest
-	(*Device)(nil),                 // 29: longhorn.instancemanager.v1.Device
-	(*DeviceList)(nil),             // 30: longhorn.instancemanager.v1.DeviceList
-	(*EngineError)(nil),            // 31: longhorn.instancemanager.v1.EngineError
-	nil,                            // 32: longhorn.instancemanager.v1.Snapshot.LabelsEntry
-	nil,                            // 33: longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
-	nil,                            // 34: longhorn.instancemanager.v1.EngineStatus.BackupsEntry
-	nil,                            // 35: longhorn.instancemanager.v1.EngineStatus.FailuresEntry
-	nil,                            // 36: longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
-	nil,                            // 37: longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
+	(*RebuildRequest)(nil),         // 20: longhorn.instancemanager.v1.RebuildRequest
+	(*RebuildStatus)(nil),          // 21: longhorn.instancemanager.v1.RebuildStatus
+	(*SnapshotRef)(nil),            // 22: longhorn.instancemanager.v1.SnapshotRef
+	(*WasPurgedResponse)(nil),      // 23: longhorn.instancemanager.v1.WasPurgedResponse
+	(*SnapshotCreateRequest)(nil),  // 24: longhorn.instancemanager.v1.SnapshotCreateRequest
+	(*SnapshotCreateResponse)(nil), // 25: longhorn.instancemanager.v1.SnapshotCreateResponse
+	(*ExpandRequest)(nil),          // 26: longhorn.instancemanager.v1.ExpandRequest
+	(*RestoreRequest)(nil),         // 27: longhorn.instancemanager.v1.RestoreRequest
+	(*CloneRequest)(nil),           // 28: longhorn.instancemanager.v1.CloneRequest
+	(*DeviceRef)(nil),              // 29: longhorn.instancemanager.v1.DeviceRef
+	(*StageDeviceRequest)(nil),     // 30: longhorn.instancemanager.v1.StageDeviceRequest
+	(*Device)(nil),                 // 31: longhorn.instancemanager.v1.Device
+	(*DeviceList)(nil),             // 32: longhorn.instancemanager.v1.DeviceList
+	(*EngineError)(nil),            // 33: longhorn.instancemanager.v1.EngineError
+	nil,                            // 34: longhorn.instancemanager.v1.Snapshot.LabelsEntry
+	nil,                            // 35: longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
+	nil,                            // 36: longhorn.instancemanager.v1.EngineStatus.BackupsEntry
+	nil,                            // 37: longhorn.instancemanager.v1.EngineStatus.FailuresEntry
+	nil,                            // 38: longhorn.instancemanager.v1.EngineStatus.RebuildsEntry
+	nil,                            // 39: longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
+	nil,                            // 40: longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
 }
 var file_engine_instancemanager_instance_proto_depIdxs = []int32{
 	4,  // 0: longhorn.instancemanager.v1.Replica.backing:type_name -> longhorn.instancemanager.v1.BackingFile
@@ -2496,74 +2691,79 @@ var file_engine_instancemanager_instance_proto_depIdxs = []int32{
 	12, // 5: longhorn.instancemanager.v1.ListResponse.instances:type_name -> longhorn.instancemanager.v1.Instance
 	0,  // 6: longhorn.instancemanager.v1.Event.type:type_name -> longhorn.instancemanager.v1.Event.Type
 	12, // 7: longhorn.instancemanager.v1.Event.instance:type_name -> longhorn.instancemanager.v1.Instance
-	32, // 8: longhorn.instancemanager.v1.Snapshot.labels:type_name -> longhorn.instancemanager.v1.Snapshot.LabelsEntry
+	34, // 8: longhorn.instancemanager.v1.Snapshot.labels:type_name -> longhorn.instancemanager.v1.Snapshot.LabelsEntry
 	12, // 9: longhorn.instancemanager.v1.EngineStatus.instance:type_name -> longhorn.instancemanager.v1.Instance
-	33, // 10: longhorn.instancemanager.v1.EngineStatus.replica_modes:type_name -> longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
+	35, // 10: longhorn.instancemanager.v1.EngineStatus.replica_modes:type_name -> longhorn.instancemanager.v1.EngineStatus.ReplicaModesEntry
 	15, // 11: longhorn.instancemanager.v1.EngineStatus.snapshots:type_name -> longhorn.instancemanager.v1.Snapshot
 	16, // 12: longhorn.instancemanager.v1.EngineStatus.purge:type_name -> longhorn.instancemanager.v1.Progress
-	34, // 13: longhorn.instancemanager.v1.EngineStatus.backups:type_name -> longhorn.instancemanager.v1.EngineStatus.BackupsEntry
+	36, // 13: longhorn.instancemanager.v1.EngineStatus.backups:type_name -> longhorn.instancemanager.v1.EngineStatus.BackupsEntry
 	16, // 14: longhorn.instancemanager.v1.EngineStatus.restore:type_name -> longhorn.instancemanager.v1.Progress
 	16, // 15: longhorn.instancemanager.v1.EngineStatus.clone:type_name -> longhorn.instancemanager.v1.Progress
-	35, // 16: longhorn.instancemanager.v1.EngineStatus.failures:type_name -> longhorn.instancemanager.v1.EngineStatus.FailuresEntry
-	3,  // 17: longhorn.instancemanager.v1.SnapshotRef.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 18: longhorn.instancemanager.v1.SnapshotCreateRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	36, // 19: longhorn.instancemanager.v1.SnapshotCreateRequest.labels:type_name -> longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
-	3,  // 20: longhorn.instancemanager.v1.ExpandRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 21: longhorn.instancemanager.v1.RestoreRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	37, // 22: longhorn.instancemanager.v1.RestoreRequest.credential:type_name -> longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
-	3,  // 23: longhorn.instancemanager.v1.CloneRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
-	3,  // 24: longhorn.instancemanager.v1.CloneRequest.source:type_name -> longhorn.instancemanager.v1.EngineRef
-	29, // 25: longhorn.instancemanager.v1.DeviceList.devices:type_name -> longhorn.instancemanager.v1.Device
-	1,  // 26: longhorn.instancemanager.v1.EngineError.kind:type_name -> longhorn.instancemanager.v1.EngineError.Kind
-	17, // 27: longhorn.instancemanager.v1.EngineStatus.BackupsEntry.value:type_name -> longhorn.instancemanager.v1.BackupStatus
-	18, // 28: longhorn.instancemanager.v1.EngineStatus.FailuresEntry.value:type_name -> longhorn.instancemanager.v1.Failure
-	6,  // 29: longhorn.instancemanager.v1.InstanceManager.Start:input_type -> longhorn.instancemanager.v1.StartRequest
-	3,  // 30: longhorn.instancemanager.v1.InstanceManager.Stop:input_type -> longhorn.instancemanager.v1.EngineRef
-	2,  // 31: longhorn.instancemanager.v1.InstanceManager.List:input_type -> longhorn.instancemanager.v1.Empty
-	2,  // 32: longhorn.instancemanager.v1.InstanceManager.Watch:input_type -> longhorn.instancemanager.v1.Empty
-	3,  // 33: longhorn.instancemanager.v1.InstanceManager.Status:input_type -> longhorn.instancemanager.v1.EngineRef
-	20, // 34: longhorn.instancemanager.v1.InstanceManager.WasPurged:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	22, // 35: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:input_type -> longhorn.instancemanager.v1.SnapshotCreateRequest
-	20, // 36: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	20, // 37: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:input_type -> longhorn.instancemanager.v1.SnapshotRef
-	3,  // 38: longhorn.instancemanager.v1.InstanceManager.Purge:input_type -> longhorn.instancemanager.v1.EngineRef
-	24, // 39: longhorn.instancemanager.v1.InstanceManager.Expand:input_type -> longhorn.instancemanager.v1.ExpandRequest
-	25, // 40: longhorn.instancemanager.v1.InstanceManager.Restore:input_type -> longhorn.instancemanager.v1.RestoreRequest
-	26, // 41: longhorn.instancemanager.v1.InstanceManager.Clone:input_type -> longhorn.instancemanager.v1.CloneRequest
-	8,  // 42: longhorn.instancemanager.v1.InstanceManager.ServeReplica:input_type -> longhorn.instancemanager.v1.ServeReplicaRequest
-	10, // 43: longhorn.instancemanager.v1.InstanceManager.StopReplica:input_type -> longhorn.instancemanager.v1.ReplicaRef
-	2,  // 44: longhorn.instancemanager.v1.InstanceManager.ListReplicas:input_type -> longhorn.instancemanager.v1.Empty
-	28, // 45: longhorn.instancemanager.v1.DeviceService.Stage:input_type -> longhorn.instancemanager.v1.StageDeviceRequest
-	27, // 46: longhorn.instancemanager.v1.DeviceService.Unstage:input_type -> longhorn.instancemanager.v1.DeviceRef
-	27, // 47: longhorn.instancemanager.v1.DeviceService.Get:input_type -> longhorn.instancemanager.v1.DeviceRef
-	2,  // 48: longhorn.instancemanager.v1.DeviceService.List:input_type -> longhorn.instancemanager.v1.Empty
-	27, // 49: longhorn.instancemanager.v1.DeviceService.Expand:input_type -> longhorn.instancemanager.v1.DeviceRef
-	12, // 50: longhorn.instancemanager.v1.InstanceManager.Start:output_type -> longhorn.instancemanager.v1.Instance
-	2,  // 51: longhorn.instancemanager.v1.InstanceManager.Stop:output_type -> longhorn.instancemanager.v1.Empty
-	13, // 52: longhorn.instancemanager.v1.InstanceManager.List:output_type -> longhorn.instancemanager.v1.ListResponse
-	14, // 53: longhorn.instancemanager.v1.InstanceManager.Watch:output_type -> longhorn.instancemanager.v1.Event
-	19, // 54: longhorn.instancemanager.v1.InstanceManager.Status:output_type -> longhorn.instancemanager.v1.EngineStatus
-	21, // 55: longhorn.instancemanager.v1.InstanceManager.WasPurged:output_type -> longhorn.instancemanager.v1.WasPurgedResponse
-	23, // 56: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:output_type -> longhorn.instancemanager.v1.SnapshotCreateResponse
-	2,  // 57: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:output_type -> longhorn.instancemanager.v1.Empty
-	15, // 58: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:output_type -> longhorn.instancemanager.v1.Snapshot
-	2,  // 59: longhorn.instancemanager.v1.InstanceManager.Purge:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 60: longhorn.instancemanager.v1.InstanceManager.Expand:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 61: longhorn.instancemanager.v1.InstanceManager.Restore:output_type -> longhorn.instancemanager.v1.Empty
-	2,  // 62: longhorn.instancemanager.v1.InstanceManager.Clone:output_type -> longhorn.instancemanager.v1.Empty
-	9,  // 63: longhorn.instancemanager.v1.InstanceManager.ServeReplica:output_type -> longhorn.instancemanager.v1.ServedReplica
-	2,  // 64: longhorn.instancemanager.v1.InstanceManager.StopReplica:output_type -> longhorn.instancemanager.v1.Empty
-	11, // 65: longhorn.instancemanager.v1.InstanceManager.ListReplicas:output_type -> longhorn.instancemanager.v1.ServedReplicaList
-	29, // 66: longhorn.instancemanager.v1.DeviceService.Stage:output_type -> longhorn.instancemanager.v1.Device
-	2,  // 67: longhorn.instancemanager.v1.DeviceService.Unstage:output_type -> longhorn.instancemanager.v1.Empty
-	29, // 68: longhorn.instancemanager.v1.DeviceService.Get:output_type -> longhorn.instancemanager.v1.Device
-	30, // 69: longhorn.instancemanager.v1.DeviceService.List:output_type -> longhorn.instancemanager.v1.DeviceList
-	29, // 70: longhorn.instancemanager.v1.DeviceService.Expand:output_type -> longhorn.instancemanager.v1.Device
-	50, // [50:71] is the sub-list for method output_type
-	29, // [29:50] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	37, // 16: longhorn.instancemanager.v1.EngineStatus.failures:type_name -> longhorn.instancemanager.v1.EngineStatus.FailuresEntry
+	38, // 17: longhorn.instancemanager.v1.EngineStatus.rebuilds:type_name -> longhorn.instancemanager.v1.EngineStatus.RebuildsEntry
+	3,  // 18: longhorn.instancemanager.v1.RebuildRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 19: longhorn.instancemanager.v1.SnapshotRef.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 20: longhorn.instancemanager.v1.SnapshotCreateRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	39, // 21: longhorn.instancemanager.v1.SnapshotCreateRequest.labels:type_name -> longhorn.instancemanager.v1.SnapshotCreateRequest.LabelsEntry
+	3,  // 22: longhorn.instancemanager.v1.ExpandRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 23: longhorn.instancemanager.v1.RestoreRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	40, // 24: longhorn.instancemanager.v1.RestoreRequest.credential:type_name -> longhorn.instancemanager.v1.RestoreRequest.CredentialEntry
+	3,  // 25: longhorn.instancemanager.v1.CloneRequest.engine:type_name -> longhorn.instancemanager.v1.EngineRef
+	3,  // 26: longhorn.instancemanager.v1.CloneRequest.source:type_name -> longhorn.instancemanager.v1.EngineRef
+	31, // 27: longhorn.instancemanager.v1.DeviceList.devices:type_name -> longhorn.instancemanager.v1.Device
+	1,  // 28: longhorn.instancemanager.v1.EngineError.kind:type_name -> longhorn.instancemanager.v1.EngineError.Kind
+	17, // 29: longhorn.instancemanager.v1.EngineStatus.BackupsEntry.value:type_name -> longhorn.instancemanager.v1.BackupStatus
+	18, // 30: longhorn.instancemanager.v1.EngineStatus.FailuresEntry.value:type_name -> longhorn.instancemanager.v1.Failure
+	21, // 31: longhorn.instancemanager.v1.EngineStatus.RebuildsEntry.value:type_name -> longhorn.instancemanager.v1.RebuildStatus
+	6,  // 32: longhorn.instancemanager.v1.InstanceManager.Start:input_type -> longhorn.instancemanager.v1.StartRequest
+	3,  // 33: longhorn.instancemanager.v1.InstanceManager.Stop:input_type -> longhorn.instancemanager.v1.EngineRef
+	2,  // 34: longhorn.instancemanager.v1.InstanceManager.List:input_type -> longhorn.instancemanager.v1.Empty
+	2,  // 35: longhorn.instancemanager.v1.InstanceManager.Watch:input_type -> longhorn.instancemanager.v1.Empty
+	3,  // 36: longhorn.instancemanager.v1.InstanceManager.Status:input_type -> longhorn.instancemanager.v1.EngineRef
+	22, // 37: longhorn.instancemanager.v1.InstanceManager.WasPurged:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	24, // 38: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:input_type -> longhorn.instancemanager.v1.SnapshotCreateRequest
+	22, // 39: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	22, // 40: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:input_type -> longhorn.instancemanager.v1.SnapshotRef
+	3,  // 41: longhorn.instancemanager.v1.InstanceManager.Purge:input_type -> longhorn.instancemanager.v1.EngineRef
+	26, // 42: longhorn.instancemanager.v1.InstanceManager.Expand:input_type -> longhorn.instancemanager.v1.ExpandRequest
+	27, // 43: longhorn.instancemanager.v1.InstanceManager.Restore:input_type -> longhorn.instancemanager.v1.RestoreRequest
+	28, // 44: longhorn.instancemanager.v1.InstanceManager.Clone:input_type -> longhorn.instancemanager.v1.CloneRequest
+	8,  // 45: longhorn.instancemanager.v1.InstanceManager.ServeReplica:input_type -> longhorn.instancemanager.v1.ServeReplicaRequest
+	10, // 46: longhorn.instancemanager.v1.InstanceManager.StopReplica:input_type -> longhorn.instancemanager.v1.ReplicaRef
+	2,  // 47: longhorn.instancemanager.v1.InstanceManager.ListReplicas:input_type -> longhorn.instancemanager.v1.Empty
+	20, // 48: longhorn.instancemanager.v1.InstanceManager.Rebuild:input_type -> longhorn.instancemanager.v1.RebuildRequest
+	30, // 49: longhorn.instancemanager.v1.DeviceService.Stage:input_type -> longhorn.instancemanager.v1.StageDeviceRequest
+	29, // 50: longhorn.instancemanager.v1.DeviceService.Unstage:input_type -> longhorn.instancemanager.v1.DeviceRef
+	29, // 51: longhorn.instancemanager.v1.DeviceService.Get:input_type -> longhorn.instancemanager.v1.DeviceRef
+	2,  // 52: longhorn.instancemanager.v1.DeviceService.List:input_type -> longhorn.instancemanager.v1.Empty
+	29, // 53: longhorn.instancemanager.v1.DeviceService.Expand:input_type -> longhorn.instancemanager.v1.DeviceRef
+	12, // 54: longhorn.instancemanager.v1.InstanceManager.Start:output_type -> longhorn.instancemanager.v1.Instance
+	2,  // 55: longhorn.instancemanager.v1.InstanceManager.Stop:output_type -> longhorn.instancemanager.v1.Empty
+	13, // 56: longhorn.instancemanager.v1.InstanceManager.List:output_type -> longhorn.instancemanager.v1.ListResponse
+	14, // 57: longhorn.instancemanager.v1.InstanceManager.Watch:output_type -> longhorn.instancemanager.v1.Event
+	19, // 58: longhorn.instancemanager.v1.InstanceManager.Status:output_type -> longhorn.instancemanager.v1.EngineStatus
+	23, // 59: longhorn.instancemanager.v1.InstanceManager.WasPurged:output_type -> longhorn.instancemanager.v1.WasPurgedResponse
+	25, // 60: longhorn.instancemanager.v1.InstanceManager.SnapshotCreate:output_type -> longhorn.instancemanager.v1.SnapshotCreateResponse
+	2,  // 61: longhorn.instancemanager.v1.InstanceManager.SnapshotDelete:output_type -> longhorn.instancemanager.v1.Empty
+	15, // 62: longhorn.instancemanager.v1.InstanceManager.SnapshotGet:output_type -> longhorn.instancemanager.v1.Snapshot
+	2,  // 63: longhorn.instancemanager.v1.InstanceManager.Purge:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 64: longhorn.instancemanager.v1.InstanceManager.Expand:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 65: longhorn.instancemanager.v1.InstanceManager.Restore:output_type -> longhorn.instancemanager.v1.Empty
+	2,  // 66: longhorn.instancemanager.v1.InstanceManager.Clone:output_type -> longhorn.instancemanager.v1.Empty
+	9,  // 67: longhorn.instancemanager.v1.InstanceManager.ServeReplica:output_type -> longhorn.instancemanager.v1.ServedReplica
+	2,  // 68: longhorn.instancemanager.v1.InstanceManager.StopReplica:output_type -> longhorn.instancemanager.v1.Empty
+	11, // 69: longhorn.instancemanager.v1.InstanceManager.ListReplicas:output_type -> longhorn.instancemanager.v1.ServedReplicaList
+	2,  // 70: longhorn.instancemanager.v1.InstanceManager.Rebuild:output_type -> longhorn.instancemanager.v1.Empty
+	31, // 71: longhorn.instancemanager.v1.DeviceService.Stage:output_type -> longhorn.instancemanager.v1.Device
+	2,  // 72: longhorn.instancemanager.v1.DeviceService.Unstage:output_type -> longhorn.instancemanager.v1.Empty
+	31, // 73: longhorn.instancemanager.v1.DeviceService.Get:output_type -> longhorn.instancemanager.v1.Device
+	32, // 74: longhorn.instancemanager.v1.DeviceService.List:output_type -> longhorn.instancemanager.v1.DeviceList
+	31, // 75: longhorn.instancemanager.v1.DeviceService.Expand:output_type -> longhorn.instancemanager.v1.Device
+	54, // [54:76] is the sub-list for method output_type
+	32, // [32:54] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_engine_instancemanager_instance_proto_init() }
@@ -2577,7 +2777,7 @@ func file_engine_instancemanager_instance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_instancemanager_instance_proto_rawDesc), len(file_engine_instancemanager_instance_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

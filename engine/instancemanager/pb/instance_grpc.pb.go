@@ -44,6 +44,7 @@ const (
 	InstanceManager_ServeReplica_FullMethodName   = "/longhorn.instancemanager.v1.InstanceManager/ServeReplica"
 	InstanceManager_StopReplica_FullMethodName    = "/longhorn.instancemanager.v1.InstanceManager/StopReplica"
 	InstanceManager_ListReplicas_FullMethodName   = "/longhorn.instancemanager.v1.InstanceManager/ListReplicas"
+	InstanceManager_Rebuild_FullMethodName        = "/longhorn.instancemanager.v1.InstanceManager/Rebuild"
 )
 
 // InstanceManagerClient is the client API for InstanceManager service.
@@ -81,6 +82,12 @@ type InstanceManagerClient interface {
 	// StopReplica closes a served replica; one not served is done already.
 	StopReplica(ctx context.Context, in *ReplicaRef, opts ...grpc.CallOption) (*Empty, error)
 	ListReplicas(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ServedReplicaList, error)
+	// Rebuild rebuilds a new, empty replica into the running engine from
+	// one of its healthy replicas (volumeengine.Engine.StartRebuild): it
+	// returns once the replica has joined as WO and the rebuild's snapshot
+	// is taken; the engine's status (rebuilds) follows the copy. An older
+	// instance manager answers UNIMPLEMENTED.
+	Rebuild(ctx context.Context, in *RebuildRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type instanceManagerClient struct {
@@ -260,6 +267,16 @@ func (c *instanceManagerClient) ListReplicas(ctx context.Context, in *Empty, opt
 	return out, nil
 }
 
+func (c *instanceManagerClient) Rebuild(ctx context.Context, in *RebuildRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, InstanceManager_Rebuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InstanceManagerServer is the server API for InstanceManager service.
 // All implementations must embed UnimplementedInstanceManagerServer
 // for forward compatibility.
@@ -295,6 +312,12 @@ type InstanceManagerServer interface {
 	// StopReplica closes a served replica; one not served is done already.
 	StopReplica(context.Context, *ReplicaRef) (*Empty, error)
 	ListReplicas(context.Context, *Empty) (*ServedReplicaList, error)
+	// Rebuild rebuilds a new, empty replica into the running engine from
+	// one of its healthy replicas (volumeengine.Engine.StartRebuild): it
+	// returns once the replica has joined as WO and the rebuild's snapshot
+	// is taken; the engine's status (rebuilds) follows the copy. An older
+	// instance manager answers UNIMPLEMENTED.
+	Rebuild(context.Context, *RebuildRequest) (*Empty, error)
 	mustEmbedUnimplementedInstanceManagerServer()
 }
 
@@ -352,6 +375,9 @@ func (UnimplementedInstanceManagerServer) StopReplica(context.Context, *ReplicaR
 }
 func (UnimplementedInstanceManagerServer) ListReplicas(context.Context, *Empty) (*ServedReplicaList, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReplicas not implemented")
+}
+func (UnimplementedInstanceManagerServer) Rebuild(context.Context, *RebuildRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rebuild not implemented")
 }
 func (UnimplementedInstanceManagerServer) mustEmbedUnimplementedInstanceManagerServer() {}
 func (UnimplementedInstanceManagerServer) testEmbeddedByValue()                         {}
@@ -655,6 +681,24 @@ func _InstanceManager_ListReplicas_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InstanceManager_Rebuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceManagerServer).Rebuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceManager_Rebuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceManagerServer).Rebuild(ctx, req.(*RebuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InstanceManager_ServiceDesc is the grpc.ServiceDesc for InstanceManager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -721,6 +765,10 @@ var InstanceManager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListReplicas",
 			Handler:    _InstanceManager_ListReplicas_Handler,
+		},
+		{
+			MethodName: "Rebuild",
+			Handler:    _InstanceManager_Rebuild_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
