@@ -203,6 +203,14 @@ func (e *Engine) StartRebuild(name string, r Replica, from string) (err error) {
 	if r.Size() != e.Size() {
 		return fmt.Errorf("%w: volume %s: replica %s is of %d bytes, the volume of %d", ErrInvalid, e.name, name, r.Size(), e.Size())
 	}
+	// The source is checked before the target is touched (join checks
+	// it again, with I/O held).
+	e.mu.RLock()
+	_, err = e.pickSource(from)
+	e.mu.RUnlock()
+	if err != nil {
+		return err
+	}
 	// Marked durably before it takes a write: a replica whose rebuild
 	// stops midway is never taken for a complete one.
 	if err := target.BeginRebuild(); err != nil {

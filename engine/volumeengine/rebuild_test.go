@@ -289,3 +289,37 @@ func TestARebuildWhoseTargetIsFencedStopsTheEngine(t *testing.T) {
 	}
 	readsAs(t, "replica r1", r1, model.snapshot())
 }
+
+// A rebuild to or from a replica whose server speaks version 2 of the
+// replica protocol or older is refused before anything is sent,
+// ErrNotCarried naming the replica and its address.
+func TestARebuildWithAnOlderServerIsRefused(t *testing.T) {
+	r1, r2, r3 := newReplica(t, rebuildVolSize), newReplica(t, rebuildVolSize), newReplica(t, rebuildVolSize)
+	old2 := serveAsVersion1(t, serveReplica(t, "r2", r2).addr)
+	old3 := serveAsVersion1(t, serveReplica(t, "r3", r3).addr)
+	s3 := serveReplica(t, "r3", r3)
+	e, err := startEngine(t, "engine-a", 1, map[string]*replica.Replica{"r1": r1}, map[string]string{"r2": old2.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := e.OpenRemoteReplica("r3", old3.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StartRebuild("r3", target, ""); !errors.Is(err, ErrNotCarried) || !errors.Is(err, ErrPrecondition) || !strings.Contains(err.Error(), old3.addr) {
+		t.Fatalf("a rebuild into a replica of an older server: %v", err)
+	}
+	target, err = e.OpenRemoteReplica("r3", s3.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StartRebuild("r3", target, "r2"); !errors.Is(err, ErrNotCarried) || !strings.Contains(err.Error(), old2.addr) {
+		t.Fatalf("a rebuild from a replica of an older server: %v", err)
+	}
+	if r3.Rebuilding() {
+		t.Fatal("a refused rebuild touched the target")
+	}
+	if _, ok := e.ReplicaModes()["r3"]; ok {
+		t.Fatal("a refused replica joined")
+	}
+}
