@@ -352,24 +352,35 @@ func (e *Engine) memberNamed(name string) *member {
 	return nil
 }
 
+// dropRebuilding makes m, being rebuilt, ERR for err: the first reason
+// is kept. The rebuild itself ends when its copy sees it (endRebuild).
+func (e *Engine) dropRebuilding(m *member, err error) {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	if m.failed.Load() {
+		return
+	}
+	m.err = "rebuild: " + err.Error()
+	m.failed.Store(true)
+	m.wo.Store(false)
+}
+
 // endRebuild ends the rebuild of m: RW when err is nil (the caller made
-// it so), ERR with err's reason otherwise.
+// it so), ERR with the first reason it failed for otherwise.
 func (e *Engine) endRebuild(m *member, err error) {
 	if err != nil {
+		e.dropRebuilding(m, err)
 		e.failMu.Lock()
-		m.err = "rebuild: " + err.Error()
-		m.failed.Store(true)
-		m.wo.Store(false)
+		why := m.err
 		e.failMu.Unlock()
+		e.setRebuildStatus(m.name, func(s *RebuildStatus) {
+			s.IsRebuilding, s.State, s.Error = false, "error", why
+		})
+	} else {
+		e.setRebuildStatus(m.name, func(s *RebuildStatus) {
+			s.IsRebuilding, s.State, s.Progress, s.Error = false, "complete", 100, ""
+		})
 	}
-	e.setRebuildStatus(m.name, func(s *RebuildStatus) {
-		s.IsRebuilding = false
-		if err != nil {
-			s.State, s.Error = "error", err.Error()
-			return
-		}
-		s.State, s.Progress, s.Error = "complete", 100, ""
-	})
 	e.rebuild.mu.Lock()
 	if e.rebuild.running == m.name {
 		close(e.rebuild.done)
@@ -391,7 +402,8 @@ func (e *Engine) onRebuilding(op func(Replica) error) {
 				e.fence(m, err)
 			}
 			e.log.WithError(err).WithField("replica", m.name).Error("Rebuilding replica failed an I/O; its rebuild ends")
-			e.endRebuild(m, err)
+			e.dropRebuilding(m, err)
+			e.notify()
 		}
 	}
 }

@@ -131,6 +131,9 @@ func (e *Engine) copyLayers(ctx context.Context, log *logrus.Entry, m, src *memb
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(rebuildInFlight)
 	chunk := func(name string, off, n int64) error {
+		if !m.rebuilding() {
+			return fmt.Errorf("replica %s failed while it was rebuilt", m.name)
+		}
 		buf := <-bufs
 		defer func() { bufs <- buf }()
 		p := buf[:n]
