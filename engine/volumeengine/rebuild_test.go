@@ -323,3 +323,60 @@ func TestARebuildWithAnOlderServerIsRefused(t *testing.T) {
 		t.Fatal("a refused replica joined")
 	}
 }
+
+// While a rebuild reads the layers a snapshot's deletion is refused and a
+// purge waits; both go ahead once it ends (here: its target stalls, and
+// is dropped at its deadline).
+func TestAPurgeWaitsForARebuild(t *testing.T) {
+	r1, r3 := newReplica(t, rebuildVolSize), newReplica(t, rebuildVolSize)
+	p := newProxy(t, serveReplica(t, "r3", r3).addr)
+	e, err := startEngine(t, "engine-a", 1, map[string]*replica.Replica{"r1": r1}, nil, ReplicaTimeout(time.Second), ReplicaControlTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := newModel(rebuildVolSize)
+	checksummedBlocks(t, e, model, 1, 300, 0, rebuildVolSize)
+	for _, s := range []string{"s1", "s2"} {
+		if _, err := e.CreateSnapshot(s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.DeleteSnapshot("s1"); err != nil {
+		t.Fatal(err)
+	}
+	target, err := e.OpenRemoteReplica("r3", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StartRebuild("r3", target, ""); err != nil {
+		t.Fatal(err)
+	}
+	p.frozen.Store(true)
+	if !e.RebuildStatus()["r3"].IsRebuilding {
+		t.Skip("the rebuild ended before its target stalled")
+	}
+	if err := e.DeleteSnapshot("s2"); !errors.Is(err, ErrRebuilding) || !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("a deletion during a rebuild: %v", err)
+	}
+	e.StartPurge()
+	time.Sleep(200 * time.Millisecond)
+	if ps := e.PurgeStatus(); !ps.IsPurging || !r1.HasSnapshot("s1") {
+		t.Fatalf("the purge did not wait for the rebuild: %+v", ps)
+	}
+	st := waitRebuilt(t, e, "r3")
+	p.frozen.Store(false)
+	if st.State != "error" {
+		t.Fatalf("the rebuild: %+v", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.PurgeStatus().IsPurging && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ps := e.PurgeStatus(); ps.State != "complete" || r1.HasSnapshot("s1") {
+		t.Fatalf("the purge after the rebuild: %+v", ps)
+	}
+	if err := e.DeleteSnapshot("s2"); err != nil {
+		t.Fatal(err)
+	}
+	readsAs(t, "the engine", e, model.snapshot())
+}
