@@ -92,11 +92,22 @@ data:
   kubeletRootDir: %s
   csiStatePath: %s
 `, in.dataPath, in.kubeletRootDir, in.csiStatePath)
+	// One node, whose disk is a folder of the machine's own: a volume's
+	// replicas share it, whatever the disk's free space.
+	settings := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: longhorn-default-setting
+  namespace: longhorn-system
+data:
+  settings: replica-soft-anti-affinity=true,storage-minimal-available-percentage=0
+`
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - %[1]s
   - install-values.yaml
+  - default-setting.yaml
 components:
   - %[1]s/components/mutating-policies
   - %[1]s/components/snapshot-classes
@@ -105,7 +116,7 @@ components:
 	if !in.withUI {
 		kustomization += "patches:\n  - target: {kind: Deployment, name: longhorn-ui}\n    patch: '[{\"op\": \"replace\", \"path\": \"/spec/replicas\", \"value\": 0}]'\n"
 	}
-	for name, data := range map[string]string{"install-values.yaml": values, "kustomization.yaml": kustomization} {
+	for name, data := range map[string]string{"install-values.yaml": values, "default-setting.yaml": settings, "kustomization.yaml": kustomization} {
 		if err := os.WriteFile(filepath.Join(in.dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
