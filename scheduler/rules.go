@@ -97,7 +97,11 @@ func byAntiAffinity(found []candidate, req Request) (best []candidate, refused m
 		zones[n.Name] = n.Status.Zone
 	}
 	usedNode, usedZone, usedDisk := map[string]string{}, map[string]string{}, map[string]string{}
+	failedOn := map[string]bool{}
 	for _, r := range req.Existing {
+		if r.DeletionTimestamp == nil && r.Spec.FailedAt != "" {
+			failedOn[r.Spec.NodeID] = true
+		}
 		if r.DeletionTimestamp != nil || r.Spec.FailedAt != "" || r.Spec.NodeID == "" {
 			continue
 		}
@@ -131,6 +135,7 @@ func byAntiAffinity(found []candidate, req Request) (best []candidate, refused m
 			continue
 		}
 		kept[c.Node] = true
+		c.failedHere = failedOn[c.Node]
 		r := 0
 		switch {
 		case diskHeld != "":

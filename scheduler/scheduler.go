@@ -105,6 +105,9 @@ type candidate struct {
 	Disk
 	zone      string
 	available int64
+	// failedHere: a replica of the volume failed on this node (it does
+	// not count for anti-affinity): another node is taken first.
+	failedHere bool
 }
 
 // Place picks the disk for one more replica of the request's volume, or
@@ -139,10 +142,14 @@ func Place(req Request) (Disk, error) {
 }
 
 // pick is the preferred node's roomiest disk when it is among best, or
-// else the disk with the most free space, by node and disk name on a tie.
+// else the disk with the most free space, by node and disk name on a tie;
+// a node where a replica of the volume failed comes after the others.
 func pick(best []candidate, prefer string) Disk {
 	sort.Slice(best, func(i, j int) bool {
 		a, b := best[i], best[j]
+		if a.failedHere != b.failedHere {
+			return !a.failedHere
+		}
 		if (a.Node == prefer) != (b.Node == prefer) {
 			return a.Node == prefer
 		}

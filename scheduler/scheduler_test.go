@@ -70,7 +70,7 @@ func TestPlace(t *testing.T) {
 			nodes: []*longhorn.Node{node("a", ""), node("b", "")}, prefer: "b", want: "b/d"},
 		{name: "the preferred node only among the best",
 			nodes: []*longhorn.Node{node("a", ""), node("b", "")}, existing: []*longhorn.Replica{replicaOn("v-r-0", "b", "uuid-b")},
-			rules: Settings{NodeSoft: true, ZoneSoft: true, DiskSoft: true, OverProvisioningPercent: 100, MinimalAvailablePercent: 25},
+			rules:  Settings{NodeSoft: true, ZoneSoft: true, DiskSoft: true, OverProvisioningPercent: 100, MinimalAvailablePercent: 25},
 			prefer: "b", want: "a/d"},
 		{name: "hard node anti-affinity leaves a replica unscheduled",
 			nodes: []*longhorn.Node{node("a", "")}, existing: []*longhorn.Replica{replicaOn("v-r-0", "a", "uuid-a")},
@@ -92,6 +92,14 @@ func TestPlace(t *testing.T) {
 			nodes: []*longhorn.Node{node("a", "")},
 			existing: []*longhorn.Replica{func() *longhorn.Replica {
 				r := replicaOn("v-r-0", "a", "uuid-a")
+				r.Spec.FailedAt = "2026-12-02T00:00:00Z"
+				return r
+			}()},
+			want: "a/d"},
+		{name: "a node where a replica of the volume failed comes last",
+			nodes: []*longhorn.Node{node("a", ""), withDisk(node("b", ""), "big", 90)},
+			existing: []*longhorn.Replica{func() *longhorn.Replica {
+				r := replicaOn("v-r-0", "b", "uuid-b")
 				r.Spec.FailedAt = "2026-12-02T00:00:00Z"
 				return r
 			}()},
