@@ -45,10 +45,11 @@ func replicaBacking(t *testing.T, r longhorn.Replica) string {
 }
 
 // TestVolumeOnABackingImage: a volume created from an image that is on
-// another disk waits for the file on its replicas' disk (synced there by
-// the managers), then reads the image's bytes, with both replicas sharing
-// the one file; writes never reach the file; a backup records the image,
-// and restores only onto a volume on the same image.
+// another disk waits for the file on its replicas' disks (synced there by
+// the managers; disk anti-affinity puts its two replicas on the node's two
+// disks), then reads the image's bytes, each replica on its disk's one
+// file; writes never reach the file; a backup records the image, and
+// restores only onto a volume on the same image.
 func TestVolumeOnABackingImage(t *testing.T) {
 	e, disks, replicaDisk, otherDisk := framework.TwoDiskAPIEnv(t)
 	content, sum, url := framework.ServeImage(t, 3<<20+1234)
@@ -81,18 +82,22 @@ func TestVolumeOnABackingImage(t *testing.T) {
 		t.Fatal("the volume does not read its backing image's bytes")
 	}
 
-	// Both replicas sit on the disk's one file of the image.
+	// Each replica sits on its disk's one file of the image, one replica
+	// on each disk.
 	file := filepath.Join(backingimage.FileFolder(disks[replicaDisk], "base", bi.Status.UUID), backingimage.DataFile)
 	replicas, err := e.LH.LonghornV1beta2().Replicas(e.NS).List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(replicas.Items) != 2 {
 		t.Fatalf("replicas: %d, %v", len(replicas.Items), err)
 	}
+	seen := map[string]bool{}
 	for _, r := range replicas.Items {
-		if r.Spec.BackingImage != "base" || r.Spec.DiskID != replicaDisk {
-			t.Fatalf("replica %s: backingImage %q on disk %s", r.Name, r.Spec.BackingImage, r.Spec.DiskID)
+		if r.Spec.BackingImage != "base" || (r.Spec.DiskID != replicaDisk && r.Spec.DiskID != otherDisk) || seen[r.Spec.DiskID] {
+			t.Fatalf("replica %s: backingImage %q on disk %s (the other on %v)", r.Name, r.Spec.BackingImage, r.Spec.DiskID, seen)
 		}
-		if got := replicaBacking(t, r); got != file {
-			t.Fatalf("replica %s opens %s, want the disk's file %s", r.Name, got, file)
+		seen[r.Spec.DiskID] = true
+		own := filepath.Join(backingimage.FileFolder(disks[r.Spec.DiskID], "base", bi.Status.UUID), backingimage.DataFile)
+		if got := replicaBacking(t, r); got != own {
+			t.Fatalf("replica %s opens %s, want its disk's file %s", r.Name, got, own)
 		}
 	}
 	// A pod that calls the disk's manager server itself cannot delete the

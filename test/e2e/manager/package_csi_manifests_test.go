@@ -482,7 +482,8 @@ func checkCSIRBAC(t *testing.T, kube kubernetes.Interface, ns string) {
 			{Verb: "delete", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns, Name: "csisc-1"},
 			{Verb: "watch", Group: "storage.k8s.io", Resource: "csistoragecapacities", Namespace: ns},
 			core("get", "pods", ns), {Verb: "get", Group: "apps", Resource: "replicasets", Namespace: ns, Name: "csi-provisioner-1"},
-			lh("get", "settings", "storage-over-provisioning-percentage"), lh("list", "nodes", ""),
+			lh("get", "settings", "storage-over-provisioning-percentage"), lh("get", "settings", "storage-minimal-available-percentage"),
+			lh("get", "settings", "replica-soft-anti-affinity"), lh("list", "nodes", ""),
 		},
 		never: []attr{
 			core("get", "secrets", claims), core("list", "secrets", ""), core("create", "pods", ns),
