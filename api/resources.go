@@ -150,7 +150,7 @@ type longhornVolumeFields struct {
 	BackupStatus                []VolumeBackupStatus         `json:"backupStatus"`
 	RestoreStatus               []struct{}                   `json:"restoreStatus"`
 	PurgeStatus                 []struct{}                   `json:"purgeStatus"`
-	RebuildStatus               []struct{}                   `json:"rebuildStatus"`
+	RebuildStatus               []VolumeRebuildStatus        `json:"rebuildStatus"`
 	VolumeAttachment            VolumeAttachment             `json:"volumeAttachment"`
 }
 
@@ -405,7 +405,7 @@ func toRecurringJob(base string, j *longhorn.RecurringJob) RecurringJob {
 // volumeActions are offered in every volume state; snapshotActions and
 // attachedActions while the volume is attached.
 var (
-	volumeActions   = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "updateFreezeFilesystemForSnapshot", "expand",
+	volumeActions = []string{"recurringJobAdd", "recurringJobDelete", "recurringJobList", "attach", "detach", "updateBackupTargetName", "updateFreezeFilesystemForSnapshot", "expand",
 		"updateReplicaSoftAntiAffinity", "updateReplicaZoneSoftAntiAffinity", "updateReplicaDiskSoftAntiAffinity"}
 	snapshotActions = []string{"snapshotCreate", "snapshotList", "snapshotGet", "snapshotDelete", "snapshotPurge", "snapshotRevert", "snapshotBackup"}
 	attachedActions = []string{"trimFilesystem"}
@@ -457,7 +457,7 @@ func (s *Server) toVolume(base string, v *longhorn.Volume) Volume {
 			KubernetesStatus:       volumeKubernetesStatus(v.Status.KubernetesStatus),
 			CloneStatus:            v.Status.CloneStatus,
 			LastBackupVerification: v.Status.LastBackupVerification,
-			BackupStatus:           volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: []struct{}{},
+			BackupStatus:           volumeBackupStatus(engine), RestoreStatus: []struct{}{}, PurgeStatus: []struct{}{}, RebuildStatus: volumeRebuildStatus(engine),
 			VolumeAttachment: VolumeAttachment{Resource: resource(base, "volumeAttachment", "volumeattachments", v.Name), Volume: v.Name, Attachments: volumeAttachments(v)},
 		},
 	}
@@ -537,6 +537,36 @@ func volumeBackupStatus(e *longhorn.Engine) []VolumeBackupStatus {
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// VolumeRebuildStatus is a replica's rebuild as Longhorn's API and UI
+// show it (the UI's volume page draws its progress).
+type VolumeRebuildStatus struct {
+	Resource
+	Replica      string `json:"replica"`
+	IsRebuilding bool   `json:"isRebuilding"`
+	Progress     int    `json:"progress"`
+	State        string `json:"state"`
+	Error        string `json:"error"`
+	FromReplica  string `json:"fromReplica"`
+}
+
+func volumeRebuildStatus(e *longhorn.Engine) []VolumeRebuildStatus {
+	out := []VolumeRebuildStatus{}
+	if e == nil {
+		return out
+	}
+	for name, r := range e.Status.RebuildStatus {
+		if r == nil {
+			continue
+		}
+		out = append(out, VolumeRebuildStatus{
+			Resource: Resource{ID: name, Type: "rebuildStatus", Links: map[string]string{}, Actions: map[string]string{}},
+			Replica:  name, IsRebuilding: r.IsRebuilding, Progress: r.Progress, State: r.State, Error: r.Error, FromReplica: r.FromReplicaAddress,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
 	return out
 }
 

@@ -268,6 +268,13 @@ func schemas() []Schema {
 			},
 		},
 		{
+			ID: "rebuildStatus",
+			ResourceFields: map[string]Field{
+				"id": {Type: "string"}, "replica": {Type: "string"}, "isRebuilding": {Type: "boolean"}, "progress": {Type: "int"},
+				"state": {Type: "string"}, "error": {Type: "string"}, "fromReplica": {Type: "string"},
+			},
+		},
+		{
 			ID: "volumeAttachment", PluralName: "volumeAttachments", collectionPath: "volumeattachments",
 			CollectionMethods: []string{"GET"},
 			ResourceFields:    map[string]Field{"volume": {Type: "string"}, "attachments": {Type: "map[attachment]"}},

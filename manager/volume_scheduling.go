@@ -22,7 +22,7 @@ func ParseDataLocality(value string, replicas int) (longhorn.DataLocality, error
 		}
 		return d, nil
 	case longhorn.DataLocalityBestEffort:
-		return "", invalid("dataLocality: best-effort moves a replica to the node the volume attaches to, which means rebuilding it there, and the data plane does not rebuild replicas yet; disabled and strict-local are taken")
+		return "", invalid("dataLocality: best-effort moves a replica to the node the volume attaches to, which is not built yet; disabled and strict-local are taken")
 	}
 	return "", invalid("dataLocality: must be disabled, best-effort or strict-local, got %q", value)
 }

@@ -15,6 +15,10 @@ const (
 	// when absent. Like Kubernetes' volume.kubernetes.io/selected-node on
 	// a claim.
 	AnnotationSelectedNode = "longhorn.io/selected-node"
+	// AnnotationRebuildTarget, on a Replica, says it was made in place
+	// of a lost one of a volume that holds data: it is rebuilt into the
+	// running engine, and no engine start opens it before it was.
+	AnnotationRebuildTarget = "longhorn.io/rebuild-target"
 
 	// LabelManagedBy marks objects the manager creates for itself.
 	LabelManagedBy = "longhorn.io/managed-by"

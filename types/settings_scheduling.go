@@ -15,6 +15,13 @@ const (
 	SettingNameReplicaZoneSoftAntiAffinity SettingName = "replica-zone-soft-anti-affinity"
 	// SettingNameReplicaDiskSoftAntiAffinity lets them share a disk.
 	SettingNameReplicaDiskSoftAntiAffinity SettingName = "replica-disk-soft-anti-affinity"
+	// SettingNameConcurrentReplicaRebuildPerNodeLimit bounds the rebuilds
+	// into replicas of one node at once; 0 rebuilds none.
+	SettingNameConcurrentReplicaRebuildPerNodeLimit SettingName = "concurrent-replica-rebuild-per-node-limit"
+	// SettingNameReplicaReplenishmentWaitInterval is how long a failed
+	// replica of a node that is down is waited for before another takes
+	// its place.
+	SettingNameReplicaReplenishmentWaitInterval SettingName = "replica-replenishment-wait-interval"
 )
 
 func init() {
@@ -55,6 +62,24 @@ func init() {
 		Category: "scheduling",
 		Type:     SettingTypeBool,
 		Default:  "true",
+	}
+	settingDefinitions[SettingNameConcurrentReplicaRebuildPerNodeLimit] = SettingDefinition{
+		DisplayName: "Concurrent Replica Rebuild Per Node Limit",
+		Description: "How many replicas of one node may be rebuilt at once (each from a healthy replica of its volume, while the volume is in use). 0 rebuilds none: a volume that lost a replica stays degraded.",
+		Category:    "general",
+		Type:        SettingTypeInt,
+		Default:     "5",
+		Min:         0,
+		Max:         100,
+	}
+	settingDefinitions[SettingNameReplicaReplenishmentWaitInterval] = SettingDefinition{
+		DisplayName: "Replica Replenishment Wait Interval",
+		Description: "Seconds a volume that lost a replica waits, while that replica's node is down, before another replica is placed and rebuilt in its place: a node that comes back soon saves the copy. A replica that failed on a node that is up is replaced at once.",
+		Category:    "general",
+		Type:        SettingTypeInt,
+		Default:     "600",
+		Min:         0,
+		Max:         86400,
 	}
 	settingDefinitions[SettingNameReplicaDiskSoftAntiAffinity] = SettingDefinition{
 		DisplayName: "Replica Disk Level Soft Anti-Affinity",

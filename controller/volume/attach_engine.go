@@ -77,9 +77,6 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 		vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeEngineRestarted, longhorn.ConditionStatusTrue,
 			ReasonInstanceManagerStopped, run.Restarted, c.clock.Now())
 	}
-	if err := c.markHealthy(ctx, replicas); err != nil {
-		return nil, nil, err
-	}
 	// A volume with no node (its engine runs for a clone) has no Attach
 	// condition: set each sync after its removal, it would change its
 	// transition time, and so the Volume's status, every second.
@@ -157,6 +154,17 @@ func (c *Controller) runEngine(ctx context.Context, v *longhorn.Volume, e *longh
 	}
 	if err := c.recordFailures(ctx, v, replicas, failures); err != nil {
 		return nil, nil, err
+	}
+	// The replicas the engine has open hold data from now on (a rebuilt
+	// one from its join, WO).
+	if err := c.markHealthy(ctx, replicas, func(r *longhorn.Replica) bool {
+		mode, in := status.ReplicaModeMap[r.Name]
+		return in && (mode == longhorn.ReplicaModeRW || mode == longhorn.ReplicaModeWO)
+	}); err != nil {
+		return nil, nil, err
+	}
+	if why := c.startRebuild(v, run.Engine, status, replicas); why != "" {
+		c.Logger.WithField("volume", v.Name).Debug("Rebuild waits: " + why)
 	}
 	return failures, recordMirror, nil
 }

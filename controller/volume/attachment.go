@@ -91,20 +91,25 @@ func (c *Controller) syncAttachment(ctx context.Context, v *longhorn.Volume) err
 		}
 	}
 	// The replicas of other nodes are reached where they are served; an
-	// engine to start here leaves out those whose node is down.
-	remotes, notServed := c.remoteReplicas(v, replicas)
+	// engine to start here leaves out those whose node is down, and a
+	// volume that holds data opens no replica that was never opened: that
+	// one is rebuilt into the running engine (replacement.go).
+	opened := openable(replicas)
+	remotes, notServed := c.remoteReplicas(v, opened)
 	if _, running := c.instances.Get(v.Name); notServed != nil && !running && notLocal == nil && (v.Spec.NodeID == c.ownership.NodeID || forClone) {
 		marked, err := c.leaveUnreachable(ctx, v, replicas)
 		if err != nil {
 			return err
 		}
 		if marked {
-			remotes, notServed = c.remoteReplicas(v, replicas)
+			opened = openable(replicas)
+			remotes, notServed = c.remoteReplicas(v, opened)
 		}
 	}
-	dirs, startDirs := replicaDirs(c.localOnly(replicas), backing)
+	dirs, startDirs := replicaDirs(c.localOnly(opened), backing)
 	failedReplicas := markedFailed(replicas)
-	allFailed := len(replicas) > 0 && len(failedReplicas) == len(replicas)
+	// A replica awaiting its rebuild is no replica to start on.
+	allFailed := len(opened) > 0 && len(failedReplicas) == len(opened)
 	_, running := c.instances.Get(v.Name)
 	// An engine already running keeps its open backing files; one that is
 	// not starts only once every replica's file is ready.
@@ -262,9 +267,9 @@ func (e *diskNotHereError) Error() string { return e.msg }
 // once an engine opened it: from then on it is only ever opened, never
 // created again. The written objects replace those in replicas, so the
 // status writes that follow carry their resource version.
-func (c *Controller) markHealthy(ctx context.Context, replicas []*longhorn.Replica) error {
+func (c *Controller) markHealthy(ctx context.Context, replicas []*longhorn.Replica, only ...func(*longhorn.Replica) bool) error {
 	for i, r := range replicas {
-		if r.Spec.HealthyAt != "" {
+		if r.Spec.HealthyAt != "" || len(only) > 0 && !only[0](r) {
 			continue
 		}
 		updated := r.DeepCopy()

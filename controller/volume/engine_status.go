@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -27,6 +28,12 @@ func (c *Controller) mirrorEngine(e instance.Engine, status *longhorn.EngineStat
 	}
 	p := st.Purge
 	status.PurgeStatus = map[string]*longhorn.PurgeStatus{c.engineAddress: {IsPurging: p.IsPurging, Progress: p.Progress, State: p.State, Error: p.Error}}
+	// By replica name (Longhorn keys it by the replica's address).
+	status.RebuildStatus = map[string]*longhorn.RebuildStatus{}
+	for name, r := range st.Rebuilds {
+		status.RebuildStatus[name] = &longhorn.RebuildStatus{IsRebuilding: r.IsRebuilding, Progress: r.Progress, State: r.State, Error: r.Error,
+			FromReplicaAddress: cmp.Or(r.FromReplicaAddress, r.FromReplica)}
+	}
 }
 
 // mirrorSnapshots sets the Engine's snapshot list from the engine's

@@ -18,8 +18,9 @@ import (
 )
 
 // A failed replica (spec.failedAt set) missed writes the volume
-// acknowledged: the engine does not open it again. This data plane does
-// not rebuild replicas, so it stays out until a user salvages it.
+// acknowledged: the engine does not open it again, and its data stays on
+// its disk. While the volume is attached a new replica is placed in its
+// place and rebuilt from a healthy one (replacement.go).
 const (
 	// ConditionTypeReplicaFailed: the volume has failed replicas, named
 	// in the message; absent when it has none.
@@ -140,7 +141,7 @@ func (c *Controller) setReplicaFailedCondition(vstatus *longhorn.VolumeStatus, f
 		vstatus.Conditions = slices.DeleteFunc(vstatus.Conditions, func(c longhorn.Condition) bool { return c.Type == ConditionTypeReplicaFailed })
 		return
 	}
-	msg := describeFailed(failed, failures) + ". A failed replica missed writes; the engine does not open it, and this data plane does not rebuild replicas: it stays out of the volume"
+	msg := describeFailed(failed, failures) + ". A failed replica missed writes; the engine does not open it, and while the volume is attached a new replica is placed and rebuilt from a healthy one in its place"
 	vstatus.Conditions = kit.SetCondition(vstatus.Conditions, ConditionTypeReplicaFailed, longhorn.ConditionStatusTrue, ReasonReplicaFailed, msg, c.clock.Now())
 }
 

@@ -102,28 +102,38 @@ func (c *Controller) leaveUnreachable(ctx context.Context, v *longhorn.Volume, r
 		return false, nil
 	}
 	for _, i := range down {
-		r := replicas[i]
-		updated := r.DeepCopy()
-		updated.Spec.FailedAt = c.clock.Now().UTC().Format(time.RFC3339)
-		written, err := c.ds.UpdateReplica(ctx, updated)
-		if err != nil {
-			return false, fmt.Errorf("volume %s: mark replica %s failed, its node %s being down: %w", v.Name, r.Name, r.Spec.NodeID, err)
+		why := fmt.Sprintf("its node %s was down (its manager's heartbeat Lease is stale) when the volume's engine started on node %s, which started without it", replicas[i].Spec.NodeID, c.ownership.NodeID)
+		if err := c.markNodeDown(ctx, v, replicas, i, why); err != nil {
+			return false, err
 		}
-		why := fmt.Sprintf("its node %s was down (its manager's heartbeat Lease is stale) when the volume's engine started on node %s, which started without it", r.Spec.NodeID, c.ownership.NodeID)
-		st := written.DeepCopy()
-		st.Status.Conditions = kit.SetCondition(st.Status.Conditions, longhorn.ReplicaConditionTypeFailed, longhorn.ConditionStatusTrue,
-			longhorn.ReplicaConditionReasonNodeDown, why, c.clock.Now())
-		if w, err := c.ds.UpdateReplicaStatus(ctx, st); err == nil {
-			written = w
-		} else {
-			// The next sync writes the Failed condition (FailedAtSet).
-			c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name}).WithError(err).Warn("Could not record why the replica was marked failed")
-		}
-		replicas[i] = written
-		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name, "node": r.Spec.NodeID, "failedAt": updated.Spec.FailedAt}).
-			Error("Replica marked failed: its node is down, and the engine starts without it; it does not open it again until it is rebuilt from a healthy replica")
 	}
 	return true, nil
+}
+
+// markNodeDown marks replicas[i] failed, its node being down, with its
+// Failed condition's reason NodeDown and why; the written object replaces
+// it in replicas. Its data stays on its disk.
+func (c *Controller) markNodeDown(ctx context.Context, v *longhorn.Volume, replicas []*longhorn.Replica, i int, why string) error {
+	r := replicas[i]
+	updated := r.DeepCopy()
+	updated.Spec.FailedAt = c.clock.Now().UTC().Format(time.RFC3339)
+	written, err := c.ds.UpdateReplica(ctx, updated)
+	if err != nil {
+		return fmt.Errorf("volume %s: mark replica %s failed, its node %s being down: %w", v.Name, r.Name, r.Spec.NodeID, err)
+	}
+	st := written.DeepCopy()
+	st.Status.Conditions = kit.SetCondition(st.Status.Conditions, longhorn.ReplicaConditionTypeFailed, longhorn.ConditionStatusTrue,
+		longhorn.ReplicaConditionReasonNodeDown, why, c.clock.Now())
+	if w, err := c.ds.UpdateReplicaStatus(ctx, st); err == nil {
+		written = w
+	} else {
+		// The next sync writes the Failed condition (FailedAtSet).
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name}).WithError(err).Warn("Could not record why the replica was marked failed")
+	}
+	replicas[i] = written
+	c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": r.Name, "node": r.Spec.NodeID, "failedAt": updated.Spec.FailedAt, "why": why}).
+		Error("Replica marked failed: its node is down; it does not join an engine again until it is rebuilt from a healthy replica")
+	return nil
 }
 
 // takeTerm records the volume's next term in its status, before an engine

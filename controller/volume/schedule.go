@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sirupsen/logrus"
@@ -17,20 +18,37 @@ import (
 // placeReplicas creates the Replicas the volume misses, one by one, each
 // on the disk the replica scheduler picks given those placed before it
 // (so three replicas go to three nodes when anti-affinity asks for it).
-// A replica that no disk can take is not created: unscheduled says why,
-// node by node, and the next sync tries again. A volume whose data
-// exists gets none (no rebuild yet). It returns replicas with those it
-// created.
+// Replicas marked failed do not count. A replica that no disk can take is
+// not created: unscheduled says why, node by node, and the next sync
+// tries again. A volume whose data exists gets one new replica at a time,
+// while its engine runs here, to be rebuilt into it (replacement.go). It
+// returns replicas with those it created.
 func (c *Controller) placeReplicas(ctx context.Context, v *longhorn.Volume, replicas []*longhorn.Replica, attachTo string) ([]*longhorn.Replica, error, error) {
-	if len(replicas) >= v.Spec.NumberOfReplicas {
+	active := countActive(replicas)
+	if active >= v.Spec.NumberOfReplicas {
 		return replicas, nil, nil
 	}
-	for _, r := range replicas {
-		if r.Spec.HealthyAt != "" {
-			// A replica made now would start empty beside data, and be
-			// marked failed as behind at the engine's next start.
-			return replicas, fmt.Errorf("volume %s holds data (replica %s has been opened): a new replica would have to be rebuilt from a healthy one, which the data plane does not do yet", v.Name, r.Name), nil
+	// A replica to be rebuilt whose node went down before it joined is
+	// given up (it holds nothing), and another placed in its place.
+	for i, r := range replicas {
+		if awaitingRebuild(r) && r.DeletionTimestamp == nil && !c.ownership.IsUp(r.Spec.NodeID) {
+			why := fmt.Sprintf("its node %s went down before it was rebuilt", r.Spec.NodeID)
+			if err := c.markNodeDown(ctx, v, replicas, i, why); err != nil {
+				return nil, nil, err
+			}
+			active--
 		}
+	}
+	want := v.Spec.NumberOfReplicas
+	replacing := holdsData(replicas)
+	if replacing {
+		if why, retry := c.replacementRefusal(v, replicas); why != "" {
+			if retry > 0 {
+				c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, retry)
+			}
+			return replicas, errors.New(why), nil
+		}
+		want = active + 1
 	}
 	settings, err := c.ds.SchedulingSettings()
 	if err != nil {
@@ -57,7 +75,7 @@ func (c *Controller) placeReplicas(ctx context.Context, v *longhorn.Volume, repl
 		req.Rules.NodeSoft, req.Rules.ZoneSoft, req.Rules.DiskSoft = true, true, true
 		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "node": c.ownership.NodeID, "why": why}).Debug("Placing the volume's replicas on one node")
 	}
-	for i := 0; len(replicas) < v.Spec.NumberOfReplicas; i++ {
+	for i := 0; active < want; i++ {
 		name := fmt.Sprintf("%s-r-%d", v.Name, i)
 		if have[name] {
 			continue
@@ -76,6 +94,9 @@ func (c *Controller) placeReplicas(ctx context.Context, v *longhorn.Volume, repl
 				BackingImage: v.Spec.BackingImage, Active: true,
 			},
 		}
+		if replacing {
+			r.Annotations = map[string]string{types.AnnotationRebuildTarget: "true"}
+		}
 		created, err := c.ds.CreateReplica(ctx, r)
 		if apierrors.IsAlreadyExists(err) {
 			// Made by an earlier sync, whose write the cache does not show
@@ -84,12 +105,14 @@ func (c *Controller) placeReplicas(ctx context.Context, v *longhorn.Volume, repl
 				return nil, nil, fmt.Errorf("read replica %s: %w", name, err)
 			}
 			replicas = append(replicas, created)
+			active++
 			continue
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("create replica %s: %w", name, err)
 		}
 		replicas = append(replicas, created)
+		active++
 		scheduled[disk.UUID] += v.Spec.Size
 		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "replica": name, "node": disk.Node, "disk": disk.Path}).Info("Created replica")
 	}
