@@ -47,8 +47,8 @@ var ignoredDefaults = map[string][]string{
 	"disableRevisionCounter":    {"true", "false"},
 	"unmapMarkSnapChainRemoved": {"ignored", "disabled"},
 	"backupTargetName":          {"", "default"},
-	// Node and disk selectors of a backing image need tags, which nodes
-	// and disks do not have here.
+	// A backing image's copies go to the disks its volumes' replicas
+	// use (and those its spec names), not by node and disk tags.
 	"backingImageNodeSelector": {""},
 	"backingImageDiskSelector": {""},
 }
