@@ -91,7 +91,9 @@ func (c *Controller) leaveUnreachable(ctx context.Context, v *longhorn.Volume, r
 	usable := 0
 	for i, r := range replicas {
 		switch {
-		case r.Spec.FailedAt != "" || r.DeletionTimestamp != nil:
+		case r.Spec.FailedAt != "" || r.DeletionTimestamp != nil || awaitingRebuild(r):
+			// Not one to start on: a replica awaiting its rebuild holds
+			// nothing yet.
 		case r.Spec.NodeID == c.ownership.NodeID || c.ownership.IsUp(r.Spec.NodeID):
 			usable++
 		default:
