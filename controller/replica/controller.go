@@ -111,15 +111,7 @@ func (c *Controller) enqueueBackingImageReplicas(obj any) {
 	if !ok {
 		return
 	}
-	replicas, err := c.ds.ListBackingImageReplicasRO(bi.Name)
-	if err != nil {
-		return
-	}
-	for _, r := range replicas {
-		if r.Spec.NodeID == c.nodeID {
-			c.Enqueue(r)
-		}
-	}
+	c.enqueueLocal(c.ds.ListBackingImageReplicasRO(bi.Name))
 }
 
 // enqueueDeletedVolumeReplicas syncs this node's replicas of a volume
@@ -129,7 +121,11 @@ func (c *Controller) enqueueDeletedVolumeReplicas(obj any) {
 	if !ok || v.DeletionTimestamp == nil {
 		return
 	}
-	replicas, err := c.ds.ListVolumeReplicasRO(v.Name)
+	c.enqueueLocal(c.ds.ListVolumeReplicasRO(v.Name))
+}
+
+// enqueueLocal syncs those of replicas on this node.
+func (c *Controller) enqueueLocal(replicas []*longhorn.Replica, err error) {
 	if err != nil {
 		return
 	}
@@ -149,15 +145,7 @@ func (c *Controller) enqueueEngineReplicas(obj any) {
 	if !ok {
 		return
 	}
-	replicas, err := c.ds.ListVolumeReplicasRO(e.Spec.VolumeName)
-	if err != nil {
-		return
-	}
-	for _, r := range replicas {
-		if r.Spec.NodeID == c.nodeID {
-			c.Enqueue(r)
-		}
-	}
+	c.enqueueLocal(c.ds.ListVolumeReplicasRO(e.Spec.VolumeName))
 }
 
 // Adopt enqueues every replica the node serves now (an instance manager
