@@ -65,7 +65,7 @@ func (s *Server) createRecurringJob(w http.ResponseWriter, r *http.Request) erro
 	if err := applyRecurringJobInput(&job.Spec, in); err != nil {
 		return err
 	}
-	if err := s.ds.ValidateRecurringJob(job, s.clock.Now()); err != nil {
+	if err := s.ds.ValidateRecurringJob(r.Context(), job, s.clock.Now()); err != nil {
 		return badRequest("%v", err)
 	}
 	created, err := s.ds.CreateRecurringJob(r.Context(), job)
@@ -114,7 +114,7 @@ func (s *Server) updateRecurringJob(w http.ResponseWriter, r *http.Request) erro
 			result = job
 			return nil
 		}
-		if err := s.ds.ValidateRecurringJob(updated, s.clock.Now()); err != nil {
+		if err := s.ds.ValidateRecurringJob(r.Context(), updated, s.clock.Now()); err != nil {
 			return badRequest("%v", err)
 		}
 		result, err = s.ds.UpdateRecurringJob(r.Context(), updated)

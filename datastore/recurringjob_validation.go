@@ -1,6 +1,7 @@
 package datastore
 
 import (
+	"context"
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
@@ -246,11 +247,12 @@ func validateCron(p *field.Path, expr string, now time.Time) field.ErrorList {
 
 // ValidateRecurringJob validates a job against the current
 // recurring-job-max-retention setting and the BackupTargets: the target
-// a backup job names must exist. Only the API checks that: a target
+// a backup job names must exist, in the cache or, just created and not
+// yet cached, in the API. Only the API checks that: a target
 // deleted after the job was written fails the job's backups at run time
 // (the snapshotBackup each makes is refused naming the field), and does
 // not stop the job being scheduled.
-func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.Time) error {
+func (ds *DataStore) ValidateRecurringJob(ctx context.Context, job *longhorn.RecurringJob, now time.Time) error {
 	maxRetention, err := ds.GetSettingAsInt(types.SettingNameRecurringJobMaxRetention)
 	if err != nil {
 		return err
@@ -266,7 +268,11 @@ func (ds *DataStore) ValidateRecurringJob(job *longhorn.RecurringJob, now time.T
 		}
 	}
 	if name := job.Spec.BackupTargetName; name != "" {
-		if _, err := ds.GetTarget(name); apierrors.IsNotFound(err) {
+		_, err := ds.GetTarget(name)
+		if apierrors.IsNotFound(err) {
+			_, err = ds.GetBackupTargetFresh(ctx, TargetName(name))
+		}
+		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("spec.backupTargetName: BackupTarget %q does not exist; create it first, or leave the field empty for each volume's own target", name)
 		} else if err != nil {
 			return err

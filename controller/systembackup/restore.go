@@ -117,7 +117,7 @@ func (c *RestoreController) plan(ctx context.Context, in *systembackup.Contents,
 			continue
 		}
 		job := &longhorn.RecurringJob{ObjectMeta: restored(j.ObjectMeta), Spec: j.Spec}
-		if err := c.ds.ValidateRecurringJob(job, c.now()); err != nil {
+		if err := c.ds.ValidateRecurringJob(ctx, job, c.now()); err != nil {
 			errs = append(errs, fmt.Errorf("RecurringJob %s: %w", j.Name, err))
 			continue
 		}

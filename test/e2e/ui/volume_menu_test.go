@@ -134,6 +134,14 @@ func newUIEnv(t *testing.T) (*framework.APIEnv, *uiBrowser) {
 	return e, newUIBrowser(t, proxy.URL)
 }
 
+// antiAffinityItems are the volume menu's three anti-affinity items, each
+// with the volume action its form posts and the field it sends.
+var antiAffinityItems = []struct{ item, action, field string }{
+	{"Update Replica Soft Anti Affinity", "updateReplicaSoftAntiAffinity", "replicaSoftAntiAffinity"},
+	{"Update Replica Zone Soft Anti Affinity", "updateReplicaZoneSoftAntiAffinity", "replicaZoneSoftAntiAffinity"},
+	{"Update Replica Disk Soft Anti Affinity", "updateReplicaDiskSoftAntiAffinity", "replicaDiskSoftAntiAffinity"},
+}
+
 // TestLonghornUIVolumeMenu walks every item of Longhorn's UI's volume menu
 // (the row's menu and the bulk menu of the volume list) against the
 // manager on the real control plane: an item for what the manager does
@@ -155,12 +163,13 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 	// The row's menu: what the manager does, what the UI greys from the
 	// volume's state and actions, and, absent, every item of Longhorn's
 	// that the volume does not offer (Salvage, Update Replicas Count, the
-	// anti-affinity and snapshot limit items...).
+	// snapshot limit items...).
 	items := b.openRowMenu("menu-vol")
 	b.shot("volume-menu")
 	expectMenu(t, "the row's menu", items,
 		[]string{"Detach", "Backups", "Delete", "Clone Volume", "Trim Filesystem", "Update Rebuild Concurrent Sync Limit", "Update Backup Target",
-			"Update Freeze Filesystem For Snapshot", "Expand Volume"},
+			"Update Freeze Filesystem For Snapshot", "Expand Volume", "Update Replica Soft Anti Affinity", "Update Replica Zone Soft Anti Affinity",
+			"Update Replica Disk Soft Anti Affinity"},
 		[]string{"Attach", "Create PV/PVC"})
 	b.closeMenus()
 
@@ -195,6 +204,18 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		t.Errorf("Update Freeze Filesystem For Snapshot: %+v", w)
 	}
 	b.checkConsole("Update Freeze Filesystem For Snapshot")
+	// The three anti-affinity items: the form's value (the volume's,
+	// ignored: the setting decides) reaches the volume's action.
+	for _, a := range antiAffinityItems {
+		b.recordRequests()
+		b.rowItem("menu-vol", a.item)
+		b.modalOK()
+		if w := b.waitWrites(a.item, 1); len(w) != 1 || !strings.Contains(w[0].URL, "action="+a.action) || w[0].Status != 200 ||
+			!strings.Contains(w[0].Body, `"`+a.field+`":"ignored"`) {
+			t.Errorf("%s: %+v", a.item, w)
+		}
+		b.checkConsole(a.item)
+	}
 
 	// Expand Volume: the form's size (32 MiB as a fraction of a GiB, its
 	// default unit, which the form asks to be whole MiB) reaches the
@@ -276,12 +297,18 @@ func TestLonghornUIVolumeMenu(t *testing.T) {
 		t.Errorf("bulk Update Freeze Filesystem For Snapshot: %+v", w)
 	}
 	b.checkConsole("bulk Update Freeze Filesystem For Snapshot")
+	for _, a := range antiAffinityItems {
+		bulkItem(a.item)
+		if w := b.waitWrites("bulk "+a.item, 1); len(w) != 1 || w[0].Status != 200 || !strings.Contains(w[0].URL, "action="+a.action) {
+			t.Errorf("bulk %s: %+v", a.item, w)
+		}
+		b.checkConsole("bulk " + a.item)
+	}
 	// Items whose forms post to the volume's action link, which it does
 	// not offer: the UI sends nothing, or posts to its own page (no link),
 	// which its nginx answers 405; nothing reaches the manager, and
 	// nothing claims success.
-	for _, item := range []string{"Snapshot Data Integrity", "Update Replica Soft Anti Affinity", "Update Replica Zone Soft Anti Affinity",
-		"Update Replica Disk Soft Anti Affinity", "Allow Snapshots Removal During Trim"} {
+	for _, item := range []string{"Snapshot Data Integrity", "Allow Snapshots Removal During Trim"} {
 		bulkItem(item)
 		time.Sleep(2 * time.Second)
 		for _, w := range b.writes() {
