@@ -40,6 +40,10 @@ type Controller struct {
 	recorder record.EventRecorder
 	// remoteStarts paces the starts over remote replicas that fail.
 	remoteStarts remoteStarts
+	// started is when this manager started: it leaves no replica of a
+	// node that is down out of an engine before nodeDownGrace has passed
+	// since (leaveUnreachable).
+	started time.Time
 }
 
 // NewController wires the controller to the Volume informer.
@@ -49,7 +53,7 @@ func NewController(logger *logrus.Entry, metrics *kit.Metrics, ds *datastore.Dat
 	instances instance.Instances, engineAddress string, clk clock.Clock, recorder record.EventRecorder) *Controller {
 	informer := inf.Longhorn.Longhorn().V1beta2().Volumes().Informer()
 	c := &Controller{ds: ds, ownership: kit.Ownership{NodeID: nodeID, IsUp: ds.IsNodeUp}, instances: instances, engineAddress: engineAddress, clock: clk,
-		mirrors: newEngineMirrors(), recorder: recorder}
+		mirrors: newEngineMirrors(), recorder: recorder, started: clk.Now()}
 	c.Base = kit.NewBase("longhorn-volume", logger, metrics, c.sync,
 		informer.HasSynced,
 		inf.Longhorn.Longhorn().V1beta2().Engines().Informer().HasSynced,

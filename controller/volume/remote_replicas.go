@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cadence-storage/longhorn-manager/controller/kit"
+	"github.com/cadence-storage/longhorn-manager/controller/node"
 	"github.com/cadence-storage/longhorn-manager/controller/replica"
 	"github.com/cadence-storage/longhorn-manager/engine/instance"
 	longhorn "github.com/cadence-storage/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -86,6 +87,12 @@ func (c *Controller) remoteReplicas(v *longhorn.Volume, replicas []*longhorn.Rep
 // another replica is left to start on (a local one, or one of a node that
 // is up); the replica's data stays on its disk, and it stays out of the
 // engine until it is rebuilt. It returns whether it marked any.
+//
+// A manager that started less than nodeDownGrace ago marks none: after a
+// restart of the whole cluster every other node's Lease is stale until
+// its manager is back, and an engine started at once would leave their
+// replicas to be rebuilt for nothing. The volume waits, and is synced
+// again once the grace is over.
 func (c *Controller) leaveUnreachable(ctx context.Context, v *longhorn.Volume, replicas []*longhorn.Replica) (bool, error) {
 	var down []int
 	usable := 0
@@ -101,6 +108,12 @@ func (c *Controller) leaveUnreachable(ctx context.Context, v *longhorn.Volume, r
 		}
 	}
 	if len(down) == 0 || usable == 0 {
+		return false, nil
+	}
+	if wait := c.started.Add(nodeDownGrace).Sub(c.clock.Now()); wait > 0 {
+		c.Logger.WithFields(logrus.Fields{"volume": v.Name, "wait": wait.Round(time.Second), "reason": "this manager has just started; other nodes' managers may be starting too"}).
+			Info("Waiting before the engine starts without the replicas of nodes that are down")
+		c.Queue.AddAfter(c.ds.Namespace()+"/"+v.Name, wait)
 		return false, nil
 	}
 	for _, i := range down {
@@ -155,6 +168,11 @@ func (c *Controller) takeTerm(ctx context.Context, v *longhorn.Volume) (*longhor
 // the next one waits: each takes a term, a write of the Volume, which
 // would otherwise bring the next sync at once.
 const remoteStartPause = 2 * time.Second
+
+// nodeDownGrace is how long after its start a manager leaves replicas of
+// nodes that are down out of the engines it starts: a heartbeat Lease's
+// duration, the time a manager starting beside it has to renew its own.
+const nodeDownGrace = node.HeartbeatDuration
 
 // remoteStarts records when each volume's last start over remote
 // replicas failed.
