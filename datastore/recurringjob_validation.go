@@ -267,12 +267,9 @@ func (ds *DataStore) ValidateRecurringJob(ctx context.Context, job *longhorn.Rec
 			return fmt.Errorf("spec.task: a system-backup job stores its system backups in the default backup target, and the %s setting is empty; set it first", types.SettingNameBackupTarget)
 		}
 	}
-	if name := job.Spec.BackupTargetName; name != "" {
-		_, err := ds.GetTarget(name)
-		if apierrors.IsNotFound(err) {
-			_, err = ds.GetBackupTargetFresh(ctx, TargetName(name))
-		}
-		if apierrors.IsNotFound(err) {
+	// The default target is always there (the settings hold it).
+	if name := job.Spec.BackupTargetName; name != "" && TargetName(name) != DefaultBackupTargetName {
+		if _, err := CachedOrFresh(ctx, name, ds.GetBackupTargetRO, ds.GetBackupTargetFresh); apierrors.IsNotFound(err) {
 			return fmt.Errorf("spec.backupTargetName: BackupTarget %q does not exist; create it first, or leave the field empty for each volume's own target", name)
 		} else if err != nil {
 			return err
